@@ -1,0 +1,52 @@
+# Thin aliases over real commands. `make run` and `make test` set everything up on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+SAM_VENV := .venv-sam
+
+.PHONY: run test test-unit test-integration lint-template bench bench-quick build deploy clean
+
+$(STAMP): requirements-dev.txt layers/engram/requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch first and alone: the CPU wheel on disk, never a multi-GB CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -r requirements-dev.txt
+	$(PY) -m pip install -q --no-deps -e .
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(PY) -m infra.local_stack
+
+test: $(STAMP)
+	$(PY) -m pytest -q tests/unit tests/integration
+
+test-unit: $(STAMP)
+	$(PY) -m pytest -q tests/unit
+
+test-integration: $(STAMP)
+	$(PY) -m pytest -q tests/integration
+
+$(SAM_VENV)/.installed:
+	test -x $(SAM_VENV)/bin/python || $(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install -q cfn-lint==1.58.0
+	touch $@
+
+lint-template: $(SAM_VENV)/.installed
+	AWS_DEFAULT_REGION=us-east-1 $(SAM_VENV)/bin/cfn-lint template.yaml
+
+bench: $(STAMP)
+	$(PY) tests/bench/run.py
+
+bench-quick: $(STAMP)
+	$(PY) tests/bench/run.py --quick
+
+build:
+	sam build
+
+deploy:
+	sam deploy --guided
+
+clean:
+	rm -rf $(VENV) $(SAM_VENV) .aws-sam

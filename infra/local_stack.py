@@ -1,0 +1,265 @@
+"""The local stack in one process: moto (DynamoDB + SQS, saved to disk), the embedded Qdrant, the local
+embedder, the Memory API on uvicorn and the job poller. `make run` starts it; Ctrl-C stops it cleanly."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import pickle
+import secrets
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `python infra/local_stack.py` puts infra/ first, not the repo
+    sys.path.insert(0, str(ROOT))
+
+log = logging.getLogger("engram.local")
+
+
+_LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
+
+
+class _StatePickler(pickle.Pickler):
+    """Pickles moto's backends; locks and conditions (SQS queues hold them) come back new and free."""
+
+    def reducer_override(self, obj):
+        if isinstance(obj, threading.Condition):
+            return threading.Condition, ()
+        if isinstance(obj, _LOCK_TYPES):
+            return (threading.RLock if "RLock" in type(obj).__name__ else threading.Lock), ()
+        return NotImplemented
+
+
+class MotoState:
+    """Saves moto's in-memory DynamoDB and SQS to one file and restores them, so a restart loses nothing."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.dirty = threading.Event()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _backends():
+        from moto.dynamodb.models import dynamodb_backends
+        from moto.sqs.models import sqs_backends
+
+        return {"dynamodb": dynamodb_backends, "sqs": sqs_backends}
+
+    def restore(self) -> bool:
+        """Load the saved backends into moto, if a save exists."""
+        if not self.path.exists():
+            return False
+        saved = pickle.loads(self.path.read_bytes())
+        for name, backend in self._backends().items():
+            for account, regions in saved.get(name, {}).items():
+                backend[account] = regions
+        return True
+
+    def save(self) -> None:
+        """Write the backends atomically (temp file, then rename)."""
+        with self._lock:
+            self.dirty.clear()
+            for attempt in range(5):
+                try:
+                    buffer = io.BytesIO()
+                    _StatePickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(
+                        {k: dict(v) for k, v in self._backends().items()}
+                    )
+                    blob = buffer.getvalue()
+                    break
+                except RuntimeError:  # a dict changed size mid-pickle: another request was writing
+                    time.sleep(0.05 * (attempt + 1))
+            else:
+                self.dirty.set()
+                return
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_bytes(blob)
+            os.replace(tmp, self.path)
+
+
+class LocalStack:
+    """Everything `make run` starts, startable from tests too."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        host: str = "127.0.0.1",
+        port: int = 8710,
+        api_key: str | None = None,
+        embedder=None,
+        sweep_every_s: float = 60.0,
+        poll: bool = True,
+    ):
+        self.data_dir = Path(data_dir)
+        self.host, self.port = host, port
+        self.api_key = api_key
+        self.embedder = embedder
+        self.sweep_every_s = sweep_every_s
+        self.poll = poll
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # ---------------------------------------------------------------------------------------------
+
+    def _api_key(self) -> str:
+        if self.api_key:
+            return self.api_key
+        path = self.data_dir / "api-key"
+        if not path.exists():
+            path.write_text(secrets.token_urlsafe(32))
+            path.chmod(0o600)
+        return path.read_text().strip()
+
+    def start(self) -> "LocalStack":
+        """Start every part; returns when the API answers."""
+        import boto3
+        import uvicorn
+        from moto.server import ThreadedMotoServer
+
+        from engram.api.app import create_app
+        from engram.config import Settings
+        from engram.engine import build_engine, set_engine
+        from infra.aws_template import create_queues, create_tables
+        from infra.poller import SqsPoller, load_function_handler
+
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        for name, value in (("AWS_ACCESS_KEY_ID", "local"), ("AWS_SECRET_ACCESS_KEY", "local")):
+            os.environ.setdefault(name, value)
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+
+        self.state = MotoState(self.data_dir / "aws-state.pickle")
+        restored = self.state.restore()
+        self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self.moto.start()
+        moto_host, moto_port = self.moto.get_host_and_port()
+        endpoint = f"http://127.0.0.1:{moto_port}"
+        region = "us-east-1"
+        self.dynamodb = boto3.client("dynamodb", endpoint_url=endpoint, region_name=region)
+        self.sqs = boto3.client("sqs", endpoint_url=endpoint, region_name=region)
+        tables = {"MemoriesTable": "engram-memories", "StateTable": "engram-state"}
+        create_tables(self.dynamodb, tables)
+        queue_url = create_queues(self.sqs, "engram-jobs")
+
+        self.settings = Settings(
+            memories_table=tables["MemoriesTable"],
+            state_table=tables["StateTable"],
+            aws_region=region,
+            dynamodb_endpoint=endpoint,
+            sqs_endpoint=endpoint,
+            jobs_queue_url=queue_url,
+            data_dir=self.data_dir,
+            api_key=self._api_key(),
+        )
+        self.engine = build_engine(self.settings, embedder=self.embedder, sqs_client=self.sqs)
+        set_engine(self.engine)
+        self.state.save()
+        log.info("state %s from %s", "restored" if restored else "created", self.state.path)
+
+        self.poller = SqsPoller(self.sqs, queue_url, load_function_handler("worker"), region, on_batch=self.state.dirty.set)
+        if self.poll:
+            self.poller.start()
+        self._spawn("saver", self._save_loop)
+        self._spawn("sweeper", self._sweep_loop)
+        self._spawn("warm-embedder", self._warm_embedder)
+
+        app = create_app()
+
+        @app.middleware("http")
+        async def mark_dirty(request, call_next):
+            response = await call_next(request)
+            if request.method not in ("GET", "HEAD", "OPTIONS"):
+                self.state.dirty.set()
+            return response
+
+        config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning", lifespan="off")
+        self.server = uvicorn.Server(config)
+        self._spawn("uvicorn", self.server.run)
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self._threads[-1].is_alive():
+                raise RuntimeError(f"the API did not start on {self.host}:{self.port}")
+            time.sleep(0.02)
+        if self.port == 0:
+            self.port = self.server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    @property
+    def url(self) -> str:
+        """Base URL of the API."""
+        return f"http://{self.host}:{self.port}"
+
+    def _spawn(self, name, target) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _save_loop(self) -> None:
+        while not self._stop.is_set():
+            if self.state.dirty.wait(timeout=0.5) and not self._stop.is_set():
+                time.sleep(0.5)  # let a burst of writes finish first
+                self.state.save()
+
+    def _sweep_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if self.engine.service.sweep():
+                    self.state.dirty.set()
+            except Exception:
+                log.exception("sweep failed")
+            self._stop.wait(self.sweep_every_s)
+
+    def _warm_embedder(self) -> None:
+        try:
+            self.engine.service.embedder.embed(["warm up"])
+        except Exception as exc:  # search answers by words until the embedder does
+            log.warning("embedder not ready: %s", exc)
+
+    def stop(self) -> None:
+        """Stop everything and save state."""
+        from engram.engine import set_engine
+
+        self._stop.set()
+        if getattr(self, "server", None):
+            self.server.should_exit = True
+        if getattr(self, "poller", None):
+            self.poller.stop()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        if getattr(self, "state", None):
+            self.state.save()
+        if getattr(self, "engine", None):
+            self.engine.close()
+            set_engine(None)
+        if getattr(self, "moto", None):
+            self.moto.stop()
+
+
+def main() -> None:
+    """Run until Ctrl-C."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    stack = LocalStack(
+        data_dir=Path(os.environ.get("ENGRAM_DATA_DIR", ".engram")),
+        host=os.environ.get("ENGRAM_HOST", "127.0.0.1"),
+        port=int(os.environ.get("ENGRAM_PORT", "8710")),
+        api_key=os.environ.get("ENGRAM_API_KEY") or None,
+    )
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    stack.start()
+    print(f"engram is listening on {stack.url}", flush=True)
+    print(f"API key: {stack.settings.api_key}", flush=True)
+    print(f"state: {stack.data_dir.resolve()}  (Ctrl-C to stop)", flush=True)
+    done.wait()
+    print("stopping...", flush=True)
+    stack.stop()
+    print("stopped; state saved.", flush=True)
+
+
+if __name__ == "__main__":
+    main()

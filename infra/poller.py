@@ -1,0 +1,117 @@
+"""Feeds the worker handler with SQS-shaped events from a real (local) SQS queue, as Lambda's poller does."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import threading
+from pathlib import Path
+
+log = logging.getLogger("engram.poller")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_function_handler(name: str):
+    """`handler` from functions/<name>/app.py, imported by path as Lambda would."""
+    path = ROOT / "functions" / name / "app.py"
+    spec = importlib.util.spec_from_file_location(f"engram_fn_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.handler
+
+
+def sqs_event(messages: list[dict], queue_arn: str, region: str) -> dict:
+    """An SQS event in the shape Lambda hands a function."""
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": m.get("Attributes", {}),
+                "messageAttributes": m.get("MessageAttributes", {}),
+                "md5OfBody": m.get("MD5OfBody") or hashlib.md5(m["Body"].encode()).hexdigest(),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": region,
+            }
+            for m in messages
+        ]
+    }
+
+
+class SqsPoller:
+    """Long-polls a queue, calls the handler per batch, deletes what succeeded; failures reappear
+    after the visibility timeout and go to the DLQ after maxReceiveCount, as on AWS."""
+
+    def __init__(self, sqs_client, queue_url: str, handler, region: str, wait_s: int = 1, on_batch=None):
+        self.sqs = sqs_client
+        self.queue_url = queue_url
+        self.handler = handler
+        self.region = region
+        self.wait_s = wait_s
+        self.on_batch = on_batch
+        self.queue_arn = sqs_client.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def poll_once(self, wait_s: int | None = None) -> int:
+        """Receive one batch and run it; returns how many messages it got."""
+        response = self.sqs.receive_message(
+            QueueUrl=self.queue_url,
+            MaxNumberOfMessages=10,
+            WaitTimeSeconds=self.wait_s if wait_s is None else wait_s,
+            AttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        )
+        messages = response.get("Messages", [])
+        if not messages:
+            return 0
+        try:
+            result = self.handler(sqs_event(messages, self.queue_arn, self.region), None) or {}
+        except Exception:  # a crashed invocation: the whole batch comes back later
+            log.exception("worker invocation failed")
+            return len(messages)
+        failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
+        done = [m for m in messages if m["MessageId"] not in failed]
+        if done:
+            self.sqs.delete_message_batch(
+                QueueUrl=self.queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
+            )
+        if self.on_batch:
+            self.on_batch()
+        return len(messages)
+
+    def drain(self, max_batches: int = 1000) -> int:
+        """Run batches until the queue answers empty; returns how many messages ran."""
+        total = 0
+        for _ in range(max_batches):
+            n = self.poll_once(wait_s=0)
+            if n == 0:
+                break
+            total += n
+        return total
+
+    def start(self) -> None:
+        """Poll in a background thread until stop()."""
+
+        def loop():
+            while not self._stop.is_set():
+                try:
+                    self.poll_once()
+                except Exception:
+                    log.exception("poll failed")
+                    self._stop.wait(1)
+
+        self._thread = threading.Thread(target=loop, name="sqs-poller", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop polling (waits for the batch in hand)."""
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=10)

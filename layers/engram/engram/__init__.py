@@ -1,0 +1,1 @@
+"""engram: long-term memory for chat bots."""

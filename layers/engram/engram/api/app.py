@@ -1,0 +1,205 @@
+"""The Memory API: list, search, add, change, remove and forget memories over HTTP."""
+
+
+import hmac
+import logging
+from typing import Annotated, Any, Callable, Literal
+
+from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..engine import Engine, get_engine
+from ..errors import EngramError, Unauthorized
+from ..text import parse_memory_id
+
+log = logging.getLogger(__name__)
+
+
+class ErrorBody(BaseModel):
+    """What went wrong."""
+
+    code: str
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    """Every error answer."""
+
+    error: ErrorBody
+
+
+class MemoryOut(BaseModel):
+    """A memory in JSON."""
+
+    model_config = ConfigDict(extra="allow")
+    id: str = Field(examples=["mem:12"])
+    text: str
+    kind: Literal["fact", "message"]
+    savedBy: Literal["bot", "owner", "user"]
+    createdAt: str
+    updatedAt: str
+    userId: str | None = None
+    serverId: str | None = None
+    project: str | None = None
+    sourceMessageId: str | None = None
+    content: Any | None = None
+    score: float | None = Field(default=None, description="Present on search results: higher is better.")
+
+
+class MemoryList(BaseModel):
+    """Newest first, or best first when a query was given."""
+
+    memories: list[MemoryOut]
+
+
+class NewMemory(BaseModel):
+    """A fact to remember (1-1,000 characters after trimming)."""
+
+    text: str
+    userId: str | None = None
+    serverId: str | None = None
+    project: str | None = None
+
+
+class MemoryChange(BaseModel):
+    """The new text of a memory."""
+
+    text: str
+
+
+class ForgetResult(BaseModel):
+    """What a forget deleted."""
+
+    deleted: dict[str, int]
+
+
+class Health(BaseModel):
+    """Liveness and what the engine runs on."""
+
+    model_config = ConfigDict(extra="allow")
+    ok: bool
+
+
+ERRORS = {
+    400: {"model": ErrorResponse, "description": "Bad input"},
+    401: {"model": ErrorResponse, "description": "Missing or wrong bearer key"},
+    503: {"model": ErrorResponse, "description": "A dependency is down; nothing was changed"},
+}
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def _describe(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(x) for x in err.get("loc", ()) if x not in ("body",)) or "body"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
+def create_app(engine_factory: Callable[[], Engine] = get_engine) -> FastAPI:
+    """The Memory API app; the engine is looked up per request so tests and the local stack can wire it."""
+    app = FastAPI(
+        title="engram Memory API",
+        version="1.0.0",
+        description="Long-term memory for chat bots: list, search, add, change, remove and forget memories.",
+    )
+
+    def engine() -> Engine:
+        return engine_factory()
+
+    def require_key(
+        authorization: Annotated[str | None, Header(description="Bearer <ENGRAM_API_KEY>")] = None,
+        eng: Engine = Depends(engine),
+    ) -> Engine:
+        expected = eng.api_key()
+        scheme, _, presented = (authorization or "").partition(" ")
+        if not expected or scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip().encode(), expected.encode()):
+            raise Unauthorized("missing or wrong bearer key")
+        return eng
+
+    Authed = Annotated[Engine, Depends(require_key)]
+    Bot = Annotated[str, Path(description="The bot whose memories these are.", max_length=128)]
+
+    @app.exception_handler(EngramError)
+    async def engram_error(_: Request, exc: EngramError):
+        if exc.status >= 500:
+            log.warning("%s: %s", exc.code, exc.message)
+        return _error(exc.status, exc.code, exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError):
+        return _error(400, "invalid", _describe(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException):
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "error")
+        return _error(exc.status_code, code, str(exc.detail))
+
+    @app.get("/healthz", response_model=Health, tags=["ops"])
+    def healthz(eng: Engine = Depends(engine)) -> dict:
+        """Liveness: answers without a key."""
+        service = eng.service
+        return {"ok": True, "embedder": service.dense_name, "lastError": service.last_error}
+
+    @app.get("/v1/bots/{bot}/memories", response_model=MemoryList, response_model_exclude_unset=True, responses=ERRORS, tags=["memories"])
+    def list_memories(
+        bot: Bot,
+        eng: Authed,
+        query: Annotated[str | None, Query(description="Search by words and meaning, best first.")] = None,
+        limit: Annotated[int | None, Query(ge=1, le=500, description="1-500; 200 when not given.")] = None,
+        kind: Annotated[Literal["fact", "message"], Query()] = "fact",
+        userId: str | None = None,
+        serverId: str | None = None,
+        project: str | None = None,
+    ) -> dict:
+        """List a bot's memories newest first, or search them when `query` is given."""
+        scope = {"user": userId, "server": serverId, "project": project}
+        if query is not None and query.strip():
+            found = eng.service.search(bot, query, kind, limit, **scope)
+        else:
+            found = eng.service.list(bot, kind, limit, **scope)
+        return {"memories": [m.to_json() for m in found]}
+
+    @app.post(
+        "/v1/bots/{bot}/memories",
+        response_model=MemoryOut, response_model_exclude_unset=True,
+        status_code=201,
+        responses={200: {"model": MemoryOut, "description": "The same text was already remembered"}, **ERRORS},
+        tags=["memories"],
+    )
+    def add_memory(bot: Bot, body: NewMemory, eng: Authed, response: Response) -> dict:
+        """Add a fact; the same text in other case or spacing answers 200 with the memory already there."""
+        memory, created = eng.service.add_fact(
+            bot, body.text, user=body.userId, server=body.serverId, project=body.project, saved_by="owner"
+        )
+        response.status_code = 201 if created else 200
+        return memory.to_json()
+
+    @app.get("/v1/bots/{bot}/memories/{memory_id}", response_model=MemoryOut, response_model_exclude_unset=True, responses={404: {"model": ErrorResponse}, **ERRORS}, tags=["memories"])
+    def get_memory(bot: Bot, memory_id: Annotated[str, Path(examples=["mem:12"])], eng: Authed) -> dict:
+        """One memory by id (`12` or `mem:12`)."""
+        return eng.service.get(bot, parse_memory_id(memory_id)).to_json()
+
+    @app.patch("/v1/bots/{bot}/memories/{memory_id}", response_model=MemoryOut, response_model_exclude_unset=True, responses={404: {"model": ErrorResponse}, **ERRORS}, tags=["memories"])
+    def change_memory(bot: Bot, memory_id: Annotated[str, Path(examples=["mem:12"])], body: MemoryChange, eng: Authed) -> dict:
+        """Change a memory's text; if it now says what another says, that other memory stands and comes back."""
+        return eng.service.update(bot, parse_memory_id(memory_id), body.text).to_json()
+
+    @app.delete("/v1/bots/{bot}/memories/{memory_id}", status_code=204, responses={404: {"model": ErrorResponse}, **ERRORS}, tags=["memories"])
+    def remove_memory(bot: Bot, memory_id: Annotated[str, Path(examples=["mem:12"])], eng: Authed) -> Response:
+        """Remove one memory from both stores."""
+        eng.service.remove(bot, parse_memory_id(memory_id))
+        return Response(status_code=204)
+
+    @app.delete("/v1/bots/{bot}/users/{user_id}/memories", response_model=ForgetResult, responses=ERRORS, tags=["memories"])
+    def forget_user(bot: Bot, user_id: str, eng: Authed) -> dict:
+        """Forget a user: every record and vector of this bot attributed to them, everywhere."""
+        return {"deleted": eng.service.forget(bot, user_id)}
+
+    return app

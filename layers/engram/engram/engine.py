@@ -1,0 +1,85 @@
+"""Wiring: one engine per process (module-level singleton), built from the settings at first use."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from .config import Settings, get_settings
+from .embedders import build_embedder
+from .jobs import DroppingQueue, JobQueue, SqsQueue
+from .records import RecordStore
+from .service import MemoryService
+from .vectors import VectorIndex, build_index
+
+
+@dataclass
+class Engine:
+    """Everything a handler needs."""
+
+    settings: Settings
+    service: MemoryService
+    queue: JobQueue
+
+    def api_key(self) -> str | None:
+        """The Memory API key: the configured value, else the SSM SecureString (cached 5 minutes)."""
+        if self.settings.api_key:
+            return self.settings.api_key
+        if self.settings.api_key_parameter:
+            from aws_lambda_powertools.utilities import parameters
+
+            return parameters.get_parameter(self.settings.api_key_parameter, decrypt=True, max_age=300)
+        return None
+
+    def close(self) -> None:
+        """Release the index."""
+        self.service.index.close()
+
+
+def _secret(settings: Settings) -> Settings:
+    if settings.qdrant_url and not settings.qdrant_api_key and settings.qdrant_api_key_parameter:
+        from aws_lambda_powertools.utilities import parameters
+
+        key = parameters.get_parameter(settings.qdrant_api_key_parameter, decrypt=True, max_age=300)
+        return settings.model_copy(update={"qdrant_api_key": key})
+    return settings
+
+
+def build_engine(settings: Settings, index: VectorIndex | None = None, embedder=None, sqs_client=None) -> Engine:
+    """Build an engine; tests pass their own index, embedder or SQS client."""
+    settings = _secret(settings)
+    if settings.jobs_queue_url:
+        if sqs_client is None:
+            import boto3
+
+            sqs_client = boto3.client("sqs", region_name=settings.aws_region, endpoint_url=settings.sqs_endpoint)
+        queue: JobQueue = SqsQueue(sqs_client, settings.jobs_queue_url)
+    else:
+        queue = DroppingQueue()
+    service = MemoryService(
+        records=RecordStore(settings),
+        index=index if index is not None else build_index(settings),
+        embedder=embedder if embedder is not None else build_embedder(settings),
+        queue=queue,
+    )
+    return Engine(settings=settings, service=service, queue=queue)
+
+
+_engine: Engine | None = None
+_lock = threading.Lock()
+
+
+def get_engine() -> Engine:
+    """The process-wide engine."""
+    global _engine
+    with _lock:
+        if _engine is None:
+            _engine = build_engine(get_settings())
+        return _engine
+
+
+def set_engine(engine: Engine | None) -> None:
+    """Install an engine (the local stack and tests build their own)."""
+    global _engine
+    with _lock:
+        _engine = engine

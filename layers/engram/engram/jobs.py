@@ -1,0 +1,63 @@
+"""Typed jobs on SQS: what a worker runs, how it is sent, and how a batch is processed."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Literal, Protocol, Union
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+
+class IndexJob(BaseModel):
+    """Write the points (words + current dense vector) of these records; idempotent by (bot, ids)."""
+
+    kind: Literal["index"] = "index"
+    bot: str
+    ids: list[int] = Field(min_length=1, max_length=500)
+
+
+class SweepJob(BaseModel):
+    """Find records still waiting for vectors and queue index jobs for them."""
+
+    kind: Literal["sweep"] = "sweep"
+
+
+Job = Annotated[Union[IndexJob, SweepJob], Field(discriminator="kind")]
+_JOB = TypeAdapter(Job)
+
+
+def parse_job(body: str) -> IndexJob | SweepJob:
+    """A job from an SQS message body (raises pydantic.ValidationError on a malformed one)."""
+    return _JOB.validate_json(body)
+
+
+class JobQueue(Protocol):
+    """Where jobs go."""
+
+    def send(self, job: BaseModel, delay_s: int = 0) -> None:
+        """Queue one job."""
+
+
+class SqsQueue:
+    """Jobs as SQS messages (standard queue with a DLQ behind it)."""
+
+    def __init__(self, client, queue_url: str):
+        self._client = client
+        self.queue_url = queue_url
+
+    def send(self, job: BaseModel, delay_s: int = 0) -> None:
+        """Send one job; delays beyond SQS's 15 minutes are capped."""
+        self._client.send_message(
+            QueueUrl=self.queue_url, MessageBody=job.model_dump_json(), DelaySeconds=min(max(delay_s, 0), 900)
+        )
+
+
+class DroppingQueue:
+    """No queue configured: jobs are dropped, and the sweep finds their records later."""
+
+    def __init__(self):
+        self.dropped: list[str] = []
+
+    def send(self, job: BaseModel, delay_s: int = 0) -> None:
+        """Remember what was dropped (for status and tests)."""
+        self.dropped.append(json.dumps(job.model_dump()))

@@ -1,0 +1,389 @@
+"""The memory service: the one place where every front door's memory rules live."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from .embedders import Embedder, NoEmbedder, vector_name
+from .errors import EmbedderUnavailable, IndexUnavailable, InvalidInput, NotFound, Unavailable
+from .jobs import IndexJob, JobQueue
+from .records import Duplicate, MemoryRecord, RecordStore, now_ms
+from .text import clean_fact, fold_digest, format_memory_id
+from .vectors import Fusion, Hit, IndexPoint, Scope, VectorIndex
+from .words import WordVectorizer
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["fact", "message"]
+SavedBy = Literal["bot", "owner", "user"]
+KINDS = ("fact", "message")
+DEFAULT_LIMIT, MAX_LIMIT = 200, 500
+FALLBACK_SCAN = 2000
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
+
+
+def check_name(what: str, value: str | None) -> str | None:
+    """Bot, user, server and project names: 1-128 plain characters, or None."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise InvalidInput(f"{what} must be 1-128 letters, digits or _.:@- (got {value!r})")
+    return value
+
+
+def check_limit(limit: int | None) -> int:
+    """A list or search limit: 1-500, 200 when not given."""
+    if limit is None:
+        return DEFAULT_LIMIT
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"limit must be a whole number from 1 to {MAX_LIMIT}")
+    return limit
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(slots=True)
+class Memory:
+    """A memory as the front doors show it."""
+
+    id: int
+    bot: str
+    kind: str
+    text: str
+    saved_by: str
+    created_at: int
+    updated_at: int
+    user: str | None = None
+    server: str | None = None
+    project: str | None = None
+    source_id: str | None = None
+    content: Any = None
+    score: float | None = None
+
+    @classmethod
+    def from_record(cls, r: MemoryRecord) -> "Memory":
+        """From a DynamoDB record."""
+        return cls(
+            id=int(r.id), bot=r.bot, kind=r.kind, text=r.text, saved_by=r.saved_by,
+            created_at=int(r.created_at), updated_at=int(r.updated_at), user=r.user, server=r.server,
+            project=r.project, source_id=r.source_id, content=r.content,
+        )
+
+    @classmethod
+    def from_hit(cls, hit: Hit) -> "Memory":
+        """From a search hit's payload (no second round trip)."""
+        p = hit.payload
+        return cls(
+            id=hit.id, bot=p["bot"], kind=p["kind"], text=p["text"], saved_by=p.get("savedBy", "owner"),
+            created_at=int(p.get("createdAt", 0)), updated_at=int(p.get("updatedAt", 0)), user=p.get("user"),
+            server=p.get("server"), project=p.get("project"), source_id=p.get("sourceId"),
+            content=p.get("content"), score=hit.score,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The Memory API's JSON shape."""
+        out: dict[str, Any] = {
+            "id": format_memory_id(self.id),
+            "text": self.text,
+            "kind": self.kind,
+            "savedBy": self.saved_by,
+            "createdAt": _iso(self.created_at),
+            "updatedAt": _iso(self.updated_at),
+            "userId": self.user,
+            "serverId": self.server,
+            "project": self.project,
+        }
+        if self.source_id is not None:
+            out["sourceMessageId"] = self.source_id
+        if self.content is not None:
+            out["content"] = self.content
+        if self.score is not None:
+            out["score"] = round(self.score, 6)
+        return out
+
+
+def _payload(r: MemoryRecord) -> dict[str, Any]:
+    payload = {
+        "bot": r.bot, "kind": r.kind, "text": r.text, "savedBy": r.saved_by,
+        "createdAt": int(r.created_at), "updatedAt": int(r.updated_at),
+        "server": r.server, "project": r.project, "user": r.user, "sourceId": r.source_id, "content": r.content,
+    }
+    return {k: v for k, v in payload.items() if v is not None}
+
+
+class MemoryService:
+    """Adds, changes, removes, lists, searches, recalls and forgets memories across both stores."""
+
+    def __init__(
+        self,
+        records: RecordStore,
+        index: VectorIndex,
+        embedder: Embedder | NoEmbedder,
+        queue: JobQueue,
+        words: WordVectorizer | None = None,
+        fusion: Fusion | None = None,
+        message_vector_chars: int = 8000,
+    ):
+        self.records = records
+        self.index = index
+        self.embedder = embedder
+        self.queue = queue
+        self.words = words or WordVectorizer()
+        self.fusion = fusion or Fusion()
+        self.message_vector_chars = message_vector_chars
+        self.last_error: str | None = None
+        self._dense_ready: set[str] = set()
+
+    # ----- vectors -------------------------------------------------------------------------------
+
+    @property
+    def dense_name(self) -> str | None:
+        """The named vector of the current embedding model, or None when vectors are off."""
+        if isinstance(self.embedder, NoEmbedder):
+            return None
+        return vector_name(self.embedder.provider, self.embedder.model)
+
+    def _vector_text(self, r: MemoryRecord) -> str | None:
+        if r.kind == "message":
+            return r.text[: self.message_vector_chars] if self.message_vector_chars > 0 and r.text else None
+        return r.text
+
+    def _embed(self, texts: list[str]) -> list[list[float]] | None:
+        """Dense vectors, or None when the embedder is off or down (the reason is kept)."""
+        if self.dense_name is None or not texts:
+            return None
+        try:
+            vectors = self.embedder.embed(texts)
+        except EmbedderUnavailable as exc:
+            self.last_error = exc.message
+            log.warning("embedder unavailable: %s", exc.message)
+            return None
+        name = self.dense_name
+        if name not in self._dense_ready:
+            self.index.ensure_dense(name, len(vectors[0]))
+            self._dense_ready.add(name)
+        return vectors
+
+    def index_records(self, records: list[MemoryRecord]) -> int:
+        """Write the points of records (words always, meaning when the embedder answers); returns
+        how many are complete. Records left incomplete stay marked pending for the sweep."""
+        if not records:
+            return 0
+        wanted = [(r, self._vector_text(r)) for r in records]
+        to_embed = [(r, t) for r, t in wanted if t]
+        vectors = self._embed([t for _, t in to_embed])
+        dense_by_id = {int(r.id): v for (r, _), v in zip(to_embed, vectors)} if vectors else {}
+        name = self.dense_name
+        points = [
+            IndexPoint(
+                id=int(r.id),
+                payload=_payload(r),
+                words=self.words.document(r.text),
+                dense={name: dense_by_id[int(r.id)]} if int(r.id) in dense_by_id else {},
+            )
+            for r in records
+        ]
+        self.index.upsert(points)
+        complete, vanished = 0, []
+        for r, text in wanted:
+            has_dense = int(r.id) in dense_by_id
+            if has_dense or not text or name is None:
+                if self.records.mark_indexed(r, name if has_dense else None):
+                    complete += 1
+                else:
+                    vanished.append(int(r.id))
+        if vanished:  # deleted while we embedded: take back the points we just wrote
+            self.index.delete(vanished)
+        if complete == len(records):
+            self.last_error = None
+        return complete
+
+    def _index_or_defer(self, record: MemoryRecord) -> None:
+        """Index right away; if the index is down the record stays pending and a job retries it."""
+        try:
+            self.index_records([record])
+        except (IndexUnavailable, Unavailable) as exc:
+            self.last_error = exc.message
+            log.warning("deferring vectors of mem:%s: %s", record.id, exc.message)
+            try:
+                self.queue.send(IndexJob(bot=record.bot, ids=[int(record.id)]), delay_s=30)
+            except Exception:  # the sweep finds pending records even when the queue is down too
+                log.exception("could not queue an index job for mem:%s", record.id)
+
+    # ----- writes --------------------------------------------------------------------------------
+
+    def _fact_key(self, server: str | None, project: str | None, user: str | None, text: str) -> str:
+        return f"fact#{server or ''}#{project or ''}#{user or ''}#{fold_digest(text)}"
+
+    def add_fact(
+        self,
+        bot: str,
+        text: str,
+        *,
+        user: str | None = None,
+        server: str | None = None,
+        project: str | None = None,
+        saved_by: SavedBy = "owner",
+    ) -> tuple[Memory, bool]:
+        """Add a fact; (memory, True) when new, (the memory already there, False) for the same text."""
+        bot = check_name("bot", bot)
+        user, server, project = check_name("userId", user), check_name("serverId", server), check_name("project", project)
+        text = clean_fact(text)
+        key = self._fact_key(server, project, user, text)
+        existing = self.records.find_unique(bot, key)
+        if existing is not None:
+            found = self.records.get(bot, existing)
+            if found is not None:
+                return Memory.from_record(found), False
+        stamp = now_ms()
+        record = MemoryRecord(
+            bot=bot, id=self.records.next_id(), kind="fact", text=text, server=server, project=project,
+            user=user, saved_by=saved_by, unique_key=key, created_at=stamp, updated_at=stamp,
+            bot_user=f"{bot}#{user}" if user else None, bot_kind=f"{bot}#fact", pending_bot=bot,
+        )
+        try:
+            self.records.create(record)
+        except Duplicate as dup:  # someone added the same text a moment ago
+            return self.get(bot, dup.memory_id), False
+        self._index_or_defer(record)
+        return Memory.from_record(record), True
+
+    def get(self, bot: str, memory_id: int) -> Memory:
+        """One memory, or NotFound."""
+        record = self.records.get(bot, memory_id)
+        if record is None:
+            raise NotFound(f"bot {bot!r} has no memory {format_memory_id(memory_id)}")
+        return Memory.from_record(record)
+
+    def update(self, bot: str, memory_id: int, text: str) -> Memory:
+        """Change a memory's text; if it now says what another memory says, the other one stands."""
+        text = clean_fact(text)
+        record = self.records.get(bot, memory_id)
+        if record is None:
+            raise NotFound(f"bot {bot!r} has no memory {format_memory_id(memory_id)}")
+        if record.kind == "fact":
+            key = self._fact_key(record.server, record.project, record.user, text)
+        else:
+            key = record.unique_key
+        if record.text == text:
+            return Memory.from_record(record)
+        holder = self.records.find_unique(bot, key) if key != record.unique_key else None
+        if holder is not None and holder != memory_id:
+            return self._merge_into(record, holder)
+        try:
+            self.records.change_text(record, text, key)
+        except Duplicate as dup:
+            return self._merge_into(record, dup.memory_id)
+        self._index_or_defer(record)
+        return Memory.from_record(record)
+
+    def _merge_into(self, changed: MemoryRecord, other_id: int) -> Memory:
+        other = self.get(changed.bot, other_id)
+        self._delete_records([changed])
+        return other
+
+    def remove(self, bot: str, memory_id: int) -> None:
+        """Delete one memory from both stores, or NotFound."""
+        record = self.records.get(bot, memory_id)
+        if record is None:
+            raise NotFound(f"bot {bot!r} has no memory {format_memory_id(memory_id)}")
+        self._delete_records([record])
+
+    def _delete_records(self, records: list[MemoryRecord]) -> None:
+        # Vectors first: if Qdrant is down nothing is deleted and the caller hears 503,
+        # instead of a record gone with its vector still answering searches.
+        self.index.delete([int(r.id) for r in records])
+        self.records.delete(records)
+
+    def forget(self, bot: str, user: str) -> dict[str, int]:
+        """Delete every record and vector of a bot attributed to a user, in every server and project."""
+        bot, user = check_name("bot", bot), check_name("userId", user)
+        ids = list(self.records.iter_user(bot, user))
+        found = self.records.batch_get(bot, ids) if ids else {}
+        records = list(found.values())
+        vectors = self.index.delete_scope(Scope(bot=bot, user=user))
+        self.records.delete(records)
+        facts = sum(1 for r in records if r.kind == "fact")
+        return {"facts": facts, "messages": len(records) - facts, "vectors": vectors}
+
+    # ----- reads ---------------------------------------------------------------------------------
+
+    def list(
+        self, bot: str, kind: str = "fact", limit: int | None = None, *, server=None, project=None, user=None
+    ) -> list[Memory]:
+        """Newest first."""
+        bot, kind, limit = check_name("bot", bot), self._kind(kind), check_limit(limit)
+        rows = self.records.newest(bot, kind, limit, check_name("serverId", server),
+                                   check_name("project", project), check_name("userId", user))
+        return [Memory.from_record(r) for r in rows]
+
+    def search(
+        self, bot: str, query: str, kind: str = "fact", limit: int | None = None, *, server=None, project=None,
+        user=None,
+    ) -> list[Memory]:
+        """Best first, by words and (with vectors on) by meaning; words alone when the embedder is down."""
+        scope = Scope(
+            bot=check_name("bot", bot), kind=self._kind(kind), server=check_name("serverId", server),
+            project=check_name("project", project), user=check_name("userId", user),
+        )
+        return self.recall(scope, query, check_limit(limit))
+
+    def recall(self, scope: Scope, query: str, k: int) -> list[Memory]:
+        """The top-k memories of a scope for a query: one embed, one vector query."""
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("query is empty")
+        words = self.words.query(query)
+        dense = None
+        if self.dense_name is not None:
+            vectors = self._embed([query])
+            if vectors:
+                dense = (self.dense_name, vectors[0])
+        try:
+            hits = self.index.search(scope, words, dense, k, self.fusion)
+        except IndexUnavailable as exc:
+            self.last_error = exc.message
+            log.warning("index unavailable, searching records by words: %s", exc.message)
+            return self._words_fallback(scope, query, k)
+        return [Memory.from_hit(h) for h in hits]
+
+    def _words_fallback(self, scope: Scope, query: str, k: int) -> list[Memory]:
+        q = self.words.query(query)
+        rows = self.records.newest(scope.bot, scope.kind or "fact", FALLBACK_SCAN, scope.server, scope.project, scope.user)
+        scored = [(self.words.score(q, self.words.document(r.text)), r) for r in rows]
+        scored = [(s, r) for s, r in scored if s > 0]
+        scored.sort(key=lambda pair: (-pair[0], -int(pair[1].id)))
+        out = []
+        for score, r in scored[:k]:
+            memory = Memory.from_record(r)
+            memory.score = score
+            out.append(memory)
+        return out
+
+    @staticmethod
+    def _kind(kind: str | None) -> str:
+        if kind not in KINDS:
+            raise InvalidInput(f"kind must be one of {', '.join(KINDS)}")
+        return kind
+
+    # ----- background ----------------------------------------------------------------------------
+
+    def fill_vectors(self, bot: str, ids: list[int]) -> int:
+        """Index job: write points for records that still exist; returns how many are complete."""
+        records = list(self.records.batch_get(bot, ids).values())
+        return self.index_records(records)
+
+    def sweep(self, batch: int = 100) -> int:
+        """Queue index jobs for every record still waiting for vectors; returns how many were queued."""
+        queued = 0
+        for bot in self.records.bots_with_pending():
+            ids = self.records.pending_ids(bot, 10_000)
+            for start in range(0, len(ids), batch):
+                self.queue.send(IndexJob(bot=bot, ids=ids[start : start + batch]))
+                queued += len(ids[start : start + batch])
+        return queued

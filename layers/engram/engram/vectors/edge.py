@@ -1,0 +1,152 @@
+"""The embedded engine: qdrant-edge-py, Qdrant's Rust engine in-process (~1 ms filtered hybrid query)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import qdrant_edge as qe
+
+from ..errors import IndexUnavailable
+from ..words import SparseVector
+from . import WORDS, Fusion, Hit, IndexPoint, Scope
+
+_KEYWORD_FIELDS = ("bot", "kind", "server", "project", "user")
+
+
+def _filter(scope: Scope) -> qe.Filter:
+    return qe.Filter(must=[qe.FieldCondition(k, match=qe.MatchValue(v)) for k, v in scope.conditions().items()])
+
+
+def _sparse(vector: SparseVector) -> qe.SparseVector:
+    return qe.SparseVector(vector.indices, vector.values)
+
+
+class EdgeIndex:
+    """One Edge shard on local disk; a lock serialises access since one process owns the shard."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        self._writes_since_optimize = 0
+        if (self.path / "edge_config.json").exists() or (self.path / "segments").exists():
+            try:
+                self._shard = qe.EdgeShard.load(str(self.path))
+            except Exception as exc:  # the WAL lock: one process owns a shard
+                raise IndexUnavailable(
+                    f"cannot open the embedded index at {self.path} (is another engram running on it?): {exc}"
+                ) from exc
+        else:
+            self.path.mkdir(parents=True, exist_ok=True)
+            config = qe.EdgeConfig(
+                vectors={}, sparse_vectors={WORDS: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)}
+            )
+            self._shard = qe.EdgeShard.create(str(self.path), config)
+            for name in _KEYWORD_FIELDS:
+                self._shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
+            self._shard.update(qe.UpdateOperation.create_field_index("createdAt", qe.PayloadSchemaType.Integer))
+
+    def _run(self, fn):
+        with self._lock:
+            try:
+                return fn(self._shard)
+            except Exception as exc:  # the engine raises plain exceptions; callers see one kind
+                raise IndexUnavailable(f"the embedded index failed: {exc}") from exc
+
+    def dense_names(self) -> set[str]:
+        """The named dense vectors the shard has (its persisted config lists them)."""
+        with self._lock:
+            self._shard.flush()
+            config = json.loads((self.path / "edge_config.json").read_text())
+            return set((config.get("vectors") or {}).keys())
+
+    def ensure_dense(self, name: str, size: int) -> None:
+        """Create the named dense vector (cosine) unless it exists."""
+        with self._lock:
+            if name not in self.dense_names():
+                self._run(lambda s: s.update(qe.UpdateOperation.create_dense_vector(name, size, qe.Distance.Cosine)))
+                self._shard.flush()
+
+    def upsert(self, points: list[IndexPoint]) -> None:
+        """Write whole points."""
+        if not points:
+            return
+        edge_points = [
+            qe.Point(p.id, {WORDS: _sparse(p.words), **p.dense}, p.payload) for p in points
+        ]
+        self._run(lambda s: s.update(qe.UpdateOperation.upsert_points(edge_points)))
+        self._after_writes(len(points))
+
+    def set_dense(self, name: str, vectors: dict[int, list[float]]) -> None:
+        """Add or replace one dense vector on existing points."""
+        if vectors:
+            ops = [qe.PointVectors(i, {name: v}) for i, v in vectors.items()]
+            self._run(lambda s: s.update(qe.UpdateOperation.update_vectors(ops)))
+            self._after_writes(len(vectors))
+
+    def delete(self, ids: list[int]) -> None:
+        """Delete points by id."""
+        if ids:
+            self._run(lambda s: s.update(qe.UpdateOperation.delete_points(list(ids))))
+
+    def delete_scope(self, scope: Scope) -> int:
+        """Delete every point in a scope; returns how many there were."""
+        flt = _filter(scope)
+
+        def run(shard):
+            n = shard.count(qe.CountRequest(exact=True, filter=flt))
+            shard.update(qe.UpdateOperation.delete_points_by_filter(flt))
+            return n
+
+        return self._run(run)
+
+    def count(self, scope: Scope, dense: str | None = None) -> int:
+        """Exact count in a scope, optionally only points that have a dense vector."""
+        flt = _filter(scope)
+        if dense:
+            flt = qe.Filter(must=[flt, qe.HasVectorCondition(dense)])
+        return self._run(lambda s: s.count(qe.CountRequest(exact=True, filter=flt)))
+
+    def search(self, scope, words, dense, limit, fusion: Fusion) -> list[Hit]:
+        """Hybrid when both sides are given, else whichever one is."""
+        flt = _filter(scope)
+        legs = []
+        if words is not None and words.indices:
+            legs.append((qe.Query.Nearest(_sparse(words), using=WORDS), fusion.words_weight))
+        if dense is not None:
+            legs.append((qe.Query.Nearest(dense[1], using=dense[0]), fusion.dense_weight))
+        if not legs:
+            return []
+        if len(legs) == 1:
+            request = qe.QueryRequest(limit=limit, query=legs[0][0], filter=flt, with_payload=True)
+        else:
+            request = qe.QueryRequest(
+                limit=limit,
+                prefetches=[qe.Prefetch(limit=max(fusion.candidates, limit), query=q, filter=flt) for q, _ in legs],
+                query=qe.Fusion.Rrf(k=fusion.k, weights=[w for _, w in legs]),
+                filter=flt,
+                with_payload=True,
+            )
+        points = self._run(lambda s: s.query(request))
+        return [Hit(int(p.id), float(p.score), dict(p.payload or {})) for p in points]
+
+    def _after_writes(self, n: int) -> None:
+        # Edge has no background optimizer: merge small segments now and then so queries stay fast.
+        self._writes_since_optimize += n
+        if self._writes_since_optimize >= 5000:
+            self.optimize()
+
+    def optimize(self) -> None:
+        """Merge segments and build indexes (blocking)."""
+        with self._lock:
+            self._writes_since_optimize = 0
+            self._shard.optimize()
+
+    def close(self) -> None:
+        """Flush and release the shard."""
+        with self._lock:
+            try:
+                self._shard.flush()
+            finally:
+                self._shard.close()

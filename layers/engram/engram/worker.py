@@ -1,0 +1,25 @@
+"""The job worker: one SQS record at a time, failures reported per record (partial batch response)."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from .engine import get_engine
+from .jobs import IndexJob, SweepJob, parse_job
+
+logger = Logger(service="engram-worker")
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+def handle(record: SQSRecord) -> None:
+    """Run one job; raising marks just this message failed, so SQS retries it and then dead-letters it."""
+    job = parse_job(record.body)
+    service = get_engine().service
+    if isinstance(job, IndexJob):
+        done = service.fill_vectors(job.bot, job.ids)
+        logger.info("index job", extra={"bot": job.bot, "ids": len(job.ids), "complete": done})
+    elif isinstance(job, SweepJob):
+        queued = service.sweep()
+        logger.info("sweep", extra={"queued": queued})
