@@ -30,7 +30,7 @@ def check_name(what: str, value: str | None) -> str | None:
     """Bot, user, server and project names: 1-128 plain characters, or None."""
     if value is None:
         return None
-    if not isinstance(value, str) or not _NAME.match(value):
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
         raise InvalidInput(f"{what} must be 1-128 letters, digits or _.:@- (got {value!r})")
     return value
 
@@ -159,16 +159,22 @@ class MemoryService:
         if self.dense_name is None or not texts:
             return None
         try:
-            vectors = self.embedder.embed(texts)
+            return self.embedder.embed(texts)
         except EmbedderUnavailable as exc:
             self.last_error = exc.message
             log.warning("embedder unavailable: %s", exc.message)
             return None
-        name = self.dense_name
+
+    def _dense_exists(self, name: str) -> bool:
+        """Whether the index has this model's vectors yet (cached once true)."""
         if name not in self._dense_ready:
-            self.index.ensure_dense(name, len(vectors[0]))
+            try:
+                if name not in self.index.dense_names():
+                    return False
+            except IndexUnavailable:
+                return False
             self._dense_ready.add(name)
-        return vectors
+        return True
 
     def index_records(self, records: list[MemoryRecord]) -> int:
         """Write the points of records (words always, meaning when the embedder answers); returns
@@ -178,6 +184,9 @@ class MemoryService:
         wanted = [(r, self._vector_text(r)) for r in records]
         to_embed = [(r, t) for r, t in wanted if t]
         vectors = self._embed([t for _, t in to_embed])
+        if vectors and self.dense_name not in self._dense_ready:
+            self.index.ensure_dense(self.dense_name, len(vectors[0]))
+            self._dense_ready.add(self.dense_name)
         dense_by_id = {int(r.id): v for (r, _), v in zip(to_embed, vectors)} if vectors else {}
         name = self.dense_name
         points = [
@@ -340,7 +349,7 @@ class MemoryService:
             raise InvalidInput("query is empty")
         words = self.words.query(query)
         dense = None
-        if self.dense_name is not None:
+        if self.dense_name is not None and self._dense_exists(self.dense_name):
             vectors = self._embed([query])
             if vectors:
                 dense = (self.dense_name, vectors[0])

@@ -65,7 +65,7 @@ class QdrantServerIndex:
         """Create the named dense vector (cosine) unless it exists."""
         if name in self.dense_names():
             return
-        config = m.DenseVectorNameConfig(dense=m.VectorParams(size=size, distance=m.Distance.COSINE))
+        config = m.DenseVectorNameConfig(dense=m.DenseVectorConfig(size=size, distance=m.Distance.COSINE))
         self._call(lambda: self.client.create_vector_name(self.collection, name, config))
 
     def upsert(self, points: list[IndexPoint]) -> None:

@@ -1,0 +1,56 @@
+"""Test helpers: a deterministic embedder and switchable wrappers to take dependencies down."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+from engram.errors import EmbedderUnavailable, IndexUnavailable
+from engram.words import terms
+
+
+class HashEmbedder:
+    """Deterministic bag-of-stems vectors (unit tests only; integration tests use the real model).
+    Synonym groups map to one dimension so 'meaning' tests can share no word with their target."""
+
+    provider = "fake"
+    SYNONYMS = {"tea": "drink", "coffe": "drink", "beverag": "drink", "drink": "drink", "pup": "dog", "puppi": "dog", "dog": "dog"}
+
+    def __init__(self, dim: int = 64, model: str = "hash-64"):
+        self.dim, self.model = dim, model
+        self.down = False
+        self.calls = 0
+
+    def embed(self, texts):
+        self.calls += 1
+        if self.down:
+            raise EmbedderUnavailable("the fake embedder is down")
+        out = []
+        for text in texts:
+            v = [0.0] * self.dim
+            for t in terms(text):
+                t = self.SYNONYMS.get(t, t)
+                v[int(hashlib.md5(t.encode()).hexdigest(), 16) % self.dim] += 1.0
+            norm = math.sqrt(sum(x * x for x in v)) or 1.0
+            out.append([x / norm if norm else 0.0 for x in v] if any(v) else [1.0 / math.sqrt(self.dim)] * self.dim)
+        return out
+
+
+class SwitchableIndex:
+    """Wraps a real index; while `down`, every call fails as an unreachable Qdrant would."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.down = False
+
+    def __getattr__(self, name):
+        attr = getattr(self.inner, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args, **kwargs):
+            if self.down and name != "close":
+                raise IndexUnavailable("Qdrant failed: connection refused (test)")
+            return attr(*args, **kwargs)
+
+        return call

@@ -1,0 +1,61 @@
+"""Unit fixtures: moto in-process (no network), the embedded index on tmp disk, a fake embedder."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from engram.config import Settings
+from engram.engine import build_engine, set_engine
+from engram.vectors.edge import EdgeIndex
+from engram.vectors.server import QdrantServerIndex
+from infra.aws_template import create_queues, create_tables
+from tests.support import HashEmbedder, SwitchableIndex
+
+TABLES = {"MemoriesTable": "t-memories", "StateTable": "t-state"}
+
+
+@pytest.fixture
+def aws():
+    """DynamoDB tables and the jobs queue, as template.yaml declares them, under moto."""
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        create_tables(dynamodb, TABLES)
+        queue_url = create_queues(sqs, "t-jobs")
+        yield {"dynamodb": dynamodb, "sqs": sqs, "queue_url": queue_url}
+
+
+@pytest.fixture(params=["edge", "qdrant-client"])
+def raw_index(request, tmp_path):
+    """Both index implementations that run here: qdrant-edge and qdrant-client (local mode)."""
+    if request.param == "edge":
+        index = EdgeIndex(tmp_path / "shard")
+    else:
+        index = QdrantServerIndex.connect(":memory:", None, "engram")
+    yield index
+    index.close()
+
+
+@pytest.fixture
+def embedder():
+    return HashEmbedder()
+
+
+@pytest.fixture
+def engine(aws, raw_index, embedder, tmp_path):
+    """An engine on moto + a real index + the fake embedder; the index can be taken down."""
+    settings = Settings(
+        memories_table=TABLES["MemoriesTable"], state_table=TABLES["StateTable"], jobs_queue_url=aws["queue_url"],
+        data_dir=tmp_path, api_key="unit-key",
+    )
+    eng = build_engine(settings, index=SwitchableIndex(raw_index), embedder=embedder, sqs_client=aws["sqs"])
+    set_engine(eng)
+    yield eng
+    set_engine(None)
+
+
+@pytest.fixture
+def service(engine):
+    return engine.service

@@ -1,0 +1,211 @@
+"""The memory service's rules, run against both index implementations (edge and qdrant-client)."""
+
+import pytest
+
+from engram.errors import InvalidInput, NotFound, Unavailable
+from engram.records import MemoryRecord, StateItem
+from engram.vectors import Scope
+
+
+def test_add_then_list_newest_first(service):
+    a, created_a = service.add_fact("bot1", "The owner drinks green tea.")
+    b, created_b = service.add_fact("bot1", "The owner has a dog named Rex.")
+    assert created_a and created_b
+    assert [m.id for m in service.list("bot1")] == [b.id, a.id]
+    assert service.list("bot1", limit=1)[0].id == b.id
+    assert a.to_json()["id"] == f"mem:{a.id}" and a.to_json()["savedBy"] == "owner"
+
+
+def test_same_text_in_other_case_or_spacing_answers_the_memory_already_there(service):
+    first, _ = service.add_fact("bot1", "The owner drinks green tea.")
+    again, created = service.add_fact("bot1", "  the OWNER   drinks green tea. ")
+    assert not created and again.id == first.id
+    assert len(service.list("bot1")) == 1
+
+
+def test_same_text_in_another_scope_is_another_memory(service):
+    a, _ = service.add_fact("bot1", "Likes tea.", user="u1")
+    b, created = service.add_fact("bot1", "Likes tea.", user="u2")
+    assert created and a.id != b.id
+
+
+@pytest.mark.parametrize("text", ["", "   ", "x" * 1001])
+def test_bad_text_is_refused_and_nothing_is_written(service, text):
+    with pytest.raises(InvalidInput):
+        service.add_fact("bot1", text)
+    assert service.list("bot1") == []
+
+
+@pytest.mark.parametrize("limit", [0, 501, -1, True])
+def test_limit_out_of_range_is_refused(service, limit):
+    with pytest.raises(InvalidInput):
+        service.list("bot1", limit=limit)
+
+
+def test_search_by_words_and_by_meaning(service):
+    tea, _ = service.add_fact("bot1", "The owner drinks green tea every morning.")
+    service.add_fact("bot1", "The owner's car is a red hatchback.")
+    assert service.search("bot1", "green tea")[0].id == tea.id
+    # no shared word: only the (fake) embedder's notion of meaning connects them
+    assert service.search("bot1", "favourite beverage?")[0].id == tea.id
+
+
+def test_search_with_embedder_down_answers_by_words(service, embedder):
+    tea, _ = service.add_fact("bot1", "The owner drinks green tea.")
+    embedder.down = True
+    found = service.search("bot1", "green tea")
+    assert [m.id for m in found] == [tea.id]
+    assert "down" in service.last_error
+
+
+def test_record_written_while_embedder_down_is_found_by_words_then_filled(service, embedder, engine, aws):
+    embedder.down = True
+    tea, created = service.add_fact("bot1", "The owner drinks green tea.")
+    assert created
+    assert service.search("bot1", "tea")[0].id == tea.id  # words at once
+    assert service.records.pending_ids("bot1", 10) == [tea.id]
+    embedder.down = False
+    queued = service.sweep()
+    assert queued == 1
+    from infra.poller import SqsPoller, load_function_handler
+
+    SqsPoller(aws["sqs"], aws["queue_url"], load_function_handler("worker"), "us-east-1").drain()
+    assert service.records.pending_ids("bot1", 10) == []
+    assert service.records.get("bot1", tea.id).vector_model == service.dense_name
+    assert service.search("bot1", "beverage")[0].id == tea.id  # by meaning now
+
+
+def test_record_survives_index_down_and_is_indexed_later(service, engine, aws):
+    engine.service.index.down = True
+    tea, created = service.add_fact("bot1", "The owner drinks green tea.")
+    assert created
+    # words still answer, from the records, while Qdrant is down
+    assert [m.id for m in service.search("bot1", "green tea")] == [tea.id]
+    assert [m.id for m in service.list("bot1")] == [tea.id]
+    engine.service.index.down = False
+    from infra.poller import SqsPoller, load_function_handler
+
+    poller = SqsPoller(aws["sqs"], aws["queue_url"], load_function_handler("worker"), "us-east-1")
+    # the deferred job was queued with a delay; the sweep finds the record regardless
+    service.sweep()
+    poller.drain()
+    assert service.records.pending_ids("bot1", 10) == []
+    assert service.index.count(Scope(bot="bot1")) == 1
+
+
+def test_update_changes_text_and_vectors(service):
+    m, _ = service.add_fact("bot1", "The owner drinks green tea.")
+    changed = service.update("bot1", m.id, "The owner drinks black coffee.")
+    assert changed.id == m.id and changed.text == "The owner drinks black coffee."
+    assert changed.updated_at >= m.updated_at
+    assert service.search("bot1", "coffee")[0].id == m.id
+    assert all("green" not in m.text for m in service.search("bot1", "green"))
+    # the old text is free again
+    again, created = service.add_fact("bot1", "The owner drinks green tea.")
+    assert created and again.id != m.id
+
+
+def test_update_to_what_another_says_merges_into_the_other(service):
+    tea, _ = service.add_fact("bot1", "The owner drinks green tea.")
+    coffee, _ = service.add_fact("bot1", "The owner drinks coffee.")
+    stands = service.update("bot1", coffee.id, "the owner drinks GREEN tea.")
+    assert stands.id == tea.id and stands.text == "The owner drinks green tea."
+    with pytest.raises(NotFound):
+        service.get("bot1", coffee.id)
+    assert [m.id for m in service.list("bot1")] == [tea.id]
+    assert service.index.count(Scope(bot="bot1")) == 1
+
+
+def test_update_and_remove_unknown_ids_are_not_found(service):
+    with pytest.raises(NotFound):
+        service.update("bot1", 999, "x")
+    with pytest.raises(NotFound):
+        service.remove("bot1", 999)
+
+
+def test_remove_deletes_from_both_stores(service):
+    m, _ = service.add_fact("bot1", "The owner drinks green tea.")
+    service.remove("bot1", m.id)
+    assert service.list("bot1") == []
+    assert service.search("bot1", "tea") == []
+    assert service.index.count(Scope(bot="bot1")) == 0
+    again, created = service.add_fact("bot1", "The owner drinks green tea.")
+    assert created
+
+
+def test_remove_with_index_down_changes_nothing(service, engine):
+    m, _ = service.add_fact("bot1", "The owner drinks green tea.")
+    engine.service.index.down = True
+    with pytest.raises(Unavailable):
+        service.remove("bot1", m.id)
+    engine.service.index.down = False
+    assert service.get("bot1", m.id).text == "The owner drinks green tea."
+
+
+def test_two_bots_never_see_each_other(service):
+    mine, _ = service.add_fact("bot1", "The owner drinks green tea.")
+    theirs, _ = service.add_fact("bot2", "The owner drinks green tea.")
+    assert mine.id != theirs.id
+    assert [m.id for m in service.search("bot1", "tea")] == [mine.id]
+    assert [m.id for m in service.list("bot2")] == [theirs.id]
+    with pytest.raises(NotFound):
+        service.get("bot2", mine.id)
+    with pytest.raises(NotFound):
+        service.remove("bot2", mine.id)
+
+
+def test_scope_filters_hold_on_hybrid_queries(service):
+    a, _ = service.add_fact("bot1", "Alice drinks tea.", user="alice", server="s1")
+    b, _ = service.add_fact("bot1", "Bob drinks tea.", user="bob", server="s2")
+    c, _ = service.add_fact("bot1", "Carol drinks tea.", project="p1")
+    assert [m.id for m in service.search("bot1", "tea drinks", user="alice")] == [a.id]
+    assert [m.id for m in service.search("bot1", "tea drinks", server="s2")] == [b.id]
+    assert [m.id for m in service.search("bot1", "tea drinks", project="p1")] == [c.id]
+    assert {m.id for m in service.search("bot1", "tea drinks")} == {a.id, b.id, c.id}
+    assert [m.id for m in service.list("bot1", user="bob")] == [b.id]
+
+
+def test_forget_leaves_nothing_behind_in_either_store(service, aws):
+    kept, _ = service.add_fact("bot1", "Bob likes chess.", user="bob")
+    other_bot, _ = service.add_fact("bot2", "Alice likes chess.", user="alice")
+    for i, (server, project) in enumerate([("s1", None), ("s2", None), (None, "p1")]):
+        service.add_fact("bot1", f"Alice fact {i} about chess.", user="alice", server=server, project=project)
+    deleted = service.forget("bot1", "alice")
+    assert deleted == {"facts": 3, "messages": 0, "vectors": 3}
+    # DynamoDB: no record and no unique key of alice in bot1
+    items = aws["dynamodb"].scan(TableName="t-memories")["Items"]
+    assert all(not (i["bot"]["S"] == "bot1" and i.get("userId", {}).get("S") == "alice") for i in items)
+    assert len(items) == 2
+    keys = [i for i in aws["dynamodb"].scan(TableName="t-state")["Items"] if i["pk"]["S"].startswith("unique#")]
+    assert len(keys) == 2
+    # Qdrant: nothing of alice in bot1; the others untouched
+    assert service.index.count(Scope(bot="bot1", user="alice")) == 0
+    assert service.index.count(Scope(bot="bot1", user="bob")) == 1
+    assert [m.id for m in service.search("bot2", "chess")] == [other_bot.id]
+    assert service.forget("bot1", "alice") == {"facts": 0, "messages": 0, "vectors": 0}
+
+
+def test_forget_with_index_down_deletes_nothing(service, engine):
+    service.add_fact("bot1", "Alice likes chess.", user="alice")
+    engine.service.index.down = True
+    with pytest.raises(Unavailable):
+        service.forget("bot1", "alice")
+    engine.service.index.down = False
+    assert len(service.list("bot1", user="alice")) == 1
+
+
+@pytest.mark.parametrize("name", ["", "a b", "x" * 200, "../etc", "bot\n"])
+def test_bad_names_are_refused(service, name):
+    with pytest.raises(InvalidInput):
+        service.add_fact(name, "tea")
+    with pytest.raises(InvalidInput):
+        service.add_fact("bot1", "tea", user=name)
+
+
+def test_concurrent_adds_of_the_same_text_make_one_memory(service):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: service.add_fact("bot1", "Same text."), range(8)))
+    assert len({m.id for m, _ in results}) == 1
+    assert sum(created for _, created in results) == 1

@@ -1,0 +1,35 @@
+"""template.yaml is the one declaration of tables and functions; check what code relies on."""
+
+from pathlib import Path
+
+from engram.records import MemoryRecord
+from infra.aws_template import load_template, table_definitions
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_function_handler_exists():
+    resources = load_template()["Resources"]
+    functions = {k: v for k, v in resources.items() if v["Type"] == "AWS::Serverless::Function"}
+    assert functions
+    for resource in functions.values():
+        module, _, attr = resource["Properties"]["Handler"].partition(".")
+        source = (ROOT / resource["Properties"]["CodeUri"] / f"{module}.py").read_text()
+        assert f"def {attr}(" in source or f"{attr} = " in source
+
+
+def test_model_indexes_match_the_template():
+    memories = table_definitions()["MemoriesTable"]
+    declared = {i["IndexName"]: (i["KeySchema"], i["Projection"]) for i in memories["GlobalSecondaryIndexes"]}
+    for index in (MemoryRecord.by_user, MemoryRecord.by_kind, MemoryRecord.pending):
+        schema = index._get_schema()
+        key_schema, projection = declared[schema["index_name"]]
+        assert sorted(key_schema, key=str) == sorted(schema["key_schema"], key=str)
+        assert projection == schema["projection"]
+
+
+def test_workers_report_partial_batch_failures_and_have_a_dlq():
+    resources = load_template()["Resources"]
+    event = resources["WorkerFunction"]["Properties"]["Events"]["Jobs"]["Properties"]
+    assert event["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert "deadLetterTargetArn" in resources["JobsQueue"]["Properties"]["RedrivePolicy"]
