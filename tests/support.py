@@ -54,3 +54,17 @@ class SwitchableIndex:
             return attr(*args, **kwargs)
 
         return call
+
+
+class SwitchableEmbedder:
+    """Wraps a real embedder; while `down`, it fails as an unreachable Ollama would."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.provider, self.model = inner.provider, inner.model
+        self.down = False
+
+    def embed(self, texts):
+        if self.down:
+            raise EmbedderUnavailable("the embedder did not answer (test)")
+        return self.inner.embed(texts)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .config import Settings, get_settings
 from .embedders import build_embedder
-from .jobs import DroppingQueue, JobQueue, SqsQueue
+from .jobs import JobQueue, build_queue
 from .records import RecordStore
 from .service import MemoryService
 from .vectors import VectorIndex, build_index
@@ -48,14 +48,7 @@ def _secret(settings: Settings) -> Settings:
 def build_engine(settings: Settings, index: VectorIndex | None = None, embedder=None, sqs_client=None) -> Engine:
     """Build an engine; tests pass their own index, embedder or SQS client."""
     settings = _secret(settings)
-    if settings.jobs_queue_url:
-        if sqs_client is None:
-            import boto3
-
-            sqs_client = boto3.client("sqs", region_name=settings.aws_region, endpoint_url=settings.sqs_endpoint)
-        queue: JobQueue = SqsQueue(sqs_client, settings.jobs_queue_url)
-    else:
-        queue = DroppingQueue()
+    queue = build_queue(settings, sqs_client)
     service = MemoryService(
         records=RecordStore(settings),
         index=index if index is not None else build_index(settings),

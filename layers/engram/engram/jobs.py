@@ -61,3 +61,14 @@ class DroppingQueue:
     def send(self, job: BaseModel, delay_s: int = 0) -> None:
         """Remember what was dropped (for status and tests)."""
         self.dropped.append(json.dumps(job.model_dump()))
+
+
+def build_queue(settings, sqs_client=None) -> JobQueue:
+    """SQS when a queue URL is configured, else a queue that drops (the sweep recovers)."""
+    if not settings.jobs_queue_url:
+        return DroppingQueue()
+    if sqs_client is None:
+        import boto3
+
+        sqs_client = boto3.client("sqs", region_name=settings.aws_region, endpoint_url=settings.sqs_endpoint)
+    return SqsQueue(sqs_client, settings.jobs_queue_url)

@@ -1,0 +1,143 @@
+"""The Memory API over real HTTP on the real local stack, with the real MiniLM embedder."""
+
+import uuid
+
+import httpx
+import pytest
+
+from engram.vectors import Scope
+
+
+@pytest.fixture
+def bot():
+    return f"bot-{uuid.uuid4().hex[:8]}"
+
+
+def add(api, bot, text, **scope):
+    return api.post(f"/v1/bots/{bot}/memories", json={"text": text, **scope})
+
+
+def test_healthz_needs_no_key(stack):
+    r = httpx.get(f"{stack.url}/healthz")
+    assert r.status_code == 200 and r.json()["ok"] is True
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": "integration-key"}, {"Authorization": "Basic integration-key"}])
+def test_missing_or_wrong_key_is_401(stack, headers):
+    r = httpx.get(f"{stack.url}/v1/bots/b/memories", headers=headers)
+    assert r.status_code == 401
+    assert r.json()["error"]["code"] == "unauthorized"
+
+
+def test_add_list_newest_first_and_duplicates(api, bot):
+    first = add(api, bot, "The owner drinks green tea.")
+    assert first.status_code == 201
+    body = first.json()
+    assert body["id"].startswith("mem:") and body["kind"] == "fact" and body["savedBy"] == "owner"
+    assert body["createdAt"].endswith("Z") and body["userId"] is None
+    second = add(api, bot, "The owner's dog is called Rex.")
+    again = add(api, bot, "  THE owner drinks   green tea. ")
+    assert again.status_code == 200 and again.json()["id"] == body["id"]
+    listed = api.get(f"/v1/bots/{bot}/memories").json()["memories"]
+    assert [m["id"] for m in listed] == [second.json()["id"], body["id"]]
+    assert [m["id"] for m in api.get(f"/v1/bots/{bot}/memories", params={"limit": 1}).json()["memories"]] == [second.json()["id"]]
+
+
+@pytest.mark.parametrize(
+    "body,needle",
+    [({"text": ""}, "empty"), ({"text": "   "}, "empty"), ({"text": "x" * 1001}, "1000"), ({}, "text"), ({"text": 5}, "text")],
+)
+def test_bad_text_is_400_with_a_reason(api, bot, body, needle):
+    r = api.post(f"/v1/bots/{bot}/memories", json=body)
+    assert r.status_code == 400
+    assert needle in r.json()["error"]["message"]
+    assert api.get(f"/v1/bots/{bot}/memories").json()["memories"] == []
+
+
+def test_malformed_json_is_400(api, bot):
+    r = api.post(f"/v1/bots/{bot}/memories", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid"
+
+
+@pytest.mark.parametrize("limit", ["0", "501", "abc", "-3", "1.5"])
+def test_bad_limit_is_400(api, bot, limit):
+    r = api.get(f"/v1/bots/{bot}/memories", params={"limit": limit})
+    assert r.status_code == 400 and "limit" in r.json()["error"]["message"]
+
+
+def test_search_by_meaning_shares_no_word(api, bot):
+    pet = add(api, bot, "Maria adopted a golden retriever puppy last spring.").json()
+    add(api, bot, "The quarterly tax report is due in April.")
+    add(api, bot, "I am allergic to peanuts.")
+    add(api, bot, "The office wifi password changes every month.")
+    found = api.get(f"/v1/bots/{bot}/memories", params={"query": "Which animal does she own?"}).json()["memories"]
+    assert found[0]["id"] == pet["id"]
+    assert found[0]["score"] > 0
+    by_words = api.get(f"/v1/bots/{bot}/memories", params={"query": "peanuts", "limit": 1}).json()["memories"]
+    assert by_words[0]["text"] == "I am allergic to peanuts."
+
+
+def test_update_and_merge(api, bot):
+    tea = add(api, bot, "The owner drinks green tea.").json()
+    coffee = add(api, bot, "The owner drinks coffee.").json()
+    number = coffee["id"].split(":")[1]
+    changed = api.patch(f"/v1/bots/{bot}/memories/{number}", json={"text": "The owner drinks black coffee."})
+    assert changed.status_code == 200 and changed.json()["text"] == "The owner drinks black coffee."
+    merged = api.patch(f"/v1/bots/{bot}/memories/{coffee['id']}", json={"text": "the owner DRINKS green tea."})
+    assert merged.status_code == 200 and merged.json()["id"] == tea["id"]
+    assert merged.json()["text"] == "The owner drinks green tea."
+    assert api.get(f"/v1/bots/{bot}/memories/{coffee['id']}").status_code == 404
+    assert [m["id"] for m in api.get(f"/v1/bots/{bot}/memories").json()["memories"]] == [tea["id"]]
+    assert api.patch(f"/v1/bots/{bot}/memories/mem:999999", json={"text": "x"}).status_code == 404
+    assert api.patch(f"/v1/bots/{bot}/memories/{tea['id']}", json={"text": ""}).status_code == 400
+
+
+def test_remove(api, bot):
+    m = add(api, bot, "Temporary fact about kites.").json()
+    assert api.delete(f"/v1/bots/{bot}/memories/{m['id']}").status_code == 204
+    assert api.delete(f"/v1/bots/{bot}/memories/{m['id']}").status_code == 404
+    r = api.delete(f"/v1/bots/{bot}/memories/not-an-id")
+    assert r.status_code == 400 and "memory id" in r.json()["error"]["message"]
+    assert api.get(f"/v1/bots/{bot}/memories", params={"query": "kites"}).json()["memories"] == []
+
+
+def test_two_bots_never_see_each_other(api, bot):
+    other = bot + "-other"
+    mine = add(api, bot, "The launch code is in the blue folder.").json()
+    add(api, other, "The launch code is in the red folder.")
+    for params in ({}, {"query": "launch code folder"}):
+        texts = [m["text"] for m in api.get(f"/v1/bots/{other}/memories", params=params).json()["memories"]]
+        assert texts == ["The launch code is in the red folder."]
+    assert api.get(f"/v1/bots/{other}/memories/{mine['id']}").status_code == 404
+    assert api.delete(f"/v1/bots/{other}/memories/{mine['id']}").status_code == 404
+
+
+def test_forget_leaves_nothing_behind(api, bot, stack):
+    for i, scope in enumerate([{"serverId": "g1"}, {"serverId": "g2"}, {"project": "Garden"}, {}]):
+        assert add(api, bot, f"Alice fact number {i} about orchids.", userId="alice", **scope).status_code == 201
+    add(api, bot, "Bob grows cacti.", userId="bob")
+    r = api.delete(f"/v1/bots/{bot}/users/alice/memories")
+    assert r.status_code == 200 and r.json() == {"deleted": {"facts": 4, "messages": 0, "vectors": 4}}
+    assert api.get(f"/v1/bots/{bot}/memories", params={"userId": "alice"}).json()["memories"] == []
+    assert [m["userId"] for m in api.get(f"/v1/bots/{bot}/memories", params={"query": "orchids"}).json()["memories"]] == ["bob"]
+    items = stack.dynamodb.scan(TableName="engram-memories")["Items"]
+    assert not [i for i in items if i["bot"]["S"] == bot and i.get("userId", {}).get("S") == "alice"]
+    assert stack.engine.service.index.count(Scope(bot=bot, user="alice")) == 0
+
+
+def test_scope_filters(api, bot):
+    add(api, bot, "Guild one likes jazz.", serverId="g1")
+    add(api, bot, "Guild two likes jazz.", serverId="g2")
+    found = api.get(f"/v1/bots/{bot}/memories", params={"query": "jazz", "serverId": "g2"}).json()["memories"]
+    assert [m["text"] for m in found] == ["Guild two likes jazz."]
+    assert api.get(f"/v1/bots/{bot}/memories", params={"kind": "nope"}).status_code == 400
+    assert api.get(f"/v1/bots/{bot}/memories", params={"kind": "message"}).json()["memories"] == []
+
+
+def test_openapi_document_lists_every_route(stack):
+    doc = httpx.get(f"{stack.url}/openapi.json").json()
+    paths = doc["paths"]
+    assert set(paths["/v1/bots/{bot}/memories"]) == {"get", "post"}
+    assert set(paths["/v1/bots/{bot}/memories/{memory_id}"]) == {"get", "patch", "delete"}
+    assert "delete" in paths["/v1/bots/{bot}/users/{user_id}/memories"]
+    assert "201" in paths["/v1/bots/{bot}/memories"]["post"]["responses"]

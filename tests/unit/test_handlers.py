@@ -1,0 +1,55 @@
+"""The Lambda handlers, fed the sample events in events/ (API Gateway HTTP API, SQS, schedule)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infra.poller import load_function_handler
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+
+
+def event(name):
+    return json.loads((EVENTS / name).read_text())
+
+
+@pytest.fixture
+def keyed(engine):
+    engine.settings.api_key = "event-key"
+    return engine
+
+
+def test_http_function_adds_and_lists_through_mangum(keyed):
+    handler = load_function_handler("http")
+    added = handler(event("apigw-http-add-memory.json"), None)
+    assert added["statusCode"] == 201
+    assert json.loads(added["body"])["text"] == "The owner drinks green tea."
+    listed = handler(event("apigw-http-list-memories.json"), None)
+    assert listed["statusCode"] == 200
+    assert [m["text"] for m in json.loads(listed["body"])["memories"]] == ["The owner drinks green tea."]
+
+
+def test_http_function_refuses_a_wrong_key(keyed):
+    handler = load_function_handler("http")
+    e = event("apigw-http-list-memories.json")
+    e["headers"]["authorization"] = "Bearer nope"
+    assert handler(e, None)["statusCode"] == 401
+
+
+def test_worker_function_runs_the_sample_sweep(engine):
+    result = load_function_handler("worker")(event("sqs-index-job.json"), None)
+    assert result == {"batchItemFailures": []}
+
+
+def test_schedule_function_queues_a_sweep(aws, monkeypatch):
+    monkeypatch.setenv("ENGRAM_JOBS_QUEUE_URL", aws["queue_url"])
+    from engram.config import get_settings
+
+    get_settings.cache_clear()
+    try:
+        assert load_function_handler("schedule")(event("schedule.json"), None) == {"queued": "sweep"}
+    finally:
+        get_settings.cache_clear()
+    bodies = [m["Body"] for m in aws["sqs"].receive_message(QueueUrl=aws["queue_url"], MaxNumberOfMessages=10)["Messages"]]
+    assert bodies == ['{"kind":"sweep"}']
