@@ -141,3 +141,22 @@ def test_openapi_document_lists_every_route(stack):
     assert set(paths["/v1/bots/{bot}/memories/{memory_id}"]) == {"get", "patch", "delete"}
     assert "delete" in paths["/v1/bots/{bot}/users/{user_id}/memories"]
     assert "201" in paths["/v1/bots/{bot}/memories"]["post"]["responses"]
+
+
+def test_message_batches_are_idempotent(api, bot):
+    batch = {"messages": [
+        {"id": "m1", "text": "Anyone up for sailing on Saturday?", "userId": "u1", "serverId": "g1", "createdAt": "2023-05-08T13:56:00Z"},
+        {"id": "m2", "text": "", "userId": "u2", "content": {"attachments": [{"type": "image", "description": "a sailboat"}]}},
+    ]}
+    first = api.post(f"/v1/bots/{bot}/messages", json=batch)
+    assert first.status_code == 200 and first.json()["created"] == 2
+    again = api.post(f"/v1/bots/{bot}/messages", json=batch)
+    assert again.json() == {"created": 0, "ids": first.json()["ids"]}
+    listed = api.get(f"/v1/bots/{bot}/memories", params={"kind": "message"}).json()["memories"]
+    assert {m["sourceMessageId"] for m in listed} == {"m1", "m2"}
+    sail = [m for m in listed if m["sourceMessageId"] == "m1"][0]
+    assert sail["createdAt"] == "2023-05-08T13:56:00.000Z" and sail["savedBy"] == "user"
+    found = api.get(f"/v1/bots/{bot}/memories", params={"kind": "message", "query": "boat trip at the weekend"}).json()
+    assert found["memories"][0]["sourceMessageId"] == "m1"
+    assert api.post(f"/v1/bots/{bot}/messages", json={"messages": []}).status_code == 400
+    assert api.post(f"/v1/bots/{bot}/messages", json={"messages": [{"id": "x", "text": ""}]}).status_code == 400

@@ -209,3 +209,28 @@ def test_concurrent_adds_of_the_same_text_make_one_memory(service):
         results = list(pool.map(lambda _: service.add_fact("bot1", "Same text."), range(8)))
     assert len({m.id for m, _ in results}) == 1
     assert sum(created for _, created in results) == 1
+
+
+def test_messages_are_stored_once_by_source_id(service):
+    from engram.service import ChatMessage
+
+    batch = [ChatMessage(source_id=f"d{i}", text=f"message number {i} about sailing", user="u1", server="g1") for i in range(3)]
+    memories, created = service.add_messages("bot1", batch)
+    assert created == 3 and [m.source_id for m in memories] == ["d0", "d1", "d2"]
+    again, created_again = service.add_messages("bot1", batch + [ChatMessage(source_id="d3", text="fourth about sailing")])
+    assert created_again == 1
+    assert [m.id for m in again[:3]] == [m.id for m in memories]
+    assert len(service.list("bot1", kind="message")) == 4
+    assert service.list("bot1") == []  # facts by default
+    assert {m.source_id for m in service.search("bot1", "sailing", kind="message")} == {"d0", "d1", "d2", "d3"}
+    assert service.forget("bot1", "u1") == {"facts": 0, "messages": 3, "vectors": 3}
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"source_id": "", "text": "x"}, {"source_id": "a", "text": ""}, {"source_id": "a", "text": "x" * 16001}, {"source_id": "a", "text": "x", "user": "a b"}]
+)
+def test_bad_messages_are_refused(kwargs):
+    from engram.service import ChatMessage
+
+    with pytest.raises(InvalidInput):
+        ChatMessage(**kwargs)

@@ -132,13 +132,53 @@ class RecordStore:
 
     def next_id(self) -> int:
         """A new memory id from an atomic counter."""
+        return self.next_ids(1)[0]
+
+    def next_ids(self, n: int) -> list[int]:
+        """`n` new consecutive memory ids from one atomic counter update."""
 
         def bump():
             counter = StateItem("counter", "memory")
-            counter.update(actions=[StateItem.value.add(1)])
-            return int(counter.value)
+            counter.update(actions=[StateItem.value.add(n)])
+            top = int(counter.value)
+            return list(range(top - n + 1, top + 1))
 
         return self._guard(bump)
+
+    def find_uniques(self, bot: str, keys: list[str]) -> dict[str, int]:
+        """The memory ids holding any of these unique keys (one batch read)."""
+        if not keys:
+            return {}
+        pk = _unique_pk(bot)
+        return self._guard(
+            lambda: {i.sk: int(i.memory_id) for i in StateItem.batch_get([(pk, k) for k in dict.fromkeys(keys)])}
+        )
+
+    def create_many(self, records: list[MemoryRecord]) -> list[MemoryRecord]:
+        """Write new records with their unique keys, 50 per transaction; a chunk that hits a taken key
+        is retried one record at a time. Returns the records written (duplicates left out)."""
+        written: list[MemoryRecord] = []
+        for start in range(0, len(records), 50):
+            chunk = records[start : start + 50]
+            try:
+                self._guard(lambda: self._create_chunk(chunk))
+                written.extend(chunk)
+            except TransactWriteError:
+                for record in chunk:
+                    try:
+                        self.create(record)
+                        written.append(record)
+                    except Duplicate:
+                        pass
+        return written
+
+    def _create_chunk(self, chunk: list[MemoryRecord]) -> None:
+        with TransactWrite(connection=self._connection) as tx:
+            for record in chunk:
+                tx.save(record, condition=MemoryRecord.id.does_not_exist())
+                if record.unique_key:
+                    claim = StateItem(_unique_pk(record.bot), record.unique_key, memory_id=record.id)
+                    tx.save(claim, condition=StateItem.pk.does_not_exist())
 
     def find_unique(self, bot: str, key: str) -> int | None:
         """The memory id holding a unique key, if any."""

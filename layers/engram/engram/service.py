@@ -22,6 +22,8 @@ Kind = Literal["fact", "message"]
 SavedBy = Literal["bot", "owner", "user"]
 KINDS = ("fact", "message")
 DEFAULT_LIMIT, MAX_LIMIT = 200, 500
+MAX_BATCH = 500
+MAX_MESSAGE_CHARS = 16_000
 FALLBACK_SCAN = 2000
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 
@@ -42,6 +44,31 @@ def check_limit(limit: int | None) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput(f"limit must be a whole number from 1 to {MAX_LIMIT}")
     return limit
+
+
+@dataclass(slots=True)
+class ChatMessage:
+    """A chat message to store: its source id is unique per bot, so storing it twice does nothing."""
+
+    source_id: str
+    text: str
+    user: str | None = None
+    server: str | None = None
+    project: str | None = None
+    created_at: int | None = None
+    content: Any = None
+    saved_by: str = "user"
+
+    def __post_init__(self):
+        if not isinstance(self.source_id, str) or not 1 <= len(self.source_id) <= 128:
+            raise InvalidInput("a message needs a source message id of 1-128 characters")
+        if not isinstance(self.text, str) or len(self.text) > MAX_MESSAGE_CHARS:
+            raise InvalidInput(f"message text must be a string of at most {MAX_MESSAGE_CHARS} characters")
+        if not self.text.strip() and not self.content:
+            raise InvalidInput(f"message {self.source_id} has no text and no content")
+        check_name("userId", self.user), check_name("serverId", self.server), check_name("project", self.project)
+        if self.saved_by not in ("bot", "owner", "user"):
+            raise InvalidInput("savedBy must be bot, owner or user")
 
 
 def _iso(ms: int) -> str:
@@ -262,6 +289,52 @@ class MemoryService:
             return self.get(bot, dup.memory_id), False
         self._index_or_defer(record)
         return Memory.from_record(record), True
+
+    def add_messages(self, bot: str, messages: list["ChatMessage"]) -> tuple[list[Memory], int]:
+        """Store chat messages in one batch, idempotent by source message id; returns every message's
+        memory (new or already there, in input order) and how many were new."""
+        bot = check_name("bot", bot)
+        if not messages:
+            return [], 0
+        if len(messages) > MAX_BATCH:
+            raise InvalidInput(f"at most {MAX_BATCH} messages per batch")
+        keys = [f"src#{m.source_id}" for m in messages]
+        if len(set(keys)) != len(keys):
+            raise InvalidInput("a batch names the same source message id twice")
+        known = self.records.find_uniques(bot, keys)
+        fresh = [m for m, k in zip(messages, keys) if k not in known]
+        stamp = now_ms()
+        records = [
+            MemoryRecord(
+                bot=bot, id=memory_id, kind="message", text=m.text, content=m.content, server=m.server,
+                project=m.project, user=m.user, saved_by=m.saved_by, source_id=m.source_id,
+                unique_key=f"src#{m.source_id}", created_at=m.created_at or stamp, updated_at=stamp,
+                bot_user=f"{bot}#{m.user}" if m.user else None, bot_kind=f"{bot}#message", pending_bot=bot,
+            )
+            for m, memory_id in zip(fresh, self.records.next_ids(len(fresh)) if fresh else [])
+        ]
+        written = self.records.create_many(records)
+        if written:
+            try:
+                self.index_records(written)
+            except (IndexUnavailable, Unavailable) as exc:
+                self.last_error = exc.message
+                try:
+                    self.queue.send(IndexJob(bot=bot, ids=[int(r.id) for r in written]), delay_s=30)
+                except Exception:
+                    log.exception("could not queue an index job for %d messages", len(written))
+        by_key = {r.unique_key: r for r in written}
+        missing = [k for k in keys if k not in by_key and k not in known]
+        if missing:  # lost a race to a concurrent import of the same messages
+            known.update(self.records.find_uniques(bot, missing))
+        stored = self.records.batch_get(bot, [known[k] for k in keys if k in known])
+        out = []
+        for key in keys:
+            if key in by_key:
+                out.append(Memory.from_record(by_key[key]))
+            elif known.get(key) in stored:
+                out.append(Memory.from_record(stored[known[key]]))
+        return out, len(written)
 
     def get(self, bot: str, memory_id: int) -> Memory:
         """One memory, or NotFound."""

@@ -8,12 +8,13 @@ from typing import Annotated, Any, Callable, Literal
 from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..engine import Engine, get_engine
 from ..errors import EngramError, Unauthorized
-from ..text import parse_memory_id
+from ..service import ChatMessage
+from ..text import format_memory_id, parse_memory_id
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,32 @@ class MemoryChange(BaseModel):
     """The new text of a memory."""
 
     text: str
+
+
+class MessageIn(BaseModel):
+    """A chat message to store; `id` is its source message id, unique per bot."""
+
+    id: str = Field(min_length=1, max_length=128)
+    text: str = ""
+    userId: str | None = None
+    serverId: str | None = None
+    project: str | None = None
+    createdAt: AwareDatetime | None = None
+    content: dict[str, Any] | None = None
+    savedBy: Literal["bot", "owner", "user"] = "user"
+
+
+class MessageBatch(BaseModel):
+    """Up to 500 messages, stored idempotently."""
+
+    messages: list[MessageIn] = Field(min_length=1, max_length=500)
+
+
+class MessageBatchResult(BaseModel):
+    """How many were new, and every message's memory id in input order."""
+
+    created: int
+    ids: list[str]
 
 
 class ForgetResult(BaseModel):
@@ -180,6 +207,20 @@ def create_app(engine_factory: Callable[[], Engine] = get_engine) -> FastAPI:
         )
         response.status_code = 201 if created else 200
         return memory.to_json()
+
+    @app.post("/v1/bots/{bot}/messages", response_model=MessageBatchResult, responses=ERRORS, tags=["memories"])
+    def add_messages(bot: Bot, body: MessageBatch, eng: Authed) -> dict:
+        """Store chat messages (kind `message`) in one batch; a message id already stored is not stored again."""
+        messages = [
+            ChatMessage(
+                source_id=m.id, text=m.text, user=m.userId, server=m.serverId, project=m.project,
+                created_at=int(m.createdAt.timestamp() * 1000) if m.createdAt else None,
+                content=m.content, saved_by=m.savedBy,
+            )
+            for m in body.messages
+        ]
+        memories, created = eng.service.add_messages(bot, messages)
+        return {"created": created, "ids": [format_memory_id(m.id) for m in memories]}
 
     @app.get("/v1/bots/{bot}/memories/{memory_id}", response_model=MemoryOut, response_model_exclude_unset=True, responses={404: {"model": ErrorResponse}, **ERRORS}, tags=["memories"])
     def get_memory(bot: Bot, memory_id: Annotated[str, Path(examples=["mem:12"])], eng: Authed) -> dict:
