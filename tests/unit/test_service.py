@@ -234,3 +234,27 @@ def test_bad_messages_are_refused(kwargs):
 
     with pytest.raises(InvalidInput):
         ChatMessage(**kwargs)
+
+
+def test_thread_context_comes_from_the_previous_message_even_across_batches(service):
+    from engram.service import ChatMessage
+
+    first = [
+        ChatMessage(source_id="a2", text="Yes, a sunrise over the lake.", thread="c1", created_at=2000),
+        ChatMessage(source_id="a1", text="Did you paint anything lately?", thread="c1", created_at=1000),
+        ChatMessage(source_id="x1", text="Unrelated channel.", thread="c2", created_at=1500),
+    ]
+    memories, _ = service.add_messages("bot1", first)
+    records = {m.source_id: service.records.get("bot1", m.id) for m in memories}
+    assert records["a1"].context is None
+    assert records["a2"].context == "Did you paint anything lately?"
+    assert records["x1"].context is None
+    later, _ = service.add_messages("bot1", [ChatMessage(source_id="a3", text="It took two weeks.", thread="c1", created_at=3000)])
+    assert service.records.get("bot1", later[0].id).context == "Yes, a sunrise over the lake."
+    # an older message arriving late does not move the thread's tail back
+    service.add_messages("bot1", [ChatMessage(source_id="a0", text="Hi!", thread="c1", created_at=500)])
+    tail = service.records.thread_tails("bot1", ["c1"])["c1"]
+    assert tail["text"] == "It took two weeks."
+    # the context's words make the reply findable by what it answers
+    assert service.search("bot1", "paint", kind="message")[0].source_id in {"a1", "a2"}
+    assert "a2" in {m.source_id for m in service.search("bot1", "paint", kind="message", limit=2)}

@@ -73,6 +73,8 @@ class MemoryRecord(Model):
     saved_by = UnicodeAttribute(attr_name="savedBy")
     source_id = UnicodeAttribute(null=True, attr_name="sourceId")
     unique_key = UnicodeAttribute(null=True, attr_name="uniqueKey")
+    thread = UnicodeAttribute(null=True)
+    context = UnicodeAttribute(null=True)
     vector_model = UnicodeAttribute(null=True, attr_name="vectorModel")
     created_at = NumberAttribute(attr_name="createdAt")
     updated_at = NumberAttribute(attr_name="updatedAt")
@@ -153,6 +155,22 @@ class RecordStore:
         return self._guard(
             lambda: {i.sk: int(i.memory_id) for i in StateItem.batch_get([(pk, k) for k in dict.fromkeys(keys)])}
         )
+
+    def thread_tails(self, bot: str, threads: list[str]) -> dict[str, dict]:
+        """The newest stored message text of each thread: {"text", "at"}."""
+        if not threads:
+            return {}
+        pk = f"thread#{bot}"
+        return self._guard(lambda: {i.sk: i.data for i in StateItem.batch_get([(pk, t) for t in dict.fromkeys(threads)])})
+
+    def advance_thread_tail(self, bot: str, thread: str, at: int, text: str) -> None:
+        """Remember a thread's newest message, unless a newer one is already remembered."""
+        item = StateItem(f"thread#{bot}", thread, value=at, data={"text": text, "at": at})
+        try:
+            self._guard(lambda: item.save(condition=StateItem.value.does_not_exist() | (StateItem.value <= at)))
+        except Unavailable as exc:
+            if "ConditionalCheckFailed" not in str(exc.__cause__):
+                raise
 
     def create_many(self, records: list[MemoryRecord]) -> list[MemoryRecord]:
         """Write new records with their unique keys, 50 per transaction; a chunk that hits a taken key

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -23,6 +24,11 @@ SavedBy = Literal["bot", "owner", "user"]
 KINDS = ("fact", "message")
 DEFAULT_LIMIT, MAX_LIMIT = 200, 500
 MAX_BATCH = 500
+MAX_CONTEXT_CHARS = 2000
+# How much a chat message's predecessor in its thread counts in its vectors (measured on LoCoMo:
+# +0.07 R@10 over no context; anything from 0.3 to 0.5 gives the same within 0.01).
+CONTEXT_DENSE_WEIGHT = 0.5
+CONTEXT_WORDS_WEIGHT = 0.3
 MAX_MESSAGE_CHARS = 16_000
 FALLBACK_SCAN = 2000
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
@@ -58,6 +64,7 @@ class ChatMessage:
     created_at: int | None = None
     content: Any = None
     saved_by: str = "user"
+    thread: str | None = None
 
     def __post_init__(self):
         if not isinstance(self.source_id, str) or not 1 <= len(self.source_id) <= 128:
@@ -67,6 +74,7 @@ class ChatMessage:
         if not self.text.strip() and not self.content:
             raise InvalidInput(f"message {self.source_id} has no text and no content")
         check_name("userId", self.user), check_name("serverId", self.server), check_name("project", self.project)
+        check_name("threadId", self.thread)
         if self.saved_by not in ("bot", "owner", "user"):
             raise InvalidInput("savedBy must be bot, owner or user")
 
@@ -135,6 +143,13 @@ class Memory:
         return out
 
 
+def _mix(own: list[float], context: list[float], weight: float) -> list[float]:
+    """own + weight * context, back to unit length."""
+    mixed = [a + weight * b for a, b in zip(own, context)]
+    norm = math.sqrt(sum(x * x for x in mixed)) or 1.0
+    return [x / norm for x in mixed]
+
+
 def _payload(r: MemoryRecord) -> dict[str, Any]:
     payload = {
         "bot": r.bot, "kind": r.kind, "text": r.text, "savedBy": r.saved_by,
@@ -142,6 +157,11 @@ def _payload(r: MemoryRecord) -> dict[str, Any]:
         "server": r.server, "project": r.project, "user": r.user, "sourceId": r.source_id, "content": r.content,
     }
     return {k: v for k, v in payload.items() if v is not None}
+
+
+# Weighted RRF with a small k (top ranks dominate) and words counted twice: on LoCoMo R@10 0.725
+# against 0.586 for equal-weight RRF with k=60, which loses to words alone.
+HYBRID = Fusion(k=2, words_weight=2.0, dense_weight=1.0, candidates=50)
 
 
 class MemoryService:
@@ -162,7 +182,7 @@ class MemoryService:
         self.embedder = embedder
         self.queue = queue
         self.words = words or WordVectorizer()
-        self.fusion = fusion or Fusion()
+        self.fusion = fusion or HYBRID
         self.message_vector_chars = message_vector_chars
         self.last_error: str | None = None
         self._dense_ready: set[str] = set()
@@ -203,24 +223,42 @@ class MemoryService:
             self._dense_ready.add(name)
         return True
 
+    def _dense_vectors(self, records: list[MemoryRecord]) -> dict[int, list[float]]:
+        """Each record's dense vector: its own text's embedding, mixed with its conversation context's
+        (a chat reply means little without what it answers). One batched embed call; None texts skipped."""
+        own = {int(r.id): self._vector_text(r) for r in records}
+        context = {
+            int(r.id): r.context[: self.message_vector_chars] for r in records if r.context and own[int(r.id)]
+        }
+        texts = list(dict.fromkeys([t for t in own.values() if t] + list(context.values())))
+        vectors = self._embed(texts)
+        if not vectors:
+            return {}
+        if self.dense_name not in self._dense_ready:
+            self.index.ensure_dense(self.dense_name, len(vectors[0]))
+            self._dense_ready.add(self.dense_name)
+        by_text = dict(zip(texts, vectors))
+        return {
+            memory_id: _mix(by_text[text], by_text[context[memory_id]], CONTEXT_DENSE_WEIGHT)
+            if memory_id in context
+            else by_text[text]
+            for memory_id, text in own.items()
+            if text
+        }
+
     def index_records(self, records: list[MemoryRecord]) -> int:
         """Write the points of records (words always, meaning when the embedder answers); returns
         how many are complete. Records left incomplete stay marked pending for the sweep."""
         if not records:
             return 0
         wanted = [(r, self._vector_text(r)) for r in records]
-        to_embed = [(r, t) for r, t in wanted if t]
-        vectors = self._embed([t for _, t in to_embed])
-        if vectors and self.dense_name not in self._dense_ready:
-            self.index.ensure_dense(self.dense_name, len(vectors[0]))
-            self._dense_ready.add(self.dense_name)
-        dense_by_id = {int(r.id): v for (r, _), v in zip(to_embed, vectors)} if vectors else {}
+        dense_by_id = self._dense_vectors(records)
         name = self.dense_name
         points = [
             IndexPoint(
                 id=int(r.id),
                 payload=_payload(r),
-                words=self.words.document(r.text),
+                words=self.words.document(r.text, context=r.context),
                 dense={name: dense_by_id[int(r.id)]} if int(r.id) in dense_by_id else {},
             )
             for r in records
@@ -304,16 +342,19 @@ class MemoryService:
         known = self.records.find_uniques(bot, keys)
         fresh = [m for m, k in zip(messages, keys) if k not in known]
         stamp = now_ms()
+        contexts = self._thread_contexts(bot, fresh, stamp)
         records = [
             MemoryRecord(
                 bot=bot, id=memory_id, kind="message", text=m.text, content=m.content, server=m.server,
                 project=m.project, user=m.user, saved_by=m.saved_by, source_id=m.source_id,
                 unique_key=f"src#{m.source_id}", created_at=m.created_at or stamp, updated_at=stamp,
+                thread=m.thread, context=context,
                 bot_user=f"{bot}#{m.user}" if m.user else None, bot_kind=f"{bot}#message", pending_bot=bot,
             )
-            for m, memory_id in zip(fresh, self.records.next_ids(len(fresh)) if fresh else [])
+            for m, memory_id, context in zip(fresh, self.records.next_ids(len(fresh)) if fresh else [], contexts)
         ]
         written = self.records.create_many(records)
+        self._advance_threads(bot, written)
         if written:
             try:
                 self.index_records(written)
@@ -335,6 +376,31 @@ class MemoryService:
             elif known.get(key) in stored:
                 out.append(Memory.from_record(stored[known[key]]))
         return out, len(written)
+
+    def _thread_contexts(self, bot: str, messages: list[ChatMessage], stamp: int) -> list[str | None]:
+        """Each message's conversation context: the text of the message before it in its thread
+        (earlier in the batch by time, else the newest one stored)."""
+        threads = [m.thread for m in messages if m.thread]
+        tails = {t: d.get("text") for t, d in self.records.thread_tails(bot, threads).items()} if threads else {}
+        order = sorted(range(len(messages)), key=lambda i: (messages[i].created_at or stamp, i))
+        contexts: list[str | None] = [None] * len(messages)
+        for i in order:
+            m = messages[i]
+            if not m.thread:
+                continue
+            previous = tails.get(m.thread)
+            contexts[i] = previous[:MAX_CONTEXT_CHARS] if previous else None
+            if m.text.strip():
+                tails[m.thread] = m.text
+        return contexts
+
+    def _advance_threads(self, bot: str, written: list[MemoryRecord]) -> None:
+        newest: dict[str, MemoryRecord] = {}
+        for r in written:
+            if r.thread and r.text.strip() and (r.thread not in newest or r.created_at >= newest[r.thread].created_at):
+                newest[r.thread] = r
+        for thread, r in newest.items():
+            self.records.advance_thread_tail(bot, thread, int(r.created_at), r.text[:MAX_CONTEXT_CHARS])
 
     def get(self, bot: str, memory_id: int) -> Memory:
         """One memory, or NotFound."""

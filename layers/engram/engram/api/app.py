@@ -82,6 +82,7 @@ class MessageIn(BaseModel):
     createdAt: AwareDatetime | None = None
     content: dict[str, Any] | None = None
     savedBy: Literal["bot", "owner", "user"] = "user"
+    threadId: str | None = Field(default=None, description="The conversation (channel, chat) it belongs to.")
 
 
 class MessageBatch(BaseModel):
@@ -215,7 +216,7 @@ def create_app(engine_factory: Callable[[], Engine] = get_engine) -> FastAPI:
             ChatMessage(
                 source_id=m.id, text=m.text, user=m.userId, server=m.serverId, project=m.project,
                 created_at=int(m.createdAt.timestamp() * 1000) if m.createdAt else None,
-                content=m.content, saved_by=m.savedBy,
+                content=m.content, saved_by=m.savedBy, thread=m.threadId,
             )
             for m in body.messages
         ]
