@@ -258,3 +258,15 @@ def test_thread_context_comes_from_the_previous_message_even_across_batches(serv
     # the context's words make the reply findable by what it answers
     assert service.search("bot1", "paint", kind="message")[0].source_id in {"a1", "a2"}
     assert "a2" in {m.source_id for m in service.search("bot1", "paint", kind="message", limit=2)}
+
+
+def test_a_claim_left_by_a_crash_is_taken_over(service):
+    from engram.records import StateItem, now_ms
+
+    key = service._fact_key(None, None, None, "Crash-proof fact.")
+    StateItem("unique#bot1", key, memory_id=424242, value=now_ms() - 60_000).save()  # its record never landed
+    memory, created = service.add_fact("bot1", "Crash-proof fact.")
+    assert created and memory.id != 424242
+    assert int(StateItem.get("unique#bot1", key).memory_id) == memory.id
+    again, created_again = service.add_fact("bot1", "crash-proof FACT.")
+    assert not created_again and again.id == memory.id

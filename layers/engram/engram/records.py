@@ -7,11 +7,9 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from pynamodb.attributes import JSONAttribute, NumberAttribute, UnicodeAttribute
-from pynamodb.connection import Connection
-from pynamodb.exceptions import PynamoDBException, TransactWriteError, UpdateError
+from pynamodb.exceptions import PynamoDBException
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
-from pynamodb.transactions import TransactWrite
 
 from .config import Settings
 from .errors import Unavailable
@@ -109,6 +107,15 @@ class Duplicate(Exception):
     memory_id: int
 
 
+# A claim younger than this whose record is missing belongs to a write still in flight.
+CLAIM_IN_FLIGHT_MS = 30_000
+
+
+def _conditional(exc: Exception) -> bool:
+    """Whether a wrapped DynamoDB error is a failed condition (someone else got there first)."""
+    return "ConditionalCheckFailed" in str(exc.__cause__ or exc)
+
+
 def _unique_pk(bot: str) -> str:
     return f"unique#{bot}"
 
@@ -122,12 +129,11 @@ class RecordStore:
             model.Meta.region = settings.aws_region
             model.Meta.host = settings.dynamodb_endpoint
             model._connection = None  # the connection caches its host: rebuild it for these settings
-        self._connection = Connection(region=settings.aws_region, host=settings.dynamodb_endpoint)
 
     def _guard(self, fn):
         try:
             return fn()
-        except (Duplicate, TransactWriteError):
+        except Duplicate:
             raise
         except PynamoDBException as exc:
             raise Unavailable(f"DynamoDB failed: {exc.msg}") from exc
@@ -147,15 +153,6 @@ class RecordStore:
 
         return self._guard(bump)
 
-    def find_uniques(self, bot: str, keys: list[str]) -> dict[str, int]:
-        """The memory ids holding any of these unique keys (one batch read)."""
-        if not keys:
-            return {}
-        pk = _unique_pk(bot)
-        return self._guard(
-            lambda: {i.sk: int(i.memory_id) for i in StateItem.batch_get([(pk, k) for k in dict.fromkeys(keys)])}
-        )
-
     def thread_tails(self, bot: str, threads: list[str]) -> dict[str, dict]:
         """The newest stored message text of each thread: {"text", "at"}."""
         if not threads:
@@ -169,37 +166,21 @@ class RecordStore:
         try:
             self._guard(lambda: item.save(condition=StateItem.value.does_not_exist() | (StateItem.value <= at)))
         except Unavailable as exc:
-            if "ConditionalCheckFailed" not in str(exc.__cause__):
+            if not _conditional(exc):
                 raise
 
-    def create_many(self, records: list[MemoryRecord]) -> list[MemoryRecord]:
-        """Write new records with their unique keys, 50 per transaction; a chunk that hits a taken key
-        is retried one record at a time. Returns the records written (duplicates left out)."""
-        written: list[MemoryRecord] = []
-        for start in range(0, len(records), 50):
-            chunk = records[start : start + 50]
-            try:
-                self._guard(lambda: self._create_chunk(chunk))
-                written.extend(chunk)
-            except TransactWriteError:
-                for record in chunk:
-                    try:
-                        self.create(record)
-                        written.append(record)
-                    except Duplicate:
-                        pass
-        return written
+    # ----- unique keys ---------------------------------------------------------------------------
+    # A claim (StateTable item) says which memory holds a unique key: a fact's folded text in its scope,
+    # or a message's source id. It is valid only while that memory exists and still holds the key, so
+    # a claim left behind by a crash is simply taken over. No multi-item transactions: moto copies every
+    # table on each one, which made local writes O(table size).
 
-    def _create_chunk(self, chunk: list[MemoryRecord]) -> None:
-        with TransactWrite(connection=self._connection) as tx:
-            for record in chunk:
-                tx.save(record, condition=MemoryRecord.id.does_not_exist())
-                if record.unique_key:
-                    claim = StateItem(_unique_pk(record.bot), record.unique_key, memory_id=record.id)
-                    tx.save(claim, condition=StateItem.pk.does_not_exist())
+    def _holder(self, bot: str, key: str, memory_id: int) -> MemoryRecord | None:
+        record = self.get(bot, memory_id)
+        return record if record is not None and record.unique_key == key else None
 
-    def find_unique(self, bot: str, key: str) -> int | None:
-        """The memory id holding a unique key, if any."""
+    def find_unique(self, bot: str, key: str) -> MemoryRecord | None:
+        """The memory that holds a unique key, if any."""
 
         def get():
             try:
@@ -207,29 +188,85 @@ class RecordStore:
             except StateItem.DoesNotExist:
                 return None
 
-        return self._guard(get)
+        holder = self._guard(get)
+        return self._holder(bot, key, holder) if holder is not None else None
+
+    def find_uniques(self, bot: str, keys: list[str]) -> dict[str, int]:
+        """The memory ids holding any of these unique keys (batch reads; stale claims left out)."""
+        if not keys:
+            return {}
+        pk = _unique_pk(bot)
+        claims = self._guard(
+            lambda: {i.sk: int(i.memory_id) for i in StateItem.batch_get([(pk, k) for k in dict.fromkeys(keys)])}
+        )
+        records = self.batch_get(bot, list(set(claims.values()))) if claims else {}
+        return {k: i for k, i in claims.items() if i in records and records[i].unique_key == k}
+
+    def claim(self, bot: str, key: str, memory_id: int) -> int | None:
+        """Claim a unique key for a memory; returns the id of the memory already holding it (or being
+        written with it right now), else None."""
+        pk = _unique_pk(bot)
+        for _ in range(3):
+            try:
+                self._guard(lambda: StateItem(pk, key, memory_id=memory_id, value=now_ms()).save(
+                    condition=StateItem.pk.does_not_exist()))
+                return None
+            except Unavailable as exc:
+                if not _conditional(exc):
+                    raise
+            try:
+                current = self._guard(lambda: StateItem.get(pk, key))
+            except StateItem.DoesNotExist:
+                continue  # released meanwhile: try again
+            holder = int(current.memory_id)
+            if self._holder(bot, key, holder) is not None:
+                return holder
+            if now_ms() - int(current.value or 0) < CLAIM_IN_FLIGHT_MS:
+                return holder  # its record is being written right now
+            try:  # a claim whose memory is gone or says something else now: take it over
+                self._guard(lambda: StateItem(pk, key, memory_id=memory_id, value=now_ms()).save(
+                    condition=StateItem.memory_id == holder))
+                return None
+            except Unavailable as exc:
+                if not _conditional(exc):
+                    raise
+        raise Unavailable(f"could not settle which memory holds {key!r}; try again")
+
+    def release(self, bot: str, key: str, memory_id: int) -> None:
+        """Drop a claim if this memory still holds it."""
+        try:
+            self._guard(lambda: StateItem(_unique_pk(bot), key).delete(condition=StateItem.memory_id == memory_id))
+        except Unavailable as exc:
+            if not _conditional(exc):
+                raise
+
+    # ----- records -------------------------------------------------------------------------------
 
     def create(self, record: MemoryRecord) -> None:
-        """Write a new record and claim its unique key together, or raise Duplicate."""
-        try:
-            self._guard(lambda: self._create(record))
-        except TransactWriteError as exc:
-            self._raise_duplicate(exc, record.bot, record.unique_key)
-
-    def _create(self, record: MemoryRecord) -> None:
-        with TransactWrite(connection=self._connection) as tx:
-            tx.save(record, condition=MemoryRecord.id.does_not_exist())
-            if record.unique_key:
-                claim = StateItem(_unique_pk(record.bot), record.unique_key, memory_id=record.id)
-                tx.save(claim, condition=StateItem.pk.does_not_exist())
-
-    def _raise_duplicate(self, exc: TransactWriteError, bot: str, key: str | None):
-        reasons = [getattr(r, "code", None) for r in (exc.cancellation_reasons or []) if r]
-        if key and "ConditionalCheckFailed" in reasons:
-            holder = self.find_unique(bot, key)
+        """Claim the record's unique key, then write it; raises Duplicate if the key is held."""
+        if record.unique_key:
+            holder = self.claim(record.bot, record.unique_key, int(record.id))
             if holder is not None:
-                raise Duplicate(holder) from exc
-        raise Unavailable(f"DynamoDB refused the write: {exc.msg}") from exc
+                raise Duplicate(holder)
+        try:
+            self._guard(lambda: record.save(condition=MemoryRecord.id.does_not_exist()))
+        except Exception:
+            if record.unique_key:
+                self.release(record.bot, record.unique_key, int(record.id))
+            raise
+
+    def create_many(self, records: list[MemoryRecord]) -> list[MemoryRecord]:
+        """Claim each record's key, then write the records that got theirs in batches of 25.
+        Returns the records written (duplicates left out)."""
+        claimed = [r for r in records if not r.unique_key or self.claim(r.bot, r.unique_key, int(r.id)) is None]
+
+        def write():
+            with MemoryRecord.batch_write() as batch:
+                for record in claimed:
+                    batch.save(record)
+
+        self._guard(write)
+        return claimed
 
     def get(self, bot: str, memory_id: int) -> MemoryRecord | None:
         """One record, or None."""
@@ -247,62 +284,56 @@ class RecordStore:
         return self._guard(lambda: {int(r.id): r for r in MemoryRecord.batch_get([(bot, i) for i in ids])})
 
     def change_text(self, record: MemoryRecord, text: str, unique_key: str | None) -> None:
-        """Give a record new text and move its unique key, in one transaction; Duplicate if taken."""
+        """Give a record new text, moving its unique key; raises Duplicate if the new key is held."""
         old_key = record.unique_key
         stamp = now_ms()
-
-        def write():
-            with TransactWrite(connection=self._connection) as tx:
-                tx.update(
-                    record,
-                    actions=[
-                        MemoryRecord.text.set(text),
-                        MemoryRecord.unique_key.set(unique_key) if unique_key else MemoryRecord.unique_key.remove(),
-                        MemoryRecord.updated_at.set(stamp),
-                        MemoryRecord.vector_model.remove(),
-                        MemoryRecord.pending_bot.set(record.bot),
-                    ],
-                    condition=MemoryRecord.id.exists(),
-                )
-                if old_key and old_key != unique_key:
-                    tx.delete(StateItem(_unique_pk(record.bot), old_key))
-                if unique_key and unique_key != old_key:
-                    claim = StateItem(_unique_pk(record.bot), unique_key, memory_id=record.id)
-                    tx.save(claim, condition=StateItem.pk.does_not_exist())
-
-        try:
-            self._guard(write)
-        except TransactWriteError as exc:
-            self._raise_duplicate(exc, record.bot, unique_key)
-        record.text, record.unique_key, record.updated_at = text, unique_key, stamp
-        record.vector_model, record.pending_bot = None, record.bot
+        if unique_key and unique_key != old_key:
+            holder = self.claim(record.bot, unique_key, int(record.id))
+            if holder is not None:
+                raise Duplicate(holder)
+        actions = [
+            MemoryRecord.text.set(text),
+            MemoryRecord.unique_key.set(unique_key) if unique_key else MemoryRecord.unique_key.remove(),
+            MemoryRecord.updated_at.set(stamp),
+            MemoryRecord.vector_model.remove(),
+            MemoryRecord.pending_bot.set(record.bot),
+        ]
+        self._guard(lambda: record.update(actions=actions, condition=MemoryRecord.id.exists()))
+        if old_key and old_key != unique_key:
+            self.release(record.bot, old_key, int(record.id))
 
     def delete(self, records: list[MemoryRecord]) -> None:
-        """Delete records and the unique keys they hold (each record with its key atomically)."""
+        """Delete records (25 per batch), then the unique keys they held."""
 
         def run():
-            # 100 actions per transaction at most; a record and its key take two.
-            for start in range(0, len(records), 50):
-                with TransactWrite(connection=self._connection) as tx:
-                    for record in records[start : start + 50]:
-                        tx.delete(record)
-                        if record.unique_key:
-                            tx.delete(StateItem(_unique_pk(record.bot), record.unique_key))
+            with MemoryRecord.batch_write() as batch:
+                for record in records:
+                    batch.delete(record)
+            with StateItem.batch_write() as batch:
+                for record in records:
+                    if record.unique_key:
+                        batch.delete(StateItem(_unique_pk(record.bot), record.unique_key))
 
         self._guard(run)
 
     def mark_indexed(self, record: MemoryRecord, vector_model: str | None) -> bool:
         """The record's point is written (with a dense vector of that model, when given);
         False when the record no longer exists."""
-        actions = [MemoryRecord.pending_bot.remove()]
-        actions.append(MemoryRecord.vector_model.set(vector_model) if vector_model else MemoryRecord.vector_model.remove())
+        actions = [
+            MemoryRecord.pending_bot.remove(),
+            MemoryRecord.vector_model.set(vector_model) if vector_model else MemoryRecord.vector_model.remove(),
+        ]
         try:
             self._guard(lambda: record.update(actions=actions, condition=MemoryRecord.id.exists()))
         except Unavailable as exc:
-            if isinstance(exc.__cause__, UpdateError) and exc.__cause__.cause_response_code == "ConditionalCheckFailedException":
+            if _conditional(exc):
                 return False
             raise
         return True
+
+    def mark_indexed_many(self, done: list[tuple[MemoryRecord, str | None]]) -> list[MemoryRecord]:
+        """mark_indexed for many records; returns the records that no longer exist."""
+        return [record for record, model in done if not self.mark_indexed(record, model)]
 
     def mark_pending(self, record: MemoryRecord) -> None:
         """The record still needs its point (or its dense vector) written."""
@@ -348,6 +379,3 @@ class RecordStore:
         """Ids of every record of a bot attributed to a user."""
         return self._guard(lambda: [int(r.id) for r in MemoryRecord.by_user.query(f"{bot}#{user}")])
 
-    def iter_scope(self, bot: str, kind: str, max_records: int) -> list[MemoryRecord]:
-        """Up to `max_records` newest records of a kind (the words fallback when the index is down)."""
-        return self.newest(bot, kind, max_records)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Literal
@@ -264,14 +265,13 @@ class MemoryService:
             for r in records
         ]
         self.index.upsert(points)
-        complete, vanished = 0, []
-        for r, text in wanted:
-            has_dense = int(r.id) in dense_by_id
-            if has_dense or not text or name is None:
-                if self.records.mark_indexed(r, name if has_dense else None):
-                    complete += 1
-                else:
-                    vanished.append(int(r.id))
+        done = [
+            (r, name if int(r.id) in dense_by_id else None)
+            for r, text in wanted
+            if int(r.id) in dense_by_id or not text or name is None
+        ]
+        vanished = [int(r.id) for r in self.records.mark_indexed_many(done)]
+        complete = len(done) - len(vanished)
         if vanished:  # deleted while we embedded: take back the points we just wrote
             self.index.delete(vanished)
         if complete == len(records):
@@ -312,9 +312,7 @@ class MemoryService:
         key = self._fact_key(server, project, user, text)
         existing = self.records.find_unique(bot, key)
         if existing is not None:
-            found = self.records.get(bot, existing)
-            if found is not None:
-                return Memory.from_record(found), False
+            return Memory.from_record(existing), False
         stamp = now_ms()
         record = MemoryRecord(
             bot=bot, id=self.records.next_id(), kind="fact", text=text, server=server, project=project,
@@ -324,7 +322,7 @@ class MemoryService:
         try:
             self.records.create(record)
         except Duplicate as dup:  # someone added the same text a moment ago
-            return self.get(bot, dup.memory_id), False
+            return self._wait_for(bot, dup.memory_id), False
         self._index_or_defer(record)
         return Memory.from_record(record), True
 
@@ -402,6 +400,17 @@ class MemoryService:
         for thread, r in newest.items():
             self.records.advance_thread_tail(bot, thread, int(r.created_at), r.text[:MAX_CONTEXT_CHARS])
 
+    def _wait_for(self, bot: str, memory_id: int, timeout_s: float = 3.0) -> Memory:
+        """A memory another request is writing right now: wait briefly for it to land."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            record = self.records.get(bot, memory_id)
+            if record is not None:
+                return Memory.from_record(record)
+            if time.monotonic() > deadline:
+                raise Unavailable("the same text is being saved by another request; try again")
+            time.sleep(0.05)
+
     def get(self, bot: str, memory_id: int) -> Memory:
         """One memory, or NotFound."""
         record = self.records.get(bot, memory_id)
@@ -422,8 +431,8 @@ class MemoryService:
         if record.text == text:
             return Memory.from_record(record)
         holder = self.records.find_unique(bot, key) if key != record.unique_key else None
-        if holder is not None and holder != memory_id:
-            return self._merge_into(record, holder)
+        if holder is not None and int(holder.id) != memory_id:
+            return self._merge_into(record, int(holder.id))
         try:
             self.records.change_text(record, text, key)
         except Duplicate as dup:
@@ -432,7 +441,7 @@ class MemoryService:
         return Memory.from_record(record)
 
     def _merge_into(self, changed: MemoryRecord, other_id: int) -> Memory:
-        other = self.get(changed.bot, other_id)
+        other = self._wait_for(changed.bot, other_id)
         self._delete_records([changed])
         return other
 

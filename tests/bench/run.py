@@ -1,0 +1,378 @@
+"""`make bench`: retrieval quality on LoCoMo and hot-path speed, throughput and footprint, measured here.
+
+Prints one table and writes every figure to bench-results/latest.json. `--quick` runs a few-second
+version (CI runs it so the benchmark never rots). Nothing here needs the network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
+
+import httpx  # noqa: E402
+
+from tests.bench.locomo import KS, load, evaluate  # noqa: E402
+
+KEY = "bench-key"
+
+
+def pct(values: list[float], q: float) -> float:
+    """The q-th percentile (nearest rank) of values, in the values' unit."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
+
+
+def ms(values: list[float]) -> dict:
+    """p50 / p95 in milliseconds of durations in seconds."""
+    return {"p50_ms": round(pct(values, 50) * 1000, 2), "p95_ms": round(pct(values, 95) * 1000, 2)}
+
+
+# ----- plain BM25, the baseline every claim is measured against -------------------------------------
+
+
+class PlainBM25:
+    """Textbook BM25 (k1=1.2, b=0.75, lower-cased \\w+ tokens, no stemming, no stop words)."""
+
+    def __init__(self, docs: list[str], k1: float = 1.2, b: float = 0.75):
+        self.tokens = [re.findall(r"\w+", d.lower()) for d in docs]
+        self.k1, self.b = k1, b
+        self.avg = statistics.fmean(len(t) for t in self.tokens) or 1.0
+        df = Counter(w for t in self.tokens for w in set(t))
+        n = len(docs)
+        self.idf = {w: math.log(1 + (n - f + 0.5) / (f + 0.5)) for w, f in df.items()}
+        self.tf = [Counter(t) for t in self.tokens]
+
+    def top(self, query: str, k: int) -> list[int]:
+        """Indices of the k best documents."""
+        q = set(re.findall(r"\w+", query.lower()))
+        scores = []
+        for i, tf in enumerate(self.tf):
+            norm = self.k1 * (1 - self.b + self.b * len(self.tokens[i]) / self.avg)
+            s = sum(self.idf[w] * tf[w] * (self.k1 + 1) / (tf[w] + norm) for w in q if w in tf)
+            if s > 0:
+                scores.append((s, i))
+        scores.sort(key=lambda x: -x[0])
+        return [i for _, i in scores[:k]]
+
+
+# ----- LoCoMo through the public Memory API ---------------------------------------------------------
+
+
+def bench_locomo(stack, path: Path, quick: bool) -> dict:
+    """Ingest every turn as a chat message through HTTP, ask every question through HTTP, and measure
+    the engine's words-only and meaning-only modes and plain BM25 in the same run."""
+    from engram.vectors import Scope
+
+    conversations = load(path)
+    if quick:
+        conversations = conversations[:1]
+        conversations[0].questions = conversations[0].questions[:40]
+    api = httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=60)
+    ingest_s, n_turns = 0.0, 0
+    for conv in conversations:
+        bot = f"locomo-{conv.sample_id}"
+        for start in range(0, len(conv.turns), 100):
+            batch = conv.turns[start : start + 100]
+            body = {"messages": [
+                {"id": t.dia_id, "text": t.text, "createdAt": t.created_at.isoformat(), "threadId": conv.sample_id,
+                 "userId": re.sub(r"[^A-Za-z0-9]", "", t.speaker) or None}
+                for t in batch
+            ]}
+            t0 = time.perf_counter()
+            r = api.post(f"/v1/bots/{bot}/messages", json=body)
+            ingest_s += time.perf_counter() - t0
+            r.raise_for_status()
+            n_turns += len(batch)
+
+    latencies: list[float] = []
+
+    def via_api(conv, question, k):
+        t0 = time.perf_counter()
+        r = api.get(f"/v1/bots/locomo-{conv.sample_id}/memories", params={"query": question, "kind": "message", "limit": k})
+        latencies.append(time.perf_counter() - t0)
+        r.raise_for_status()
+        return [m["sourceMessageId"] for m in r.json()["memories"]]
+
+    service = stack.engine.service
+
+    def engine_mode(mode):
+        def search(conv, question, k):
+            scope = Scope(bot=f"locomo-{conv.sample_id}", kind="message")
+            words = service.words.query(question) if mode == "words" else None
+            dense = (service.dense_name, service.embedder.embed([question])[0]) if mode == "meaning" else None
+            return [h.payload["sourceId"] for h in service.index.search(scope, words, dense, k, service.fusion)]
+
+        return search
+
+    bm25 = {c.sample_id: PlainBM25([t.text for t in c.turns]) for c in conversations}
+
+    def plain(conv, question, k):
+        return [conv.turns[i].dia_id for i in bm25[conv.sample_id].top(question, k)]
+
+    engram = evaluate(conversations, via_api)
+    result = {
+        "conversations": len(conversations),
+        "turns": n_turns,
+        "engram (HTTP, hybrid)": engram,
+        "engram words only": evaluate(conversations, engine_mode("words")),
+        "engram meaning only": evaluate(conversations, engine_mode("meaning")),
+        "plain BM25": evaluate(conversations, plain),
+        "search latency (HTTP)": ms(latencies),
+        "ingest messages/s (HTTP, batches of 100)": round(n_turns / ingest_s, 1),
+    }
+    result["R@10 vs plain BM25"] = round(engram["R@10"] / result["plain BM25"]["R@10"], 3)
+    return result
+
+
+# ----- hot path: recall at 1k / 20k / 100k memories --------------------------------------------------
+
+VOCAB = [f"w{i}" for i in range(8000)]
+
+
+def synthetic_points(n: int, dim: int, seed: int = 7):
+    """Points shaped like engram's: one bot, 10 servers, 5 projects, 50 users, facts and messages."""
+    import numpy as np
+
+    from engram.vectors import IndexPoint
+    from engram.words import WordVectorizer
+
+    rng = np.random.default_rng(seed)
+    words = WordVectorizer()
+    zipf = np.minimum(rng.zipf(1.3, size=(n, 12)), len(VOCAB)) - 1
+    dense = rng.standard_normal((n, dim)).astype("float32")
+    dense /= np.linalg.norm(dense, axis=1, keepdims=True)
+    for i in range(n):
+        text = " ".join(VOCAB[j] for j in zipf[i])
+        payload = {"bot": "bench", "kind": "fact" if i % 4 else "message", "server": f"s{i % 10}",
+                   "project": f"p{i % 5}", "user": f"u{i % 50}", "text": text, "savedBy": "bot",
+                   "createdAt": 1_700_000_000_000 + i, "updatedAt": 1_700_000_000_000 + i}
+        yield IndexPoint(id=i + 1, payload=payload, words=words.document(text), dense={"dense-bench": dense[i].tolist()})
+
+
+class PrecomputedEmbedder:
+    """Returns vectors embedded beforehand: recall timed without the embed."""
+
+    provider, model = "bench", "precomputed"
+
+    def __init__(self, vectors: dict[str, list[float]]):
+        self.vectors = vectors
+
+    def embed(self, texts):
+        return [self.vectors[t] for t in texts]
+
+
+def bench_recall(sizes: list[int], embedder, queries: int, with_client_mode: bool) -> dict:
+    """Scope-filtered recall through MemoryService.recall on the embedded engine (and qdrant-client's
+    local mode as the baseline), with and without the query embed."""
+    from engram.embedders import vector_name
+    from engram.service import MemoryService
+    from engram.vectors import Scope
+    from engram.vectors.edge import EdgeIndex
+    from engram.vectors.server import QdrantServerIndex
+
+    rng = random.Random(11)
+    qtexts = [" ".join(rng.choice(VOCAB[:300]) for _ in range(4)) + f" question {i}" for i in range(queries)]
+    qvectors = dict(zip(qtexts, embedder.embed(qtexts)))
+
+    class Named(PrecomputedEmbedder):
+        pass
+
+    out = {}
+    for n in sizes:
+        engines = [("edge", lambda d: EdgeIndex(Path(d) / "shard"))]
+        if with_client_mode and n <= 20_000:
+            engines.append(("qdrant-client local", lambda d: QdrantServerIndex.connect(":memory:", None, "bench")))
+        for engine_name, make in engines:
+            tmp = tempfile.mkdtemp()
+            index = make(tmp)
+            name = vector_name(Named.provider, Named.model)
+            index.ensure_dense(name, 384)
+            t0 = time.perf_counter()
+            batch = []
+            for p in synthetic_points(n, 384):
+                p.dense = {name: p.dense["dense-bench"]}
+                batch.append(p)
+                if len(batch) == 1000:
+                    index.upsert(batch)
+                    batch = []
+            index.upsert(batch)
+            if hasattr(index, "optimize"):
+                index.optimize()
+            load_s = time.perf_counter() - t0
+            scopes = [Scope(bot="bench", kind="fact", server=f"s{i % 10}") for i in range(5)] + [
+                Scope(bot="bench", kind="fact", user=f"u{i}") for i in range(5)] + [
+                Scope(bot="bench", kind="message", project=f"p{i}") for i in range(5)]
+            warm = MemoryService(records=None, index=index, embedder=Named(qvectors), queue=None)
+            timed = {"without embed": [], "with embed": []}
+            for i, q in enumerate(qtexts):
+                scope = scopes[i % len(scopes)]
+                t0 = time.perf_counter()
+                warm.recall(scope, q, 10)
+                timed["without embed"].append(time.perf_counter() - t0)
+            live = MemoryService(records=None, index=index, embedder=embedder, queue=None)
+            live.dense_name  # the real embedder's vectors do not exist here: search its query against ours
+            live._dense_ready.add(name)
+            live_name = name
+
+            class Live:
+                provider, model = Named.provider, Named.model
+
+                def embed(self, texts):
+                    return embedder.embed(texts)
+
+            live.embedder = Live()
+            for i, q in enumerate(qtexts[: max(20, queries // 4)]):
+                t0 = time.perf_counter()
+                live.recall(scopes[i % len(scopes)], q, 10)
+                timed["with embed"].append(time.perf_counter() - t0)
+            out[f"{engine_name} @ {n:,}"] = {
+                "load_s": round(load_s, 1),
+                "recall without embed": ms(timed["without embed"]),
+                "recall with embed": ms(timed["with embed"]),
+                "_": live_name and None,
+            }
+            out[f"{engine_name} @ {n:,}"].pop("_")
+            index.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+# ----- throughput ------------------------------------------------------------------------------------
+
+
+def bench_throughput(stack, embedder, quick: bool) -> dict:
+    """The embedder alone, then adds through HTTP one at a time, next to each other."""
+    texts = [f"Fact number {i}: the team's build server {i} runs tests at {i % 24}:00." for i in range(256 if quick else 1024)]
+    t0 = time.perf_counter()
+    embedder.embed(texts)
+    batched = len(texts) / (time.perf_counter() - t0)
+    singles = texts[:32 if quick else 128]
+    t0 = time.perf_counter()
+    for t in singles:
+        embedder.embed([t])
+    single = len(singles) / (time.perf_counter() - t0)
+    api = httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=60)
+    n = 32 if quick else 200
+    t0 = time.perf_counter()
+    for i in range(n):
+        api.post("/v1/bots/throughput/memories", json={"text": f"Throughput fact {i}: {texts[i % len(texts)]}"}).raise_for_status()
+    adds = n / (time.perf_counter() - t0)
+    return {
+        "embedder texts/s (batched 64)": round(batched, 1),
+        "embedder texts/s (one at a time)": round(single, 1),
+        "HTTP adds/s (one fact per request)": round(adds, 1),
+    }
+
+
+# ----- footprint ----------------------------------------------------------------------------------
+
+
+def dir_mb(path: Path) -> float:
+    return round(sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20, 2)
+
+
+def bench_footprint(quick: bool) -> dict:
+    """Package sizes, and the layer installed as SAM would build it (full mode: needs PyPI)."""
+    out = {f"function {p.name} (MB)": dir_mb(p) for p in sorted((ROOT / "functions").iterdir()) if p.is_dir()}
+    if not quick:
+        target = Path(tempfile.mkdtemp()) / "python"
+        cmd = [sys.executable, "-m", "pip", "install", "-q", "--target", str(target), "-r",
+               str(ROOT / "layers/engram/requirements.txt"), "--platform", "manylinux2014_x86_64",
+               "--only-binary=:all:", "--python-version", "3.11"]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode == 0:
+            shutil.copytree(ROOT / "layers/engram/engram", target / "engram")
+            out["layer unzipped (MB, limit 250)"] = dir_mb(target)
+        else:
+            out["layer unzipped (MB, limit 250)"] = f"not measured: {done.stderr.strip()[-200:]}"
+        shutil.rmtree(target.parent, ignore_errors=True)
+    out["bench process peak RSS (MB)"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return out
+
+
+# ----- report --------------------------------------------------------------------------------------
+
+
+def table(results: dict) -> str:
+    lines = []
+    loc = results.get("locomo")
+    if loc:
+        lines.append(f"LoCoMo evidence retrieval ({loc['conversations']} conversations, "
+                     f"{loc['engram (HTTP, hybrid)']['questions']} questions)")
+        lines.append(f"  {'system':<24}" + "".join(f"{'R@' + str(k):>8}" for k in KS) + f"{'all@10':>8}")
+        for name in ("engram (HTTP, hybrid)", "engram words only", "engram meaning only", "plain BM25"):
+            r = loc[name]
+            lines.append(f"  {name:<24}" + "".join(f"{r['R@' + str(k)]:>8.3f}" for k in KS) + f"{r['all@10']:>8.3f}")
+        lines.append(f"  R@10 by category (engram): {loc['engram (HTTP, hybrid)']['R@10 by category']}")
+        lines.append(f"  engram / plain BM25 at R@10: {loc['R@10 vs plain BM25']}x;  search over HTTP "
+                     f"p50 {loc['search latency (HTTP)']['p50_ms']} ms, p95 {loc['search latency (HTTP)']['p95_ms']} ms;"
+                     f"  ingest {loc['ingest messages/s (HTTP, batches of 100)']} messages/s")
+    if results.get("recall"):
+        lines.append("Recall (scope-filtered hybrid, top 10)   without embed p50/p95 ms   with embed p50/p95 ms")
+        for name, r in results["recall"].items():
+            a, b = r["recall without embed"], r["recall with embed"]
+            lines.append(f"  {name:<38} {a['p50_ms']:>8} / {a['p95_ms']:<10} {b['p50_ms']:>8} / {b['p95_ms']}")
+    for section in ("throughput", "footprint"):
+        if results.get(section):
+            lines.append(section.capitalize())
+            lines.extend(f"  {k:<44} {v}" for k, v in results[section].items())
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a few seconds: one conversation, 1k memories")
+    parser.add_argument("--locomo", type=Path, default=ROOT.parent / "shared" / "data" / "locomo-dev.json")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / ("quick.json" if "--quick" in sys.argv else "latest.json"))
+    args = parser.parse_args()
+
+    from engram.embedders.local import LocalEmbedder
+    from infra.local_stack import LocalStack
+
+    embedder = LocalEmbedder(threads=1)
+    t0 = time.perf_counter()
+    embedder.load()
+    embedder.embed(["warm up"])
+    results: dict = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "quick": args.quick,
+                     "embedder load_s": round(time.perf_counter() - t0, 2)}
+    data_dir = Path(tempfile.mkdtemp(prefix="engram-bench-"))
+    stack = LocalStack(data_dir, port=0, api_key=KEY, embedder=embedder, sweep_every_s=30).start()
+    try:
+        if args.locomo.exists():
+            results["locomo"] = bench_locomo(stack, args.locomo, args.quick)
+        else:
+            print(f"LoCoMo data not found at {args.locomo}; skipping retrieval", file=sys.stderr)
+        results["throughput"] = bench_throughput(stack, embedder, args.quick)
+    finally:
+        stack.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+    sizes = [1_000] if args.quick else [1_000, 20_000, 100_000]
+    results["recall"] = bench_recall(sizes, embedder, queries=40 if args.quick else 200, with_client_mode=not args.quick)
+    results["footprint"] = bench_footprint(args.quick)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2))
+    print(table(results))
+    print(f"\nfigures written to {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
+
+
+if __name__ == "__main__":
+    main()
