@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -129,6 +130,8 @@ class RecordStore:
             model.Meta.region = settings.aws_region
             model.Meta.host = settings.dynamodb_endpoint
             model._connection = None  # the connection caches its host: rebuild it for these settings
+        # DynamoDB has no batch conditional write: per-item requests for a batch go out side by side.
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="dynamodb")
 
     def _guard(self, fn):
         try:
@@ -258,7 +261,8 @@ class RecordStore:
     def create_many(self, records: list[MemoryRecord]) -> list[MemoryRecord]:
         """Claim each record's key, then write the records that got theirs in batches of 25.
         Returns the records written (duplicates left out)."""
-        claimed = [r for r in records if not r.unique_key or self.claim(r.bot, r.unique_key, int(r.id)) is None]
+        held = list(self._pool.map(lambda r: r.unique_key and self.claim(r.bot, r.unique_key, int(r.id)), records))
+        claimed = [r for r, holder in zip(records, held) if not holder]
 
         def write():
             with MemoryRecord.batch_write() as batch:
@@ -332,8 +336,9 @@ class RecordStore:
         return True
 
     def mark_indexed_many(self, done: list[tuple[MemoryRecord, str | None]]) -> list[MemoryRecord]:
-        """mark_indexed for many records; returns the records that no longer exist."""
-        return [record for record, model in done if not self.mark_indexed(record, model)]
+        """mark_indexed for many records, several requests in flight; returns the records that no longer exist."""
+        marked = list(self._pool.map(lambda pair: self.mark_indexed(*pair), done))
+        return [record for (record, _), ok in zip(done, marked) if not ok]
 
     def mark_pending(self, record: MemoryRecord) -> None:
         """The record still needs its point (or its dense vector) written."""
