@@ -93,6 +93,7 @@ class LocalStack:
         api_key: str | None = None,
         embedder=None,
         sweep_every_s: float = 60.0,
+        sweep_grace_ms: int = 60_000,
         poll: bool = True,
     ):
         self.data_dir = Path(data_dir)
@@ -100,6 +101,7 @@ class LocalStack:
         self.api_key = api_key
         self.embedder = embedder
         self.sweep_every_s = sweep_every_s
+        self.sweep_grace_ms = sweep_grace_ms
         self.poll = poll
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -207,7 +209,7 @@ class LocalStack:
     def _sweep_loop(self) -> None:
         while not self._stop.is_set():
             try:
-                if self.engine.service.sweep():
+                if self.engine.service.sweep(grace_ms=self.sweep_grace_ms):
                     self.state.dirty.set()
             except Exception:
                 log.exception("sweep failed")

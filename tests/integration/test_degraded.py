@@ -14,7 +14,7 @@ from tests.support import SwitchableEmbedder, SwitchableIndex
 @pytest.fixture(scope="module")
 def flaky(tmp_path_factory, local_embedder):
     embedder = SwitchableEmbedder(local_embedder)
-    s = LocalStack(tmp_path_factory.mktemp("engram"), port=0, api_key=KEY, embedder=embedder, sweep_every_s=0.5).start()
+    s = LocalStack(tmp_path_factory.mktemp("engram"), port=0, api_key=KEY, embedder=embedder, sweep_every_s=0.5, sweep_grace_ms=0).start()
     s.engine.service.index = SwitchableIndex(s.engine.service.index)
     yield s, embedder, s.engine.service.index
     s.stop()

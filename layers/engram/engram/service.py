@@ -535,12 +535,17 @@ class MemoryService:
         records = list(self.records.batch_get(bot, ids).values())
         return self.index_records(records)
 
-    def sweep(self, batch: int = 100) -> int:
-        """Queue index jobs for every record still waiting for vectors; returns how many were queued."""
+    def sweep(self, batch: int = 100, grace_ms: int = 60_000) -> int:
+        """Queue index jobs for every record still waiting for vectors; returns how many were queued.
+        Records changed in the last minute are left alone: their own write is still indexing them."""
         queued = 0
+        cutoff = now_ms() - grace_ms
         for bot in self.records.bots_with_pending():
             ids = self.records.pending_ids(bot, 10_000)
             for start in range(0, len(ids), batch):
-                self.queue.send(IndexJob(bot=bot, ids=ids[start : start + batch]))
-                queued += len(ids[start : start + batch])
+                found = self.records.batch_get(bot, ids[start : start + batch])
+                due = [i for i, r in found.items() if r.pending_bot and int(r.updated_at) <= cutoff]
+                if due:
+                    self.queue.send(IndexJob(bot=bot, ids=sorted(due)))
+                    queued += len(due)
         return queued
