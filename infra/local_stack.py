@@ -95,6 +95,8 @@ class LocalStack:
         sweep_every_s: float = 60.0,
         sweep_grace_ms: int = 60_000,
         poll: bool = True,
+        proxy_settings=None,
+        mongo_database=None,
     ):
         self.data_dir = Path(data_dir)
         self.host, self.port = host, port
@@ -102,6 +104,8 @@ class LocalStack:
         self.embedder = embedder
         self.sweep_every_s = sweep_every_s
         self.sweep_grace_ms = sweep_grace_ms
+        self.proxy_settings = proxy_settings
+        self.mongo_database = mongo_database
         self.poll = poll
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -169,7 +173,12 @@ class LocalStack:
         self._spawn("sweeper", self._sweep_loop)
         self._spawn("warm-embedder", self._warm_embedder)
 
-        app = create_app()
+        from engram.proxy.runtime import build_proxy, get_proxy, set_proxy
+        from engram.proxy.settings import ProxySettings
+
+        self.proxy = build_proxy(self.proxy_settings or ProxySettings(), self.engine, mongo_database=self.mongo_database)
+        set_proxy(self.proxy)
+        app = create_app(proxy_factory=get_proxy)
 
         @app.middleware("http")
         async def mark_dirty(request, call_next):
@@ -237,6 +246,9 @@ class LocalStack:
         if getattr(self, "engine", None):
             self.engine.close()
             set_engine(None)
+        from engram.proxy.runtime import set_proxy
+
+        set_proxy(None)
         if getattr(self, "moto", None):
             self.moto.stop()
 

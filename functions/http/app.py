@@ -1,7 +1,9 @@
-"""HTTP function: the Memory API on API Gateway (HTTP API) through Mangum."""
+"""HTTP function: the Memory API, the LibreChat proxy and /mcp on API Gateway (HTTP API) through Mangum.
+Mangum buffers streamed replies; the streaming proxy function serves the same app with token streaming."""
 
 from mangum import Mangum
 
 from engram.api.app import create_app
+from engram.proxy.runtime import get_proxy
 
-handler = Mangum(create_app(), lifespan="off")
+handler = Mangum(create_app(proxy_factory=get_proxy), lifespan="off")

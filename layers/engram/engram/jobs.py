@@ -22,11 +22,26 @@ class SweepJob(BaseModel):
     kind: Literal["sweep"] = "sweep"
 
 
-Job = Annotated[Union[IndexJob, SweepJob], Field(discriminator="kind")]
+class ExtractJob(BaseModel):
+    """After a LibreChat turn: extract durable facts from the exchange and store them."""
+
+    kind: Literal["extract"] = "extract"
+    bot: str
+    user: str
+    conversation: str
+    project: str | None = None
+    upstream: str | None = None
+    model: str | None = None
+    mode: Literal["llm", "explicit"] = "llm"
+    user_text: str = Field(max_length=20_000)
+    assistant_text: str = Field("", max_length=20_000)
+
+
+Job = Annotated[Union[IndexJob, SweepJob, ExtractJob], Field(discriminator="kind")]
 _JOB = TypeAdapter(Job)
 
 
-def parse_job(body: str) -> IndexJob | SweepJob:
+def parse_job(body: str) -> IndexJob | SweepJob | ExtractJob:
     """A job from an SQS message body (raises pydantic.ValidationError on a malformed one)."""
     return _JOB.validate_json(body)
 

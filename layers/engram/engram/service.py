@@ -509,6 +509,17 @@ class MemoryService:
             return self._words_fallback(scope, query, k)
         return [Memory.from_hit(h) for h in hits]
 
+    def similar(self, scope: Scope, text: str) -> tuple[Memory, float] | None:
+        """The memory closest in meaning to a text and its cosine similarity (None without vectors)."""
+        name = self.dense_name
+        if name is None or not self._dense_exists(name):
+            return None
+        vectors = self._embed([text])
+        if not vectors:
+            return None
+        hits = self.index.search(scope, None, (name, vectors[0]), 1, self.fusion)
+        return (Memory.from_hit(hits[0]), hits[0].score) if hits else None
+
     def _words_fallback(self, scope: Scope, query: str, k: int) -> list[Memory]:
         q = self.words.query(query)
         rows = self.records.newest(scope.bot, scope.kind or "fact", FALLBACK_SCAN, scope.server, scope.project, scope.user)

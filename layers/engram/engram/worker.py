@@ -7,7 +7,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from .engine import get_engine
-from .jobs import IndexJob, SweepJob, parse_job
+from .jobs import ExtractJob, IndexJob, SweepJob, parse_job
 
 logger = Logger(service="engram-worker")
 processor = BatchProcessor(event_type=EventType.SQS)
@@ -23,3 +23,9 @@ def handle(record: SQSRecord) -> None:
     elif isinstance(job, SweepJob):
         queued = service.sweep()
         logger.info("sweep", extra={"queued": queued})
+    elif isinstance(job, ExtractJob):
+        from .proxy.runtime import get_proxy
+
+        stored = get_proxy().extractor().run(job)
+        get_proxy().memory.forget_caches()
+        logger.info("extraction", extra={"bot": job.bot, "stored": len(stored)})

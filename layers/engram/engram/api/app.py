@@ -130,8 +130,9 @@ def _describe(exc: RequestValidationError) -> str:
     return "; ".join(parts)
 
 
-def create_app(engine_factory: Callable[[], Engine] = get_engine) -> FastAPI:
-    """The Memory API app; the engine is looked up per request so tests and the local stack can wire it."""
+def create_app(engine_factory: Callable[[], Engine] = get_engine, proxy_factory: Callable | None = None) -> FastAPI:
+    """The Memory API app, with the LibreChat proxy and MCP endpoint mounted when `proxy_factory` is
+    given; both are looked up per request so tests and the local stack can wire them."""
     app = FastAPI(
         title="engram Memory API",
         version="1.0.0",
@@ -171,9 +172,25 @@ def create_app(engine_factory: Callable[[], Engine] = get_engine) -> FastAPI:
 
     @app.get("/healthz", response_model=Health, tags=["ops"])
     def healthz(eng: Engine = Depends(engine)) -> dict:
-        """Liveness: answers without a key."""
+        """Liveness and dependency state: answers without a key."""
         service = eng.service
-        return {"ok": True, "embedder": service.dense_name, "lastError": service.last_error}
+        out = {"ok": True, "embedder": service.dense_name, "lastError": service.last_error}
+        if proxy_factory is not None:
+            proxy = proxy_factory()
+            out["upstreams"] = [u.name for u in proxy.settings.upstreams]
+            out["cache"] = {
+                "recall": proxy.memory.recall_cache.stats(),
+                "settings": proxy.memory.settings_cache.stats(),
+                "project": proxy.projects.cache.stats(),
+            }
+            out["mongo"] = {
+                "configured": proxy.projects.db is not None,
+                "lookups": proxy.projects.lookups,
+                "errors": proxy.projects.errors,
+                "lastError": proxy.projects.last_error,
+            }
+            out["calls"] = proxy.counters.as_json()
+        return out
 
     @app.get("/v1/bots/{bot}/memories", response_model=MemoryList, response_model_exclude_unset=True, responses=ERRORS, tags=["memories"])
     def list_memories(
@@ -244,4 +261,14 @@ def create_app(engine_factory: Callable[[], Engine] = get_engine) -> FastAPI:
         """Forget a user: every record and vector of this bot attributed to them, everywhere."""
         return {"deleted": eng.service.forget(bot, user_id)}
 
+    if proxy_factory is not None:
+        from ..proxy.routes import proxy_router
+
+        if proxy_factory().settings.mcp_enabled:
+            from ..proxy.mcp_tools import MCPEndpoint
+
+            endpoint = MCPEndpoint(proxy_factory)
+            app.add_route("/mcp", endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+            app.add_route("/mcp/", endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+        app.include_router(proxy_router(proxy_factory))
     return app

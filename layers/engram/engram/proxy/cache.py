@@ -1,0 +1,44 @@
+"""TTL caches with hit/miss counters (cachetools underneath), reported on /healthz."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Hashable
+
+from cachetools import TTLCache
+
+_MISSING = object()
+
+
+class StatsCache:
+    """A bounded TTL cache that counts its hits and misses."""
+
+    def __init__(self, ttl_ms: int, max_entries: int):
+        self._cache: TTLCache = TTLCache(maxsize=max(1, max_entries), ttl=max(ttl_ms, 1) / 1000)
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get_or(self, key: Hashable, load: Callable[[], Any]) -> Any:
+        """The cached value, or load() stored for next time."""
+        with self._lock:
+            value = self._cache.get(key, _MISSING)
+            if value is not _MISSING:
+                self.hits += 1
+                return value
+            self.misses += 1
+        value = load()
+        with self._lock:
+            self._cache[key] = value
+        return value
+
+    def drop(self, match: Callable[[Hashable], bool] | None = None) -> None:
+        """Forget entries whose key matches (all of them without a predicate)."""
+        with self._lock:
+            for key in [k for k in self._cache if match is None or match(k)]:
+                self._cache.pop(key, None)
+
+    def stats(self) -> dict:
+        """Hits, misses, size and hit rate."""
+        total = self.hits + self.misses
+        return {"hits": self.hits, "misses": self.misses, "size": len(self._cache), "hitRate": round(self.hits / total, 3) if total else 0.0}

@@ -1,0 +1,222 @@
+"""The proxy's HTTP routes: /<upstream>/v1/chat/completions, /<upstream>/v1/messages, and everything
+else under /<upstream>/ forwarded verbatim. Recall and the date go in before, extraction is queued after."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Callable
+
+import httpx
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
+from starlette.concurrency import run_in_threadpool
+
+from ..errors import EngramError
+from ..jobs import ExtractJob
+from . import wire
+from .memory import Turn, datetime_block, explicit_fact, memory_block
+from .runtime import Proxy, get_proxy
+
+log = logging.getLogger(__name__)
+
+# Never relayed: hop-by-hop headers, lengths httpx recomputes, and engram's own credentials.
+_DROP_REQUEST = {"host", "content-length", "connection", "keep-alive", "transfer-encoding", "accept-encoding", "x-engram-key", "upgrade"}
+_DROP_RESPONSE = {"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding"}
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def _presented_key(request: Request) -> str | None:
+    auth = request.headers.get("authorization", "")
+    scheme, _, token = auth.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        bearer = token.strip()
+    else:
+        bearer = None
+    return request.headers.get("x-engram-key") or bearer or request.headers.get("x-api-key")
+
+
+def _outgoing_headers(request: Request, proxy: Proxy, upstream) -> dict[str, str]:
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROP_REQUEST}
+    if upstream.apiKey:
+        # the caller showed engram's key; the provider gets the key we hold for it
+        headers.pop("authorization", None)
+        headers.pop("x-api-key", None)
+        if upstream.api == "anthropic":
+            headers["x-api-key"] = upstream.apiKey
+        else:
+            headers["authorization"] = f"Bearer {upstream.apiKey}"
+    return headers
+
+
+def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
+    """Routes for every configured upstream (looked up per request, so settings can change in tests)."""
+    router = APIRouter()
+
+    async def resolve(name: str, request: Request):
+        proxy = proxy_factory()
+        upstream = proxy.settings.upstream(name)
+        if upstream is None:
+            return proxy, None, _error(404, "not_found", f"no upstream named {name!r}")
+        authorized = proxy.key_matches(_presented_key(request))
+        if upstream.apiKey and not authorized:
+            return proxy, upstream, _error(401, "unauthorized", f"upstream {name!r} needs engram's proxy key")
+        return proxy, upstream, authorized
+
+    @router.post("/{name}/v1/chat/completions", include_in_schema=False)
+    async def openai_chat(name: str, request: Request):
+        return await chat_turn(name, request, "openai")
+
+    @router.post("/{name}/v1/messages", include_in_schema=False)
+    async def anthropic_messages(name: str, request: Request):
+        return await chat_turn(name, request, "anthropic")
+
+    @router.api_route("/{name}/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
+    async def verbatim(name: str, path: str, request: Request):
+        proxy, upstream, outcome = await resolve(name, request)
+        if isinstance(outcome, Response):
+            return outcome
+        return await relay(proxy, upstream, request, path, await request.body(), None, None)
+
+    async def chat_turn(name: str, request: Request, api: str):
+        proxy, upstream, outcome = await resolve(name, request)
+        if isinstance(outcome, Response):
+            return outcome
+        authorized = outcome
+        path = "v1/chat/completions" if api == "openai" else "v1/messages"
+        raw = await request.body()
+        if upstream.api != api:  # an OpenAI route on an Anthropic upstream (or back): not ours to reshape
+            return await relay(proxy, upstream, request, path, raw, None, None)
+        try:
+            body = json.loads(raw)
+            if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+                raise ValueError("no messages")
+        except ValueError:
+            return _error(400, "invalid", "the request body must be a JSON object with a `messages` list")
+        s = proxy.settings
+        user = request.headers.get(s.user_header) or None
+        conversation = request.headers.get(s.conversation_header) or None
+        if not conversation:  # LibreChat's side calls (titles, its memory agent): untouched
+            return await relay(proxy, upstream, request, path, raw, None, None)
+        stream = body.get("stream") is True
+        model = str(body.get("model") or "")
+        last = wire.last_user_text(body)
+        started = time.perf_counter()
+        project = await timed(proxy, "project", lambda: proxy.projects.project(user, conversation) if user else None)
+        turn = Turn(user=user, conversation=conversation, project=project, authorized=authorized)
+        if last == s.command_prefix or last.startswith(s.command_prefix + " "):
+            answer = await run_in_threadpool(proxy.memory.command, turn, last)
+            if answer is not None:
+                return speak(api, model, answer, stream, body)
+        blocks = [datetime_block()] if s.datetime_enabled else []
+        memory_on = False
+        if authorized and user:
+            memory_on, _ = await run_in_threadpool(proxy.memory.enabled, turn)
+        if memory_on and s.recall_enabled:
+            query = "\n".join(wire.user_turns(body)[-s.query_message_count :])
+            if query.strip():
+                try:
+                    found = await timed(proxy, "recall", lambda: proxy.memory.recall(turn, query))
+                    block = memory_block(found, s.max_context_chars)
+                    if block:
+                        blocks.append(block)
+                except EngramError as exc:  # recall failing never fails the turn
+                    log.warning("recall failed, answering without memory: %s", exc.message)
+        spent = (time.perf_counter() - started) * 1000
+        if spent > s.slow_call_ms:
+            log.warning("memory added latency to a chat turn", extra={"ms": round(spent), "counters": proxy.counters.as_json()})
+        out = wire.inject_system(api, body, "\n\n".join(blocks)) if blocks else dict(body)
+        if stream and api == "openai" and upstream.forceIncludeUsage:
+            out["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+        after = None
+        if memory_on and s.write_mode != "off" and last:
+            mode = "explicit" if s.write_mode == "explicit" else "llm"
+            if mode == "llm" or explicit_fact(last):
+                def after(text: str):
+                    queue_extraction(proxy, turn, upstream.name, model, mode, last, text)
+        return await relay(proxy, upstream, request, path, json.dumps(out).encode(), api, after)
+
+    return router
+
+
+async def timed(proxy: Proxy, phase: str, fn):
+    """Run blocking work off the event loop, counted per phase."""
+    started = time.perf_counter()
+    ok = False
+    try:
+        result = await run_in_threadpool(fn)
+        ok = True
+        return result
+    finally:
+        proxy.counters.record(phase, (time.perf_counter() - started) * 1000, ok)
+
+
+def speak(api: str, model: str, text: str, stream: bool, body: dict) -> Response:
+    """A reply engram gives itself, in the caller's wire format."""
+    if stream:
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return StreamingResponse(wire.reply_stream(api, model, text, include_usage), media_type="text/event-stream")
+    return JSONResponse(wire.reply_json(api, model, text))
+
+
+def queue_extraction(proxy: Proxy, turn: Turn, upstream: str, model: str, mode: str, user_text: str, assistant_text: str) -> None:
+    """Hand the exchange to the worker; a queue failure costs the memory, never the reply."""
+    try:
+        job = ExtractJob(
+            bot=proxy.settings.bot, user=turn.user, conversation=turn.conversation, project=turn.project,
+            upstream=upstream, model=model or None, mode=mode, user_text=user_text[:20_000], assistant_text=assistant_text[:20_000],
+        )
+        proxy.engine.queue.send(job)
+    except Exception:
+        log.exception("could not queue memory extraction")
+
+
+async def relay(proxy: Proxy, upstream, request: Request, path: str, content: bytes, api: str | None, after):
+    """Send to the upstream and relay its answer: streamed chunk by chunk with its status and headers,
+    or whole. `after(text)` gets the assistant's text once the answer is complete."""
+    url = upstream.url(path)
+    if request.url.query:
+        url = f"{url}?{request.url.query}"
+    outgoing = proxy.client.build_request(request.method, url, headers=_outgoing_headers(request, proxy, upstream), content=content)
+    started = time.perf_counter()
+    try:
+        response = await proxy.client.send(outgoing, stream=True)
+    except httpx.HTTPError as exc:
+        proxy.counters.record("upstream", (time.perf_counter() - started) * 1000, ok=False)
+        return _error(502, "upstream_unavailable", f"upstream {upstream.name!r} did not answer: {type(exc).__name__}")
+    headers = {k: v for k, v in response.headers.items() if k.lower() not in _DROP_RESPONSE}
+    streaming = "text/event-stream" in response.headers.get("content-type", "")
+    if not streaming:
+        data = await response.aread()
+        await response.aclose()
+        proxy.counters.record("upstream", (time.perf_counter() - started) * 1000, response.status_code < 500)
+        task = None
+        if after and api and response.status_code == 200:
+            try:
+                text = wire.reply_text(api, json.loads(data))
+            except ValueError:
+                text = ""
+            if text:  # queued after the reply has gone out
+                task = BackgroundTask(run_in_threadpool, after, text)
+        return Response(data, status_code=response.status_code, headers=headers, background=task)
+
+    capture = wire.StreamCapture(api) if api else None
+
+    async def chunks():
+        try:
+            async for chunk in response.aiter_raw():
+                if capture:
+                    capture.feed(chunk)
+                yield chunk
+        finally:
+            await response.aclose()
+            proxy.counters.record("upstream", (time.perf_counter() - started) * 1000, response.status_code < 500)
+            if after and capture and response.status_code == 200 and capture.text:
+                await run_in_threadpool(after, capture.text)
+
+    return StreamingResponse(chunks(), status_code=response.status_code, headers=headers)

@@ -1,0 +1,92 @@
+"""The proxy's process-wide parts: settings, chat memory, the project resolver and the upstream client."""
+
+from __future__ import annotations
+
+import hmac
+import threading
+from dataclasses import dataclass, field
+
+import httpx
+
+from ..engine import Engine, get_engine
+from .cache import StatsCache
+from .memory import ChatMemory
+from .projects import ProjectResolver
+from .settings import ProxySettings, get_proxy_settings
+
+
+@dataclass
+class Counters:
+    """Call counters and slowest times for /healthz."""
+
+    calls: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    max_ms: dict[str, float] = field(default_factory=dict)
+
+    def record(self, phase: str, ms: float, ok: bool = True) -> None:
+        self.calls[phase] = self.calls.get(phase, 0) + 1
+        if not ok:
+            self.errors[phase] = self.errors.get(phase, 0) + 1
+        self.max_ms[phase] = max(self.max_ms.get(phase, 0.0), round(ms, 1))
+
+    def as_json(self) -> dict:
+        return {p: {"calls": n, "errors": self.errors.get(p, 0), "maxMs": self.max_ms.get(p, 0.0)} for p, n in self.calls.items()}
+
+
+@dataclass
+class Proxy:
+    """Everything a proxied turn needs."""
+
+    settings: ProxySettings
+    engine: Engine
+    memory: ChatMemory
+    projects: ProjectResolver
+    client: httpx.AsyncClient
+    counters: Counters = field(default_factory=Counters)
+    extract_transport: httpx.BaseTransport | None = None
+    _extractor: object = None
+
+    def extractor(self):
+        """The post-turn extractor (built on first use: only workers need it)."""
+        if self._extractor is None:
+            from .extract import Extractor
+
+            self._extractor = Extractor(self.settings, self.engine.service, self.extract_transport)
+        return self._extractor
+
+    def key_matches(self, presented: str | None) -> bool:
+        """Whether the caller presented engram's proxy key."""
+        expected = self.settings.proxy_key or self.engine.api_key()
+        return bool(expected and presented and hmac.compare_digest(presented.encode(), expected.encode()))
+
+
+def build_proxy(settings: ProxySettings, engine: Engine, mongo_database=None, transport=None) -> Proxy:
+    """Build the proxy; tests pass a mongomock database and their own transport."""
+    project_cache = StatsCache(settings.cache_project_ttl_ms, settings.cache_max_entries)
+    if mongo_database is not None:
+        projects = ProjectResolver(mongo_database, project_cache)
+    else:
+        projects = ProjectResolver.from_uri(settings.mongo_uri, settings.mongo_db, settings.mongo_timeout_ms, project_cache)
+    timeout = httpx.Timeout(settings.upstream_timeout_s, connect=10.0)
+    client = httpx.AsyncClient(timeout=timeout, transport=transport, follow_redirects=False)
+    return Proxy(settings, engine, ChatMemory(settings, engine.service, projects), projects, client)
+
+
+_proxy: Proxy | None = None
+_lock = threading.Lock()
+
+
+def get_proxy() -> Proxy:
+    """The process-wide proxy."""
+    global _proxy
+    with _lock:
+        if _proxy is None:
+            _proxy = build_proxy(get_proxy_settings(), get_engine())
+        return _proxy
+
+
+def set_proxy(proxy: Proxy | None) -> None:
+    """Install a proxy (the local stack and tests build their own)."""
+    global _proxy
+    with _lock:
+        _proxy = proxy

@@ -1,0 +1,124 @@
+"""A fake model provider on 127.0.0.1 that speaks OpenAI and Anthropic (streaming and not) and records
+every request it receives. Its extraction answers come back in the untidy shapes small models use."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+REPLY = "Hello from the fake upstream, in three parts."
+
+
+def _facts(exchange: str) -> list[str]:
+    user = exchange.split("Assistant:")[0]
+    return [f"The user's {m.group(1).strip()} is {m.group(2).strip().rstrip('.')}." for m in re.finditer(r"[Mm]y ([\w ]+?) is ([^.\n]+)", user)]
+
+
+class FakeUpstream:
+    """Start with .start(); `.requests` holds (path, headers, json) of everything received."""
+
+    def __init__(self):
+        self.requests: list[dict] = []
+        self.extraction_style = "fenced"
+        self.app = FastAPI()
+        self._routes()
+
+    def _record(self, request: Request, body: dict | None):
+        self.requests.append({"path": request.url.path, "headers": dict(request.headers), "json": body})
+
+    def chats(self) -> list[dict]:
+        """Requests that were chat turns (not extraction calls)."""
+        return [r for r in self.requests if r["json"] and not self._is_extraction(r["json"])]
+
+    @staticmethod
+    def _is_extraction(body: dict) -> bool:
+        text = json.dumps(body.get("system", "")) + json.dumps(body.get("messages", []))
+        return "long-term memory about a user" in text
+
+    def _extraction_answer(self, body: dict) -> str:
+        exchange = body["messages"][-1]["content"]
+        facts = _facts(exchange)
+        if self.extraction_style == "fenced":
+            return "Sure! Here you go:\n```json\n" + json.dumps({"memories": facts}) + "\n```"
+        if self.extraction_style == "malformed":
+            return "{'memories': [" + ", ".join(f"'{f}'" for f in facts) + ",]}"
+        return "I could not find anything, sorry."
+
+    def _routes(self):
+        app = self.app
+
+        @app.post("/v1/chat/completions")
+        async def chat(request: Request):
+            body = await request.json()
+            self._record(request, body)
+            text = self._extraction_answer(body) if self._is_extraction(body) else REPLY
+            if not body.get("stream"):
+                return {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
+                        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 5, "completion_tokens": 9, "total_tokens": 14}}
+
+            def events():
+                base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1, "model": body["model"]}
+                yield f"data: {json.dumps({**base, 'choices': [{'index': 0, 'delta': {'role': 'assistant', 'content': ''}, 'finish_reason': None}]})}\n\n"
+                for part in re.findall(r"\S+\s*", text):
+                    yield f"data: {json.dumps({**base, 'choices': [{'index': 0, 'delta': {'content': part}, 'finish_reason': None}]})}\n\n"
+                yield f"data: {json.dumps({**base, 'choices': [{'index': 0, 'delta': {}, 'finish_reason': 'stop'}]})}\n\n"
+                if (body.get("stream_options") or {}).get("include_usage"):
+                    yield f"data: {json.dumps({**base, 'choices': [], 'usage': {'prompt_tokens': 5, 'completion_tokens': 9, 'total_tokens': 14}})}\n\n"
+                yield "data: [DONE]\n\n"
+
+            return StreamingResponse(events(), media_type="text/event-stream", headers={"x-fake": "yes"})
+
+        @app.post("/v1/messages")
+        async def messages(request: Request):
+            body = await request.json()
+            self._record(request, body)
+            text = self._extraction_answer(body) if self._is_extraction(body) else REPLY
+            message = {"id": "msg_fake", "type": "message", "role": "assistant", "model": body["model"],
+                       "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
+                       "usage": {"input_tokens": 5, "output_tokens": 9}}
+            if not body.get("stream"):
+                return message
+
+            def events():
+                start = {**message, "content": [], "stop_reason": None}
+                yield f"event: message_start\ndata: {json.dumps({'type': 'message_start', 'message': start})}\n\n"
+                yield f"event: content_block_start\ndata: {json.dumps({'type': 'content_block_start', 'index': 0, 'content_block': {'type': 'text', 'text': ''}})}\n\n"
+                for part in re.findall(r"\S+\s*", text):
+                    yield f"event: content_block_delta\ndata: {json.dumps({'type': 'content_block_delta', 'index': 0, 'delta': {'type': 'text_delta', 'text': part}})}\n\n"
+                yield f"event: content_block_stop\ndata: {json.dumps({'type': 'content_block_stop', 'index': 0})}\n\n"
+                yield f"event: message_delta\ndata: {json.dumps({'type': 'message_delta', 'delta': {'stop_reason': 'end_turn', 'stop_sequence': None}, 'usage': {'output_tokens': 9}})}\n\n"
+                yield f"event: message_stop\ndata: {json.dumps({'type': 'message_stop'})}\n\n"
+
+            return StreamingResponse(events(), media_type="text/event-stream")
+
+        @app.get("/v1/models")
+        async def models(request: Request):
+            self._record(request, None)
+            return {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
+
+        @app.post("/v1/fail")
+        async def fail(request: Request):
+            self._record(request, None)
+            return JSONResponse({"error": {"message": "quota exceeded"}}, status_code=429, headers={"retry-after": "7"})
+
+    def start(self) -> "FakeUpstream":
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        while not self.server.started:
+            time.sleep(0.01)
+        self.port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=5)

@@ -1,0 +1,241 @@
+"""The LibreChat proxy on the real local stack, driven by the real openai and anthropic SDKs, with fake
+upstreams on 127.0.0.1 that record what they received and mongomock standing in for LibreChat's MongoDB."""
+
+import json
+import time
+import uuid
+
+import anthropic
+import httpx
+import mongomock
+import openai
+import pytest
+from bson import ObjectId
+
+from engram.proxy.settings import ProxySettings
+from infra.local_stack import LocalStack
+from tests.fake_upstream import REPLY, FakeUpstream
+from tests.integration.conftest import KEY
+
+UPSTREAM_KEY = "sk-upstream-held-by-engram"
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    fake = FakeUpstream().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(scope="module")
+def mongo():
+    db = mongomock.MongoClient().db
+    garden = ObjectId()
+    db.chatprojects.insert_one({"_id": garden, "name": "Garden", "user": "alice"})
+    db.conversations.insert_one({"conversationId": "conv-garden", "user": "alice", "chatProjectId": garden})
+    db.conversations.insert_one({"conversationId": "conv-plain", "user": "alice"})
+    return db
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, local_embedder, upstream, mongo):
+    settings = ProxySettings(
+        UPSTREAMS=json.dumps([
+            {"name": "oa", "baseUrl": upstream.url, "api": "openai", "apiKey": UPSTREAM_KEY},
+            {"name": "an", "baseUrl": upstream.url, "api": "anthropic", "apiKey": UPSTREAM_KEY},
+            {"name": "byo", "baseUrl": upstream.url + "/v1", "api": "openai"},
+        ]),
+        ENGRAM_PROXY_KEY=KEY,
+    )
+    s = LocalStack(tmp_path_factory.mktemp("engram"), port=0, api_key=KEY, embedder=local_embedder,
+                   proxy_settings=settings, mongo_database=mongo, sweep_every_s=5).start()
+    yield s
+    s.stop()
+
+
+def headers(user="alice", conversation=None):
+    return {"x-librechat-user-id": user, "x-librechat-conversation-id": conversation or f"conv-{uuid.uuid4().hex[:8]}"}
+
+
+def oa(stack, **kw):
+    return openai.OpenAI(base_url=f"{stack.url}/oa/v1", api_key=KEY, default_headers=headers(**kw), max_retries=0)
+
+
+def an(stack, **kw):
+    return anthropic.Anthropic(base_url=f"{stack.url}/an", api_key=KEY, default_headers=headers(**kw), max_retries=0)
+
+
+def system_of(request):
+    body = request["json"]
+    if "system" in body:
+        return body["system"] if isinstance(body["system"], str) else json.dumps(body["system"])
+    return "\n".join(m["content"] for m in body["messages"] if m["role"] == "system")
+
+
+def wait_until(predicate, timeout_s=30.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_openai_sdk_plain_and_streaming(stack, upstream):
+    client = oa(stack)
+    reply = client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "hi"}])
+    assert reply.choices[0].message.content == REPLY
+    seen = upstream.chats()[-1]
+    assert seen["headers"]["authorization"] == f"Bearer {UPSTREAM_KEY}"  # the key engram holds, not the caller's
+    assert "# Current date and time" in system_of(seen) and "Unix time:" in system_of(seen)
+    chunks = list(client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "hi"}], stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == REPLY
+    assert upstream.chats()[-1]["json"]["stream_options"] == {"include_usage": True}
+    assert chunks[-1].usage.total_tokens == 14
+
+
+def test_anthropic_sdk_plain_and_streaming(stack, upstream):
+    client = an(stack)
+    reply = client.messages.create(model="fake-model", max_tokens=50, system="Be brief.", messages=[{"role": "user", "content": "hi"}])
+    assert reply.content[0].text == REPLY
+    seen = upstream.chats()[-1]
+    assert seen["headers"]["x-api-key"] == UPSTREAM_KEY
+    assert seen["json"]["system"].startswith("<!-- engram:datetime -->") and seen["json"]["system"].endswith("Be brief.")
+    with client.messages.stream(model="fake-model", max_tokens=50, messages=[{"role": "user", "content": "hi"}],
+                                system=[{"type": "text", "text": "Blocks."}]) as stream:
+        text = "".join(stream.text_stream)
+    assert text == REPLY
+    blocks = upstream.chats()[-1]["json"]["system"]
+    assert blocks[0]["text"].startswith("<!-- engram:datetime -->") and blocks[-1] == {"type": "text", "text": "Blocks."}
+
+
+def test_memory_commands_never_reach_the_upstream(stack, upstream):
+    before = len(upstream.chats())
+    conv = "conv-cmd-" + uuid.uuid4().hex[:6]
+    c = oa(stack, conversation=conv)
+    r = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "/memory status"}])
+    assert "Memory is on for this chat" in r.choices[0].message.content
+    chunks = list(c.chat.completions.create(model="m", messages=[{"role": "user", "content": "/memory off"}], stream=True))
+    assert "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices) == "Memory is now off for this chat."
+    a = an(stack, conversation=conv)
+    r = a.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "/memory status"}])
+    assert "Memory is off for this chat (this chat's setting)" in r.content[0].text
+    with a.messages.stream(model="m", max_tokens=10, messages=[{"role": "user", "content": "/memory reset"}]) as s:
+        assert "follows the server default again" in "".join(s.text_stream)
+    r = a.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "/memory"}])
+    assert "/memory search <query>" in r.content[0].text
+    assert len(upstream.chats()) == before
+
+
+def test_saved_memory_is_recalled_for_its_user_only(stack, upstream):
+    conv = "conv-" + uuid.uuid4().hex[:6]
+    c = oa(stack, conversation=conv)
+    saved = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "/memory save The user's cat is called Miso."}])
+    assert saved.choices[0].message.content.startswith("Saved as mem:")
+    c.chat.completions.create(model="m", messages=[{"role": "user", "content": "What is my cat's name?"}])
+    assert "The user's cat is called Miso." in system_of(upstream.chats()[-1])
+    assert "<!-- engram:memory -->" in system_of(upstream.chats()[-1])
+    found = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "/memory search cat"}])
+    assert "Miso" in found.choices[0].message.content
+    other = oa(stack, user="bob")
+    other.chat.completions.create(model="m", messages=[{"role": "user", "content": "What is my cat's name?"}])
+    assert "Miso" not in system_of(upstream.chats()[-1])
+    listed = other.chat.completions.create(model="m", messages=[{"role": "user", "content": "/memory search cat Miso"}])
+    assert "Miso" not in listed.choices[0].message.content
+    memory_id = saved.choices[0].message.content.split()[2].rstrip(":")
+    refused = other.chat.completions.create(model="m", messages=[{"role": "user", "content": f"/memory forget {memory_id}"}])
+    assert "you have no memory" in refused.choices[0].message.content
+    # the Memory API lists LibreChat memories under the librechat bot
+    api = httpx.get(f"{stack.url}/v1/bots/librechat/memories", params={"userId": "alice"}, headers={"Authorization": f"Bearer {KEY}"})
+    assert "The user's cat is called Miso." in [m["text"] for m in api.json()["memories"]]
+
+
+def test_project_comes_from_mongo(stack, upstream):
+    c = oa(stack, conversation="conv-garden")
+    r = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "/memory save The tomatoes need staking in June."}])
+    assert r.choices[0].message.content.startswith("Saved")
+    status = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "/memory status"}])
+    assert 'project "Garden"' in status.choices[0].message.content
+    api = httpx.get(f"{stack.url}/v1/bots/librechat/memories", params={"project": "Garden"}, headers={"Authorization": f"Bearer {KEY}"})
+    assert [m["text"] for m in api.json()["memories"]] == ["The tomatoes need staking in June."]
+
+
+def test_keyed_upstream_refuses_callers_without_engram_key(stack, upstream):
+    before = len(upstream.chats())
+    bad = openai.OpenAI(base_url=f"{stack.url}/oa/v1", api_key="sk-caller-own", default_headers=headers(), max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        bad.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    bad_an = anthropic.Anthropic(base_url=f"{stack.url}/an", api_key="nope", default_headers=headers(), max_retries=0)
+    with pytest.raises(anthropic.AuthenticationError):
+        bad_an.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+    assert len(upstream.chats()) == before
+
+
+def test_byo_key_is_passed_through_and_memory_needs_engram_key(stack, upstream):
+    caller = openai.OpenAI(base_url=f"{stack.url}/byo/v1", api_key="sk-caller-own", default_headers=headers(), max_retries=0)
+    assert caller.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}]).choices[0].message.content == REPLY
+    seen = upstream.chats()[-1]
+    assert seen["headers"]["authorization"] == "Bearer sk-caller-own"
+    assert "<!-- engram:memory -->" not in system_of(seen)  # no engram key: no memory, just the clock
+    r = caller.chat.completions.create(model="m", messages=[{"role": "user", "content": "/memory status"}])
+    assert "needs engram's key" in r.choices[0].message.content
+    keyed = openai.OpenAI(base_url=f"{stack.url}/byo/v1", api_key="sk-caller-own", max_retries=0,
+                          default_headers={**headers(), "x-engram-key": KEY})
+    r = keyed.chat.completions.create(model="m", messages=[{"role": "user", "content": "/memory status"}])
+    assert "Memory is on" in r.choices[0].message.content
+    keyed.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert "x-engram-key" not in upstream.chats()[-1]["headers"]  # engram's key never leaves engram
+
+
+def test_side_calls_and_other_paths_are_forwarded_verbatim(stack, upstream):
+    raw = b'{"model": "m", "messages": [{"role": "user", "content": "Write a title"}], "stream": false}'
+    r = httpx.post(f"{stack.url}/oa/v1/chat/completions", content=raw,
+                   headers={"Authorization": f"Bearer {KEY}", "content-type": "application/json", "x-librechat-user-id": "alice"})
+    assert r.status_code == 200
+    assert upstream.requests[-1]["json"] == json.loads(raw)
+    models = httpx.get(f"{stack.url}/oa/v1/models", headers={"Authorization": f"Bearer {KEY}"})
+    assert models.json()["data"][0]["id"] == "fake-model"
+    failed = httpx.post(f"{stack.url}/oa/v1/fail", headers={"Authorization": f"Bearer {KEY}"})
+    assert failed.status_code == 429 and failed.headers["retry-after"] == "7"
+    assert httpx.post(f"{stack.url}/nope/v1/chat/completions", json={}).status_code == 404
+
+
+def test_extraction_after_a_turn_stores_durable_facts(stack, upstream):
+    conv = "conv-" + uuid.uuid4().hex[:6]
+    c = an(stack, user="carol", conversation=conv)
+    upstream.extraction_style = "malformed"  # single quotes and a trailing comma: repaired
+    with c.messages.stream(model="fake-model", max_tokens=50, messages=[{"role": "user", "content": "My favourite tea is genmaicha. Any tips?"}]) as s:
+        assert "".join(s.text_stream) == REPLY
+    api = {"Authorization": f"Bearer {KEY}"}
+    assert wait_until(lambda: any("genmaicha" in m["text"] for m in httpx.get(f"{stack.url}/v1/bots/librechat/memories", params={"userId": "carol"}, headers=api).json()["memories"]))
+    stored = httpx.get(f"{stack.url}/v1/bots/librechat/memories", params={"userId": "carol"}, headers=api).json()["memories"]
+    assert stored[0]["savedBy"] == "bot" and stored[0]["text"] == "The user's favourite tea is genmaicha."
+    c.messages.create(model="fake-model", max_tokens=50, messages=[{"role": "user", "content": "Which tea should I brew tonight?"}])
+    assert "genmaicha" in upstream.chats()[-1]["json"]["system"]
+
+
+def test_mcp_tools(stack):
+    import anyio
+    import httpx2
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def run():
+        hdrs = {"Authorization": f"Bearer {KEY}", **headers(user="dave")}
+        async with httpx2.AsyncClient(headers=hdrs, timeout=30) as http:
+            async with streamable_http_client(f"{stack.url}/mcp", http_client=http) as (read, write, *_):
+                async with ClientSession(read, write) as session:
+                    init = await session.initialize()
+                    tools = {t.name for t in (await session.list_tools()).tools}
+                    saved = await session.call_tool("save_memory", {"text": "The user plays the oboe."})
+                    found = await session.call_tool("search_memory", {"query": "musical instrument", "limit": 3})
+                    status = await session.call_tool("memory_status", {})
+                    return init, tools, saved, found, status
+
+    init, tools, saved, found, status = anyio.run(run)
+    assert "automatic" in (init.instructions or "")
+    assert tools == {"search_memory", "save_memory", "update_memory", "forget_memory", "memory_status", "set_memory_enabled"}
+    assert saved.content[0].text.startswith("Saved as mem:")
+    assert "oboe" in found.content[0].text
+    assert "Memory is on" in status.content[0].text
+    assert httpx.post(f"{stack.url}/mcp", json={}).status_code == 401
