@@ -8,6 +8,7 @@ from moto import mock_aws
 
 from engram.config import Settings
 from engram.engine import build_engine, set_engine
+from engram.proxy.runtime import set_proxy
 from engram.vectors.edge import EdgeIndex
 from engram.vectors.server import QdrantServerIndex
 from infra.aws_template import create_queues, create_tables
@@ -54,6 +55,7 @@ def engine(aws, raw_index, embedder, tmp_path):
     set_engine(eng)
     yield eng
     set_engine(None)
+    set_proxy(None)
 
 
 @pytest.fixture

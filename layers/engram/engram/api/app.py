@@ -264,11 +264,10 @@ def create_app(engine_factory: Callable[[], Engine] = get_engine, proxy_factory:
     if proxy_factory is not None:
         from ..proxy.routes import proxy_router
 
-        if proxy_factory().settings.mcp_enabled:
-            from ..proxy.mcp_tools import MCPEndpoint
+        from ..proxy.mcp_tools import MCPEndpoint
 
-            endpoint = MCPEndpoint(proxy_factory)
-            app.add_route("/mcp", endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
-            app.add_route("/mcp/", endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+        endpoint = MCPEndpoint(proxy_factory)
+        app.add_route("/mcp", endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+        app.add_route("/mcp/", endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
         app.include_router(proxy_router(proxy_factory))
     return app

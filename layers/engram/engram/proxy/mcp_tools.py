@@ -107,6 +107,9 @@ class MCPEndpoint:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         scheme, _, token = headers.get("authorization", "").partition(" ")
         proxy = self.proxy_factory()
+        if not proxy.settings.mcp_enabled:
+            await JSONResponse({"error": {"code": "not_found", "message": "MCP is off (MCP_ENABLED=false)"}}, status_code=404)(scope, receive, send)
+            return
         expected = proxy.settings.proxy_key or proxy.engine.api_key()
         if not (expected and scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), expected.encode())):
             response = JSONResponse({"error": {"code": "unauthorized", "message": "missing or wrong bearer key"}}, status_code=401)
