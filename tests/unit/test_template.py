@@ -13,8 +13,13 @@ def test_every_function_handler_exists():
     functions = {k: v for k, v in resources.items() if v["Type"] == "AWS::Serverless::Function"}
     assert functions
     for resource in functions.values():
-        module, _, attr = resource["Properties"]["Handler"].partition(".")
-        source = (ROOT / resource["Properties"]["CodeUri"] / f"{module}.py").read_text()
+        handler, code = resource["Properties"]["Handler"], ROOT / resource["Properties"]["CodeUri"]
+        if handler.endswith(".sh"):  # a Lambda Web Adapter start script: it must start the app it names
+            script = (code / handler).read_text()
+            assert "uvicorn" in script and "app:app" in script and (code / "app.py").exists()
+            continue
+        module, _, attr = handler.partition(".")
+        source = (code / f"{module}.py").read_text()
         assert f"def {attr}(" in source or f"{attr} = " in source
 
 
@@ -33,3 +38,9 @@ def test_workers_report_partial_batch_failures_and_have_a_dlq():
     event = resources["WorkerFunction"]["Properties"]["Events"]["Jobs"]["Properties"]
     assert event["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert "deadLetterTargetArn" in resources["JobsQueue"]["Properties"]["RedrivePolicy"]
+
+
+def test_streaming_proxy_uses_a_response_stream_function_url():
+    fn = load_template()["Resources"]["StreamingProxyFunction"]["Properties"]
+    assert fn["FunctionUrlConfig"]["InvokeMode"] == "RESPONSE_STREAM"
+    assert fn["Environment"]["Variables"]["AWS_LWA_INVOKE_MODE"] == "response_stream"

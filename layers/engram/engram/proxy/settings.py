@@ -101,7 +101,21 @@ class ProxySettings(BaseSettings):
         return next((u for u in self.upstreams if u.name == name), None)
 
 
+# Settings that carry credentials: on AWS they live in SSM SecureStrings named by <NAME>_PARAMETER,
+# read at run time, never in the function's environment.
+SECRET_SETTINGS = ("UPSTREAMS", "EXTRACT_API_KEY", "LIBRECHAT_MONGO_URI", "ENGRAM_PROXY_KEY")
+
+
 @lru_cache(maxsize=1)
 def get_proxy_settings() -> ProxySettings:
-    """The process-wide proxy settings."""
-    return ProxySettings()
+    """The process-wide proxy settings (secrets fetched from SSM when named by a *_PARAMETER variable)."""
+    import os
+
+    secrets = {}
+    for name in SECRET_SETTINGS:
+        parameter = os.environ.get(f"{name}_PARAMETER")
+        if parameter and not os.environ.get(name):
+            from aws_lambda_powertools.utilities import parameters
+
+            secrets[name] = parameters.get_parameter(parameter, decrypt=True, max_age=300)
+    return ProxySettings(**secrets)
