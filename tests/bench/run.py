@@ -143,6 +143,42 @@ def bench_locomo(stack, path: Path, quick: bool) -> dict:
     return result
 
 
+# ----- the proxy's added latency -------------------------------------------------------------------
+
+
+def bench_proxy(stack, upstream, quick: bool) -> dict:
+    """Median time of a chat turn straight to a fake upstream and through the proxy (both on 127.0.0.1):
+    warm caches (the same question again) and cold recall (a new question: one embed + one query)."""
+    n = 30 if quick else 200
+    body = {"model": "fake", "messages": [{"role": "user", "content": "What tea do I like?"}]}
+    auth = {"Authorization": f"Bearer {KEY}", "x-librechat-user-id": "bench", "x-librechat-conversation-id": "bench-conv"}
+    client = httpx.Client(timeout=30)
+    client.post(f"{stack.url}/fake/v1/chat/completions", headers=auth,
+                json={"model": "fake", "messages": [{"role": "user", "content": "/memory save The user likes genmaicha tea."}]})
+
+    def timed(url, payload, headers):
+        out = []
+        for i in range(n):
+            data = payload(i)
+            t0 = time.perf_counter()
+            client.post(url, json=data, headers=headers).raise_for_status()
+            out.append(time.perf_counter() - t0)
+        return out
+
+    direct = timed(f"{upstream.url}/v1/chat/completions", lambda i: body, {})
+    warm = timed(f"{stack.url}/fake/v1/chat/completions", lambda i: body, auth)
+    cold = timed(f"{stack.url}/fake/v1/chat/completions",
+                 lambda i: {**body, "messages": [{"role": "user", "content": f"Question number {i} about tea?"}]}, auth)
+    d, w, c = ms(direct), ms(warm), ms(cold)
+    return {
+        "direct to upstream": d,
+        "through proxy, warm caches": w,
+        "through proxy, new question (embed + recall)": c,
+        "added p50 ms (warm)": round(w["p50_ms"] - d["p50_ms"], 2),
+        "added p50 ms (new question)": round(c["p50_ms"] - d["p50_ms"], 2),
+    }
+
+
 # ----- hot path: recall at 1k / 20k / 100k memories --------------------------------------------------
 
 VOCAB = [f"w{i}" for i in range(8000)]
@@ -331,6 +367,10 @@ def table(results: dict) -> str:
         for name, r in results["recall"].items():
             a, b = r["recall without embed"], r["recall with embed"]
             lines.append(f"  {name:<38} {a['p50_ms']:>8} / {a['p95_ms']:<10} {b['p50_ms']:>8} / {b['p95_ms']}")
+    if results.get("proxy"):
+        lines.append("LibreChat proxy, one non-streaming turn (p50 / p95 ms)")
+        for name, r in results["proxy"].items():
+            lines.append(f"  {name:<44} " + (f"{r['p50_ms']} / {r['p95_ms']}" if isinstance(r, dict) else str(r)))
     for section in ("throughput", "footprint"):
         if results.get(section):
             lines.append(section.capitalize())
@@ -354,16 +394,26 @@ def main() -> None:
     embedder.embed(["warm up"])
     results: dict = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "quick": args.quick,
                      "embedder load_s": round(time.perf_counter() - t0, 2)}
+    from engram.proxy.settings import ProxySettings
+    from tests.fake_upstream import FakeUpstream
+
+    upstream = FakeUpstream().start()
+    proxy_settings = ProxySettings(
+        UPSTREAMS=json.dumps([{"name": "fake", "baseUrl": upstream.url, "apiKey": "sk-bench"}]),
+        MEMORY_WRITE_MODE="off",  # extraction runs in the worker; keep it out of the timed turns
+    )
     data_dir = Path(tempfile.mkdtemp(prefix="engram-bench-"))
-    stack = LocalStack(data_dir, port=0, api_key=KEY, embedder=embedder, sweep_every_s=30).start()
+    stack = LocalStack(data_dir, port=0, api_key=KEY, embedder=embedder, sweep_every_s=30, proxy_settings=proxy_settings).start()
     try:
         if args.locomo.exists():
             results["locomo"] = bench_locomo(stack, args.locomo, args.quick)
         else:
             print(f"LoCoMo data not found at {args.locomo}; skipping retrieval", file=sys.stderr)
+        results["proxy"] = bench_proxy(stack, upstream, args.quick)
         results["throughput"] = bench_throughput(stack, embedder, args.quick)
     finally:
         stack.stop()
+        upstream.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
     sizes = [1_000] if args.quick else [1_000, 20_000, 100_000]
     results["recall"] = bench_recall(sizes, embedder, queries=40 if args.quick else 200, with_client_mode=not args.quick)

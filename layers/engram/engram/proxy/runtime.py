@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import os
 import threading
 from dataclasses import dataclass, field
 
@@ -15,6 +16,9 @@ from .projects import ProjectResolver
 from .settings import ProxySettings, get_proxy_settings
 
 
+_ON_LAMBDA = bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
+
+
 @dataclass
 class Counters:
     """Call counters and slowest times for /healthz."""
@@ -24,10 +28,16 @@ class Counters:
     max_ms: dict[str, float] = field(default_factory=dict)
 
     def record(self, phase: str, ms: float, ok: bool = True) -> None:
+        """Count one call of a phase (project, recall, upstream); on Lambda also a CloudWatch metric."""
         self.calls[phase] = self.calls.get(phase, 0) + 1
         if not ok:
             self.errors[phase] = self.errors.get(phase, 0) + 1
         self.max_ms[phase] = max(self.max_ms.get(phase, 0.0), round(ms, 1))
+        if _ON_LAMBDA:
+            from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+            with single_metric(name=f"{phase}Ms", unit=MetricUnit.Milliseconds, value=ms, namespace="engram") as metric:
+                metric.add_dimension(name="outcome", value="ok" if ok else "error")
 
     def as_json(self) -> dict:
         return {p: {"calls": n, "errors": self.errors.get(p, 0), "maxMs": self.max_ms.get(p, 0.0)} for p, n in self.calls.items()}
