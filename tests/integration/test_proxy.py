@@ -239,3 +239,30 @@ def test_mcp_tools(stack):
     assert "oboe" in found.content[0].text
     assert "Memory is on" in status.content[0].text
     assert httpx.post(f"{stack.url}/mcp", json={}).status_code == 401
+
+
+def test_langfuse_traces_each_model_turn_and_no_command(stack, upstream):
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from engram.proxy.telemetry import Telemetry
+
+    exporter = InMemorySpanExporter()
+    off = stack.proxy.telemetry
+    stack.proxy.telemetry = Telemetry("pk-test", "sk-test", "http://127.0.0.1:9", span_exporter=exporter)
+    try:
+        conv = "conv-" + uuid.uuid4().hex[:6]
+        c = oa(stack, conversation=conv)
+        c.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "/memory status"}])
+        assert exporter.get_finished_spans() == ()  # commands never call a model: no trace
+        list(c.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "Tell me about tea"}], stream=True))
+        assert wait_until(lambda: any(s.name == "chat-turn" for s in exporter.get_finished_spans()), 10), [s.name for s in exporter.get_finished_spans()]
+        spans = {s.name: s for s in exporter.get_finished_spans()}
+        assert {"chat-turn", "resolve-context", "recall", "upstream", "memory-write"} <= set(spans)
+        generation = dict(spans["upstream"].attributes)
+        assert generation["langfuse.observation.model.name"] == "fake-model"
+        assert json.loads(generation["langfuse.observation.usage_details"]) == {"input": 5, "output": 9}
+        assert spans["upstream"].parent.span_id == spans["chat-turn"].context.span_id
+        root = dict(spans["chat-turn"].attributes)
+        assert root.get("session.id") == conv or conv in json.dumps(root)
+    finally:
+        stack.proxy.telemetry = off

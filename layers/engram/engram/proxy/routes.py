@@ -3,6 +3,7 @@ else under /<upstream>/ forwarded verbatim. Recall and the date go in before, ex
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -19,6 +20,7 @@ from ..jobs import ExtractJob
 from . import wire
 from .memory import Turn, datetime_block, explicit_fact, memory_block
 from .runtime import Proxy, get_proxy
+from .telemetry import TurnTrace
 
 log = logging.getLogger(__name__)
 
@@ -101,13 +103,16 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
         s = proxy.settings
         user = request.headers.get(s.user_header) or None
         conversation = request.headers.get(s.conversation_header) or None
-        if not conversation:  # LibreChat's side calls (titles, its memory agent): untouched
-            return await relay(proxy, upstream, request, path, raw, None, None)
-        stream = body.get("stream") is True
         model = str(body.get("model") or "")
+        # a trace that is never ended (a /memory command) is never exported
+        trace = proxy.telemetry.turn(conversation=conversation, user=user, upstream=upstream.name, model=model)
+        if not conversation:  # LibreChat's side calls (titles, its memory agent): untouched
+            return await relay(proxy, upstream, request, path, raw, api, None, trace)
+        stream = body.get("stream") is True
         last = wire.last_user_text(body)
         started = time.perf_counter()
-        project = await timed(proxy, "project", lambda: proxy.projects.project(user, conversation) if user else None)
+        with trace.span("resolve-context"):
+            project = await timed(proxy, "project", lambda: proxy.projects.project(user, conversation) if user else None)
         turn = Turn(user=user, conversation=conversation, project=project, authorized=authorized)
         if last == s.command_prefix or last.startswith(s.command_prefix + " "):
             answer = await run_in_threadpool(proxy.memory.command, turn, last)
@@ -121,7 +126,9 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
             query = "\n".join(wire.user_turns(body)[-s.query_message_count :])
             if query.strip():
                 try:
-                    found = await timed(proxy, "recall", lambda: proxy.memory.recall(turn, query))
+                    with trace.span("recall") as span:
+                        found = await timed(proxy, "recall", lambda: proxy.memory.recall(turn, query))
+                        span.update(metadata={"results": len(found)})
                     block = memory_block(found, s.max_context_chars)
                     if block:
                         blocks.append(block)
@@ -138,8 +145,9 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
             mode = "explicit" if s.write_mode == "explicit" else "llm"
             if mode == "llm" or explicit_fact(last):
                 def after(text: str):
-                    queue_extraction(proxy, turn, upstream.name, model, mode, last, text)
-        return await relay(proxy, upstream, request, path, json.dumps(out).encode(), api, after)
+                    with trace.span("memory-write", mode=mode):
+                        queue_extraction(proxy, turn, upstream.name, model, mode, last, text)
+        return await relay(proxy, upstream, request, path, json.dumps(out).encode(), api, after, trace)
 
     return router
 
@@ -176,9 +184,34 @@ def queue_extraction(proxy: Proxy, turn: Turn, upstream: str, model: str, mode: 
         log.exception("could not queue memory extraction")
 
 
-async def relay(proxy: Proxy, upstream, request: Request, path: str, content: bytes, api: str | None, after):
+async def relay(proxy: Proxy, upstream, request: Request, path: str, content: bytes, api: str | None, after, trace=None):
     """Send to the upstream and relay its answer: streamed chunk by chunk with its status and headers,
-    or whole. `after(text)` gets the assistant's text once the answer is complete."""
+    or whole. Once the answer is complete, `after(text)` gets the assistant's text and the turn's
+    trace gets the upstream generation (model, usage) and is closed — all after the reply has gone out."""
+    trace = trace or TurnTrace()
+    model = ""
+    if api and content:
+        with contextlib.suppress(ValueError, AttributeError):
+            model = str(json.loads(content).get("model") or "")
+    generation = trace.generation(model) if api else None
+
+    def finish(status: int, usage: dict | None, text: str) -> None:
+        try:
+            _finish(status, usage, text)
+        except Exception:  # the reply has gone out; nothing here may fail the turn
+            log.exception("post-turn work failed")
+
+    def _finish(status: int, usage: dict | None, text: str) -> None:
+        if generation is not None:
+            generation.update(usage_details=TurnTrace.usage(api, usage), output=text[:2000] or None,
+                              level="DEFAULT" if status < 400 else "ERROR")
+            generation.end()
+        if after and status == 200 and text:
+            after(text)
+        if generation is not None:
+            trace.end()
+            proxy.telemetry.flush()
+
     url = upstream.url(path)
     if request.url.query:
         url = f"{url}?{request.url.query}"
@@ -188,6 +221,7 @@ async def relay(proxy: Proxy, upstream, request: Request, path: str, content: by
         response = await proxy.client.send(outgoing, stream=True)
     except httpx.HTTPError as exc:
         proxy.counters.record("upstream", (time.perf_counter() - started) * 1000, ok=False)
+        await run_in_threadpool(finish, 502, None, "")
         return _error(502, "upstream_unavailable", f"upstream {upstream.name!r} did not answer: {type(exc).__name__}")
     headers = {k: v for k, v in response.headers.items() if k.lower() not in _DROP_RESPONSE}
     streaming = "text/event-stream" in response.headers.get("content-type", "")
@@ -195,14 +229,12 @@ async def relay(proxy: Proxy, upstream, request: Request, path: str, content: by
         data = await response.aread()
         await response.aclose()
         proxy.counters.record("upstream", (time.perf_counter() - started) * 1000, response.status_code < 500)
-        task = None
-        if after and api and response.status_code == 200:
-            try:
-                text = wire.reply_text(api, json.loads(data))
-            except ValueError:
-                text = ""
-            if text:  # queued after the reply has gone out
-                task = BackgroundTask(run_in_threadpool, after, text)
+        text, usage = "", None
+        if api and response.status_code == 200:
+            with contextlib.suppress(ValueError, AttributeError):
+                parsed = json.loads(data)
+                text, usage = wire.reply_text(api, parsed), parsed.get("usage")
+        task = BackgroundTask(run_in_threadpool, finish, response.status_code, usage, text)
         return Response(data, status_code=response.status_code, headers=headers, background=task)
 
     capture = wire.StreamCapture(api) if api else None
@@ -216,7 +248,6 @@ async def relay(proxy: Proxy, upstream, request: Request, path: str, content: by
         finally:
             await response.aclose()
             proxy.counters.record("upstream", (time.perf_counter() - started) * 1000, response.status_code < 500)
-            if after and capture and response.status_code == 200 and capture.text:
-                await run_in_threadpool(after, capture.text)
+            await run_in_threadpool(finish, response.status_code, capture.usage if capture else None, capture.text if capture else "")
 
     return StreamingResponse(chunks(), status_code=response.status_code, headers=headers)

@@ -14,6 +14,7 @@ from .cache import StatsCache
 from .memory import ChatMemory
 from .projects import ProjectResolver
 from .settings import ProxySettings, get_proxy_settings
+from .telemetry import Telemetry
 
 
 _ON_LAMBDA = bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
@@ -53,6 +54,7 @@ class Proxy:
     projects: ProjectResolver
     client: httpx.AsyncClient
     counters: Counters = field(default_factory=Counters)
+    telemetry: Telemetry = field(default_factory=Telemetry)
     extract_transport: httpx.BaseTransport | None = None
     _extractor: object = None
 
@@ -70,8 +72,8 @@ class Proxy:
         return bool(expected and presented and hmac.compare_digest(presented.encode(), expected.encode()))
 
 
-def build_proxy(settings: ProxySettings, engine: Engine, mongo_database=None, transport=None) -> Proxy:
-    """Build the proxy; tests pass a mongomock database and their own transport."""
+def build_proxy(settings: ProxySettings, engine: Engine, mongo_database=None, transport=None, telemetry=None) -> Proxy:
+    """Build the proxy; tests pass a mongomock database, their own transport and telemetry."""
     project_cache = StatsCache(settings.cache_project_ttl_ms, settings.cache_max_entries)
     if mongo_database is not None:
         projects = ProjectResolver(mongo_database, project_cache)
@@ -79,7 +81,8 @@ def build_proxy(settings: ProxySettings, engine: Engine, mongo_database=None, tr
         projects = ProjectResolver.from_uri(settings.mongo_uri, settings.mongo_db, settings.mongo_timeout_ms, project_cache)
     timeout = httpx.Timeout(settings.upstream_timeout_s, connect=10.0)
     client = httpx.AsyncClient(timeout=timeout, transport=transport, follow_redirects=False)
-    return Proxy(settings, engine, ChatMemory(settings, engine.service, projects), projects, client)
+    return Proxy(settings, engine, ChatMemory(settings, engine.service, projects), projects, client,
+                 telemetry=telemetry or Telemetry.from_env())
 
 
 _proxy: Proxy | None = None
