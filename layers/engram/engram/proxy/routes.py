@@ -113,6 +113,7 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
         started = time.perf_counter()
         with trace.span("resolve-context"):
             project = await timed(proxy, "project", lambda: proxy.projects.project(user, conversation) if user else None)
+        project_ms = (time.perf_counter() - started) * 1000
         turn = Turn(user=user, conversation=conversation, project=project, authorized=authorized)
         if last == s.command_prefix or last.startswith(s.command_prefix + " "):
             answer = await run_in_threadpool(proxy.memory.command, turn, last)
@@ -136,7 +137,12 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
                     log.warning("recall failed, answering without memory: %s", exc.message)
         spent = (time.perf_counter() - started) * 1000
         if spent > s.slow_call_ms:
-            log.warning("memory added latency to a chat turn", extra={"ms": round(spent), "counters": proxy.counters.as_json()})
+            phases = {"project": round(project_ms, 1), "settingsAndRecall": round(spent - project_ms, 1)}
+            log.warning(
+                "memory added %d ms to a chat turn before the model was called: %s (slowest phase: %s)",
+                spent, json.dumps(phases), max(phases, key=phases.get),
+                extra={"phases": phases, "conversation": conversation},
+            )
         out = wire.inject_system(api, body, "\n\n".join(blocks)) if blocks else dict(body)
         if stream and api == "openai" and upstream.forceIncludeUsage:
             out["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
