@@ -97,6 +97,7 @@ class LocalStack:
         poll: bool = True,
         proxy_settings=None,
         mongo_database=None,
+        discord_settings=None,
     ):
         self.data_dir = Path(data_dir)
         self.host, self.port = host, port
@@ -106,6 +107,7 @@ class LocalStack:
         self.sweep_grace_ms = sweep_grace_ms
         self.proxy_settings = proxy_settings
         self.mongo_database = mongo_database
+        self.discord_settings = discord_settings
         self.poll = poll
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -178,7 +180,12 @@ class LocalStack:
 
         self.proxy = build_proxy(self.proxy_settings or ProxySettings(), self.engine, mongo_database=self.mongo_database)
         set_proxy(self.proxy)
-        app = create_app(proxy_factory=get_proxy)
+        from engram.discord.runtime import build_discord, get_discord, set_discord
+        from engram.discord.settings import get_discord_settings
+
+        self.discord = build_discord(self.discord_settings or get_discord_settings(), self.engine)
+        set_discord(self.discord)
+        app = create_app(proxy_factory=get_proxy, discord_settings_factory=lambda: get_discord().settings)
 
         @app.middleware("http")
         async def mark_dirty(request, call_next):
@@ -246,9 +253,11 @@ class LocalStack:
         if getattr(self, "engine", None):
             self.engine.close()
             set_engine(None)
+        from engram.discord.runtime import set_discord
         from engram.proxy.runtime import set_proxy
 
         set_proxy(None)
+        set_discord(None)
         if getattr(self, "moto", None):
             self.moto.stop()
 

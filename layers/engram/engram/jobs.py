@@ -37,11 +37,36 @@ class ExtractJob(BaseModel):
     assistant_text: str = Field("", max_length=20_000)
 
 
-Job = Annotated[Union[IndexJob, SweepJob, ExtractJob], Field(discriminator="kind")]
+class DiscordJob(BaseModel):
+    """Slow work for a Discord interaction: remember (plan a backfill), forget, ask, or catch up."""
+
+    kind: Literal["discord"] = "discord"
+    action: Literal["remember", "forget", "ask", "catchup"]
+    user: str | None = None
+    guild: str | None = None
+    channel: str | None = None
+    token: str | None = None
+    interaction_id: str | None = None
+    prompt: str | None = Field(None, max_length=6000)
+    issued_at: int = 0
+
+
+class BackfillJob(BaseModel):
+    """A bounded number of history pages of one channel for one user; continues itself until done.
+    Idempotent by the Discord message id of every message it stores."""
+
+    kind: Literal["discord-backfill"] = "discord-backfill"
+    user: str
+    guild: str
+    channel: str
+    run: str
+
+
+Job = Annotated[Union[IndexJob, SweepJob, ExtractJob, DiscordJob, BackfillJob], Field(discriminator="kind")]
 _JOB = TypeAdapter(Job)
 
 
-def parse_job(body: str) -> IndexJob | SweepJob | ExtractJob:
+def parse_job(body: str):
     """A job from an SQS message body (raises pydantic.ValidationError on a malformed one)."""
     return _JOB.validate_json(body)
 

@@ -97,6 +97,8 @@ class StateItem(Model):
     sk = UnicodeAttribute(range_key=True)
     memory_id = NumberAttribute(null=True, attr_name="memoryId")
     value = NumberAttribute(null=True)
+    count = NumberAttribute(null=True)
+    tag = UnicodeAttribute(null=True)
     data = JSONAttribute(null=True)
     expires_at = NumberAttribute(null=True, attr_name="expiresAt")
 

@@ -7,7 +7,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from .engine import get_engine
-from .jobs import ExtractJob, IndexJob, SweepJob, parse_job
+from .jobs import BackfillJob, DiscordJob, ExtractJob, IndexJob, SweepJob, parse_job
 
 logger = Logger(service="engram-worker")
 processor = BatchProcessor(event_type=EventType.SQS)
@@ -29,3 +29,12 @@ def handle(record: SQSRecord) -> None:
         stored = get_proxy().extractor().run(job)
         get_proxy().memory.forget_caches()
         logger.info("extraction", extra={"bot": job.bot, "stored": len(stored)})
+    elif isinstance(job, DiscordJob):
+        from .discord.runtime import get_discord
+
+        get_discord().run(job)
+        logger.info("discord", extra={"action": job.action})
+    elif isinstance(job, BackfillJob):
+        from .discord.runtime import get_discord
+
+        get_discord().backfill(job)

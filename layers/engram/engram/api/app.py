@@ -130,7 +130,8 @@ def _describe(exc: RequestValidationError) -> str:
     return "; ".join(parts)
 
 
-def create_app(engine_factory: Callable[[], Engine] = get_engine, proxy_factory: Callable | None = None) -> FastAPI:
+def create_app(engine_factory: Callable[[], Engine] = get_engine, proxy_factory: Callable | None = None,
+               discord_settings_factory: Callable | None = None) -> FastAPI:
     """The Memory API app, with the LibreChat proxy and MCP endpoint mounted when `proxy_factory` is
     given; both are looked up per request so tests and the local stack can wire them."""
     app = FastAPI(
@@ -260,6 +261,21 @@ def create_app(engine_factory: Callable[[], Engine] = get_engine, proxy_factory:
     def forget_user(bot: Bot, user_id: str, eng: Authed) -> dict:
         """Forget a user: every record and vector of this bot attributed to them, everywhere."""
         return {"deleted": eng.service.forget(bot, user_id)}
+
+    @app.post("/discord/interactions", include_in_schema=False)
+    async def discord_interactions(request: Request) -> Response:
+        """Discord's interactions webhook (the same handler as the interactions function)."""
+        from starlette.concurrency import run_in_threadpool
+
+        from ..discord.interactions import consent_status, handle_interaction
+        from ..discord.settings import get_discord_settings
+
+        settings = (discord_settings_factory or get_discord_settings)()
+        raw = await request.body()
+        status, body = await run_in_threadpool(
+            handle_interaction, raw, dict(request.headers), settings, lambda: engine().queue, consent_status(settings)
+        )
+        return JSONResponse(body, status_code=status)
 
     if proxy_factory is not None:
         from ..proxy.routes import proxy_router

@@ -1,0 +1,94 @@
+"""Discord's REST API with the bot token: guilds, channels, message history, interaction webhooks, DMs.
+A 429 becomes RateLimited so the job is delayed on the queue instead of sleeping in Lambda."""
+
+from __future__ import annotations
+
+import httpx
+
+
+class RateLimited(Exception):
+    """Discord said 429: try again after `retry_after` seconds."""
+
+    def __init__(self, retry_after: float, is_global: bool = False):
+        super().__init__(f"rate limited for {retry_after}s")
+        self.retry_after = retry_after
+        self.is_global = is_global
+
+
+class DiscordError(Exception):
+    """Discord answered with an error other than a rate limit."""
+
+    def __init__(self, status: int, text: str):
+        super().__init__(f"Discord answered {status}: {text[:200]}")
+        self.status = status
+
+
+TEXT_CHANNELS = {0, 5}  # text and announcement channels
+THREADS = {10, 11, 12}
+
+
+class DiscordClient:
+    """A small, synchronous Discord REST client (httpx; the transport is injectable for tests)."""
+
+    def __init__(self, api_base: str, bot_token: str | None, application_id: str | None, transport=None, timeout_s: float = 10.0):
+        headers = {"User-Agent": "DiscordBot (https://github.com/engram, 1.0)"}
+        if bot_token:
+            headers["Authorization"] = f"Bot {bot_token}"
+        self.application_id = application_id
+        self._http = httpx.Client(base_url=api_base.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport)
+
+    def _call(self, method: str, path: str, auth: bool = True, **kwargs):
+        headers = None if auth else {"Authorization": ""}
+        response = self._http.request(method, path, headers=headers, **kwargs)
+        if response.status_code == 429:
+            data = response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
+            retry = float(data.get("retry_after") or response.headers.get("retry-after") or 1)
+            raise RateLimited(retry, bool(data.get("global")))
+        if response.status_code >= 400:
+            raise DiscordError(response.status_code, response.text)
+        return response.json() if response.content else None
+
+    def guilds(self) -> list[dict]:
+        """Every guild the bot is in (paginated by id)."""
+        out, after = [], "0"
+        while True:
+            page = self._call("GET", "/users/@me/guilds", params={"limit": 200, "after": after})
+            out.extend(page)
+            if len(page) < 200:
+                return out
+            after = page[-1]["id"]
+
+    def readable_channels(self, guild_id: str) -> list[dict]:
+        """Text and announcement channels plus active threads of a guild."""
+        channels = [c for c in self._call("GET", f"/guilds/{guild_id}/channels") if c.get("type") in TEXT_CHANNELS]
+        try:
+            threads = self._call("GET", f"/guilds/{guild_id}/threads/active").get("threads", [])
+        except DiscordError:
+            threads = []
+        return channels + [t for t in threads if t.get("type") in THREADS]
+
+    def messages(self, channel_id: str, before: str | None = None, after: str | None = None, limit: int = 100) -> list[dict]:
+        """Up to `limit` messages, newest first (Discord's order)."""
+        params = {"limit": limit}
+        if before:
+            params["before"] = before
+        if after:
+            params["after"] = after
+        return self._call("GET", f"/channels/{channel_id}/messages", params=params)
+
+    def edit_original(self, token: str, content: str) -> dict:
+        """Edit the deferred interaction response (the token lives 15 minutes)."""
+        return self._call("PATCH", f"/webhooks/{self.application_id}/{token}/messages/@original",
+                          json={"content": content[:2000], "allowed_mentions": {"parse": []}}, auth=False)
+
+    def followup(self, token: str, content: str, ephemeral: bool = False) -> dict:
+        """A followup message on an interaction."""
+        body = {"content": content[:2000], "allowed_mentions": {"parse": []}}
+        if ephemeral:
+            body["flags"] = 64
+        return self._call("POST", f"/webhooks/{self.application_id}/{token}", json=body, auth=False)
+
+    def direct_message(self, user_id: str, content: str) -> dict:
+        """A DM with the bot token: the way to answer after the interaction token has expired."""
+        channel = self._call("POST", "/users/@me/channels", json={"recipient_id": user_id})
+        return self._call("POST", f"/channels/{channel['id']}/messages", json={"content": content[:2000], "allowed_mentions": {"parse": []}})

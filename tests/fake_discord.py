@@ -1,0 +1,161 @@
+"""A fake Discord REST API (and a fake Ollama chat) on 127.0.0.1: guilds, channels, threads, paginated
+history, a 429 on first touch of one channel, interaction webhooks and DMs; records what it is asked."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+APP_ID = "900"
+TOKEN = "bot-token-123"
+ALICE, BOB = "1001", "1002"
+
+
+def _user(uid, name, bot=False):
+    return {"id": uid, "username": name, "global_name": name.title(), "bot": bot}
+
+
+class FakeDiscord:
+    """History is made up front; `.sent` holds every webhook edit, followup and DM."""
+
+    def __init__(self):
+        self.app = FastAPI()
+        self.sent: list[dict] = []
+        self.chat_requests: list[dict] = []
+        self.rate_limited_once = {"c21"}
+        self.next_id = 10_000_000
+        self.guilds = [{"id": "g1", "name": "Alpha"}, {"id": "g2", "name": "Beta"}]
+        self.channels = {
+            "g1": [{"id": "c11", "type": 0, "name": "general"}, {"id": "c12", "type": 0, "name": "secret"},
+                   {"id": "c13", "type": 2, "name": "voice"}],
+            "g2": [{"id": "c21", "type": 0, "name": "lobby"}],
+        }
+        self.threads = {"g1": [{"id": "t14", "type": 11, "name": "a thread"}], "g2": []}
+        self.history: dict[str, list[dict]] = {c: [] for c in ("c11", "c12", "t14", "c21")}
+        self._make_history()
+        self._routes()
+
+    def _id(self) -> str:
+        self.next_id += 1
+        return str(self.next_id)
+
+    def add(self, channel: str, author: dict, content: str, **extra) -> dict:
+        """Append a message (newest last internally)."""
+        message = {"id": self._id(), "channel_id": channel, "author": author, "content": content,
+                   "timestamp": "2026-11-01T10:00:00+00:00", "attachments": [], **extra}
+        self.history[channel].append(message)
+        return message
+
+    def _make_history(self):
+        alice, bob, other = _user(ALICE, "alice"), _user(BOB, "bob"), _user("77", "otherbot", bot=True)
+        me = _user(APP_ID, "engram", bot=True)
+        for i in range(120):  # c11: 250 messages -> three pages of 100
+            a = self.add("c11", alice, f"alice message {i} about gardening")
+            self.add("c11", me, f"bot reply {i} to alice", referenced_message={"id": a["id"], "author": alice})
+            if i < 5:
+                self.add("c11", bob, f"bob message {i}")
+        self.add("c11", alice, "")  # empty: skipped
+        self.add("c11", alice, "", attachments=[{"id": "a1", "filename": "p.png", "content_type": "image/png", "url": "http://x/p.png"}])
+        self.add("c11", other, "another bot talking")
+        for i in range(3):
+            self.add("c12", alice, f"alice in a disallowed channel {i}")
+        for i in range(4):
+            self.add("t14", alice, f"alice in a thread {i} about compost")
+        for i in range(15):
+            self.add("c21", alice, f"alice in Beta {i} about sailing boats")
+            self.add("c21", bob, f"bob in Beta {i}")
+
+    def expected_for(self, user: str, allowed: set[str]) -> set[str]:
+        """Message ids the backfill must store for a user."""
+        out = set()
+        for channel, messages in self.history.items():
+            if channel not in allowed:
+                continue
+            for m in messages:
+                if m["author"]["id"] == user and m["content"]:
+                    out.add(m["id"])
+                elif m["author"]["id"] == APP_ID and (m.get("referenced_message") or {}).get("author", {}).get("id") == user:
+                    out.add(m["id"])
+        return out
+
+    def _routes(self):
+        app = self.app
+
+        def bot_auth(request: Request):
+            return request.headers.get("authorization") == f"Bot {TOKEN}"
+
+        @app.get("/users/@me/guilds")
+        async def guilds(request: Request):
+            if not bot_auth(request):
+                return JSONResponse({"message": "401: Unauthorized"}, status_code=401)
+            return self.guilds
+
+        @app.get("/guilds/{guild}/channels")
+        async def channels(guild: str, request: Request):
+            return self.channels[guild] if bot_auth(request) else JSONResponse({}, status_code=401)
+
+        @app.get("/guilds/{guild}/threads/active")
+        async def threads(guild: str):
+            return {"threads": self.threads[guild], "members": []}
+
+        @app.get("/channels/{channel}/messages")
+        async def messages(channel: str, request: Request, limit: int = 50, before: str | None = None, after: str | None = None):
+            if not bot_auth(request):
+                return JSONResponse({}, status_code=401)
+            if channel in self.rate_limited_once:
+                self.rate_limited_once.discard(channel)
+                return JSONResponse({"message": "You are being rate limited.", "retry_after": 0.2, "global": False}, status_code=429)
+            items = self.history.get(channel, [])
+            if before:
+                items = [m for m in items if int(m["id"]) < int(before)]
+            if after:
+                items = [m for m in items if int(m["id"]) > int(after)]
+                return list(reversed(items[:limit]))
+            return list(reversed(items[-limit:])) if items else []
+
+        @app.patch("/webhooks/{app_id}/{token}/messages/@original")
+        async def edit(app_id: str, token: str, request: Request):
+            body = await request.json()
+            message = {"id": self._id(), "content": body["content"], "author": _user(APP_ID, "engram", bot=True)}
+            self.sent.append({"kind": "edit", "token": token, **body, "id": message["id"]})
+            return message
+
+        @app.post("/webhooks/{app_id}/{token}")
+        async def followup(app_id: str, token: str, request: Request):
+            body = await request.json()
+            self.sent.append({"kind": "followup", "token": token, **body})
+            return {"id": self._id(), **body}
+
+        @app.post("/users/@me/channels")
+        async def dm_channel(request: Request):
+            return {"id": "dm-" + (await request.json())["recipient_id"], "type": 1}
+
+        @app.post("/channels/{channel}/messages")
+        async def post(channel: str, request: Request):
+            body = await request.json()
+            self.sent.append({"kind": "channel", "channel": channel, **body})
+            return {"id": self._id(), **body}
+
+        @app.post("/api/chat")
+        async def chat(request: Request):
+            body = await request.json()
+            self.chat_requests.append(body)
+            return {"model": body["model"], "message": {"role": "assistant", "content": "Here is what I remember."}, "done": True}
+
+    def start(self) -> "FakeDiscord":
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        while not self.server.started:
+            time.sleep(0.01)
+        self.url = f"http://127.0.0.1:{self.server.servers[0].sockets[0].getsockname()[1]}"
+        return self
+
+    def stop(self):
+        self.server.should_exit = True
+        self.thread.join(timeout=5)

@@ -1,0 +1,137 @@
+"""Discord end to end on the local stack: requests signed with a real Ed25519 key, a fake Discord REST
+API and a fake Ollama on 127.0.0.1, the real worker draining real (moto) SQS."""
+
+import json
+import time
+
+import httpx
+import pytest
+from nacl.signing import SigningKey
+
+from engram.discord.settings import DiscordSettings
+from engram.vectors import Scope
+from infra.local_stack import LocalStack
+from tests.fake_discord import ALICE, APP_ID, BOB, TOKEN, FakeDiscord
+from tests.integration.conftest import KEY
+
+SIGNER = SigningKey.generate()
+ALLOWED = {"c11", "t14", "c21"}
+
+
+@pytest.fixture(scope="module")
+def discord():
+    fake = FakeDiscord().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, local_embedder, discord):
+    settings = DiscordSettings(
+        DISCORD_APPLICATION_ID=APP_ID, DISCORD_PUBLIC_KEY=SIGNER.verify_key.encode().hex(), DISCORD_BOT_TOKEN=TOKEN,
+        DISCORD_API_BASE=discord.url, DISCORD_CHANNELS_DISALLOWED="c12", OLLAMA_URL=discord.url, OLLAMA_CHAT_MODEL="chat",
+        DISCORD_BACKFILL_PAGES_PER_JOB="1",
+    )
+    s = LocalStack(tmp_path_factory.mktemp("engram"), port=0, api_key=KEY, embedder=local_embedder, discord_settings=settings).start()
+    yield s
+    s.stop()
+
+
+def signed(body: dict, signer=SIGNER, timestamp=None) -> tuple[bytes, dict]:
+    raw = json.dumps(body).encode()
+    ts = str(int(timestamp if timestamp is not None else time.time()))
+    signature = signer.sign(ts.encode() + raw).signature.hex()
+    return raw, {"X-Signature-Ed25519": signature, "X-Signature-Timestamp": ts, "content-type": "application/json"}
+
+
+def interact(stack, body, **kw):
+    raw, headers = signed(body, **kw)
+    return httpx.post(f"{stack.url}/discord/interactions", content=raw, headers=headers)
+
+
+def command(name, user, guild="g1", channel="c11", options=None, token="tok"):
+    return {"type": 2, "id": f"i-{time.time_ns()}", "token": token, "application_id": APP_ID, "guild_id": guild,
+            "channel_id": channel, "member": {"user": {"id": user, "username": "u"}}, "data": {"name": name, "options": options or []}}
+
+
+def memory_cmd(sub, user, **kw):
+    return command("memory", user, options=[{"type": 1, "name": sub}], **kw)
+
+
+def wait_until(predicate, timeout_s=90.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def stored_ids(stack, user):
+    r = httpx.get(f"{stack.url}/v1/bots/{APP_ID}/memories", params={"kind": "message", "userId": user, "limit": 500},
+                  headers={"Authorization": f"Bearer {KEY}"})
+    return [m["sourceMessageId"] for m in r.json()["memories"]]
+
+
+def test_signatures_and_ping(stack):
+    assert interact(stack, {"type": 1}).json() == {"type": 1}
+    raw, headers = signed({"type": 1})
+    headers["X-Signature-Ed25519"] = "00" * 64
+    assert httpx.post(f"{stack.url}/discord/interactions", content=raw, headers=headers).status_code == 401
+    assert interact(stack, {"type": 1}, signer=SigningKey.generate()).status_code == 401  # forged
+    assert interact(stack, {"type": 1}, timestamp=time.time() - 3600).status_code == 401  # stale
+    raw, headers = signed({"type": 1})
+    assert httpx.post(f"{stack.url}/discord/interactions", content=raw + b" ", headers=headers).status_code == 401  # tampered
+    assert httpx.post(f"{stack.url}/discord/interactions", content=raw).status_code == 401  # unsigned
+
+
+def test_remember_backfills_exactly_the_consenting_user(stack, discord):
+    started = time.perf_counter()
+    r = interact(stack, memory_cmd("remember", ALICE, token="tok-remember"))
+    assert time.perf_counter() - started < 3
+    assert r.json() == {"type": 5, "data": {"flags": 64}}
+    assert wait_until(lambda: any("Backfill complete" in s.get("content", "") for s in discord.sent if s.get("token") == "tok-remember"))
+    expected = discord.expected_for(ALICE, ALLOWED)
+    final = [s["content"] for s in discord.sent if s.get("token") == "tok-remember"][-1]
+    assert final == f"Backfill complete: {len(expected)} messages stored."
+    ids = stored_ids(stack, ALICE)
+    assert len(ids) == len(set(ids)) and set(ids) == expected
+    assert stored_ids(stack, BOB) == []
+    status = interact(stack, memory_cmd("status", ALICE)).json()
+    assert status["type"] == 4 and status["data"]["flags"] == 64
+    assert f"Memories stored: {len(expected)}" in status["data"]["content"]
+    # again: resumes, stores nothing twice
+    interact(stack, memory_cmd("remember", ALICE, token="tok-again"))
+    assert wait_until(lambda: any("Backfill complete" in s.get("content", "") for s in discord.sent if s.get("token") == "tok-again"))
+    assert [s["content"] for s in discord.sent if s.get("token") == "tok-again"][-1] == "Backfill complete: 0 messages stored."
+    assert sorted(stored_ids(stack, ALICE)) == sorted(ids)
+
+
+def test_ask_recalls_memories_of_the_same_server_only(stack, discord):
+    assert wait_until(lambda: len(stored_ids(stack, ALICE)) > 0)
+    r = interact(stack, command("ask", ALICE, guild="g2", channel="c21", options=[{"name": "prompt", "type": 3, "value": "What boats did we talk about?"}], token="tok-ask"))
+    assert r.json() == {"type": 5}
+    assert wait_until(lambda: any(s.get("token") == "tok-ask" for s in discord.sent))
+    request = discord.chat_requests[-1]
+    system = [m for m in request["messages"] if m["role"] == "system"]
+    assert len(system) == 1
+    memories = json.loads(system[0]["content"].split("\n", 1)[1])
+    assert memories and all(m["serverId"] == "g2" for m in memories)
+    assert request["messages"][-1] == {"role": "user", "content": "What boats did we talk about?"}
+    assert any(m["role"] == "user" and "bob in Beta" in m["content"] for m in request["messages"])  # rolling context
+    answer = [s for s in discord.sent if s.get("token") == "tok-ask"][-1]
+    assert answer["content"] == "Here is what I remember."
+    assert wait_until(lambda: answer["id"] in stored_ids(stack, ALICE))  # the reply is stored, attributed to alice
+
+
+def test_forget_leaves_nothing_of_the_user(stack, discord):
+    assert stored_ids(stack, ALICE)
+    interact(stack, memory_cmd("forget", ALICE, token="tok-forget"))
+    assert wait_until(lambda: any("Forgotten" in s.get("content", "") for s in discord.sent if s.get("token") == "tok-forget"))
+    assert stored_ids(stack, ALICE) == []
+    items = stack.dynamodb.scan(TableName="engram-memories")["Items"]
+    assert not [i for i in items if i.get("userId", {}).get("S") == ALICE]
+    assert stack.engine.service.index.count(Scope(bot=APP_ID, user=ALICE)) == 0
+    state = stack.dynamodb.scan(TableName="engram-state")["Items"]
+    assert not [i for i in state if ALICE in i["sk"]["S"] or ALICE in i["pk"]["S"]]
+    assert "off for you" in interact(stack, memory_cmd("status", ALICE)).json()["data"]["content"]
