@@ -1,12 +1,15 @@
-"""Schedule function: every five minutes, queue a sweep for records still waiting for vectors."""
+"""Schedule function: queues the sweep (records still waiting for vectors) and the Discord catch-up."""
 
 from engram.config import get_settings
-from engram.jobs import SweepJob, build_queue
+from engram.jobs import DiscordJob, SweepJob, build_queue
 
 queue = build_queue(get_settings())
 
 
 def handler(event, context):
-    """EventBridge schedule in, one sweep job out (no index or embedder needed here)."""
+    """EventBridge schedule in ({"job": "sweep"} or {"job": "discord-catchup"}), one job out."""
+    if (event or {}).get("job") == "discord-catchup":
+        queue.send(DiscordJob(action="catchup"))
+        return {"queued": "discord-catchup"}
     queue.send(SweepJob())
     return {"queued": "sweep"}

@@ -1,0 +1,58 @@
+"""Register engram's slash commands with Discord: `/memory remember|forget|status` and `/ask prompt`.
+
+    DISCORD_APPLICATION_ID=... DISCORD_BOT_TOKEN=... python -m infra.register_commands [--guild ID]
+
+Global commands can take up to an hour to appear; --guild registers them on one server at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import httpx
+
+COMMANDS = [
+    {
+        "name": "memory",
+        "description": "Long-term memory: opt in, opt out, or see where it stands",
+        "type": 1,
+        "options": [
+            {"type": 1, "name": "remember", "description": "Opt in: remember my messages (and backfill my history)"},
+            {"type": 1, "name": "forget", "description": "Opt out: delete everything remembered about me, everywhere"},
+            {"type": 1, "name": "status", "description": "Am I opted in, how far is the backfill, how much is stored"},
+        ],
+    },
+    {
+        "name": "ask",
+        "description": "Ask the bot, with what it remembers from this server",
+        "type": 1,
+        "options": [{"type": 3, "name": "prompt", "description": "What do you want to ask?", "required": True, "max_length": 6000}],
+    },
+]
+
+
+def register(application_id: str, bot_token: str, api_base: str, guild: str | None = None, transport=None) -> list[dict]:
+    """Overwrite the application's commands with engram's (a bulk PUT, so it is idempotent)."""
+    path = f"/applications/{application_id}/guilds/{guild}/commands" if guild else f"/applications/{application_id}/commands"
+    with httpx.Client(base_url=api_base.rstrip("/"), headers={"Authorization": f"Bot {bot_token}"}, transport=transport) as http:
+        response = http.put(path, json=COMMANDS)
+        response.raise_for_status()
+        return response.json()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--guild", help="register on one server only (instant)")
+    args = parser.parse_args()
+    app_id, token = os.environ.get("DISCORD_APPLICATION_ID"), os.environ.get("DISCORD_BOT_TOKEN")
+    if not app_id or not token:
+        sys.exit("set DISCORD_APPLICATION_ID and DISCORD_BOT_TOKEN")
+    done = register(app_id, token, os.environ.get("DISCORD_API_BASE", "https://discord.com/api/v10"), args.guild)
+    print(json.dumps([c["name"] for c in done]))
+
+
+if __name__ == "__main__":
+    main()

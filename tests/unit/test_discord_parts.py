@@ -1,0 +1,95 @@
+"""The interactions function on the sample events in events/, signed with a real Ed25519 key; the
+verifier; command registration; and that the webhook path stays lean."""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from nacl.signing import SigningKey
+
+from engram.discord.verify import verify_request
+from infra.poller import load_function_handler
+from infra.register_commands import COMMANDS, register
+
+ROOT = Path(__file__).resolve().parents[2]
+SIGNER = SigningKey.generate()
+
+
+def test_verify_request():
+    body, ts = b'{"type":1}', str(int(time.time()))
+    sig = SIGNER.sign(ts.encode() + body).signature.hex()
+    key = SIGNER.verify_key.encode().hex()
+    assert verify_request(key, sig, ts, body)
+    assert not verify_request(key, sig, ts, body + b" ")
+    assert not verify_request(key, sig, str(int(ts) + 1), body)
+    assert not verify_request(key, "zz", ts, body) and not verify_request(key, None, ts, body)
+    assert not verify_request(None, sig, ts, body) and not verify_request("nothex", sig, ts, body)
+    assert not verify_request(key, sig, ts, body, now=int(ts) + 301)
+
+
+@pytest.fixture
+def interactions(aws, monkeypatch):
+    monkeypatch.setenv("DISCORD_APPLICATION_ID", "900")
+    monkeypatch.setenv("DISCORD_PUBLIC_KEY", SIGNER.verify_key.encode().hex())
+    monkeypatch.setenv("ENGRAM_JOBS_QUEUE_URL", aws["queue_url"])
+    monkeypatch.setenv("ENGRAM_MEMORIES_TABLE", "t-memories")
+    monkeypatch.setenv("ENGRAM_STATE_TABLE", "t-state")
+    from engram.config import get_settings
+    from engram.discord.settings import get_discord_settings
+
+    get_settings.cache_clear()
+    get_discord_settings.cache_clear()
+    yield load_function_handler("interactions")
+    get_settings.cache_clear()
+    get_discord_settings.cache_clear()
+
+
+def signed_event(name):
+    event = json.loads((ROOT / "events" / f"discord-{name}.json").read_text())
+    ts = str(int(time.time()))
+    event["headers"]["x-signature-timestamp"] = ts
+    event["headers"]["x-signature-ed25519"] = SIGNER.sign(ts.encode() + event["body"].encode()).signature.hex()
+    return event
+
+
+def test_interactions_function_on_the_sample_events(interactions, aws):
+    assert json.loads(interactions(signed_event("ping"), None)["body"]) == {"type": 1}
+    forged = signed_event("ping")
+    forged["headers"]["x-signature-ed25519"] = SigningKey.generate().sign(b"x").signature.hex()
+    assert interactions(forged, None)["statusCode"] == 401
+    status = json.loads(interactions(signed_event("memory-status"), None)["body"])
+    assert status["type"] == 4 and status["data"]["flags"] == 64 and "off for you" in status["data"]["content"]
+    assert json.loads(interactions(signed_event("memory-remember"), None)["body"]) == {"type": 5, "data": {"flags": 64}}
+    assert json.loads(interactions(signed_event("ask"), None)["body"]) == {"type": 5}
+    queued = [json.loads(m["Body"]) for m in aws["sqs"].receive_message(QueueUrl=aws["queue_url"], MaxNumberOfMessages=10)["Messages"]]
+    assert [(j["action"], j["user"], j["guild"]) for j in queued] == [("remember", "1001", "g1"), ("ask", "1001", "g1")]
+    assert queued[1]["prompt"] == "What did we plant last spring?" and queued[1]["token"] == "interaction-token"
+
+
+def test_the_webhook_path_imports_no_model_and_no_vector_index():
+    code = (
+        "import sys, time; t = time.perf_counter(); sys.path.insert(0, 'functions/interactions');"
+        "import app; print(round(time.perf_counter() - t, 3));"
+        "print(sorted(m for m in ('torch', 'sentence_transformers', 'qdrant_client', 'qdrant_edge', 'fastapi') if m in sys.modules))"
+    )
+    env = {"PATH": "/usr/bin:/bin", "AWS_DEFAULT_REGION": "us-east-1", "DISCORD_PUBLIC_KEY": "00" * 32}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[1] == "[]", out
+
+
+def test_register_commands_puts_both_commands():
+    seen = []
+
+    def handle(request):
+        seen.append((request.method, request.url.path, request.headers["authorization"], json.loads(request.content)))
+        return httpx.Response(200, json=json.loads(request.content))
+
+    done = register("900", "tok", "https://discord.test/api/v10", guild="g1", transport=httpx.MockTransport(handle))
+    assert [c["name"] for c in done] == ["memory", "ask"]
+    assert seen[0][:3] == ("PUT", "/api/v10/applications/900/guilds/g1/commands", "Bot tok")
+    assert {o["name"] for o in COMMANDS[0]["options"]} == {"remember", "forget", "status"}
+    assert COMMANDS[1]["options"][0]["required"] is True
