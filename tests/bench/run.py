@@ -179,6 +179,82 @@ def bench_proxy(stack, upstream, quick: bool) -> dict:
     }
 
 
+# ----- Discord: the interactions function's cold start, and backfill throughput -------------------
+
+COLD_START = r"""
+import json, sys, time
+t0 = time.perf_counter()
+sys.path.insert(0, "functions/interactions")
+import app
+from nacl.signing import SigningKey
+signer = SigningKey(bytes.fromhex(sys.argv[1]))
+def event(body):
+    raw, ts = json.dumps(body), str(int(time.time()))
+    sig = signer.sign(ts.encode() + raw.encode()).signature.hex()
+    return {"body": raw, "headers": {"x-signature-ed25519": sig, "x-signature-timestamp": ts}}
+assert json.loads(app.handler(event({"type": 1}), None)["body"]) == {"type": 1}
+cold = time.perf_counter() - t0
+command = {"type": 2, "id": "1", "token": "t", "guild_id": "g1", "channel_id": "c1",
+           "member": {"user": {"id": "42"}}, "data": {"name": "memory", "options": [{"name": "status"}]}}
+times = []
+for _ in range(20):
+    t = time.perf_counter(); app.handler(event(command), None); times.append(time.perf_counter() - t)
+print(json.dumps({"cold": cold, "command": sorted(times)}))
+"""
+
+
+def bench_interactions(stack) -> dict:
+    """Fresh interpreter: import the interactions function and answer a PING (cold init); then a
+    /memory status command (DynamoDB reads on the local stack's moto) twenty times."""
+    from nacl.signing import SigningKey
+
+    signer = SigningKey.generate()
+    env = {**os.environ, "DISCORD_PUBLIC_KEY": signer.verify_key.encode().hex(), "DISCORD_APPLICATION_ID": "900",
+           "ENGRAM_DYNAMODB_ENDPOINT": stack.settings.dynamodb_endpoint, "ENGRAM_SQS_ENDPOINT": stack.settings.sqs_endpoint,
+           "ENGRAM_JOBS_QUEUE_URL": stack.settings.jobs_queue_url}
+    colds, commands = [], []
+    for _ in range(5):
+        out = subprocess.run([sys.executable, "-c", COLD_START, signer.encode().hex()], cwd=ROOT, env=env,
+                             capture_output=True, text=True, check=True).stdout
+        figures = json.loads(out.strip().splitlines()[-1])
+        colds.append(figures["cold"])
+        commands.extend(figures["command"])
+    return {"cold init + first PING": ms(colds), "/memory status (warm)": ms(commands)}
+
+
+def bench_backfill(embedder) -> dict:
+    """/memory remember against the fake Discord: messages stored per second, history to final count."""
+    from nacl.signing import SigningKey
+
+    from engram.discord.settings import DiscordSettings
+    from infra.local_stack import LocalStack
+    from tests.fake_discord import ALICE, APP_ID, TOKEN, FakeDiscord
+
+    fake = FakeDiscord().start()
+    fake.rate_limited_once = set()
+    signer = SigningKey.generate()
+    settings = DiscordSettings(DISCORD_APPLICATION_ID=APP_ID, DISCORD_PUBLIC_KEY=signer.verify_key.encode().hex(),
+                               DISCORD_BOT_TOKEN=TOKEN, DISCORD_API_BASE=fake.url)
+    data_dir = Path(tempfile.mkdtemp(prefix="engram-bench-"))
+    stack = LocalStack(data_dir, port=0, api_key=KEY, embedder=embedder, discord_settings=settings).start()
+    try:
+        from engram.jobs import DiscordJob
+        from engram.records import now_ms
+
+        t0 = time.perf_counter()
+        stack.discord.run(DiscordJob(action="remember", user=ALICE, token="bench", issued_at=now_ms()))
+        deadline = time.monotonic() + 600
+        while not any("Backfill complete" in s.get("content", "") for s in fake.sent) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        took = time.perf_counter() - t0
+        stored = len(fake.expected_for(ALICE, {"c11", "c12", "t14", "c21"}))
+        return {"messages stored": stored, "seconds": round(took, 2), "messages/s": round(stored / took, 1)}
+    finally:
+        stack.stop()
+        fake.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
 # ----- hot path: recall at 1k / 20k / 100k memories --------------------------------------------------
 
 VOCAB = [f"w{i}" for i in range(8000)]
@@ -371,6 +447,10 @@ def table(results: dict) -> str:
         lines.append("LibreChat proxy, one non-streaming turn (p50 / p95 ms)")
         for name, r in results["proxy"].items():
             lines.append(f"  {name:<44} " + (f"{r['p50_ms']} / {r['p95_ms']}" if isinstance(r, dict) else str(r)))
+    if results.get("interactions"):
+        lines.append("Discord interactions function (p50 / p95 ms)")
+        for name, r in results["interactions"].items():
+            lines.append(f"  {name:<44} {r['p50_ms']} / {r['p95_ms']}")
     for section in ("throughput", "footprint"):
         if results.get(section):
             lines.append(section.capitalize())
@@ -410,11 +490,13 @@ def main() -> None:
         else:
             print(f"LoCoMo data not found at {args.locomo}; skipping retrieval", file=sys.stderr)
         results["proxy"] = bench_proxy(stack, upstream, args.quick)
+        results["interactions"] = bench_interactions(stack)
         results["throughput"] = bench_throughput(stack, embedder, args.quick)
     finally:
         stack.stop()
         upstream.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
+    results["throughput"]["Discord backfill (fake Discord, local stack)"] = bench_backfill(embedder)
     sizes = [1_000] if args.quick else [1_000, 20_000, 100_000]
     results["recall"] = bench_recall(sizes, embedder, queries=40 if args.quick else 200, with_client_mode=not args.quick)
     results["footprint"] = bench_footprint(args.quick)
