@@ -8,7 +8,7 @@ import time
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 APP_ID = "900"
 TOKEN = "bot-token-123"
@@ -140,10 +140,31 @@ class FakeDiscord:
             self.sent.append({"kind": "channel", "channel": channel, **body})
             return {"id": self._id(), **body}
 
+        @app.get("/page")
+        async def page():
+            html = ("<html><head><title>Growing tomatoes</title></head><body><nav>menu</nav><article><h1>Growing tomatoes</h1>"
+                    + "<p>Tomatoes need six hours of sun, deep watering twice a week and stakes by June.</p>" * 5
+                    + "</article><footer>footer</footer></body></html>")
+            return HTMLResponse(html)
+
+        @app.get("/to-metadata")
+        async def to_metadata():
+            return RedirectResponse("http://169.254.169.254/latest/meta-data/", status_code=302)
+
+        @app.get("/big")
+        async def big():
+            return HTMLResponse("<p>" + "x" * 5_000_000 + "</p>")
+
+        @app.get("/cat.png")
+        async def cat():
+            return Response(b"\x89PNG\r\n\x1a\n fake image bytes", media_type="image/png")
+
         @app.post("/api/chat")
         async def chat(request: Request):
             body = await request.json()
             self.chat_requests.append(body)
+            if any(m.get("images") for m in body["messages"]):
+                return {"model": body["model"], "message": {"role": "assistant", "content": "A grey cat asleep on a windowsill."}, "done": True}
             return {"model": body["model"], "message": {"role": "assistant", "content": "Here is what I remember."}, "done": True}
 
     def start(self) -> "FakeDiscord":

@@ -16,6 +16,7 @@ from ..jobs import BackfillJob, DiscordJob, JobQueue
 from ..records import MemoryRecord, StateItem, now_ms
 from ..service import ChatMessage, MemoryService
 from ..vectors import Scope
+from .attachments import Interpreter, SafeFetcher
 from .rest import DiscordClient, DiscordError, RateLimited
 from .settings import DiscordSettings
 
@@ -33,12 +34,14 @@ class DiscordMemory:
     """Consent, backfill, catch-up, forget, status and /ask for one Discord application."""
 
     def __init__(self, settings: DiscordSettings, service: MemoryService, queue: JobQueue, client: DiscordClient,
-                 ollama: httpx.Client | None = None):
+                 ollama: httpx.Client | None = None, interpreter: Interpreter | None = None):
         self.settings = settings
         self.service = service
         self.queue = queue
         self.client = client
         self.ollama = ollama or httpx.Client(base_url=settings.ollama_url.rstrip("/"), timeout=120)
+        self.interpreter = interpreter or Interpreter(
+            SafeFetcher(allow=sorted(settings.fetch_allow_networks)), self.ollama, settings.vision_model)
 
     @property
     def bot(self) -> str:
@@ -223,11 +226,7 @@ class DiscordMemory:
             "channelId": channel,
             "serverId": guild,
             "message": message.get("content") or "",
-            "attachments": [
-                {"type": "image" if (a.get("content_type") or "").startswith("image/") else "file",
-                 "filename": a.get("filename"), "url": a.get("url")}
-                for a in message.get("attachments", [])
-            ],
+            "attachments": self.interpreter.attachments(message),
         }
 
     def forget(self, job: DiscordJob) -> None:

@@ -9,6 +9,7 @@ import logging
 import time
 from typing import Callable
 
+import anyio
 import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -104,21 +105,21 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
         user = request.headers.get(s.user_header) or None
         conversation = request.headers.get(s.conversation_header) or None
         model = str(body.get("model") or "")
-        # a trace that is never ended (a /memory command) is never exported
-        trace = proxy.telemetry.turn(conversation=conversation, user=user, upstream=upstream.name, model=model)
+        last = wire.last_user_text(body)
+        is_command = bool(conversation) and (last == s.command_prefix or last.startswith(s.command_prefix + " "))
+        # /memory commands never call a model, so they are never traced
+        trace = TurnTrace() if is_command else proxy.telemetry.turn(conversation=conversation, user=user, upstream=upstream.name, model=model)
         if not conversation:  # LibreChat's side calls (titles, its memory agent): untouched
             return await relay(proxy, upstream, request, path, raw, api, None, trace)
         stream = body.get("stream") is True
-        last = wire.last_user_text(body)
         started = time.perf_counter()
         with trace.span("resolve-context"):
             project = await timed(proxy, "project", lambda: proxy.projects.project(user, conversation) if user else None)
         project_ms = (time.perf_counter() - started) * 1000
         turn = Turn(user=user, conversation=conversation, project=project, authorized=authorized)
-        if last == s.command_prefix or last.startswith(s.command_prefix + " "):
+        if is_command:
             answer = await run_in_threadpool(proxy.memory.command, turn, last)
-            if answer is not None:
-                return speak(api, model, answer, stream, body)
+            return speak(api, model, answer, stream, body)
         blocks = [datetime_block()] if s.datetime_enabled else []
         memory_on = False
         if authorized and user:
@@ -252,8 +253,11 @@ async def relay(proxy: Proxy, upstream, request: Request, path: str, content: by
                     capture.feed(chunk)
                 yield chunk
         finally:
-            await response.aclose()
-            proxy.counters.record("upstream", (time.perf_counter() - started) * 1000, response.status_code < 500)
-            await run_in_threadpool(finish, response.status_code, capture.usage if capture else None, capture.text if capture else "")
+            # a client that hangs up right after the last event cancels this generator: the post-turn
+            # work (extraction, the trace) must run anyway
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+                proxy.counters.record("upstream", (time.perf_counter() - started) * 1000, response.status_code < 500)
+                await run_in_threadpool(finish, response.status_code, capture.usage if capture else None, capture.text if capture else "")
 
     return StreamingResponse(chunks(), status_code=response.status_code, headers=headers)
