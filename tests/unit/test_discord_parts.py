@@ -93,3 +93,37 @@ def test_register_commands_puts_both_commands():
     assert seen[0][:3] == ("PUT", "/api/v10/applications/900/guilds/g1/commands", "Bot tok")
     assert {o["name"] for o in COMMANDS[0]["options"]} == {"remember", "forget", "status"}
     assert COMMANDS[1]["options"][0]["required"] is True
+
+
+def test_rate_limits_delay_instead_of_breaking_them():
+    from engram.discord.rest import DiscordClient, RateLimited, RateLimits
+
+    now = [100.0]
+    limits = RateLimits(clock=lambda: now[0])
+    calls = []
+
+    def handle(request):
+        calls.append(request.url.path)
+        if request.url.path.endswith("/c9/messages") and len(calls) > 3:
+            return httpx.Response(429, json={"retry_after": 2.5, "global": False})
+        remaining = "0" if request.url.path.endswith("/c1/messages") else "5"
+        return httpx.Response(200, json=[], headers={"x-ratelimit-bucket": "b-" + request.url.path.split("/")[-2],
+                                                     "x-ratelimit-remaining": remaining, "x-ratelimit-reset-after": "1.5"})
+
+    client = DiscordClient("https://d.test/api/v10", "tok", "900", transport=httpx.MockTransport(handle), limits=limits)
+    client.messages("c1")
+    with pytest.raises(RateLimited) as limited:  # the bucket is used up: delay, don't ask
+        client.messages("c1")
+    assert limited.value.retry_after == pytest.approx(1.5) and len(calls) == 1
+    now[0] += 2
+    client.messages("c1")
+    client.messages("c9")
+    with pytest.raises(RateLimited) as told:  # Discord's own 429 carries retry_after
+        client.messages("c9")
+    assert told.value.retry_after == 2.5
+    now[0] += 10
+    for _ in range(RateLimits.GLOBAL_PER_SECOND):
+        limits.before("GET", "/x")
+    with pytest.raises(RateLimited) as global_limit:
+        limits.before("GET", "/y")
+    assert global_limit.value.is_global

@@ -3,6 +3,10 @@ A 429 becomes RateLimited so the job is delayed on the queue instead of sleeping
 
 from __future__ import annotations
 
+import re
+import threading
+import time
+
 import httpx
 
 
@@ -27,19 +31,66 @@ TEXT_CHANNELS = {0, 5}  # text and announcement channels
 THREADS = {10, 11, 12}
 
 
+class RateLimits:
+    """Discord's limits as this process sees them: per-route buckets from the X-RateLimit headers, and
+    the global 50 requests a second. A request that would break one raises RateLimited up front, so the
+    job is delayed on the queue instead of sleeping (or being refused)."""
+
+    GLOBAL_PER_SECOND = 50
+
+    def __init__(self, clock=time.monotonic):
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._route_bucket: dict[str, str] = {}
+        self._exhausted_until: dict[str, float] = {}
+        self._recent: list[float] = []
+
+    @staticmethod
+    def route(method: str, path: str) -> str:
+        """The route a bucket belongs to: the path with ids kept only for top-level resources."""
+        return f"{method} " + re.sub(r"(?<=/)(\d{5,}|[a-zA-Z0-9_-]{30,})(?=/|$)", ":id", path)
+
+    def before(self, method: str, path: str) -> None:
+        """Raise RateLimited if this request would exceed a known limit; otherwise count it."""
+        now = self.clock()
+        with self._lock:
+            bucket = self._route_bucket.get(self.route(method, path))
+            until = self._exhausted_until.get(bucket or "", 0)
+            if until > now:
+                raise RateLimited(until - now)
+            self._recent = [t for t in self._recent if now - t < 1.0]
+            if len(self._recent) >= self.GLOBAL_PER_SECOND:
+                raise RateLimited(1.0 - (now - self._recent[0]), is_global=True)
+            self._recent.append(now)
+
+    def after(self, method: str, path: str, headers) -> None:
+        """Learn the bucket of a route and whether it is used up from the response headers."""
+        bucket = headers.get("x-ratelimit-bucket")
+        if not bucket:
+            return
+        with self._lock:
+            self._route_bucket[self.route(method, path)] = bucket
+            if headers.get("x-ratelimit-remaining") == "0":
+                self._exhausted_until[bucket] = self.clock() + float(headers.get("x-ratelimit-reset-after") or 1)
+
+
 class DiscordClient:
     """A small, synchronous Discord REST client (httpx; the transport is injectable for tests)."""
 
-    def __init__(self, api_base: str, bot_token: str | None, application_id: str | None, transport=None, timeout_s: float = 10.0):
+    def __init__(self, api_base: str, bot_token: str | None, application_id: str | None, transport=None,
+                 timeout_s: float = 10.0, limits: RateLimits | None = None):
         headers = {"User-Agent": "DiscordBot (https://github.com/engram, 1.0)"}
         if bot_token:
             headers["Authorization"] = f"Bot {bot_token}"
         self.application_id = application_id
+        self.limits = limits or RateLimits()
         self._http = httpx.Client(base_url=api_base.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport)
 
     def _call(self, method: str, path: str, auth: bool = True, **kwargs):
         headers = None if auth else {"Authorization": ""}
+        self.limits.before(method, path)
         response = self._http.request(method, path, headers=headers, **kwargs)
+        self.limits.after(method, path, response.headers)
         if response.status_code == 429:
             data = response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
             retry = float(data.get("retry_after") or response.headers.get("retry-after") or 1)
