@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .config import Settings, get_settings
 from .embedders import build_embedder
@@ -11,6 +12,9 @@ from .jobs import JobQueue, build_queue
 from .records import RecordStore
 from .service import MemoryService
 from .vectors import VectorIndex, build_index
+
+if TYPE_CHECKING:
+    from .embedding import EmbeddingManager
 
 
 @dataclass
@@ -20,6 +24,15 @@ class Engine:
     settings: Settings
     service: MemoryService
     queue: JobQueue
+    embedding: "EmbeddingManager | None" = None
+
+    def refresh(self) -> None:
+        """Pick up embedder settings another process changed (a DynamoDB read at most every 30 s)."""
+        if self.embedding is not None:
+            try:
+                self.embedding.current()
+            except Exception:  # DynamoDB down: keep serving with what we have
+                pass
 
     def api_key(self) -> str | None:
         """The Memory API key: the configured value, else the SSM SecureString (cached 5 minutes)."""
@@ -55,7 +68,17 @@ def build_engine(settings: Settings, index: VectorIndex | None = None, embedder=
         embedder=embedder if embedder is not None else build_embedder(settings),
         queue=queue,
     )
-    return Engine(settings=settings, service=service, queue=queue)
+    from .embedding import EmbeddingManager, defaults_from, providers_from
+
+    upstreams = ()
+    try:
+        from .proxy.settings import get_proxy_settings
+
+        upstreams = get_proxy_settings().upstreams
+    except Exception:  # no proxy configured: Ollama and ENGRAM_REMOTE_EMBEDDINGS_URL only
+        pass
+    manager = EmbeddingManager(service, queue, providers_from(settings, upstreams), defaults_from(settings))
+    return Engine(settings=settings, service=service, queue=queue, embedding=manager)
 
 
 _engine: Engine | None = None

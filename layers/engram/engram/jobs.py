@@ -62,7 +62,17 @@ class BackfillJob(BaseModel):
     run: str
 
 
-Job = Annotated[Union[IndexJob, SweepJob, ExtractJob, DiscordJob, BackfillJob], Field(discriminator="kind")]
+class ReembedJob(BaseModel):
+    """One page of re-embedding for a model: facts first, then messages, newest first; resumable."""
+
+    kind: Literal["reembed"] = "reembed"
+    vector: str
+    phase: Literal["fact", "message"] = "fact"
+    bot_index: int = 0
+    after_id: int | None = None
+
+
+Job = Annotated[Union[IndexJob, SweepJob, ExtractJob, DiscordJob, BackfillJob, ReembedJob], Field(discriminator="kind")]
 _JOB = TypeAdapter(Job)
 
 

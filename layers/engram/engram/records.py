@@ -134,6 +134,7 @@ class RecordStore:
             model._connection = None  # the connection caches its host: rebuild it for these settings
         # DynamoDB has no batch conditional write: per-item requests for a batch go out side by side.
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="dynamodb")
+        self._bots: set[str] = set()
 
     def _guard(self, fn):
         try:
@@ -142,6 +143,13 @@ class RecordStore:
             raise
         except PynamoDBException as exc:
             raise Unavailable(f"DynamoDB failed: {exc.msg}") from exc
+
+    def register_bot(self, bot: str) -> None:
+        """Remember that a bot has records (once per process), for jobs that walk every bot."""
+        if bot in self._bots:
+            return
+        self._guard(lambda: StateItem("bots", bot).save())
+        self._bots.add(bot)
 
     def next_id(self) -> int:
         """A new memory id from an atomic counter."""

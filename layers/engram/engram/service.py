@@ -278,6 +278,26 @@ class MemoryService:
             self.last_error = None
         return complete
 
+    def add_dense(self, records: list[MemoryRecord]) -> int:
+        """Give existing points the current model's vector without touching their other models' vectors
+        (re-embedding: a switch back reuses them); records still pending are indexed whole. Returns how
+        many now have it."""
+        pending = [r for r in records if r.pending_bot]
+        indexed = [r for r in records if not r.pending_bot]
+        done = self.index_records(pending) if pending else 0
+        if indexed:
+            vectors = self._dense_vectors(indexed)
+            with_text = [r for r in indexed if self._vector_text(r)]
+            if with_text and not vectors:
+                return done
+            if vectors:
+                self.index.set_dense(self.dense_name, vectors)
+            marks = [(r, self.dense_name if int(r.id) in vectors else None) for r in indexed]
+            done += len(marks) - len(self.records.mark_indexed_many(marks))
+        if done == len(records):
+            self.last_error = None  # vectors are filling in again
+        return done
+
     def _index_or_defer(self, record: MemoryRecord) -> None:
         """Index right away; if the index is down the record stays pending and a job retries it."""
         try:
@@ -314,6 +334,7 @@ class MemoryService:
         if existing is not None:
             return Memory.from_record(existing), False
         stamp = now_ms()
+        self.records.register_bot(bot)
         record = MemoryRecord(
             bot=bot, id=self.records.next_id(), kind="fact", text=text, server=server, project=project,
             user=user, saved_by=saved_by, unique_key=key, created_at=stamp, updated_at=stamp,
@@ -339,6 +360,8 @@ class MemoryService:
             raise InvalidInput("a batch names the same source message id twice")
         known = self.records.find_uniques(bot, keys)
         fresh = [m for m, k in zip(messages, keys) if k not in known]
+        if fresh:
+            self.records.register_bot(bot)
         stamp = now_ms()
         contexts = self._thread_contexts(bot, fresh, stamp)
         records = [

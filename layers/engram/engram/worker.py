@@ -7,7 +7,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from .engine import get_engine
-from .jobs import BackfillJob, DiscordJob, ExtractJob, IndexJob, SweepJob, parse_job
+from .jobs import BackfillJob, DiscordJob, ExtractJob, IndexJob, ReembedJob, SweepJob, parse_job
 
 logger = Logger(service="engram-worker")
 processor = BatchProcessor(event_type=EventType.SQS)
@@ -16,7 +16,9 @@ processor = BatchProcessor(event_type=EventType.SQS)
 def handle(record: SQSRecord) -> None:
     """Run one job; raising marks just this message failed, so SQS retries it and then dead-letters it."""
     job = parse_job(record.body)
-    service = get_engine().service
+    engine = get_engine()
+    engine.refresh()
+    service = engine.service
     if isinstance(job, IndexJob):
         done = service.fill_vectors(job.bot, job.ids)
         logger.info("index job", extra={"bot": job.bot, "ids": len(job.ids), "complete": done})
@@ -34,6 +36,8 @@ def handle(record: SQSRecord) -> None:
 
         get_discord().run(job)
         logger.info("discord", extra={"action": job.action})
+    elif isinstance(job, ReembedJob):
+        engine.embedding.reembed(job)
     elif isinstance(job, BackfillJob):
         from .discord.runtime import get_discord
 

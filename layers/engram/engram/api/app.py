@@ -12,7 +12,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..engine import Engine, get_engine
-from ..errors import EngramError, Unauthorized
+from ..errors import EngramError, InvalidInput, Unauthorized
 from ..service import ChatMessage
 from ..text import format_memory_id, parse_memory_id
 
@@ -104,6 +104,26 @@ class ForgetResult(BaseModel):
     deleted: dict[str, int]
 
 
+class EmbeddingSettingsOut(BaseModel):
+    """Where vectors come from: `local`, `remote` (a provider and model) or `off` (words only)."""
+
+    embedder: Literal["local", "remote", "off"]
+    embeddingProvider: str | None = None
+    embeddingModel: str | None = None
+    messageVectors: int
+
+
+class EmbeddingProgress(BaseModel):
+    """How far the current model's vectors have got."""
+
+    model: str | None
+    memories: int
+    memoriesWithVectors: int
+    messages: int
+    withVectors: int
+    error: str | None = None
+
+
 class Health(BaseModel):
     """Liveness and what the engine runs on."""
 
@@ -141,7 +161,9 @@ def create_app(engine_factory: Callable[[], Engine] = get_engine, proxy_factory:
     )
 
     def engine() -> Engine:
-        return engine_factory()
+        eng = engine_factory()
+        eng.refresh()
+        return eng
 
     def require_key(
         authorization: Annotated[str | None, Header(description="Bearer <ENGRAM_API_KEY>")] = None,
@@ -256,6 +278,30 @@ def create_app(engine_factory: Callable[[], Engine] = get_engine, proxy_factory:
         """Remove one memory from both stores."""
         eng.service.remove(bot, parse_memory_id(memory_id))
         return Response(status_code=204)
+
+    @app.get("/v1/settings", response_model=EmbeddingSettingsOut, responses=ERRORS, tags=["settings"])
+    def get_settings_route(eng: Authed) -> dict:
+        """Where vectors come from."""
+        return eng.embedding.current().model_dump()
+
+    @app.patch("/v1/settings", response_model=EmbeddingSettingsOut, responses=ERRORS, tags=["settings"])
+    async def change_settings(request: Request, eng: Authed) -> dict:
+        """Change only what the body names. A new model embeds a test string first; if that fails the
+        answer is 400 with what failed and the old setting stays. Vectors of a new model fill in behind."""
+        from starlette.concurrency import run_in_threadpool
+
+        try:
+            patch = await request.json()
+        except ValueError:
+            raise InvalidInput("the body must be a JSON object")
+        if not isinstance(patch, dict):
+            raise InvalidInput("the body must be a JSON object")
+        return (await run_in_threadpool(eng.embedding.change, patch)).model_dump()
+
+    @app.get("/v1/settings/embedding", response_model=EmbeddingProgress, responses=ERRORS, tags=["settings"])
+    def embedding_progress(eng: Authed) -> dict:
+        """How far vectors have got for the current model."""
+        return eng.embedding.progress()
 
     @app.delete("/v1/bots/{bot}/users/{user_id}/memories", response_model=ForgetResult, responses=ERRORS, tags=["memories"])
     def forget_user(bot: Bot, user_id: str, eng: Authed) -> dict:

@@ -52,8 +52,6 @@ class OllamaEmbedder:
 class OpenAIEmbedder:
     """Any server that speaks OpenAI's `/v1/embeddings`."""
 
-    provider = "remote"
-
     def __init__(
         self,
         base_url: str,
@@ -62,7 +60,9 @@ class OpenAIEmbedder:
         timeout_s: float = 10.0,
         batch_size: int = 128,
         transport=None,
+        provider: str = "remote",
     ):
+        self.provider = provider
         self.model = model
         self.batch_size = batch_size
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}

@@ -16,7 +16,7 @@ SCOPE_FIELDS = ("bot", "kind", "server", "project", "user")
 class Scope:
     """Who may see a memory: always a bot, optionally narrowed by kind, server, project and user."""
 
-    bot: str
+    bot: str | None
     kind: str | None = None
     server: str | None = None
     project: str | None = None
@@ -89,6 +89,9 @@ class VectorIndex(Protocol):
         fusion: Fusion,
     ) -> list[Hit]:
         """Best first; the scope filter sits on every prefetch and on the root query."""
+
+    def delete_dense(self, name: str) -> None:
+        """Drop a named dense vector from every point (the records are untouched)."""
 
     def close(self) -> None:
         """Release files and connections."""

@@ -68,6 +68,13 @@ class EdgeIndex:
                 self._run(lambda s: s.update(qe.UpdateOperation.create_dense_vector(name, size, qe.Distance.Cosine)))
                 self._shard.flush()
 
+    def delete_dense(self, name: str) -> None:
+        """Drop a named dense vector (every point's)."""
+        with self._lock:
+            if name in self.dense_names():
+                self._run(lambda s: s.update(qe.UpdateOperation.delete_vector_name(name)))
+                self._shard.flush()
+
     def upsert(self, points: list[IndexPoint]) -> None:
         """Write whole points."""
         if not points:

@@ -68,6 +68,11 @@ class QdrantServerIndex:
         config = m.DenseVectorNameConfig(dense=m.DenseVectorConfig(size=size, distance=m.Distance.COSINE))
         self._call(lambda: self.client.create_vector_name(self.collection, name, config))
 
+    def delete_dense(self, name: str) -> None:
+        """Drop a named dense vector (every point's)."""
+        if name in self.dense_names():
+            self._call(lambda: self.client.delete_vector_name(self.collection, name))
+
     def upsert(self, points: list[IndexPoint]) -> None:
         """Write whole points."""
         if not points:

@@ -1,0 +1,136 @@
+"""Embedder settings, switching models behind live traffic, re-embedding and its progress."""
+
+import hashlib
+import json
+import math
+
+import httpx
+import pytest
+
+from engram.embedding import Providers
+from engram.errors import InvalidInput
+from infra.poller import SqsPoller, load_function_handler
+
+
+class FakeEmbeddingServer:
+    """An OpenAI-style /v1/embeddings server per model, that can be stopped."""
+
+    def __init__(self):
+        self.down = False
+        self.calls = 0
+
+    def handle(self, request: httpx.Request):
+        if request.url.host == "noembed":
+            return httpx.Response(404, json={"error": "Not Found"})
+        if self.down:
+            raise httpx.ConnectError("connection refused")
+        self.calls += 1
+        body = json.loads(request.content)
+        dim = 16 if body["model"] == "m1" else 24
+        data = []
+        for i, text in enumerate(body["input"]):
+            v = [0.0] * dim
+            for w in text.lower().split():
+                w = {"beverage": "tea", "drink": "tea"}.get(w.strip("?.,"), w.strip("?.,"))
+                v[int(hashlib.md5(w.encode()).hexdigest(), 16) % dim] += 1
+            n = math.sqrt(sum(x * x for x in v)) or 1
+            data.append({"index": i, "embedding": [x / n for x in v]})
+        return httpx.Response(200, json={"data": data})
+
+
+@pytest.fixture
+def fake(engine):
+    server = FakeEmbeddingServer()
+    engine.embedding.providers = Providers(engine.settings, {"fakeai": ("http://fakeai/v1", "k"), "noembed": ("http://noembed/v1", None)},
+                                           httpx.MockTransport(server.handle))
+    engine.embedding.retry_delay_s = 0
+    return server
+
+
+def drain(aws):
+    SqsPoller(aws["sqs"], aws["queue_url"], load_function_handler("worker"), "us-east-1", wait_s=0).drain()
+
+
+def test_bad_changes_answer_400_and_change_nothing(engine, fake):
+    before = engine.embedding.current()
+    name = engine.service.dense_name
+    cases = [
+        ({"embedder": "remote"}, "remote needs an embeddingProvider and an embeddingModel"),
+        ({"embedder": "remote", "embeddingProvider": "nope", "embeddingModel": "m1"}, "no provider named 'nope'"),
+        ({"embedder": "remote", "embeddingProvider": "noembed", "embeddingModel": "m1"}, "that provider serves no embeddings"),
+        ({"colour": "blue"}, "unknown settings: colour"),
+        ({"messageVectors": -1}, "greater than or equal to 0"),
+    ]
+    for patch, reason in cases:
+        with pytest.raises(InvalidInput, match=reason):
+            engine.embedding.change(patch)
+    fake.down = True
+    with pytest.raises(InvalidInput, match="the embedding model didn't answer"):
+        engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m1"})
+    assert engine.embedding.current() == before and engine.service.dense_name == name
+
+
+def test_switching_models_reembeds_in_the_background_and_drops_the_old_vectors(engine, fake, aws):
+    service = engine.service
+    facts = [service.add_fact("b1", t)[0] for t in ("The owner drinks green tea.", "The owner's car is red.", "The cat is called Miso.")]
+    service.add_fact("b2", "Another bot's fact about tea.")
+    old = service.dense_name
+    assert engine.embedding.progress()["memoriesWithVectors"] == 4
+    chosen = engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m1"})
+    assert chosen.embeddingModel == "m1" and service.dense_name == "dense-fakeai-m1"
+    progress = engine.embedding.progress()
+    assert progress["model"] == "m1" and progress["memories"] == 4 and progress["memoriesWithVectors"] == 0
+    assert service.search("b1", "green tea")[0].id == facts[0].id  # words answer meanwhile
+    drain(aws)
+    progress = engine.embedding.progress()
+    assert progress["memoriesWithVectors"] == 4 and progress["error"] is None
+    assert service.index.dense_names() == {"dense-fakeai-m1"} and old not in service.index.dense_names()
+    assert service.search("b1", "beverage", limit=1)[0].id == facts[0].id  # by the new model's meaning
+    assert [m.text for m in service.list("b1")] == [f.text for f in reversed(facts)]  # records untouched
+
+
+def test_switching_back_reuses_vectors_that_still_exist(engine, fake, aws):
+    service = engine.service
+    service.add_fact("b1", "The owner drinks green tea.")
+    engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m1"})
+    drain(aws)
+    engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m2"})
+    calls = fake.calls
+    engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m1"})  # before m2 ran
+    assert engine.embedding.progress()["memoriesWithVectors"] == 1
+    drain(aws)
+    assert fake.calls - calls <= 3  # test strings and the progress ping only: nothing re-embedded
+    assert service.index.dense_names() == {"dense-fakeai-m1"}
+
+
+def test_off_keeps_words_and_the_embedder_stopping_mid_reembed(engine, fake, aws):
+    service = engine.service
+    for i in range(5):
+        service.add_fact("b1", f"Fact number {i} about sailing boats.")
+    engine.embedding.change({"embedder": "off"})
+    assert engine.embedding.progress()["model"] is None
+    assert len(service.search("b1", "sailing")) == 5
+    engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m2"})
+    fake.down = True  # stopped before the re-embed runs
+    poller = SqsPoller(aws["sqs"], aws["queue_url"], load_function_handler("worker"), "us-east-1", wait_s=0)
+    poller.poll_once(wait_s=0)
+    progress = engine.embedding.progress()
+    assert progress["memoriesWithVectors"] == 0 and progress["model"] is None and "did not answer" in progress["error"]
+    assert len(service.search("b1", "sailing")) == 5  # words keep answering
+    fake.down = False
+    drain(aws)
+    progress = engine.embedding.progress()
+    assert progress["memoriesWithVectors"] == 5 and progress["model"] == "m2" and progress["error"] is None
+
+
+def test_a_record_written_while_the_embedder_is_down_is_filled_by_the_sweep(engine, fake, aws):
+    engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m1"})
+    drain(aws)
+    fake.down = True
+    memory, _ = engine.service.add_fact("b1", "The spare key is under the flowerpot.")
+    assert engine.service.search("b1", "spare key")[0].id == memory.id  # by words at once
+    fake.down = False
+    assert engine.service.sweep(grace_ms=0) == 1
+    drain(aws)
+    progress = engine.embedding.progress()
+    assert progress["memoriesWithVectors"] == progress["memories"] == 1
