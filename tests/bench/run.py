@@ -255,6 +255,58 @@ def bench_backfill(embedder) -> dict:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
+# ----- re-embedding ---------------------------------------------------------------------------------
+
+
+def bench_reembed(embedder, n: int) -> dict:
+    """n chat messages stored with vectors off, then `PATCH /v1/settings {"embedder": "local"}`: records/s
+    until the progress shows full coverage, and the search latency a client sees meanwhile."""
+    import threading
+
+    from engram.service import ChatMessage
+    from infra.local_stack import LocalStack
+
+    data_dir = Path(tempfile.mkdtemp(prefix="engram-bench-"))
+    stack = LocalStack(data_dir, port=0, api_key=KEY, embedder=embedder).start()
+    api = httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=60)
+    try:
+        api.patch("/v1/settings", json={"embedder": "off"}).raise_for_status()
+        rng = random.Random(5)
+        words = "garden boat tea violin bakery train river cat dog mountain coffee book music rain".split()
+        for start in range(0, n, 500):
+            batch = [ChatMessage(source_id=f"r{i}", text=" ".join(rng.choice(words) for _ in range(10)), user=f"u{i % 20}",
+                                 server=f"g{i % 4}", thread=f"c{i % 8}") for i in range(start, min(n, start + 500))]
+            stack.engine.service.add_messages("reembed", batch)
+        latencies, stop = [], threading.Event()
+
+        def searcher():
+            client = httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=60)
+            while not stop.is_set():
+                t0 = time.perf_counter()
+                client.get("/v1/bots/reembed/memories", params={"query": rng.choice(words), "kind": "message", "limit": 10})
+                latencies.append(time.perf_counter() - t0)
+                time.sleep(0.05)
+
+        thread = threading.Thread(target=searcher, daemon=True)
+        t0 = time.perf_counter()
+        api.patch("/v1/settings", json={"embedder": "local"}).raise_for_status()
+        thread.start()
+        deadline = time.monotonic() + 3600
+        while time.monotonic() < deadline:
+            p = api.get("/v1/settings/embedding").json()
+            if p["withVectors"] == p["messages"] == n:
+                break
+            time.sleep(0.5)
+        took = time.perf_counter() - t0
+        stop.set()
+        thread.join()
+        return {"records": n, "seconds": round(took, 1), "records/s": round(n / took, 1),
+                "search while re-embedding": ms(latencies), "searches": len(latencies)}
+    finally:
+        stack.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
 # ----- hot path: recall at 1k / 20k / 100k memories --------------------------------------------------
 
 VOCAB = [f"w{i}" for i in range(8000)]
@@ -497,6 +549,7 @@ def main() -> None:
         upstream.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
     results["throughput"]["Discord backfill (fake Discord, local stack)"] = bench_backfill(embedder)
+    results["throughput"]["re-embedding (local model)"] = bench_reembed(embedder, 300 if args.quick else 20_000)
     sizes = [1_000] if args.quick else [1_000, 20_000, 100_000]
     results["recall"] = bench_recall(sizes, embedder, queries=40 if args.quick else 200, with_client_mode=not args.quick)
     results["footprint"] = bench_footprint(args.quick)
