@@ -103,7 +103,10 @@ def test_switching_back_reuses_vectors_that_still_exist(engine, fake, aws):
     assert service.index.dense_names() == {"dense-fakeai-m1"}
 
 
-def test_off_keeps_words_and_the_embedder_stopping_mid_reembed(engine, fake, aws):
+def test_off_keeps_words_and_the_embedder_stopping_mid_reembed(engine, fake, aws, monkeypatch):
+    import engram.embedding
+
+    monkeypatch.setattr(engram.embedding, "PAGE", 2)  # several pages, so it can stop mid-way
     service = engine.service
     for i in range(5):
         service.add_fact("b1", f"Fact number {i} about sailing boats.")
@@ -111,11 +114,13 @@ def test_off_keeps_words_and_the_embedder_stopping_mid_reembed(engine, fake, aws
     assert engine.embedding.progress()["model"] is None
     assert len(service.search("b1", "sailing")) == 5
     engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m2"})
-    fake.down = True  # stopped before the re-embed runs
     poller = SqsPoller(aws["sqs"], aws["queue_url"], load_function_handler("worker"), "us-east-1", wait_s=0)
+    poller.poll_once(wait_s=0)  # the first page
+    assert engine.embedding.progress()["memoriesWithVectors"] == 2
+    fake.down = True  # stopped mid-way
     poller.poll_once(wait_s=0)
     progress = engine.embedding.progress()
-    assert progress["memoriesWithVectors"] == 0 and progress["model"] is None and "did not answer" in progress["error"]
+    assert progress["memoriesWithVectors"] == 2 and progress["model"] is None and "did not answer" in progress["error"]
     assert len(service.search("b1", "sailing")) == 5  # words keep answering
     fake.down = False
     drain(aws)
