@@ -3,12 +3,11 @@ history, a 429 on first touch of one channel, interaction webhooks and DMs; reco
 
 from __future__ import annotations
 
-import threading
-import time
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from tests.support import LocalServer
 
 APP_ID = "900"
 TOKEN = "bot-token-123"
@@ -168,15 +167,10 @@ class FakeDiscord:
             return {"model": body["model"], "message": {"role": "assistant", "content": "Here is what I remember."}, "done": True}
 
     def start(self) -> "FakeDiscord":
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        while not self.server.started:
-            time.sleep(0.01)
-        self.url = f"http://127.0.0.1:{self.server.servers[0].sockets[0].getsockname()[1]}"
+        """Serve on a free 127.0.0.1 port."""
+        self._served = LocalServer(self.app)
+        self.port, self.url = self._served.port, self._served.url
         return self
 
-    def stop(self):
-        self.server.should_exit = True
-        self.thread.join(timeout=5)
+    def stop(self) -> None:
+        self._served.stop()

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+
+from tests.support import LocalServer
 
 REPLY = "Hello from the fake upstream, in three parts."
 
@@ -109,16 +109,10 @@ class FakeUpstream:
             return JSONResponse({"error": {"message": "quota exceeded"}}, status_code=429, headers={"retry-after": "7"})
 
     def start(self) -> "FakeUpstream":
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        while not self.server.started:
-            time.sleep(0.01)
-        self.port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        """Serve on a free 127.0.0.1 port."""
+        self._served = LocalServer(self.app)
+        self.port, self.url = self._served.port, self._served.url
         return self
 
     def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=5)
+        self._served.stop()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
+import time
 
 from engram.errors import EmbedderUnavailable, IndexUnavailable
 from engram.words import terms
@@ -68,3 +70,32 @@ class SwitchableEmbedder:
         if self.down:
             raise EmbedderUnavailable("the embedder did not answer (test)")
         return self.inner.embed(texts)
+
+
+def wait_until(predicate, timeout_s: float = 60.0, every_s: float = 0.2) -> bool:
+    """Poll until predicate() is true or the time is up (background work on the local stack)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(every_s)
+    return False
+
+
+class LocalServer:
+    """Serves an ASGI app with uvicorn on a free 127.0.0.1 port in a background thread."""
+
+    def __init__(self, app):
+        import uvicorn
+
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        while not self.server.started:
+            time.sleep(0.01)
+        self.port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=5)

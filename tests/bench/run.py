@@ -454,6 +454,44 @@ def dir_mb(path: Path) -> float:
     return round(sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20, 2)
 
 
+STACK_FOOTPRINT = r"""
+import json, resource, sys, tempfile, time
+from pathlib import Path
+sys.path.insert(0, ".")
+from infra.local_stack import LocalStack
+from tests.bench.run import synthetic_points
+from engram.records import MemoryRecord
+n = int(sys.argv[1])
+stack = LocalStack(Path(tempfile.mkdtemp()), port=0, api_key="k").start()
+stack.engine.service.embedder.embed(["warm up"])
+name = stack.engine.service.dense_name
+stack.engine.service.index.ensure_dense(name, 384)
+batch = []
+with MemoryRecord.batch_write() as records:
+    for p in synthetic_points(n, 384):
+        p.dense = {name: p.dense["dense-bench"]}
+        batch.append(p)
+        pl = p.payload
+        records.save(MemoryRecord(bot=pl["bot"], id=p.id, kind=pl["kind"], text=pl["text"], saved_by="bot",
+                                  created_at=pl["createdAt"], updated_at=pl["updatedAt"], server=pl["server"],
+                                  project=pl["project"], user=pl["user"], bot_kind=f"{pl['bot']}#{pl['kind']}",
+                                  bot_user=f"{pl['bot']}#{pl['user']}", vector_model=name))
+        if len(batch) == 1000:
+            stack.engine.service.index.upsert(batch); batch = []
+stack.engine.service.index.upsert(batch)
+stack.state.save()
+print(json.dumps({"peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
+stack.stop()
+"""
+
+
+def bench_stack_footprint(n: int) -> float:
+    """Peak RSS of a fresh local stack (moto, MiniLM, embedded Qdrant, API) holding n memories in both stores."""
+    env = {**os.environ, "ENGRAM_API_KEY": "k"}
+    out = subprocess.run([sys.executable, "-c", STACK_FOOTPRINT, str(n)], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])["peak_rss_mb"]
+
+
 def bench_footprint(quick: bool) -> dict:
     """Package sizes, and the layer installed as SAM would build it (full mode: needs PyPI)."""
     out = {f"function {p.name} (MB)": dir_mb(p) for p in sorted((ROOT / "functions").iterdir()) if p.is_dir()}
@@ -469,7 +507,8 @@ def bench_footprint(quick: bool) -> dict:
         else:
             out["layer unzipped (MB, limit 250)"] = f"not measured: {done.stderr.strip()[-200:]}"
         shutil.rmtree(target.parent, ignore_errors=True)
-    out["bench process peak RSS (MB)"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    n = 2_000 if quick else 100_000
+    out[f"local stack peak RSS with {n:,} memories (MB)"] = bench_stack_footprint(n)
     return out
 
 

@@ -1,14 +1,12 @@
 """Dependencies going down behind the running stack: writes keep their records, search answers by words,
 and vectors fill in once the dependency is back."""
 
-import time
-
 import httpx
 import pytest
 
 from infra.local_stack import LocalStack
 from tests.integration.conftest import KEY
-from tests.support import SwitchableEmbedder, SwitchableIndex
+from tests.support import SwitchableEmbedder, SwitchableIndex, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -26,13 +24,6 @@ def api(flaky):
         yield client
 
 
-def wait_until(predicate, timeout_s=20.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return False
 
 
 def test_embedder_down_then_back(flaky, api):

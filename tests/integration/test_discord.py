@@ -13,6 +13,7 @@ from engram.vectors import Scope
 from infra.local_stack import LocalStack
 from tests.fake_discord import ALICE, APP_ID, BOB, TOKEN, FakeDiscord
 from tests.integration.conftest import KEY
+from tests.support import wait_until
 
 SIGNER = SigningKey.generate()
 ALLOWED = {"c11", "t14", "c21"}
@@ -58,13 +59,6 @@ def memory_cmd(sub, user, **kw):
     return command("memory", user, options=[{"type": 1, "name": sub}], **kw)
 
 
-def wait_until(predicate, timeout_s=90.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return False
 
 
 def stored_ids(stack, user):

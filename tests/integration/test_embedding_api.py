@@ -1,15 +1,8 @@
 """Embedder settings through HTTP on the local stack with the real local model."""
 
-import time
+from tests.support import wait_until
 
 
-def wait_until(predicate, timeout_s=60.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.3)
-    return False
 
 
 def test_switch_off_and_back_while_searches_keep_answering(api, stack):

@@ -2,7 +2,6 @@
 upstreams on 127.0.0.1 that record what they received and mongomock standing in for LibreChat's MongoDB."""
 
 import json
-import time
 import uuid
 
 import anthropic
@@ -16,6 +15,7 @@ from engram.proxy.settings import ProxySettings
 from infra.local_stack import LocalStack
 from tests.fake_upstream import REPLY, FakeUpstream
 from tests.integration.conftest import KEY
+from tests.support import wait_until
 
 UPSTREAM_KEY = "sk-upstream-held-by-engram"
 
@@ -72,13 +72,6 @@ def system_of(request):
     return "\n".join(m["content"] for m in body["messages"] if m["role"] == "system")
 
 
-def wait_until(predicate, timeout_s=30.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return False
 
 
 def test_openai_sdk_plain_and_streaming(stack, upstream):

@@ -3,7 +3,7 @@
 import pytest
 
 from engram.errors import InvalidInput, NotFound, Unavailable
-from engram.records import MemoryRecord, StateItem
+from engram.records import StateItem
 from engram.vectors import Scope
 
 
@@ -261,7 +261,7 @@ def test_thread_context_comes_from_the_previous_message_even_across_batches(serv
 
 
 def test_a_claim_left_by_a_crash_is_taken_over(service):
-    from engram.records import StateItem, now_ms
+    from engram.records import now_ms
 
     key = service._fact_key(None, None, None, "Crash-proof fact.")
     StateItem("unique#bot1", key, memory_id=424242, value=now_ms() - 60_000).save()  # its record never landed

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 import uuid
 from datetime import datetime
 
@@ -13,7 +12,7 @@ import httpx
 from pynamodb.exceptions import UpdateError
 
 from ..jobs import BackfillJob, DiscordJob, JobQueue
-from ..records import MemoryRecord, StateItem, now_ms
+from ..records import StateItem, now_ms
 from ..service import ChatMessage, MemoryService
 from ..vectors import Scope
 from .attachments import Interpreter, SafeFetcher
