@@ -495,18 +495,15 @@ def bench_stack_footprint(n: int) -> float:
 def bench_footprint(quick: bool) -> dict:
     """Package sizes, and the layer installed as SAM would build it (full mode: needs PyPI)."""
     out = {f"function {p.name} (MB)": dir_mb(p) for p in sorted((ROOT / "functions").iterdir()) if p.is_dir()}
-    if not quick:
-        target = Path(tempfile.mkdtemp()) / "python"
-        cmd = [sys.executable, "-m", "pip", "install", "-q", "--target", str(target), "-r",
-               str(ROOT / "layers/engram/requirements.txt"), "--platform", "manylinux2014_x86_64",
-               "--only-binary=:all:", "--python-version", "3.11"]
-        done = subprocess.run(cmd, capture_output=True, text=True)
+    if not quick:  # built exactly as `sam build` builds it (layers/engram/Makefile)
+        artifacts = Path(tempfile.mkdtemp())
+        done = subprocess.run(["make", "-C", str(ROOT / "layers/engram"), "build-EngramLayer", f"ARTIFACTS_DIR={artifacts}",
+                               f"PYTHON={sys.executable}"], capture_output=True, text=True)
         if done.returncode == 0:
-            shutil.copytree(ROOT / "layers/engram/engram", target / "engram")
-            out["layer unzipped (MB, limit 250)"] = dir_mb(target)
+            out["layer unzipped (MB, limit 250)"] = dir_mb(artifacts / "python")
         else:
             out["layer unzipped (MB, limit 250)"] = f"not measured: {done.stderr.strip()[-200:]}"
-        shutil.rmtree(target.parent, ignore_errors=True)
+        shutil.rmtree(artifacts, ignore_errors=True)
     n = 2_000 if quick else 100_000
     out[f"local stack peak RSS with {n:,} memories (MB)"] = bench_stack_footprint(n)
     return out
