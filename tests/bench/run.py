@@ -12,7 +12,6 @@ import math
 import os
 import random
 import re
-import resource
 import shutil
 import statistics
 import subprocess

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -11,6 +10,7 @@ from .embedders import build_embedder
 from .jobs import JobQueue, build_queue
 from .records import RecordStore
 from .service import MemoryService
+from .singleton import ProcessSingleton
 from .vectors import VectorIndex, build_index
 
 if TYPE_CHECKING:
@@ -81,21 +81,6 @@ def build_engine(settings: Settings, index: VectorIndex | None = None, embedder=
     return Engine(settings=settings, service=service, queue=queue, embedding=manager)
 
 
-_engine: Engine | None = None
-_lock = threading.Lock()
-
-
-def get_engine() -> Engine:
-    """The process-wide engine."""
-    global _engine
-    with _lock:
-        if _engine is None:
-            _engine = build_engine(get_settings())
-        return _engine
-
-
-def set_engine(engine: Engine | None) -> None:
-    """Install an engine (the local stack and tests build their own)."""
-    global _engine
-    with _lock:
-        _engine = engine
+_engine: ProcessSingleton[Engine] = ProcessSingleton(lambda: build_engine(get_settings()))
+get_engine = _engine.get
+set_engine = _engine.set

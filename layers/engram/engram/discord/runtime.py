@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import threading
-
 from ..engine import get_engine
+from ..singleton import ProcessSingleton
 from .memory import DiscordMemory
 from .rest import DiscordClient
 from .settings import DiscordSettings, get_discord_settings
-
-_discord: DiscordMemory | None = None
-_lock = threading.Lock()
 
 
 def build_discord(settings: DiscordSettings, engine, transport=None, ollama=None) -> DiscordMemory:
@@ -19,17 +15,6 @@ def build_discord(settings: DiscordSettings, engine, transport=None, ollama=None
     return DiscordMemory(settings, engine.service, engine.queue, client, ollama=ollama)
 
 
-def get_discord() -> DiscordMemory:
-    """The process-wide Discord memory."""
-    global _discord
-    with _lock:
-        if _discord is None:
-            _discord = build_discord(get_discord_settings(), get_engine())
-        return _discord
-
-
-def set_discord(discord: DiscordMemory | None) -> None:
-    """Install one (the local stack and tests build their own)."""
-    global _discord
-    with _lock:
-        _discord = discord
+_discord: ProcessSingleton[DiscordMemory] = ProcessSingleton(lambda: build_discord(get_discord_settings(), get_engine()))
+get_discord = _discord.get
+set_discord = _discord.set

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import hmac
 import os
-import threading
 from dataclasses import dataclass, field
 
 import httpx
 
 from ..engine import Engine, get_engine
+from ..singleton import ProcessSingleton
 from .cache import StatsCache
 from .memory import ChatMemory
 from .projects import ProjectResolver
 from .settings import ProxySettings, get_proxy_settings
 from .telemetry import Telemetry
-
 
 _ON_LAMBDA = bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
 
@@ -85,21 +84,6 @@ def build_proxy(settings: ProxySettings, engine: Engine, mongo_database=None, tr
                  telemetry=telemetry or Telemetry.from_env())
 
 
-_proxy: Proxy | None = None
-_lock = threading.Lock()
-
-
-def get_proxy() -> Proxy:
-    """The process-wide proxy."""
-    global _proxy
-    with _lock:
-        if _proxy is None:
-            _proxy = build_proxy(get_proxy_settings(), get_engine())
-        return _proxy
-
-
-def set_proxy(proxy: Proxy | None) -> None:
-    """Install a proxy (the local stack and tests build their own)."""
-    global _proxy
-    with _lock:
-        _proxy = proxy
+_proxy: ProcessSingleton[Proxy] = ProcessSingleton(lambda: build_proxy(get_proxy_settings(), get_engine()))
+get_proxy = _proxy.get
+set_proxy = _proxy.set
