@@ -147,12 +147,13 @@ class EmbeddingManager:
         index = self.service.index
         healthy = name is not None and self._answers()
         count = lambda kind, dense=None: index.count(Scope(bot=None, kind=kind), dense=dense)  # noqa: E731
+        has_vectors = name is not None and name in index.dense_names()
         return {
             "model": getattr(self.service.embedder, "model", None) if healthy else None,
             "memories": count("fact"),
-            "memoriesWithVectors": count("fact", name) if name and name in index.dense_names() else 0,
+            "memoriesWithVectors": count("fact", name) if has_vectors else 0,
             "messages": count("message"),
-            "withVectors": count("message", name) if name and name in index.dense_names() else 0,
+            "withVectors": count("message", name) if has_vectors else 0,
             "error": self.service.last_error,
         }
 

@@ -28,8 +28,9 @@ def handle(record: SQSRecord) -> None:
     elif isinstance(job, ExtractJob):
         from .proxy.runtime import get_proxy
 
-        stored = get_proxy().extractor().run(job)
-        get_proxy().memory.forget_caches()
+        proxy = get_proxy()
+        stored = proxy.extractor().run(job)
+        proxy.memory.forget_caches()
         logger.info("extraction", extra={"bot": job.bot, "stored": len(stored)})
     elif isinstance(job, DiscordJob):
         from .discord.runtime import get_discord

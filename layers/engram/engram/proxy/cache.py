@@ -32,11 +32,15 @@ class StatsCache:
             self._cache[key] = value
         return value
 
-    def drop(self, match: Callable[[Hashable], bool] | None = None) -> None:
-        """Forget entries whose key matches (all of them without a predicate)."""
+    def discard(self, key: Hashable) -> None:
+        """Forget one entry."""
         with self._lock:
-            for key in [k for k in self._cache if match is None or match(k)]:
-                self._cache.pop(key, None)
+            self._cache.pop(key, None)
+
+    def clear(self) -> None:
+        """Forget every entry."""
+        with self._lock:
+            self._cache.clear()
 
     def stats(self) -> dict:
         """Hits, misses, size and hit rate."""

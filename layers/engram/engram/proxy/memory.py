@@ -106,7 +106,7 @@ class ChatMemory:
             item.delete()
         else:
             item.save()
-        self.settings_cache.drop(lambda k: k == ("settings", turn.user))
+        self.settings_cache.discard(("settings", turn.user))
 
     # ----- recall ------------------------------------------------------------------------------
 
@@ -133,9 +133,9 @@ class ChatMemory:
 
         return self.recall_cache.get_or((scope, boost, query), load)
 
-    def forget_caches(self, turn: Turn | None = None) -> None:
+    def forget_caches(self) -> None:
         """Drop cached recalls after a write, so the next turn sees it."""
-        self.recall_cache.drop()
+        self.recall_cache.clear()
 
     # ----- explicit actions (commands and MCP tools) ----------------------------------------------
 

@@ -40,7 +40,7 @@ class ProjectResolver:
         key = (user, conversation)
         name = self.cache.get_or(key, lambda: self._lookup(user, conversation, retry=True))
         if name is _UNKNOWN:  # not written yet or Mongo failed: don't remember that for long
-            self.cache.drop(lambda k: k == key)
+            self.cache.discard(key)
             return None
         return name
 

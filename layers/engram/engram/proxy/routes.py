@@ -110,7 +110,7 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
         # /memory commands never call a model, so they are never traced
         trace = TurnTrace() if is_command else proxy.telemetry.turn(conversation=conversation, user=user, upstream=upstream.name, model=model)
         if not conversation:  # LibreChat's side calls (titles, its memory agent): untouched
-            return await relay(proxy, upstream, request, path, raw, api, None, trace)
+            return await relay(proxy, upstream, request, path, raw, api, None, trace, model)
         stream = body.get("stream") is True
         started = time.perf_counter()
         with trace.span("resolve-context"):
@@ -154,7 +154,7 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
                 def after(text: str):
                     with trace.span("memory-write", mode=mode):
                         queue_extraction(proxy, turn, upstream.name, model, mode, last, text)
-        return await relay(proxy, upstream, request, path, json.dumps(out).encode(), api, after, trace)
+        return await relay(proxy, upstream, request, path, json.dumps(out).encode(), api, after, trace, model)
 
     return router
 
@@ -191,15 +191,12 @@ def queue_extraction(proxy: Proxy, turn: Turn, upstream: str, model: str, mode: 
         log.exception("could not queue memory extraction")
 
 
-async def relay(proxy: Proxy, upstream, request: Request, path: str, content: bytes, api: str | None, after, trace=None):
+async def relay(proxy: Proxy, upstream, request: Request, path: str, content: bytes, api: str | None, after,
+                trace=None, model: str = ""):
     """Send to the upstream and relay its answer: streamed chunk by chunk with its status and headers,
     or whole. Once the answer is complete, `after(text)` gets the assistant's text and the turn's
     trace gets the upstream generation (model, usage) and is closed — all after the reply has gone out."""
     trace = trace or TurnTrace()
-    model = ""
-    if api and content:
-        with contextlib.suppress(ValueError, AttributeError):
-            model = str(json.loads(content).get("model") or "")
     generation = trace.generation(model) if api else None
 
     def finish(status: int, usage: dict | None, text: str) -> None:
