@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
@@ -57,14 +58,26 @@ def create_tables(dynamodb_client, names: dict[str, str]) -> None:
             dynamodb_client.create_table(TableName=name, **args)
 
 
-def create_queues(sqs_client, name: str) -> str:
-    """Create the jobs queue and its DLQ with the template's redrive settings; returns the queue URL."""
-    template = load_template()["Resources"]
-    props = template["JobsQueue"]["Properties"]
-    dlq_url = sqs_client.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
-    dlq_arn = sqs_client.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    redrive = f'{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"{props["RedrivePolicy"]["maxReceiveCount"]}"}}'
-    return sqs_client.create_queue(
-        QueueName=name,
-        Attributes={"VisibilityTimeout": str(props["VisibilityTimeout"]), "RedrivePolicy": redrive},
-    )["QueueUrl"]
+def create_queues(sqs_client, prefix: str) -> dict[str, str]:
+    """Create every SQS queue of the template as `<prefix>-<logical id>` (dead-letter queues first, with
+    the template's visibility and redrive settings); returns queue URLs by logical id."""
+    resources = load_template()["Resources"]
+    queues = {k: v.get("Properties") or {} for k, v in resources.items() if v["Type"] == "AWS::SQS::Queue"}
+    urls: dict[str, str] = {}
+    arns: dict[str, str] = {}
+    for logical_id in sorted(queues, key=lambda k: "RedrivePolicy" in queues[k]):
+        props = queues[logical_id]
+        attributes = {}
+        if "VisibilityTimeout" in props:
+            attributes["VisibilityTimeout"] = str(props["VisibilityTimeout"])
+        if "MessageRetentionPeriod" in props:
+            attributes["MessageRetentionPeriod"] = str(props["MessageRetentionPeriod"])
+        if "RedrivePolicy" in props:
+            target = props["RedrivePolicy"]["deadLetterTargetArn"]["GetAtt"].split(".")[0]
+            attributes["RedrivePolicy"] = json.dumps(
+                {"deadLetterTargetArn": arns[target], "maxReceiveCount": str(props["RedrivePolicy"]["maxReceiveCount"])}
+            )
+        url = sqs_client.create_queue(QueueName=f"{prefix}-{logical_id}", Attributes=attributes)["QueueUrl"]
+        urls[logical_id] = url
+        arns[logical_id] = sqs_client.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    return urls

@@ -151,7 +151,7 @@ class LocalStack:
         self.sqs = boto3.client("sqs", endpoint_url=endpoint, region_name=region)
         tables = {"MemoriesTable": "engram-memories", "StateTable": "engram-state"}
         create_tables(self.dynamodb, tables)
-        queue_url = create_queues(self.sqs, "engram-jobs")
+        queues = create_queues(self.sqs, "engram")
 
         self.settings = Settings(
             memories_table=tables["MemoriesTable"],
@@ -159,7 +159,8 @@ class LocalStack:
             aws_region=region,
             dynamodb_endpoint=endpoint,
             sqs_endpoint=endpoint,
-            jobs_queue_url=queue_url,
+            jobs_queue_url=queues["JobsQueue"],
+            interactive_queue_url=queues["InteractiveQueue"],
             data_dir=self.data_dir,
             api_key=self._api_key(),
         )
@@ -168,9 +169,15 @@ class LocalStack:
         self.state.save()
         log.info("state %s from %s", "restored" if restored else "created", self.state.path)
 
-        self.poller = SqsPoller(self.sqs, queue_url, load_function_handler("worker"), region, on_batch=self.state.dirty.set)
+        # Two pollers on one worker handler, like the two event source mappings on AWS: interactive jobs
+        # never wait behind a backfill.
+        worker = load_function_handler("worker")
+        self.pollers = [SqsPoller(self.sqs, queues[q], worker, region, on_batch=self.state.dirty.set)
+                        for q in ("JobsQueue", "InteractiveQueue")]
+        self.poller = self.pollers[0]
         if self.poll:
-            self.poller.start()
+            for poller in self.pollers:
+                poller.start()
         self._spawn("saver", self._save_loop)
         self._spawn("sweeper", self._sweep_loop)
         self._spawn("warm-embedder", self._warm_embedder)
@@ -244,8 +251,8 @@ class LocalStack:
         self._stop.set()
         if getattr(self, "server", None):
             self.server.should_exit = True
-        if getattr(self, "poller", None):
-            self.poller.stop()
+        for poller in getattr(self, "pollers", []):
+            poller.stop()
         for thread in self._threads:
             thread.join(timeout=10)
         if getattr(self, "state", None):

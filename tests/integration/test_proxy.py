@@ -44,6 +44,7 @@ def stack(tmp_path_factory, local_embedder, upstream, mongo):
             {"name": "oa", "baseUrl": upstream.url, "api": "openai", "apiKey": UPSTREAM_KEY},
             {"name": "an", "baseUrl": upstream.url, "api": "anthropic", "apiKey": UPSTREAM_KEY},
             {"name": "byo", "baseUrl": upstream.url + "/v1", "api": "openai"},
+            {"name": "pub", "baseUrl": upstream.url + "/v1", "api": "openai", "open": True},
         ]),
         ENGRAM_PROXY_KEY=KEY,
     )
@@ -164,20 +165,68 @@ def test_keyed_upstream_refuses_callers_without_engram_key(stack, upstream):
     assert len(upstream.chats()) == before
 
 
-def test_byo_key_is_passed_through_and_memory_needs_engram_key(stack, upstream):
+def test_upstreams_without_a_key_still_need_engrams_key(stack, upstream):
+    before = len(upstream.chats())
     caller = openai.OpenAI(base_url=f"{stack.url}/byo/v1", api_key="sk-caller-own", default_headers=headers(), max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        caller.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert httpx.get(f"{stack.url}/byo/v1/models").status_code == 401
+    assert len(upstream.chats()) == before
+    # the caller's own provider key passes through once engram's key is shown beside it
+    keyed = openai.OpenAI(base_url=f"{stack.url}/byo/v1", api_key="sk-caller-own", max_retries=0,
+                          default_headers={**headers(), "x-engram-key": KEY})
+    assert keyed.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}]).choices[0].message.content == REPLY
+    seen = upstream.chats()[-1]["headers"]
+    assert seen["authorization"] == "Bearer sk-caller-own" and "x-engram-key" not in seen
+    r = keyed.chat.completions.create(model="m", messages=[{"role": "user", "content": "/memory status"}])
+    assert "Memory is on" in r.choices[0].message.content
+
+
+def test_engrams_key_never_reaches_a_provider(stack, upstream):
+    """LibreChat configured as the README shows: apiKey is engram's key, on an upstream without its own."""
+    client = openai.OpenAI(base_url=f"{stack.url}/byo/v1", api_key=KEY, default_headers=headers(), max_retries=0)
+    assert client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}]).choices[0].message.content == REPLY
+    sent = json.dumps(upstream.chats()[-1]["headers"])
+    assert KEY not in sent and "authorization" not in upstream.chats()[-1]["headers"]
+
+
+def test_an_open_upstream_passes_through_without_memory(stack, upstream):
+    caller = openai.OpenAI(base_url=f"{stack.url}/pub/v1", api_key="sk-caller-own", default_headers=headers(), max_retries=0)
     assert caller.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}]).choices[0].message.content == REPLY
     seen = upstream.chats()[-1]
     assert seen["headers"]["authorization"] == "Bearer sk-caller-own"
     assert "<!-- engram:memory -->" not in system_of(seen)  # no engram key: no memory, just the clock
     r = caller.chat.completions.create(model="m", messages=[{"role": "user", "content": "/memory status"}])
     assert "needs engram's key" in r.choices[0].message.content
-    keyed = openai.OpenAI(base_url=f"{stack.url}/byo/v1", api_key="sk-caller-own", max_retries=0,
-                          default_headers={**headers(), "x-engram-key": KEY})
-    r = keyed.chat.completions.create(model="m", messages=[{"role": "user", "content": "/memory status"}])
-    assert "Memory is on" in r.choices[0].message.content
-    keyed.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
-    assert "x-engram-key" not in upstream.chats()[-1]["headers"]  # engram's key never leaves engram
+
+
+class SlowRecordingQueue:
+    """A queue whose sends take a while, recording when each one finished."""
+
+    def __init__(self, inner, delay_s=0.4):
+        self.inner, self.delay_s, self.sent = inner, delay_s, []
+
+    def send(self, job, delay_s=0):
+        import time
+
+        time.sleep(self.delay_s)
+        self.inner.send(job, delay_s)
+        self.sent.append(job)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_extraction_is_queued_before_the_reply_completes(stack, upstream, monkeypatch, stream):
+    """Behind the Lambda Web Adapter nothing runs once the response is complete: the job must be queued first."""
+    slow = SlowRecordingQueue(stack.engine.queue)
+    monkeypatch.setattr(stack.engine, "queue", slow)
+    client = oa(stack)
+    text = "My favourite tree is the rowan."
+    if stream:
+        chunks = list(client.chat.completions.create(model="m", messages=[{"role": "user", "content": text}], stream=True))
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == REPLY
+    else:
+        assert client.chat.completions.create(model="m", messages=[{"role": "user", "content": text}]).choices[0].message.content == REPLY
+    assert [job.user_text for job in slow.sent] == [text]  # already there when the client has the whole reply
 
 
 def test_side_calls_and_other_paths_are_forwarded_verbatim(stack, upstream):

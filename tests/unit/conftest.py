@@ -24,8 +24,9 @@ def aws():
         dynamodb = boto3.client("dynamodb", region_name="us-east-1")
         sqs = boto3.client("sqs", region_name="us-east-1")
         create_tables(dynamodb, TABLES)
-        queue_url = create_queues(sqs, "t-jobs")
-        yield {"dynamodb": dynamodb, "sqs": sqs, "queue_url": queue_url}
+        queues = create_queues(sqs, "t")
+        yield {"dynamodb": dynamodb, "sqs": sqs, "queue_url": queues["JobsQueue"],
+               "interactive_queue_url": queues["InteractiveQueue"], "dlq_url": queues["JobsDeadLetterQueue"]}
 
 
 @pytest.fixture(params=["edge", "qdrant-client"])

@@ -37,6 +37,6 @@ def test_failed_messages_go_to_the_dead_letter_queue(service, aws):
     poller = SqsPoller(sqs, aws["queue_url"], load_function_handler("worker"), "us-east-1", wait_s=0)
     for _ in range(6):
         poller.poll_once()
-    dlq = sqs.get_queue_url(QueueName="t-jobs-dlq")["QueueUrl"]
+    dlq = aws["dlq_url"]
     dead = sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=10)["Messages"]
     assert [m["Body"] for m in dead] == ['{"kind": "explode"}']

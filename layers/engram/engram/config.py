@@ -13,7 +13,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class Settings(BaseSettings):
     """Everything engram reads from its environment."""
 
-    model_config = SettingsConfigDict(env_prefix="ENGRAM_", extra="ignore")
+    # The template sets every variable, unused ones to "": empty means "not set", never "the empty string".
+    model_config = SettingsConfigDict(env_prefix="ENGRAM_", extra="ignore", env_ignore_empty=True)
 
     # DynamoDB (endpoint_url set only for a local engine such as moto's server)
     memories_table: str = "engram-memories"
@@ -23,6 +24,7 @@ class Settings(BaseSettings):
 
     # SQS
     jobs_queue_url: str | None = None
+    interactive_queue_url: str | None = None  # /ask, remember, forget: never behind backfill
     sqs_endpoint: str | None = None
 
     # Qdrant: a URL (server or Qdrant Cloud), else the embedded engine under data_dir

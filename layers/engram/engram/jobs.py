@@ -38,7 +38,8 @@ class ExtractJob(BaseModel):
 
 
 class DiscordJob(BaseModel):
-    """Slow work for a Discord interaction: remember (plan a backfill), forget, ask, or catch up."""
+    """Slow work for a Discord interaction: remember (plan a backfill), forget, ask, or catch up
+    (without a channel: fan out one catch-up job per readable channel; with one: that channel)."""
 
     kind: Literal["discord"] = "discord"
     action: Literal["remember", "forget", "ask", "catchup"]
@@ -60,6 +61,8 @@ class BackfillJob(BaseModel):
     guild: str
     channel: str
     run: str
+    # Which link of the channel's chain this is: a duplicate delivery of a link already run is dropped.
+    step: int = 0
 
 
 class ReembedJob(BaseModel):
@@ -113,12 +116,37 @@ class DroppingQueue:
         self.dropped.append(json.dumps(job.model_dump()))
 
 
+INTERACTIVE_ACTIONS = ("remember", "forget", "ask")
+
+
+def is_interactive(job: BaseModel) -> bool:
+    """Whether someone is waiting on this job's answer (it goes on the interactive queue)."""
+    return isinstance(job, DiscordJob) and job.action in INTERACTIVE_ACTIONS
+
+
+class RoutedQueue:
+    """Interactive jobs on their own queue, so they never wait behind a backfill flood; the rest on the
+    jobs queue."""
+
+    def __init__(self, jobs: JobQueue, interactive: JobQueue):
+        self.jobs = jobs
+        self.interactive = interactive
+
+    def send(self, job: BaseModel, delay_s: int = 0) -> None:
+        """Queue one job on the queue its kind belongs to."""
+        (self.interactive if is_interactive(job) else self.jobs).send(job, delay_s)
+
+
 def build_queue(settings, sqs_client=None) -> JobQueue:
-    """SQS when a queue URL is configured, else a queue that drops (the sweep recovers)."""
+    """SQS when a queue URL is configured (interactive jobs on their own queue when one is configured),
+    else a queue that drops (the sweep recovers)."""
     if not settings.jobs_queue_url:
         return DroppingQueue()
     if sqs_client is None:
         import boto3
 
         sqs_client = boto3.client("sqs", region_name=settings.aws_region, endpoint_url=settings.sqs_endpoint)
-    return SqsQueue(sqs_client, settings.jobs_queue_url)
+    jobs = SqsQueue(sqs_client, settings.jobs_queue_url)
+    if not settings.interactive_queue_url:
+        return jobs
+    return RoutedQueue(jobs, SqsQueue(sqs_client, settings.interactive_queue_url))

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterator
 
-from pynamodb.attributes import JSONAttribute, NumberAttribute, UnicodeAttribute
+from pynamodb.attributes import JSONAttribute, NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.exceptions import PynamoDBException
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
@@ -100,6 +100,7 @@ class StateItem(Model):
     count = NumberAttribute(null=True)
     tag = UnicodeAttribute(null=True)
     data = JSONAttribute(null=True)
+    members = UnicodeSetAttribute(null=True)  # e.g. the channels of a backfill run already counted done
     expires_at = NumberAttribute(null=True, attr_name="expiresAt")
 
 

@@ -3,6 +3,7 @@
 
 import hmac
 import logging
+import os
 from typing import Annotated, Any, Callable, Literal
 
 from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
@@ -150,14 +151,26 @@ def _describe(exc: RequestValidationError) -> str:
     return "; ".join(parts)
 
 
+def api_docs_enabled() -> bool:
+    """API docs (/docs, /redoc, /openapi.json): on locally, off on Lambda unless ENGRAM_API_DOCS=true."""
+    setting = os.environ.get("ENGRAM_API_DOCS", "").strip().lower()
+    if setting:
+        return setting in ("1", "true", "yes", "on")
+    return not os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
+
+
 def create_app(engine_factory: Callable[[], Engine] = get_engine, proxy_factory: Callable | None = None,
                discord_settings_factory: Callable | None = None) -> FastAPI:
     """The Memory API app, with the LibreChat proxy and MCP endpoint mounted when `proxy_factory` is
     given; both are looked up per request so tests and the local stack can wire them."""
+    docs = api_docs_enabled()
     app = FastAPI(
         title="engram Memory API",
         version="1.0.0",
         description="Long-term memory for chat bots: list, search, add, change, remove and forget memories.",
+        openapi_url="/openapi.json" if docs else None,
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
     )
 
     def engine() -> Engine:
@@ -192,6 +205,11 @@ def create_app(engine_factory: Callable[[], Engine] = get_engine, proxy_factory:
     async def http_error(_: Request, exc: StarletteHTTPException):
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "error")
         return _error(exc.status_code, code, str(exc.detail))
+
+    @app.get("/livez", response_model=Health, tags=["ops"])
+    def livez() -> dict:
+        """The process is up: touches no dependency (the Lambda Web Adapter's readiness check)."""
+        return {"ok": True}
 
     @app.get("/healthz", response_model=Health, tags=["ops"])
     def healthz(eng: Engine = Depends(engine)) -> dict:

@@ -86,18 +86,19 @@ class DiscordMemory:
             self.forget(job)
         elif job.action == "ask":
             self.ask(job)
+        elif job.action == "catchup" and job.channel:
+            try:
+                self.catch_up([(job.guild, job.channel)])
+            except RateLimited as limited:  # delay this channel's job on the queue; never sleep in Lambda
+                self.queue.send(job, delay_s=int(limited.retry_after) + 1)
         elif job.action == "catchup":
-            self.catch_up()
+            self.fan_out_catch_up(job)
 
     def remember(self, job: DiscordJob) -> None:
         """Record consent (global per user) and fan the backfill out: one job per readable channel."""
         user = job.user
         StateItem(self._pk(), f"consent#{user}", value=1, data={"consentedAt": now_ms()}).save()
-        channels = []
-        for guild in self.client.guilds():
-            for channel in self.client.readable_channels(guild["id"]):
-                if channel["id"] not in self.settings.channels_disallowed:
-                    channels.append((guild["id"], channel["id"]))
+        channels = self.readable_channels()
         run = uuid.uuid4().hex[:12]
         StateItem(self._pk(), f"backfill#{user}", value=len(channels), count=0, tag=run,
                   data={"channels": len(channels), "token": job.token, "issuedAt": job.issued_at}).save()
@@ -108,25 +109,36 @@ class DiscordMemory:
             self.queue.send(BackfillJob(user=user, guild=guild, channel=channel, run=run))
         self.reply(job.token, job.issued_at, user, f"You're opted in. Backfilling your history from {len(channels)} channels…")
 
+    def readable_channels(self) -> list[tuple[str, str]]:
+        """(guild, channel) of every channel the bot can read, except the disallowed ones."""
+        return [(g["id"], c["id"]) for g in self.client.guilds() for c in self.client.readable_channels(g["id"])
+                if c["id"] not in self.settings.channels_disallowed]
+
     def _cursor(self, user: str) -> str:
         return f"discord#{self.bot}#backfill#{user}"
 
     def backfill(self, job: BackfillJob) -> None:
-        """A few pages of one channel, older and older, checkpointed; continues itself until done."""
+        """A few pages of one channel, older and older, checkpointed; continues itself until done.
+        SQS may deliver a job twice: a link of the chain already run is dropped, and a channel is
+        counted done once per run."""
         cursor_key = (self._cursor(job.user), job.channel)
         try:
             cursor = StateItem.get(*cursor_key)
         except StateItem.DoesNotExist:
             cursor = StateItem(*cursor_key, data={"before": None, "done": False})
         state = dict(cursor.data or {})
+        if state.get("run") == job.run and job.step < int(state.get("step", 0)):
+            log.info("dropping a duplicate backfill job (%s step %d)", job.channel, job.step)
+            return
+        state["run"] = job.run
         stored = 0
         if not state.get("done"):
             for _ in range(self.settings.pages_per_job):
                 try:
                     page = self.client.messages(job.channel, before=state.get("before"))
                 except RateLimited as limited:  # delay this job on the queue; nothing is lost
-                    self.queue.send(job, delay_s=int(limited.retry_after) + 1)
                     self._save_cursor(cursor, state)
+                    self.queue.send(job, delay_s=int(limited.retry_after) + 1)
                     self._count(job, stored, finished=False)
                     return
                 except DiscordError as exc:
@@ -141,9 +153,10 @@ class DiscordMemory:
                     state["done"] = True
                     break
                 state["before"] = page[-1]["id"]
-            self._save_cursor(cursor, state)
+        state["step"] = job.step + 1
+        self._save_cursor(cursor, state)
         if not state.get("done"):
-            self.queue.send(job)  # more history: continue in a fresh invocation
+            self.queue.send(job.model_copy(update={"step": job.step + 1}))  # more history: a fresh invocation
             self._count(job, stored, finished=False)
             return
         self._count(job, stored, finished=True)
@@ -154,14 +167,17 @@ class DiscordMemory:
         cursor.save()
 
     def _count(self, job: BackfillJob, stored: int, finished: bool) -> None:
-        """Add to the run's count; the job that finishes the last channel sends the one final message."""
+        """Add to the run's count; the job that finishes the last channel sends the one final message.
+        One conditional update, so a channel finished twice (a duplicate delivery) is counted once."""
         run = StateItem(self._pk(), f"backfill#{job.user}")
         actions = [StateItem.count.add(stored)]
+        condition = StateItem.tag == job.run
         if finished:
-            actions.append(StateItem.value.add(-1))
+            actions += [StateItem.value.add(-1), StateItem.members.add({job.channel})]
+            condition &= ~StateItem.members.contains(job.channel)
         try:
-            run.update(actions=actions, condition=StateItem.tag == job.run)
-        except UpdateError:  # a newer run (or a forget) replaced this one
+            run.update(actions=actions, condition=condition)
+        except UpdateError:  # a newer run (or a forget) replaced this one, or this channel was counted already
             return
         if finished and int(run.value) == 0:
             total = int(run.count or 0)
@@ -238,14 +254,27 @@ class DiscordMemory:
         self.reply(job.token, job.issued_at, job.user,
                    f"Forgotten: {deleted['messages']} messages and {deleted['facts']} facts deleted, and your consent removed.")
 
+    def fan_out_catch_up(self, job: DiscordJob) -> int:
+        """One catch-up job per readable channel (each its own invocation, retried on its own)."""
+        if not self.consenting_users():
+            return 0
+        try:
+            channels = self.readable_channels()
+        except RateLimited as limited:
+            self.queue.send(job, delay_s=int(limited.retry_after) + 1)
+            return 0
+        for guild, channel in channels:
+            self.queue.send(DiscordJob(action="catchup", guild=guild, channel=channel, issued_at=job.issued_at))
+        return len(channels)
+
     def catch_up(self, channels: list[tuple[str, str]] | None = None) -> int:
-        """Fetch messages newer than the newest seen, per channel, and store those of consenting users."""
+        """Fetch messages newer than the newest seen, per channel, and store those of consenting users.
+        Idempotent: messages are keyed by their Discord id."""
         users = self.consenting_users()
         if not users:
             return 0
         if channels is None:
-            channels = [(g["id"], c["id"]) for g in self.client.guilds() for c in self.client.readable_channels(g["id"])
-                        if c["id"] not in self.settings.channels_disallowed]
+            channels = self.readable_channels()
         stored = 0
         for guild, channel in channels:
             try:

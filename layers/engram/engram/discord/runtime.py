@@ -11,7 +11,7 @@ from .settings import DiscordSettings, get_discord_settings
 
 def build_discord(settings: DiscordSettings, engine, transport=None, ollama=None) -> DiscordMemory:
     """Discord memory on an engine; tests pass transports to reach their fakes."""
-    client = DiscordClient(settings.api_base, settings.bot_token, settings.application_id, transport=transport)
+    client = DiscordClient(settings.api_base, settings.resolve_bot_token(), settings.application_id, transport=transport)
     return DiscordMemory(settings, engine.service, engine.queue, client, ollama=ollama)
 
 

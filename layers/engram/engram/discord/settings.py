@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
+from typing import Annotated
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+# Comma-separated in the environment (the template always sets it, often to ""): NoDecode stops
+# pydantic-settings from JSON-decoding it before the validator below splits it.
+CommaSet = Annotated[set[str], NoDecode]
 
 
 class DiscordSettings(BaseSettings):
     """Everything the Discord front door reads from its environment."""
 
-    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, env_ignore_empty=True)
 
     application_id: str | None = Field(None, validation_alias="DISCORD_APPLICATION_ID")
     public_key: str | None = Field(None, validation_alias="DISCORD_PUBLIC_KEY")
     bot_token: str | None = Field(None, validation_alias="DISCORD_BOT_TOKEN")
+    bot_token_parameter: str | None = Field(None, validation_alias="DISCORD_BOT_TOKEN_PARAMETER")
     api_base: str = Field("https://discord.com/api/v10", validation_alias="DISCORD_API_BASE")
-    channels_disallowed: set[str] = Field(default_factory=set, validation_alias="DISCORD_CHANNELS_DISALLOWED")
+    channels_disallowed: CommaSet = Field(default_factory=set, validation_alias="DISCORD_CHANNELS_DISALLOWED")
     ollama_url: str = Field("http://127.0.0.1:11434", validation_alias="OLLAMA_URL")
     chat_model: str | None = Field(None, validation_alias="OLLAMA_CHAT_MODEL")
     vision_model: str | None = Field(None, validation_alias="OLLAMA_VISION_MODEL")
@@ -28,7 +33,7 @@ class DiscordSettings(BaseSettings):
     max_signature_age_s: int = Field(300, validation_alias="DISCORD_MAX_SIGNATURE_AGE_S")
     # Links are never fetched from private, loopback or link-local addresses; this names networks that
     # may be fetched anyway (tests, an internal wiki). Empty by default.
-    fetch_allow_networks: set[str] = Field(default_factory=set, validation_alias="LINK_FETCH_ALLOW_NETWORKS")
+    fetch_allow_networks: CommaSet = Field(default_factory=set, validation_alias="LINK_FETCH_ALLOW_NETWORKS")
 
     @field_validator("channels_disallowed", "fetch_allow_networks", mode="before")
     @classmethod
@@ -42,14 +47,17 @@ class DiscordSettings(BaseSettings):
         """Discord memories belong to the bot whose id is the application id."""
         return self.application_id or "discord"
 
+    def resolve_bot_token(self) -> str | None:
+        """The bot token: the value itself, else the SSM SecureString it names (read when first needed,
+        by the worker only; the interactions function never needs it and may not read it)."""
+        if self.bot_token or not self.bot_token_parameter:
+            return self.bot_token
+        from aws_lambda_powertools.utilities import parameters
+
+        return parameters.get_parameter(self.bot_token_parameter, decrypt=True, max_age=300)
+
 
 @lru_cache(maxsize=1)
 def get_discord_settings() -> DiscordSettings:
-    """Process-wide settings; DISCORD_BOT_TOKEN may come from the SSM SecureString it names."""
-    extra = {}
-    parameter = os.environ.get("DISCORD_BOT_TOKEN_PARAMETER")
-    if parameter and not os.environ.get("DISCORD_BOT_TOKEN"):
-        from aws_lambda_powertools.utilities import parameters
-
-        extra["DISCORD_BOT_TOKEN"] = parameters.get_parameter(parameter, decrypt=True, max_age=300)
-    return DiscordSettings(**extra)
+    """Process-wide settings, from the environment alone (no secret is fetched here)."""
+    return DiscordSettings()

@@ -13,7 +13,6 @@ import anyio
 import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import EngramError
@@ -46,6 +45,12 @@ def _presented_key(request: Request) -> str | None:
 
 def _outgoing_headers(request: Request, proxy: Proxy, upstream) -> dict[str, str]:
     headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROP_REQUEST}
+    # engram's own key never reaches a provider, whichever header the caller put it in
+    bearer = headers.get("authorization", "").partition(" ")[2].strip() or None
+    if bearer and proxy.key_matches(bearer):
+        headers.pop("authorization", None)
+    if proxy.key_matches(headers.get("x-api-key")):
+        headers.pop("x-api-key", None)
     if upstream.apiKey:
         # the caller showed engram's key; the provider gets the key we hold for it
         headers.pop("authorization", None)
@@ -67,8 +72,9 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
         if upstream is None:
             return proxy, None, _error(404, "not_found", f"no upstream named {name!r}")
         authorized = proxy.key_matches(_presented_key(request))
-        if upstream.apiKey and not authorized:
-            return proxy, upstream, _error(401, "unauthorized", f"upstream {name!r} needs engram's proxy key")
+        if not authorized and not upstream.open:
+            return proxy, upstream, _error(
+                401, "unauthorized", f"upstream {name!r} needs engram's proxy key (Authorization: Bearer, x-api-key or x-engram-key)")
         return proxy, upstream, authorized
 
     @router.post("/{name}/v1/chat/completions", include_in_schema=False)
@@ -195,7 +201,8 @@ async def relay(proxy: Proxy, upstream, request: Request, path: str, content: by
                 trace=None, model: str = ""):
     """Send to the upstream and relay its answer: streamed chunk by chunk with its status and headers,
     or whole. Once the answer is complete, `after(text)` gets the assistant's text and the turn's
-    trace gets the upstream generation (model, usage) and is closed — all after the reply has gone out."""
+    trace gets the upstream generation (model, usage) and is closed — before the reply ends (after the
+    last streamed chunk, before the response is complete), since on Lambda nothing runs after it."""
     trace = trace or TurnTrace()
     generation = trace.generation(model) if api else None
 
@@ -238,16 +245,23 @@ async def relay(proxy: Proxy, upstream, request: Request, path: str, content: by
             with contextlib.suppress(ValueError, AttributeError):
                 parsed = json.loads(data)
                 text, usage = wire.reply_text(api, parsed), parsed.get("usage")
-        task = BackgroundTask(run_in_threadpool, finish, response.status_code, usage, text)
-        return Response(data, status_code=response.status_code, headers=headers, background=task)
+        # Before the reply, not after it: behind the Lambda Web Adapter the sandbox freezes once the
+        # response has gone, so the extraction job must be on the queue first (a few ms).
+        await run_in_threadpool(finish, response.status_code, usage, text)
+        return Response(data, status_code=response.status_code, headers=headers)
 
     capture = wire.StreamCapture(api) if api else None
 
     async def chunks():
+        finished = False
         try:
             async for chunk in response.aiter_raw():
                 if capture:
                     capture.feed(chunk)
+                    if capture.finished and not finished:
+                        # SDKs stop reading at the end event: queue the post-turn work before they see it
+                        finished = True
+                        await run_in_threadpool(finish, response.status_code, capture.usage, capture.text)
                 yield chunk
         finally:
             # a client that hangs up right after the last event cancels this generator: the post-turn
@@ -255,6 +269,7 @@ async def relay(proxy: Proxy, upstream, request: Request, path: str, content: by
             with anyio.CancelScope(shield=True):
                 await response.aclose()
                 proxy.counters.record("upstream", (time.perf_counter() - started) * 1000, response.status_code < 500)
-                await run_in_threadpool(finish, response.status_code, capture.usage if capture else None, capture.text if capture else "")
+                if not finished:
+                    await run_in_threadpool(finish, response.status_code, capture.usage if capture else None, capture.text if capture else "")
 
     return StreamingResponse(chunks(), status_code=response.status_code, headers=headers)

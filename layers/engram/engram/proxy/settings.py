@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import AliasChoices, BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-RESERVED = {"v1", "mcp", "healthz", "openapi.json", "docs", "redoc", "discord"}
+RESERVED = {"v1", "mcp", "healthz", "livez", "openapi.json", "docs", "redoc", "discord"}
 
 
 class Upstream(BaseModel):
@@ -21,6 +21,9 @@ class Upstream(BaseModel):
     api: Literal["openai", "anthropic"] = "openai"
     apiKey: str | None = None
     forceIncludeUsage: bool = True
+    # Deliberately open: callers without engram's key may use it as a plain pass-through (their own
+    # provider key, no memory). Off by default: the proxy's public URL is not an open door.
+    open: bool = False
 
     @field_validator("name")
     @classmethod
@@ -47,7 +50,7 @@ class Upstream(BaseModel):
 class ProxySettings(BaseSettings):
     """Everything the proxy reads from its environment."""
 
-    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, env_ignore_empty=True)
 
     upstreams: list[Upstream] = Field(default_factory=list, validation_alias="UPSTREAMS")
     user_header: str = Field("x-librechat-user-id", validation_alias="LIBRECHAT_USER_HEADER")

@@ -128,6 +128,7 @@ class StreamCapture:
         self._buffer = b""
         self.parts: list[str] = []
         self.usage: dict | None = None
+        self.finished = False  # the provider's end-of-stream event has been seen
 
     def feed(self, chunk: bytes) -> None:
         """Take the next bytes of the stream (events may be split anywhere)."""
@@ -139,7 +140,10 @@ class StreamCapture:
                 self._event(line[5:].strip())
 
     def _event(self, data: bytes) -> None:
-        if not data or data == b"[DONE]":
+        if data == b"[DONE]":
+            self.finished = True
+            return
+        if not data:
             return
         try:
             event = json.loads(data)
@@ -160,6 +164,8 @@ class StreamCapture:
                 self.parts.append(delta.get("text", ""))
         elif event.get("type") == "message_delta" and event.get("usage"):
             self.usage = event["usage"]
+        elif event.get("type") == "message_stop":
+            self.finished = True
 
     @property
     def text(self) -> str:

@@ -26,17 +26,24 @@ class QdrantServerIndex:
     def __init__(self, client: QdrantClient, collection: str):
         self.client = client
         self.collection = collection
-        self._call(self._ensure_collection)
+        # Checked on first use, not here: a Qdrant that does not answer at cold start must degrade
+        # exactly as a later outage does (writes kept pending, words search), not fail the process.
+        self._collection_ready = False
 
     @classmethod
     def connect(cls, url: str, api_key: str | None, collection: str) -> "QdrantServerIndex":
         """Connect to a server by URL (`:memory:` gives qdrant-client's local mode)."""
         if url == ":memory:":
             return cls(QdrantClient(location=":memory:"), collection)
-        return cls(QdrantClient(url=url, api_key=api_key, timeout=5), collection)
+        # No version check: it is a request on a background thread at construction, which a frozen
+        # Lambda sandbox may never finish and which costs a round trip at every cold start.
+        return cls(QdrantClient(url=url, api_key=api_key, timeout=5, check_compatibility=False), collection)
 
     def _call(self, fn):
         try:
+            if not self._collection_ready:
+                self._ensure_collection()
+                self._collection_ready = True
             return fn()
         except IndexUnavailable:
             raise
