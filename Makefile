@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SAM_VENV := .venv-sam
 
-.PHONY: run test test-unit test-integration lint-template bench bench-quick build deploy clean
+.PHONY: run test test-unit test-integration test-deploy lint-template bench bench-quick build deploy clean
 
 $(STAMP): requirements-dev.txt layers/engram/requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,8 +19,8 @@ $(STAMP): requirements-dev.txt layers/engram/requirements.txt pyproject.toml
 run: $(STAMP)
 	$(PY) -m infra.local_stack
 
-test: $(STAMP)
-	$(PY) -m pytest -q tests/unit tests/integration
+test: $(STAMP) $(SAM_VENV)/.installed
+	$(PY) -m pytest -q tests/unit tests/integration tests/deploy
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
@@ -28,9 +28,14 @@ test-unit: $(STAMP)
 test-integration: $(STAMP)
 	$(PY) -m pytest -q tests/integration
 
+# The stack as `sam build` makes it, each function in a fresh runtime Python against moto (tests/deploy).
+test-deploy: $(STAMP) $(SAM_VENV)/.installed
+	$(PY) -m pytest -q tests/deploy
+
+# aws-sam-cli in its own venv: installed into the app's venv it downgrades boto3 and pydantic.
 $(SAM_VENV)/.installed:
 	test -x $(SAM_VENV)/bin/python || $(PYTHON) -m venv $(SAM_VENV)
-	$(SAM_VENV)/bin/pip install -q cfn-lint==1.58.0
+	$(SAM_VENV)/bin/pip install -q --disable-pip-version-check aws-sam-cli==1.170.0 cfn-lint==1.58.0
 	touch $@
 
 lint-template: $(SAM_VENV)/.installed
@@ -42,11 +47,11 @@ bench: $(STAMP)
 bench-quick: $(STAMP)
 	$(PY) tests/bench/run.py --quick
 
-build:
-	sam build
+build: $(SAM_VENV)/.installed
+	$(SAM_VENV)/bin/sam build
 
-deploy:
-	sam deploy --guided
+deploy: build
+	$(SAM_VENV)/bin/sam deploy --guided
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) .aws-sam

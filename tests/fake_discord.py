@@ -1,4 +1,4 @@
-"""A fake Discord REST API (and a fake Ollama chat) on 127.0.0.1: guilds, channels, threads, paginated
+"""A fake Discord REST API (and a fake Ollama: chat and embed) on 127.0.0.1: guilds, channels, threads, paginated
 history, a 429 on first touch of one channel, interaction webhooks and DMs; records what it is asked."""
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ class FakeDiscord:
         self.app = FastAPI()
         self.sent: list[dict] = []
         self.chat_requests: list[dict] = []
+        self.embed_requests: list[dict] = []
+        self.history_reads: list[str] = []
         self.rate_limited_once = {"c21"}
         self.next_id = 10_000_000
         self.guilds = [{"id": "g1", "name": "Alpha"}, {"id": "g2", "name": "Beta"}]
@@ -105,6 +107,7 @@ class FakeDiscord:
         async def messages(channel: str, request: Request, limit: int = 50, before: str | None = None, after: str | None = None):
             if not bot_auth(request):
                 return JSONResponse({}, status_code=401)
+            self.history_reads.append(channel)
             if channel in self.rate_limited_once:
                 self.rate_limited_once.discard(channel)
                 return JSONResponse({"message": "You are being rate limited.", "retry_after": 0.2, "global": False}, status_code=429)
@@ -157,6 +160,15 @@ class FakeDiscord:
         @app.get("/cat.png")
         async def cat():
             return Response(b"\x89PNG\r\n\x1a\n fake image bytes", media_type="image/png")
+
+        @app.post("/api/embed")
+        async def embed(request: Request):
+            from tests.support import HashEmbedder
+
+            body = await request.json()
+            texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+            self.embed_requests.append(body)
+            return {"model": body["model"], "embeddings": HashEmbedder().embed(texts)}
 
         @app.post("/api/chat")
         async def chat(request: Request):

@@ -129,3 +129,27 @@ def test_forget_leaves_nothing_of_the_user(stack, discord):
     state = stack.dynamodb.scan(TableName="engram-state")["Items"]
     assert not [i for i in state if ALICE in i["sk"]["S"] or ALICE in i["pk"]["S"]]
     assert "off for you" in interact(stack, memory_cmd("status", ALICE)).json()["data"]["content"]
+
+
+class DuplicatingQueue:
+    """SQS may deliver a message twice: every backfill job is sent twice."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def send(self, job, delay_s=0):
+        self.inner.send(job, delay_s)
+        if job.kind == "discord-backfill":
+            self.inner.send(job, delay_s)
+
+
+def test_duplicate_deliveries_count_each_channel_once(stack, discord, monkeypatch):
+    monkeypatch.setattr(stack.discord, "queue", DuplicatingQueue(stack.discord.queue))
+    interact(stack, memory_cmd("remember", BOB, token="tok-dup"))
+    assert wait_until(lambda: any("Backfill complete" in s.get("content", "") for s in discord.sent if s.get("token") == "tok-dup"))
+    time.sleep(1.5)  # let the duplicates run out
+    finals = [s["content"] for s in discord.sent if s.get("token") == "tok-dup" and "Backfill complete" in s.get("content", "")]
+    expected = discord.expected_for(BOB, ALLOWED)
+    assert finals == [f"Backfill complete: {len(expected)} messages stored."]
+    assert set(stored_ids(stack, BOB)) == expected
+    assert "Backfill: complete" in interact(stack, memory_cmd("status", BOB)).json()["data"]["content"]

@@ -44,3 +44,15 @@ def test_streaming_proxy_uses_a_response_stream_function_url():
     fn = load_template()["Resources"]["StreamingProxyFunction"]["Properties"]
     assert fn["FunctionUrlConfig"]["InvokeMode"] == "RESPONSE_STREAM"
     assert fn["Environment"]["Variables"]["AWS_LWA_INVOKE_MODE"] == "response_stream"
+
+
+def test_the_layer_is_built_for_the_templates_runtime_and_architecture():
+    """layers/engram/Makefile picks wheels for the Lambda runtime, whatever Python the host has."""
+    globals_ = load_template()["Globals"]["Function"]
+    makefile = (ROOT / "layers/engram/Makefile").read_text()
+    version = globals_["Runtime"].removeprefix("python")
+    platform = {"x86_64": "manylinux2014_x86_64", "arm64": "manylinux2014_aarch64"}[globals_["Architectures"][0]]
+    assert f"LAMBDA_PYTHON_VERSION := {version}\n" in makefile
+    assert f"LAMBDA_PLATFORM := {platform}\n" in makefile
+    assert "--only-binary=:all:" in makefile and "--python-version $(LAMBDA_PYTHON_VERSION)" in makefile
+    assert load_template()["Resources"]["EngramLayer"]["Properties"]["CompatibleRuntimes"] == [globals_["Runtime"]]

@@ -10,7 +10,9 @@ from .engine import get_engine
 from .jobs import BackfillJob, DiscordJob, ExtractJob, IndexJob, ReembedJob, SweepJob, parse_job
 
 logger = Logger(service="engram-worker")
-processor = BatchProcessor(event_type=EventType.SQS)
+# A batch whose every job failed (Qdrant down, say) is reported record by record like any other, not
+# raised: the jobs come back after the visibility timeout either way, and the function is not in error.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 def handle(record: SQSRecord) -> None:
