@@ -345,7 +345,7 @@ class PrecomputedEmbedder:
 
 def bench_recall(sizes: list[int], embedder, queries: int, with_client_mode: bool) -> dict:
     """Scope-filtered recall through MemoryService.recall on the embedded engine (and qdrant-client's
-    local mode as the baseline), with and without the query embed."""
+    local mode, over engram's REST client, as the baseline), with and without the query embed."""
     from engram.embedders import vector_name
     from engram.service import MemoryService
     from engram.vectors import Scope
@@ -363,7 +363,11 @@ def bench_recall(sizes: list[int], embedder, queries: int, with_client_mode: boo
     for n in sizes:
         engines = [("edge", lambda d: EdgeIndex(Path(d) / "shard"))]
         if with_client_mode and n <= 20_000:
-            engines.append(("qdrant-client local", lambda d: QdrantServerIndex.connect(":memory:", None, "bench")))
+            # qdrant-client's local mode, reached through engram's REST client (what the edge engine replaces)
+            from tests.fake_qdrant import FakeQdrant
+
+            fake = FakeQdrant().start()
+            engines.append(("qdrant-client local", lambda d: QdrantServerIndex.connect(fake.url, None, "bench")))
         for engine_name, make in engines:
             tmp = tempfile.mkdtemp()
             index = make(tmp)

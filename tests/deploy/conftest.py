@@ -1,9 +1,10 @@
 """The stack as `sam build` makes it, its template's resources in a moto server, and the outside world
-(Discord, Ollama, a model provider) as fakes on 127.0.0.1. Qdrant is deliberately unreachable: the
-functions must start and degrade exactly as the README promises."""
+(Discord, Ollama, a model provider, Qdrant's REST API) as fakes on 127.0.0.1. Tests take Qdrant down
+to see the functions start and degrade exactly as the README promises."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 import time
@@ -15,10 +16,12 @@ from nacl.signing import SigningKey
 
 from tests.deploy import harness
 from tests.fake_discord import APP_ID, TOKEN, FakeDiscord
+from tests.fake_qdrant import FakeQdrant
 from tests.fake_upstream import FakeUpstream
 
 KEY = "fidelity-api-key"
 UPSTREAM_KEY = "sk-held-by-engram"
+QDRANT_KEY = "qdrant-key-in-ssm"
 DISALLOWED = "c12,c99"
 
 
@@ -26,9 +29,10 @@ class Deployment:
     """Everything a fidelity test reaches: the built functions, moto's clients, the fakes."""
 
     def __init__(self, stack: harness.Stack, build: Path, python: str, runtime_dir: Path, endpoint: str,
-                 discord: FakeDiscord, upstream: FakeUpstream, signer: SigningKey, workdir: Path):
+                 discord: FakeDiscord, upstream: FakeUpstream, qdrant: FakeQdrant, signer: SigningKey, workdir: Path):
         self.stack, self.build, self.python, self.runtime_dir = stack, build, python, runtime_dir
         self.endpoint, self.discord, self.upstream, self.signer = endpoint, discord, upstream, signer
+        self.qdrant = qdrant
         self.workdir = workdir
         self.sqs = boto3.client("sqs", endpoint_url=endpoint, region_name=harness.REGION)
         self.dynamodb = boto3.client("dynamodb", endpoint_url=endpoint, region_name=harness.REGION)
@@ -149,8 +153,9 @@ def parameters(qdrant_url: str, discord: FakeDiscord, upstream: FakeUpstream, si
     }
 
 
-@pytest.fixture(scope="session")
-def deployment():
+@contextlib.contextmanager
+def make_deployment():
+    """Build, transform, provision and start the fakes; yields a Deployment (the bench uses it too)."""
     from moto.server import ThreadedMotoServer
 
     build = harness.sam_build()
@@ -158,9 +163,9 @@ def deployment():
     runtime_dir = harness.runtime_site(python)
     discord = FakeDiscord().start()
     upstream = FakeUpstream().start()
+    qdrant = FakeQdrant(api_key=QDRANT_KEY).start()
     signer = SigningKey.generate()
-    # Nothing listens on this port: Qdrant is down at every cold start in this suite.
-    params = parameters(f"http://127.0.0.1:{harness.free_port()}", discord, upstream, signer)
+    params = parameters(qdrant.url, discord, upstream, signer)
     template = harness.sam_transform(params)
     stack = harness.Stack(template, params)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -171,15 +176,26 @@ def deployment():
                                   aws_secret_access_key="x") for name in ("dynamodb", "sqs", "ssm")}
     stack.provision(clients["dynamodb"], clients["sqs"], clients["ssm"], secrets={
         stack.parameters["ApiKeyParameter"]: KEY,
-        stack.parameters["QdrantApiKeyParameter"]: "qdrant-key",
+        stack.parameters["QdrantApiKeyParameter"]: QDRANT_KEY,
         stack.parameters["UpstreamsParameter"]: json.dumps([
             {"name": "oa", "baseUrl": upstream.url, "api": "openai", "apiKey": UPSTREAM_KEY}]),
         stack.parameters["DiscordBotTokenParameter"]: TOKEN,
     })
-    with tempfile.TemporaryDirectory() as workdir:
-        d = Deployment(stack, build, python, runtime_dir, endpoint, discord, upstream, signer, Path(workdir))
+    try:
+        with tempfile.TemporaryDirectory() as workdir:
+            d = Deployment(stack, build, python, runtime_dir, endpoint, discord, upstream, qdrant, signer, Path(workdir))
+            try:
+                yield d
+            finally:
+                d.close()
+    finally:
+        server.stop()
+        discord.stop()
+        upstream.stop()
+        qdrant.stop()
+
+
+@pytest.fixture(scope="session")
+def deployment():
+    with make_deployment() as d:
         yield d
-        d.close()
-    server.stop()
-    discord.stop()
-    upstream.stop()

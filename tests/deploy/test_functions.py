@@ -69,6 +69,7 @@ def keyed(e: dict) -> dict:
 
 
 def test_http_function_keeps_writes_and_searches_by_words_while_qdrant_is_down(deployment):
+    deployment.qdrant.down = True  # down from before the cold start
     process = deployment.start("HttpFunction")
     added = process.invoke(keyed(event("apigw-http-add-memory.json")))
     assert added["result"]["statusCode"] == 201, added
@@ -89,6 +90,28 @@ def test_http_function_keeps_writes_and_searches_by_words_while_qdrant_is_down(d
     sends = [c for c in deployment.calls("HttpFunction") if c["operation"] == "SendMessage"]
     assert sends and sends[-1]["queue_url"] == deployment.queue_url("JobsQueue")
     assert_granted(deployment, "HttpFunction")
+
+
+def test_once_qdrant_is_back_the_worker_fills_vectors_and_search_uses_them(deployment):
+    deployment.qdrant.down = False
+    table = deployment.stack.physical["MemoriesTable"]["Ref"]
+    pending = [int(r["id"]["N"]) for r in deployment.dynamodb.scan(TableName=table)["Items"] if "pendingBot" in r]
+    assert pending
+    # the index job the HTTP function queued (delayed 30 s on the queue), delivered now
+    deployment.sqs.send_message(QueueUrl=deployment.queue_url("JobsQueue"),
+                                MessageBody=json.dumps({"kind": "index", "bot": "demo", "ids": pending}))
+    worker = deployment.start("WorkerFunction")
+    answers = deployment.drain("JobsQueue", worker, 5)
+    assert all(a["result"]["batchItemFailures"] == [] for a in answers)
+    assert not [r for r in deployment.dynamodb.scan(TableName=table)["Items"] if "pendingBot" in r]
+    assert deployment.qdrant.engine.count("engram").count >= 1
+    process = deployment.start("HttpFunction")
+    search = keyed(event("apigw-http-list-memories.json"))
+    search["rawQueryString"] = "query=which+beverage"  # no shared word: found by meaning (the fake Ollama)
+    found = body(process.invoke(search))["memories"]
+    assert found and found[0]["text"] == "The owner drinks green tea." and found[0]["score"] > 0
+    assert ("POST", "/collections/engram/points/query") in deployment.qdrant.requests
+    assert_granted(deployment, "WorkerFunction")
 
 
 def test_http_function_proxies_a_librechat_turn_and_queues_extraction(deployment):
@@ -124,6 +147,7 @@ def test_schedule_function_queues_what_its_rules_send(deployment):
 def test_worker_runs_discord_jobs_from_both_queues_and_starts_while_qdrant_is_down(deployment):
     """remember -> backfill of every readable channel but the disallowed ones -> one final message; the
     catch-up fans out per channel; the index jobs wait for Qdrant without dead-lettering anything."""
+    deployment.qdrant.down = True
     discord = deployment.discord
     deployment.discard("JobsQueue")
     interactions = deployment.start("InteractionsFunction")

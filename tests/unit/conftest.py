@@ -29,15 +29,22 @@ def aws():
                "interactive_queue_url": queues["InteractiveQueue"], "dlq_url": queues["JobsDeadLetterQueue"]}
 
 
-@pytest.fixture(params=["edge", "qdrant-client"])
+@pytest.fixture(params=["edge", "qdrant-rest"])
 def raw_index(request, tmp_path):
-    """Both index implementations that run here: qdrant-edge and qdrant-client (local mode)."""
+    """Both index implementations: qdrant-edge in-process, and the REST client against Qdrant's REST API
+    (answered by qdrant-client's local engine, bodies checked against its request models)."""
     if request.param == "edge":
         index = EdgeIndex(tmp_path / "shard")
-    else:
-        index = QdrantServerIndex.connect(":memory:", None, "engram")
+        yield index
+        index.close()
+        return
+    from tests.fake_qdrant import FakeQdrant
+
+    server = FakeQdrant(api_key="qdrant-unit-key").start()
+    index = QdrantServerIndex.connect(server.url, "qdrant-unit-key", "engram")
     yield index
     index.close()
+    server.stop()
 
 
 @pytest.fixture

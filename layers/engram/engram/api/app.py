@@ -151,6 +151,20 @@ def _describe(exc: RequestValidationError) -> str:
     return "; ".join(parts)
 
 
+class LazyASGI:
+    """An ASGI app built on its first request: the MCP SDK's import alone costs ~0.3 s of every cold
+    start, and most invocations never touch /mcp."""
+
+    def __init__(self, build: Callable[[], Any]):
+        self._build = build
+        self._app = None
+
+    async def __call__(self, scope, receive, send):
+        if self._app is None:
+            self._app = self._build()
+        await self._app(scope, receive, send)
+
+
 def api_docs_enabled() -> bool:
     """API docs (/docs, /redoc, /openapi.json): on locally, off on Lambda unless ENGRAM_API_DOCS=true."""
     setting = os.environ.get("ENGRAM_API_DOCS", "").strip().lower()
@@ -344,9 +358,12 @@ def create_app(engine_factory: Callable[[], Engine] = get_engine, proxy_factory:
     if proxy_factory is not None:
         from ..proxy.routes import proxy_router
 
-        from ..proxy.mcp_tools import MCPEndpoint
+        def build_mcp():
+            from ..proxy.mcp_tools import MCPEndpoint
 
-        endpoint = MCPEndpoint(proxy_factory)
+            return MCPEndpoint(proxy_factory)
+
+        endpoint = LazyASGI(build_mcp)
         app.add_route("/mcp", endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
         app.add_route("/mcp/", endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
         app.include_router(proxy_router(proxy_factory))

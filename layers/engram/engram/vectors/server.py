@@ -1,29 +1,34 @@
-"""Qdrant reached through qdrant-client: a server or Qdrant Cloud by URL (or its local mode in tests)."""
+"""Qdrant reached over its REST API: a server or Qdrant Cloud by URL.
+
+Plain httpx rather than qdrant-client: the client's import alone (pydantic schemas for ~900 models)
+costs 0.5-0.9 s of every Lambda cold start, more than the whole first request may take, for the ten
+calls engram makes. tests/fake_qdrant.py checks every body sent here against qdrant-client's own
+request models (the server's OpenAPI schema, extra fields forbidden) and runs it on qdrant-client's
+local engine, so the wire format cannot drift from what the official client sends."""
 
 from __future__ import annotations
 
-from qdrant_client import QdrantClient
-from qdrant_client import models as m
+from typing import Any
+
+import httpx
 
 from ..errors import IndexUnavailable
 from ..words import SparseVector
 from . import SCOPE_FIELDS, WORDS, Fusion, Hit, IndexPoint, Scope
 
 
-def _filter(scope: Scope) -> m.Filter:
-    return m.Filter(
-        must=[m.FieldCondition(key=k, match=m.MatchValue(value=v)) for k, v in scope.conditions().items()]
-    )
+def _filter(scope: Scope) -> dict:
+    return {"must": [{"key": k, "match": {"value": v}} for k, v in scope.conditions().items()]}
 
 
-def _sparse(vector: SparseVector) -> m.SparseVector:
-    return m.SparseVector(indices=vector.indices, values=vector.values)
+def _sparse(vector: SparseVector) -> dict:
+    return {"indices": list(vector.indices), "values": list(vector.values)}
 
 
 class QdrantServerIndex:
     """One collection: sparse `words` (IDF) and a dense named vector per embedding model."""
 
-    def __init__(self, client: QdrantClient, collection: str):
+    def __init__(self, client: httpx.Client, collection: str):
         self.client = client
         self.collection = collection
         # Checked on first use, not here: a Qdrant that does not answer at cold start must degrade
@@ -31,116 +36,118 @@ class QdrantServerIndex:
         self._collection_ready = False
 
     @classmethod
-    def connect(cls, url: str, api_key: str | None, collection: str) -> "QdrantServerIndex":
-        """Connect to a server by URL (`:memory:` gives qdrant-client's local mode)."""
-        if url == ":memory:":
-            return cls(QdrantClient(location=":memory:"), collection)
-        # No version check: it is a request on a background thread at construction, which a frozen
-        # Lambda sandbox may never finish and which costs a round trip at every cold start.
-        return cls(QdrantClient(url=url, api_key=api_key, timeout=5, check_compatibility=False), collection)
+    def connect(cls, url: str, api_key: str | None, collection: str, timeout_s: float = 5.0,
+                transport: httpx.BaseTransport | None = None) -> "QdrantServerIndex":
+        """A client for the server at `url` (no request is made until the index is first used)."""
+        headers = {"api-key": api_key} if api_key else {}
+        client = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport)
+        return cls(client, collection)
 
-    def _call(self, fn):
+    # ----- the wire --------------------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, body: dict | None = None, wait: bool = False) -> Any:
+        """One REST call; its `result`. Every failure (refused, timed out, 4xx/5xx) is IndexUnavailable."""
         try:
-            if not self._collection_ready:
-                self._ensure_collection()
-                self._collection_ready = True
-            return fn()
-        except IndexUnavailable:
-            raise
-        except Exception as exc:  # connection refused, timeouts, 5xx: one kind for callers
-            raise IndexUnavailable(f"Qdrant failed: {exc}") from exc
+            response = self.client.request(method, f"/collections/{self.collection}{path}", json=body,
+                                           params={"wait": "true"} if wait else None)
+        except httpx.HTTPError as exc:
+            raise IndexUnavailable(f"Qdrant failed: {type(exc).__name__}: {exc}") from exc
+        if response.status_code >= 400:
+            if response.status_code == 404:
+                self._collection_ready = False  # deleted behind our back: made again on the next call
+            try:
+                detail = response.json().get("status", {}).get("error") or response.text
+            except ValueError:
+                detail = response.text
+            raise IndexUnavailable(f"Qdrant answered {response.status_code}: {str(detail)[:300]}")
+        try:
+            return response.json().get("result")
+        except ValueError as exc:
+            raise IndexUnavailable(f"Qdrant answered something that is not JSON: {response.text[:200]}") from exc
+
+    def _call(self, method: str, path: str, body: dict | None = None, wait: bool = False) -> Any:
+        if not self._collection_ready:
+            self._ensure_collection()
+            self._collection_ready = True
+        return self._request(method, path, body, wait)
 
     def _ensure_collection(self) -> None:
-        if self.client.collection_exists(self.collection):
+        if self._request("GET", "/exists").get("exists"):
             return
-        self.client.create_collection(
-            self.collection,
-            vectors_config={},
-            sparse_vectors_config={WORDS: m.SparseVectorParams(modifier=m.Modifier.IDF)},
-        )
+        self._request("PUT", "", {"vectors": {}, "sparse_vectors": {WORDS: {"modifier": "idf"}}})
         for name in SCOPE_FIELDS:
-            self.client.create_payload_index(self.collection, name, m.PayloadSchemaType.KEYWORD)
-        self.client.create_payload_index(self.collection, "createdAt", m.PayloadSchemaType.INTEGER)
+            self._request("PUT", "/index", {"field_name": name, "field_schema": "keyword"}, wait=True)
+        self._request("PUT", "/index", {"field_name": "createdAt", "field_schema": "integer"}, wait=True)
+
+    # ----- the port ----------------------------------------------------------------------------------
 
     def dense_names(self) -> set[str]:
         """The named dense vectors of the collection."""
-        info = self._call(lambda: self.client.get_collection(self.collection))
-        vectors = info.config.params.vectors
+        vectors = self._call("GET", "")["config"]["params"].get("vectors")
         return set(vectors.keys()) if isinstance(vectors, dict) else set()
 
     def ensure_dense(self, name: str, size: int) -> None:
         """Create the named dense vector (cosine) unless it exists."""
-        if name in self.dense_names():
-            return
-        config = m.DenseVectorNameConfig(dense=m.DenseVectorConfig(size=size, distance=m.Distance.COSINE))
-        self._call(lambda: self.client.create_vector_name(self.collection, name, config))
+        if name not in self.dense_names():
+            self._call("PUT", f"/vectors/{name}", {"dense": {"size": size, "distance": "Cosine"}}, wait=True)
 
     def delete_dense(self, name: str) -> None:
         """Drop a named dense vector (every point's)."""
         if name in self.dense_names():
-            self._call(lambda: self.client.delete_vector_name(self.collection, name))
+            self._call("DELETE", f"/vectors/{name}", wait=True)
 
     def upsert(self, points: list[IndexPoint]) -> None:
         """Write whole points."""
-        if not points:
-            return
-        structs = [
-            m.PointStruct(id=p.id, vector={WORDS: _sparse(p.words), **p.dense}, payload=p.payload) for p in points
-        ]
-        self._call(lambda: self.client.upsert(self.collection, structs, wait=True))
+        if points:
+            body = [{"id": p.id, "vector": {WORDS: _sparse(p.words), **p.dense}, "payload": p.payload} for p in points]
+            self._call("PUT", "/points", {"points": body}, wait=True)
 
     def set_dense(self, name: str, vectors: dict[int, list[float]]) -> None:
         """Add or replace one dense vector on existing points."""
         if vectors:
-            ops = [m.PointVectors(id=i, vector={name: v}) for i, v in vectors.items()]
-            self._call(lambda: self.client.update_vectors(self.collection, ops, wait=True))
+            body = [{"id": i, "vector": {name: v}} for i, v in vectors.items()]
+            self._call("PUT", "/points/vectors", {"points": body}, wait=True)
 
     def delete(self, ids: list[int]) -> None:
         """Delete points by id."""
         if ids:
-            selector = m.PointIdsList(points=list(ids))
-            self._call(lambda: self.client.delete(self.collection, selector, wait=True))
+            self._call("POST", "/points/delete", {"points": list(ids)}, wait=True)
 
     def delete_scope(self, scope: Scope) -> int:
         """Delete every point in a scope; returns how many there were."""
-        flt = _filter(scope)
         n = self.count(scope)
-        self._call(lambda: self.client.delete(self.collection, m.FilterSelector(filter=flt), wait=True))
+        self._call("POST", "/points/delete", {"filter": _filter(scope)}, wait=True)
         return n
 
     def count(self, scope: Scope, dense: str | None = None) -> int:
         """Exact count in a scope, optionally only points that have a dense vector."""
         flt = _filter(scope)
         if dense:
-            flt = m.Filter(must=[flt, m.HasVectorCondition(has_vector=dense)])
-        return self._call(lambda: self.client.count(self.collection, count_filter=flt, exact=True).count)
+            flt = {"must": [flt, {"has_vector": dense}]}
+        return int(self._call("POST", "/points/count", {"filter": flt, "exact": True})["count"])
 
     def search(self, scope, words, dense, limit, fusion: Fusion) -> list[Hit]:
-        """Hybrid when both sides are given, else whichever one is."""
+        """Hybrid when both sides are given, else whichever one is; the scope filter on every level."""
         flt = _filter(scope)
         legs = []
         if words is not None and words.indices:
             legs.append((_sparse(words), WORDS, fusion.words_weight))
         if dense is not None:
-            legs.append((dense[1], dense[0], fusion.dense_weight))
+            legs.append((list(dense[1]), dense[0], fusion.dense_weight))
         if not legs:
             return []
         if len(legs) == 1:
             query, using, _ = legs[0]
-            run = lambda: self.client.query_points(  # noqa: E731
-                self.collection, query=query, using=using, query_filter=flt, limit=limit, with_payload=True
-            )
+            body = {"query": query, "using": using, "filter": flt, "limit": limit, "with_payload": True}
         else:
-            prefetch = [
-                m.Prefetch(query=q, using=u, filter=flt, limit=max(fusion.candidates, limit)) for q, u, _ in legs
-            ]
-            rrf = m.RrfQuery(rrf=m.Rrf(k=fusion.k, weights=[w for _, _, w in legs]))
-            run = lambda: self.client.query_points(  # noqa: E731
-                self.collection, prefetch=prefetch, query=rrf, query_filter=flt, limit=limit, with_payload=True
-            )
-        points = self._call(run).points
-        return [Hit(int(p.id), float(p.score), dict(p.payload or {})) for p in points]
+            body = {
+                "prefetch": [{"query": q, "using": u, "filter": flt, "limit": max(fusion.candidates, limit)} for q, u, _ in legs],
+                "query": {"rrf": {"k": fusion.k, "weights": [w for _, _, w in legs]}},
+                "filter": flt, "limit": limit, "with_payload": True,
+            }
+        points = self._call("POST", "/points/query", body)["points"]
+        return [Hit(int(p["id"]), float(p["score"]), dict(p.get("payload") or {})) for p in points]
 
     def close(self) -> None:
-        """Close the client."""
+        """Close the HTTP client."""
         self.client.close()

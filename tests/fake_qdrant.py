@@ -1,0 +1,131 @@
+"""Qdrant's REST API on 127.0.0.1, answered by qdrant-client's local engine. Every request body is
+validated with qdrant-client's own request models (generated from the server's OpenAPI schema, extra
+fields forbidden), so a body the real server would refuse is refused here too. Has an API key and a
+switch to take it down."""
+
+from __future__ import annotations
+
+import threading
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from qdrant_client import QdrantClient
+from qdrant_client.http import models as m
+
+from tests.support import LocalServer
+
+
+def _ok(result) -> JSONResponse:
+    return JSONResponse({"result": result, "status": "ok", "time": 0.0})
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"status": {"error": message}, "time": 0.0}, status_code=status)
+
+
+class FakeQdrant:
+    """`.requests` holds (method, path) of everything received; `.down = True` answers 503."""
+
+    def __init__(self, api_key: str | None = None):
+        self.api_key = api_key
+        self.down = False
+        self.requests: list[tuple[str, str]] = []
+        self.engine = QdrantClient(location=":memory:")
+        self._lock = threading.Lock()
+        self.app = FastAPI()
+        self._routes()
+
+    def _routes(self) -> None:
+        app, engine = self.app, self.engine
+
+        @app.middleware("http")
+        async def gate(request: Request, call_next):
+            self.requests.append((request.method, request.url.path))
+            if self.down:
+                return _error(503, "service unavailable")
+            if self.api_key and request.headers.get("api-key") != self.api_key:
+                return _error(401, "Must provide an API key or an Authorization bearer token")
+            try:
+                return await call_next(request)
+            except ValidationError as exc:  # what the server calls a format error in the JSON body
+                return _error(400, f"Format error in JSON body: {exc}")
+            except ValueError as exc:  # the local engine's "not found" and friends
+                return _error(404 if "not found" in str(exc).lower() else 400, str(exc))
+
+        def run(fn):
+            with self._lock:
+                return fn()
+
+        @app.get("/collections/{c}/exists")
+        async def exists(c: str):
+            return _ok({"exists": run(lambda: engine.collection_exists(c))})
+
+        @app.put("/collections/{c}")
+        async def create(c: str, request: Request):
+            body = m.CreateCollection.model_validate(await request.json())
+            run(lambda: engine.create_collection(c, vectors_config=body.vectors, sparse_vectors_config=body.sparse_vectors))
+            return _ok(True)
+
+        @app.get("/collections/{c}")
+        async def info(c: str):
+            return _ok(run(lambda: engine.get_collection(c)).model_dump(mode="json"))
+
+        @app.put("/collections/{c}/index")
+        async def index(c: str, request: Request):
+            body = m.CreateFieldIndex.model_validate(await request.json())
+            run(lambda: engine.create_payload_index(c, body.field_name, body.field_schema))
+            return _ok({"operation_id": 0, "status": "completed"})
+
+        @app.put("/collections/{c}/vectors/{name}")
+        async def create_vector(c: str, name: str, request: Request):
+            body = m.DenseVectorNameConfig.model_validate(await request.json())
+            run(lambda: engine.create_vector_name(c, name, body))
+            return _ok({"operation_id": 0, "status": "completed"})
+
+        @app.delete("/collections/{c}/vectors/{name}")
+        async def delete_vector(c: str, name: str):
+            run(lambda: engine.delete_vector_name(c, name))
+            return _ok({"operation_id": 0, "status": "completed"})
+
+        @app.put("/collections/{c}/points")
+        async def upsert(c: str, request: Request):
+            body = m.PointsList.model_validate(await request.json())
+            run(lambda: engine.upsert(c, points=body.points))
+            return _ok({"operation_id": 0, "status": "completed"})
+
+        @app.put("/collections/{c}/points/vectors")
+        async def update_vectors(c: str, request: Request):
+            body = m.UpdateVectors.model_validate(await request.json())
+            run(lambda: engine.update_vectors(c, points=body.points))
+            return _ok({"operation_id": 0, "status": "completed"})
+
+        @app.post("/collections/{c}/points/delete")
+        async def delete(c: str, request: Request):
+            raw = await request.json()
+            selector = m.PointIdsList.model_validate(raw) if "points" in raw else m.FilterSelector.model_validate(raw)
+            run(lambda: engine.delete(c, points_selector=selector))
+            return _ok({"operation_id": 0, "status": "completed"})
+
+        @app.post("/collections/{c}/points/count")
+        async def count(c: str, request: Request):
+            body = m.CountRequest.model_validate(await request.json())
+            return _ok({"count": run(lambda: engine.count(c, count_filter=body.filter, exact=body.exact)).count})
+
+        @app.post("/collections/{c}/points/query")
+        async def query(c: str, request: Request):
+            body = m.QueryRequest.model_validate(await request.json())
+            found = run(lambda: engine.query_points(c, query=body.query, using=body.using, prefetch=body.prefetch,
+                                                    query_filter=body.filter, limit=body.limit,
+                                                    with_payload=body.with_payload))
+            return _ok(found.model_dump(mode="json"))
+
+    def start(self) -> "FakeQdrant":
+        """Serve on a free 127.0.0.1 port."""
+        self._served = LocalServer(self.app)
+        self.port, self.url = self._served.port, self._served.url
+        return self
+
+    def stop(self) -> None:
+        self._served.stop()
+        self.engine.close()
