@@ -1,25 +1,42 @@
 """Interactions function: Discord's webhook on API Gateway. Lean on purpose (answers within 3 s, cold
-start included): signature check, PING, and deferral to the worker; no model or vector index here."""
+start included): signature check, PING, and deferral to the worker; no model or vector index here.
+DynamoDB and SQS clients are made on the first request that needs them: a PING needs neither."""
 
 import base64
+import json
+from functools import lru_cache
 
 from engram.config import get_settings
 from engram.discord.interactions import consent_status, handle_interaction
 from engram.discord.settings import get_discord_settings
-from engram.jobs import build_queue
-from engram.records import RecordStore
 
 settings = get_discord_settings()
-RecordStore(get_settings())  # binds the DynamoDB tables
-queue = build_queue(get_settings())
-status = consent_status(settings)
+
+
+@lru_cache(maxsize=1)
+def queue():
+    """The jobs queues (interactive jobs go on their own)."""
+    from engram.jobs import build_queue
+
+    return build_queue(get_settings())
+
+
+@lru_cache(maxsize=1)
+def _status():
+    from engram.records import RecordStore
+
+    RecordStore(get_settings())  # binds the DynamoDB tables
+    return consent_status(settings)
+
+
+def status(user: str) -> str:
+    """The /memory status answer, from DynamoDB."""
+    return _status()(user)
 
 
 def handler(event, context):
     """API Gateway HTTP API event in, Discord interaction response out."""
     raw = event.get("body") or ""
     raw = base64.b64decode(raw) if event.get("isBase64Encoded") else raw.encode()
-    code, body = handle_interaction(raw, event.get("headers") or {}, settings, lambda: queue, status)
-    import json
-
+    code, body = handle_interaction(raw, event.get("headers") or {}, settings, queue, status)
     return {"statusCode": code, "headers": {"content-type": "application/json"}, "body": json.dumps(body)}

@@ -89,10 +89,13 @@ def runtime_site(python: str) -> Path:
     version = subprocess.run([python, "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
                              check=True, capture_output=True, text=True).stdout.strip()
     target = ROOT / ".aws-sam" / f"runtime-site-{version}"
-    if not (target / "boto3").exists():
+    if not (target / ".compiled").exists():
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
                         RUNTIME_BOTO3, "-t", str(target), "--python-version", version, "--only-binary=:all:"],
                        check=True, capture_output=True)
+        # the runtime's own packages come with their bytecode
+        subprocess.run([python, "-m", "compileall", "-q", "-j", "0", str(target)], check=True, capture_output=True)
+        (target / ".compiled").touch()
     return target
 
 

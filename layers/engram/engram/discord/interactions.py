@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Callable, Mapping
 
 from ..jobs import DiscordJob, JobQueue
-from ..records import now_ms
 from .settings import DiscordSettings
 from .verify import verify_request
 
@@ -47,7 +47,7 @@ def handle_interaction(raw: bytes, headers: Mapping[str, str], settings: Discord
     if not user:
         return 400, {"error": "no user in the interaction"}
     job = dict(user=user, guild=body.get("guild_id"), channel=body.get("channel_id"), token=body.get("token"),
-               interaction_id=body.get("id"), issued_at=now_ms())
+               interaction_id=body.get("id"), issued_at=int(time.time() * 1000))
     name = data.get("name")
     options = data.get("options") or []
     if name == "memory" and options:
