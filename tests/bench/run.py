@@ -203,22 +203,70 @@ print(json.dumps({"cold": cold, "command": sorted(times)}))
 
 
 def bench_interactions(stack) -> dict:
-    """Fresh interpreter: import the interactions function and answer a PING (cold init); then a
-    /memory status command (DynamoDB reads on the local stack's moto) twenty times."""
+    """A /memory status command (DynamoDB reads on the local stack's moto) twenty times per process
+    (cold starts are measured on the built artifact by bench_cold_start)."""
     from nacl.signing import SigningKey
 
     signer = SigningKey.generate()
     env = {**os.environ, "DISCORD_PUBLIC_KEY": signer.verify_key.encode().hex(), "DISCORD_APPLICATION_ID": "900",
            "ENGRAM_DYNAMODB_ENDPOINT": stack.settings.dynamodb_endpoint, "ENGRAM_SQS_ENDPOINT": stack.settings.sqs_endpoint,
            "ENGRAM_JOBS_QUEUE_URL": stack.settings.jobs_queue_url}
-    colds, commands = [], []
+    commands = []
     for _ in range(5):
         out = subprocess.run([sys.executable, "-c", COLD_START, signer.encode().hex()], cwd=ROOT, env=env,
                              capture_output=True, text=True, check=True).stdout
         figures = json.loads(out.strip().splitlines()[-1])
-        colds.append(figures["cold"])
         commands.extend(figures["command"])
-    return {"cold init + first PING": ms(colds), "/memory status (warm)": ms(commands)}
+    return {"/memory status (warm)": ms(commands)}
+
+
+def bench_cold_start(repeats: int) -> dict:
+    """Each function from the artifact `sam build` makes, in a fresh interpreter of the runtime's Python
+    with the template's environment (tests/deploy): init (the handler module's import), its first request,
+    and process start to first response; medians of `repeats` fresh processes."""
+    import httpx
+
+    from tests.deploy import harness
+    from tests.deploy.conftest import KEY as DEPLOY_KEY, make_deployment
+    from tests.deploy.test_functions import event as sample, keyed, signed
+
+    turn = json.dumps({"model": "m", "messages": [{"role": "user", "content": "What did I say about tea?"}]})
+    turn_headers = {"authorization": f"Bearer {DEPLOY_KEY}", "content-type": "application/json",
+                    "x-librechat-user-id": "alice", "x-librechat-conversation-id": "conv-cold"}
+    out: dict = {}
+    with make_deployment() as d:
+        cases = [
+            ("interactions: PING", "InteractionsFunction", lambda: signed(d, sample("discord-ping.json"))),
+            ("interactions: /memory status", "InteractionsFunction", lambda: signed(d, sample("discord-memory-status.json"))),
+            ("http: list memories", "HttpFunction", lambda: keyed(sample("apigw-http-list-memories.json"))),
+            ("http: LibreChat turn (recall + upstream)", "HttpFunction",
+             lambda: harness.apigw_event("POST", "/oa/v1/chat/completions", turn, turn_headers)),
+            ("worker: index job", "WorkerFunction", lambda: sample("sqs-index-job.json")),
+            ("schedule: sweep", "ScheduleFunction", lambda: {"job": "sweep"}),
+        ]
+        for label, logical, make_event in cases:
+            inits, firsts, totals = [], [], []
+            for _ in range(repeats):
+                process = d.start(logical)
+                answer = process.invoke(make_event())
+                assert answer["error"] is None, answer["error"]
+                inits.append(process.init_ms), firsts.append(answer["ms"]), totals.append(process.first_response_ms)
+                process.close()
+            out[label] = {"init_ms": round(statistics.median(inits)), "first_request_ms": round(statistics.median(firsts)),
+                          "start_to_first_response_ms": round(statistics.median(totals))}
+        readies, totals = [], []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            web = d.start_web("StreamingProxyFunction")
+            response = httpx.post(f"{web.url}/oa/v1/chat/completions", content=turn, headers=turn_headers, timeout=30)
+            assert response.status_code == 200, response.text
+            readies.append(web.ready_ms), totals.append((time.perf_counter() - started) * 1000)
+            web.close()
+        ready = statistics.median(readies)
+        out["streaming proxy: LibreChat turn"] = {"init_ms": round(ready), "first_request_ms": round(statistics.median(totals) - ready),
+                                                   "start_to_first_response_ms": round(statistics.median(totals))}
+        out["layer unzipped (MB, limit 250)"] = dir_mb(d.build / "EngramLayer")
+    return out
 
 
 def bench_backfill(embedder) -> dict:
@@ -496,17 +544,8 @@ def bench_stack_footprint(n: int) -> float:
 
 
 def bench_footprint(quick: bool) -> dict:
-    """Package sizes, and the layer installed as SAM would build it (full mode: needs PyPI)."""
+    """Package sizes (the layer's is measured on the `sam build` artifact by bench_cold_start)."""
     out = {f"function {p.name} (MB)": dir_mb(p) for p in sorted((ROOT / "functions").iterdir()) if p.is_dir()}
-    if not quick:  # built exactly as `sam build` builds it (layers/engram/Makefile)
-        artifacts = Path(tempfile.mkdtemp())
-        done = subprocess.run(["make", "-C", str(ROOT / "layers/engram"), "build-EngramLayer", f"ARTIFACTS_DIR={artifacts}",
-                               f"PYTHON={sys.executable}"], capture_output=True, text=True)
-        if done.returncode == 0:
-            out["layer unzipped (MB, limit 250)"] = dir_mb(artifacts / "python")
-        else:
-            out["layer unzipped (MB, limit 250)"] = f"not measured: {done.stderr.strip()[-200:]}"
-        shutil.rmtree(artifacts, ignore_errors=True)
     n = 2_000 if quick else 100_000
     out[f"local stack peak RSS with {n:,} memories (MB)"] = bench_stack_footprint(n)
     return out
@@ -542,6 +581,14 @@ def table(results: dict) -> str:
         lines.append("Discord interactions function (p50 / p95 ms)")
         for name, r in results["interactions"].items():
             lines.append(f"  {name:<44} {r['p50_ms']} / {r['p95_ms']}")
+    if results.get("cold start"):
+        lines.append("Cold start from the built artifact (python3.11, template environment; medians, ms)")
+        lines.append(f"  {'function: first request':<44} {'init':>6} {'request':>8} {'start->answer':>14}")
+        for name, r in results["cold start"].items():
+            if isinstance(r, dict):
+                lines.append(f"  {name:<44} {r['init_ms']:>6} {r['first_request_ms']:>8} {r['start_to_first_response_ms']:>14}")
+            else:
+                lines.append(f"  {name:<44} {r}")
     for section in ("throughput", "footprint"):
         if results.get(section):
             lines.append(section.capitalize())
@@ -592,6 +639,7 @@ def main() -> None:
     sizes = [1_000] if args.quick else [1_000, 20_000, 100_000]
     results["recall"] = bench_recall(sizes, embedder, queries=40 if args.quick else 200, with_client_mode=not args.quick)
     results["footprint"] = bench_footprint(args.quick)
+    results["cold start"] = bench_cold_start(repeats=2 if args.quick else 5)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print(table(results))
