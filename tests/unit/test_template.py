@@ -56,3 +56,48 @@ def test_the_layer_is_built_for_the_templates_runtime_and_architecture():
     assert f"LAMBDA_PLATFORM := {platform}\n" in makefile
     assert "--only-binary=:all:" in makefile and "--python-version $(LAMBDA_PYTHON_VERSION)" in makefile
     assert load_template()["Resources"]["EngramLayer"]["Properties"]["CompatibleRuntimes"] == [globals_["Runtime"]]
+
+
+def _functions():
+    resources = load_template()["Resources"]
+    return {k: v["Properties"] for k, v in resources.items() if v["Type"] == "AWS::Serverless::Function"}
+
+
+def test_queues_hide_a_batch_longer_than_the_worker_can_run():
+    """AWS's rule for Lambda event sources: visibility timeout >= 6x the function's timeout."""
+    resources = load_template()["Resources"]
+    worker = _functions()["WorkerFunction"]
+    for source in worker["Events"].values():
+        queue = source["Properties"]["Queue"]["GetAtt"].split(".")[0]
+        assert resources[queue]["Properties"]["VisibilityTimeout"] >= 6 * worker["Timeout"]
+
+
+def test_only_the_functions_that_call_ollama_join_the_vpc():
+    assert "VpcConfig" not in load_template()["Globals"]["Function"]
+    in_vpc = {name for name, props in _functions().items() if "VpcConfig" in props}
+    assert in_vpc == {"HttpFunction", "StreamingProxyFunction", "WorkerFunction"}
+    rules = load_template()["Rules"]
+    assert {"SubnetsNeedSecurityGroups", "OllamaNeedsItsUrl"} <= set(rules)
+
+
+def test_the_interactions_function_reads_no_secret_and_queues_only_interactive_jobs():
+    policies = _functions()["InteractionsFunction"]["Policies"]
+    assert not [p for p in policies if "SSMParameterReadPolicy" in p]
+    sends = [p["SQSSendMessagePolicy"]["QueueName"]["GetAtt"] for p in policies if "SQSSendMessagePolicy" in p]
+    assert sends == ["InteractiveQueue.QueueName"]
+
+
+def test_the_streaming_proxy_is_ready_on_a_path_that_touches_nothing():
+    from engram.api.app import create_app
+
+    path = _functions()["StreamingProxyFunction"]["Environment"]["Variables"]["AWS_LWA_READINESS_CHECK_PATH"]
+    assert path == "/livez" and path in {r.path for r in create_app().routes}
+
+
+def test_sample_schedule_events_are_what_the_rules_send():
+    import json
+
+    events = _functions()["ScheduleFunction"]["Events"]
+    sent = sorted(json.loads(e["Properties"]["Input"])["job"] for e in events.values())
+    samples = sorted(json.loads(p.read_text())["job"] for p in (ROOT / "events").glob("schedule-*.json"))
+    assert sent == samples

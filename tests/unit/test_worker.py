@@ -40,3 +40,24 @@ def test_failed_messages_go_to_the_dead_letter_queue(service, aws):
     dlq = aws["dlq_url"]
     dead = sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=10)["Messages"]
     assert [m["Body"] for m in dead] == ['{"kind": "explode"}']
+
+
+class ContextWithLittleTimeLeft:
+    def get_remaining_time_in_millis(self):
+        return 10_000
+
+
+def test_a_job_started_too_close_to_the_timeout_goes_back_on_the_queue(service, aws):
+    handler = load_function_handler("worker")
+    messages = [{"MessageId": "late", "ReceiptHandle": "r1", "Body": SweepJob().model_dump_json()}]
+    result = handler(sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:t-jobs", "us-east-1"), ContextWithLittleTimeLeft())
+    assert result == {"batchItemFailures": []}  # not a failure: requeued at once, not after the visibility timeout
+    again = aws["sqs"].receive_message(QueueUrl=aws["queue_url"], MaxNumberOfMessages=10)["Messages"]
+    assert [json.loads(m["Body"]) for m in again] == [{"kind": "sweep"}]
+
+
+def test_a_batch_that_fails_whole_is_reported_not_raised(service, aws):
+    handler = load_function_handler("worker")
+    messages = [{"MessageId": f"m{i}", "ReceiptHandle": f"r{i}", "Body": '{"kind": "explode"}'} for i in range(3)]
+    result = handler(sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:t-jobs", "us-east-1"), None)
+    assert result == {"batchItemFailures": [{"itemIdentifier": f"m{i}"} for i in range(3)]}

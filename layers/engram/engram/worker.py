@@ -15,10 +15,19 @@ logger = Logger(service="engram-worker")
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
-def handle(record: SQSRecord) -> None:
+# A job is bounded (a few history pages, one re-embed page, <= 500 records); one started with less time
+# left than this could be cut off by the function's timeout, so it goes back on the queue instead.
+MIN_TIME_LEFT_MS = 45_000
+
+
+def handle(record: SQSRecord, lambda_context=None) -> None:
     """Run one job; raising marks just this message failed, so SQS retries it and then dead-letters it."""
     job = parse_job(record.body)
     engine = get_engine()
+    if lambda_context is not None and lambda_context.get_remaining_time_in_millis() < MIN_TIME_LEFT_MS:
+        engine.queue.send(job)  # at once, rather than after the visibility timeout a failure would cost
+        logger.info("requeued: too little time left", extra={"kind": job.kind})
+        return
     engine.refresh()
     service = engine.service
     if isinstance(job, IndexJob):
