@@ -1,4 +1,7 @@
-"""Schedule function: queues the sweep (records still waiting for vectors) and the Discord catch-up."""
+"""Schedule function: queues the sweep (records still waiting for vectors) and the Discord catch-up
+(only where Discord is set up: an application id)."""
+
+import os
 
 from engram.config import get_settings
 from engram.jobs import DiscordJob, SweepJob, build_queue
@@ -9,6 +12,8 @@ queue = build_queue(get_settings())
 def handler(event, context):
     """EventBridge schedule in ({"job": "sweep"} or {"job": "discord-catchup"}), one job out."""
     if (event or {}).get("job") == "discord-catchup":
+        if not os.environ.get("DISCORD_APPLICATION_ID"):
+            return {"queued": None}
         queue.send(DiscordJob(action="catchup"))
         return {"queued": "discord-catchup"}
     queue.send(SweepJob())

@@ -230,3 +230,15 @@ def test_every_settings_class_builds_from_each_functions_environment(deployment,
     assert seen["error"] is None, seen["error"]
     assert seen["result"]["allow"] == ["10.1.0.0/16", "192.168.7.0/24"] and seen["result"]["disallowed"] == []
     assert seen["result"]["upstreams"] == ["oa"] and seen["result"]["mongo"] is None
+
+
+def test_where_discord_is_not_set_up_its_catch_up_costs_nothing_and_fails_nothing(deployment):
+    """The stack deployed without DiscordApplicationId and without the bot token parameter."""
+    unset = {"DISCORD_APPLICATION_ID": "", "DISCORD_BOT_TOKEN_PARAMETER": "/engram/no-such-parameter"}
+    schedule = deployment.start("ScheduleFunction", **unset)
+    assert schedule.invoke({"job": "discord-catchup"})["result"] == {"queued": None}
+    deployment.discard("JobsQueue")
+    deployment.sqs.send_message(QueueUrl=deployment.queue_url("JobsQueue"), MessageBody='{"kind":"discord","action":"catchup"}')
+    worker = deployment.start("WorkerFunction", **unset)
+    answers = deployment.drain("JobsQueue", worker, 5)
+    assert answers and all(a["result"]["batchItemFailures"] == [] for a in answers)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from functools import lru_cache
 from typing import Annotated
 
@@ -11,6 +12,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 # Comma-separated in the environment (the template always sets it, often to ""): NoDecode stops
 # pydantic-settings from JSON-decoding it before the validator below splits it.
 CommaSet = Annotated[set[str], NoDecode]
+log = logging.getLogger(__name__)
 
 
 class DiscordSettings(BaseSettings):
@@ -54,7 +56,13 @@ class DiscordSettings(BaseSettings):
             return self.bot_token
         from aws_lambda_powertools.utilities import parameters
 
-        return parameters.get_parameter(self.bot_token_parameter, decrypt=True, max_age=300)
+        try:
+            return parameters.get_parameter(self.bot_token_parameter, decrypt=True, max_age=300)
+        except parameters.exceptions.GetParameterError as exc:
+            if "ParameterNotFound" in repr(exc.__cause__ or exc):  # Discord is not set up on this stack
+                log.warning("no Discord bot token: %s does not exist", self.bot_token_parameter)
+                return None
+            raise
 
 
 @lru_cache(maxsize=1)
