@@ -114,14 +114,16 @@ class LocalStack:
 
     # ---------------------------------------------------------------------------------------------
 
-    def _api_key(self) -> str:
-        if self.api_key:
-            return self.api_key
-        path = self.data_dir / "api-key"
+    def _key_file(self, name: str) -> str:
+        """A key generated once into the data dir (readable by its owner only)."""
+        path = self.data_dir / name
         if not path.exists():
             path.write_text(secrets.token_urlsafe(32))
             path.chmod(0o600)
         return path.read_text().strip()
+
+    def _api_key(self) -> str:
+        return self.api_key or self._key_file("api-key")
 
     def start(self) -> "LocalStack":
         """Start every part; returns when the API answers."""
@@ -185,7 +187,10 @@ class LocalStack:
         from engram.proxy.runtime import build_proxy, get_proxy, set_proxy
         from engram.proxy.settings import ProxySettings
 
-        self.proxy = build_proxy(self.proxy_settings or ProxySettings(), self.engine, mongo_database=self.mongo_database)
+        proxy_settings = self.proxy_settings or ProxySettings()
+        if not proxy_settings.proxy_key:  # LibreChat's key: never the admin key, unless you set them equal
+            proxy_settings = proxy_settings.model_copy(update={"proxy_key": self._key_file("proxy-key")})
+        self.proxy = build_proxy(proxy_settings, self.engine, mongo_database=self.mongo_database)
         set_proxy(self.proxy)
         from engram.discord.runtime import build_discord, get_discord, set_discord
         from engram.discord.settings import get_discord_settings
@@ -283,7 +288,8 @@ def main() -> None:
         signal.signal(sig, lambda *_: done.set())
     stack.start()
     print(f"engram is listening on {stack.url}", flush=True)
-    print(f"API key: {stack.settings.api_key}", flush=True)
+    print(f"admin key (Memory API, ENGRAM_API_KEY): {stack.settings.api_key}", flush=True)
+    print(f"proxy key (LibreChat endpoints and /mcp, ENGRAM_PROXY_KEY): {stack.proxy.settings.proxy_key}", flush=True)
     print(f"state: {stack.data_dir.resolve()}  (Ctrl-C to stop)", flush=True)
     done.wait()
     print("stopping...", flush=True)

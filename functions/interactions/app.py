@@ -7,7 +7,7 @@ import json
 from functools import lru_cache
 
 from engram.config import get_settings
-from engram.discord.interactions import consent_status, handle_interaction
+from engram.discord.interactions import consent_status, handle_interaction, seen_once
 from engram.discord.settings import get_discord_settings
 
 settings = get_discord_settings()
@@ -22,21 +22,27 @@ def queue():
 
 
 @lru_cache(maxsize=1)
-def _status():
+def _bind_tables() -> None:
     from engram.records import RecordStore
 
-    RecordStore(get_settings())  # binds the DynamoDB tables
-    return consent_status(settings)
+    RecordStore(get_settings())
 
 
 def status(user: str) -> str:
     """The /memory status answer, from DynamoDB."""
-    return _status()(user)
+    _bind_tables()
+    return consent_status(settings)(user)
+
+
+def first_time(interaction_id: str) -> bool:
+    """False for an interaction id already handled (a replayed request)."""
+    _bind_tables()
+    return seen_once(settings)(interaction_id)
 
 
 def handler(event, context):
     """API Gateway HTTP API event in, Discord interaction response out."""
     raw = event.get("body") or ""
     raw = base64.b64decode(raw) if event.get("isBase64Encoded") else raw.encode()
-    code, body = handle_interaction(raw, event.get("headers") or {}, settings, queue, status)
+    code, body = handle_interaction(raw, event.get("headers") or {}, settings, queue, status, first_time)
     return {"statusCode": code, "headers": {"content-type": "application/json"}, "body": json.dumps(body)}

@@ -227,11 +227,11 @@ def bench_cold_start(repeats: int) -> dict:
     import httpx
 
     from tests.deploy import harness
-    from tests.deploy.conftest import KEY as DEPLOY_KEY, make_deployment
+    from tests.deploy.conftest import PROXY_KEY, make_deployment
     from tests.deploy.test_functions import event as sample, keyed, signed
 
     turn = json.dumps({"model": "m", "messages": [{"role": "user", "content": "What did I say about tea?"}]})
-    turn_headers = {"authorization": f"Bearer {DEPLOY_KEY}", "content-type": "application/json",
+    turn_headers = {"authorization": f"Bearer {PROXY_KEY}", "content-type": "application/json",
                     "x-librechat-user-id": "alice", "x-librechat-conversation-id": "conv-cold"}
     out: dict = {}
     with make_deployment() as d:

@@ -20,6 +20,7 @@ from tests.fake_qdrant import FakeQdrant
 from tests.fake_upstream import FakeUpstream
 
 KEY = "fidelity-api-key"
+PROXY_KEY = "fidelity-proxy-key"
 UPSTREAM_KEY = "sk-held-by-engram"
 QDRANT_KEY = "qdrant-key-in-ssm"
 DISALLOWED = "c12,c99"
@@ -176,6 +177,7 @@ def make_deployment():
                                   aws_secret_access_key="x") for name in ("dynamodb", "sqs", "ssm")}
     stack.provision(clients["dynamodb"], clients["sqs"], clients["ssm"], secrets={
         stack.parameters["ApiKeyParameter"]: KEY,
+        stack.parameters["ProxyKeyParameter"]: PROXY_KEY,
         stack.parameters["QdrantApiKeyParameter"]: QDRANT_KEY,
         stack.parameters["UpstreamsParameter"]: json.dumps([
             {"name": "oa", "baseUrl": upstream.url, "api": "openai", "apiKey": UPSTREAM_KEY}]),

@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from tests.deploy import harness
-from tests.deploy.conftest import DISALLOWED, KEY, UPSTREAM_KEY
+from tests.deploy.conftest import DISALLOWED, KEY, PROXY_KEY, UPSTREAM_KEY
 from tests.fake_discord import ALICE
 
 EVENTS = harness.ROOT / "events"
@@ -23,7 +23,12 @@ def event(name: str) -> dict:
 
 
 def signed(deployment, e: dict) -> dict:
-    """The sample interaction event, signed now with the application's key (as Discord signs)."""
+    """The sample interaction event with a fresh interaction id, signed now with the application's key
+    (as Discord signs)."""
+    payload = json.loads(e["body"])
+    if "id" in payload:
+        payload["id"] = f"{payload['id']}-{time.time_ns()}"
+    e["body"] = json.dumps(payload)
     stamp = str(int(time.time()))
     signature = deployment.signer.sign(stamp.encode() + e["body"].encode()).signature.hex()
     e["headers"] = {**e["headers"], "x-signature-ed25519": signature, "x-signature-timestamp": stamp}
@@ -79,7 +84,8 @@ def test_http_function_keeps_writes_and_searches_by_words_while_qdrant_is_down(d
     search["rawQueryString"] = "query=green+tea"
     found = body(process.invoke(search))
     assert [m["text"] for m in found["memories"]] == ["The owner drinks green tea."]
-    health = process.invoke(harness.apigw_event("GET", "/healthz"))
+    assert body(process.invoke(harness.apigw_event("GET", "/healthz"))) == {"ok": True}  # strangers learn nothing
+    health = process.invoke(harness.apigw_event("GET", "/healthz", headers={"authorization": f"Bearer {KEY}"}))
     assert health["result"]["statusCode"] == 200 and "Qdrant" in (body(health)["lastError"] or "")
     assert process.invoke(harness.apigw_event("GET", "/livez"))["result"]["statusCode"] == 200
     for path in ("/docs", "/docs/", "/redoc", "/openapi.json"):  # API docs are off on AWS
@@ -117,12 +123,12 @@ def test_once_qdrant_is_back_the_worker_fills_vectors_and_search_uses_them(deplo
 def test_http_function_proxies_a_librechat_turn_and_queues_extraction(deployment):
     process = deployment.start("HttpFunction")
     request = {"model": "m", "messages": [{"role": "user", "content": "My favourite colour is teal."}]}
-    headers = {"authorization": f"Bearer {KEY}", "content-type": "application/json",
+    headers = {"authorization": f"Bearer {PROXY_KEY}", "content-type": "application/json",
                "x-librechat-user-id": "alice", "x-librechat-conversation-id": "conv-1"}
     answer = process.invoke(harness.apigw_event("POST", "/oa/v1/chat/completions", json.dumps(request), headers))
     assert answer["result"]["statusCode"] == 200, answer
     seen = deployment.upstream.chats()[-1]["headers"]
-    assert seen["authorization"] == f"Bearer {UPSTREAM_KEY}" and KEY not in json.dumps(seen)
+    assert seen["authorization"] == f"Bearer {UPSTREAM_KEY}" and PROXY_KEY not in json.dumps(seen)
     jobs = [json.loads(m["Body"]) for m in deployment.receive("JobsQueue")]
     assert [(j["kind"], j["user_text"]) for j in jobs if j["kind"] == "extract"] == [("extract", "My favourite colour is teal.")]
     unkeyed = process.invoke(harness.apigw_event("POST", "/oa/v1/chat/completions", json.dumps(request),
@@ -185,7 +191,7 @@ def test_streaming_proxy_is_ready_without_its_dependencies_and_queues_extraction
     assert fn.environment["AWS_LWA_INVOKE_MODE"] == "response_stream"
     process = deployment.start_web("StreamingProxyFunction")  # Qdrant is down: ready anyway
     deployment.discard("JobsQueue")
-    client = openai.OpenAI(base_url=f"{process.url}/oa/v1", api_key=KEY, max_retries=0, default_headers={
+    client = openai.OpenAI(base_url=f"{process.url}/oa/v1", api_key=PROXY_KEY, max_retries=0, default_headers={
         "x-librechat-user-id": "bob", "x-librechat-conversation-id": "conv-stream"})
     text = "My dog is called Biscuit."
     chunks = list(client.chat.completions.create(model="m", messages=[{"role": "user", "content": text}], stream=True))

@@ -35,7 +35,7 @@ def test_embedder_down_then_back(flaky, api):
     # words at once
     found = api.get("/v1/bots/deg/memories", params={"query": "cello"}).json()["memories"]
     assert found[0]["id"] == added.json()["id"]
-    assert "did not answer" in httpx.get(f"{stack.url}/healthz").json()["lastError"]
+    assert "did not answer" in httpx.get(f"{stack.url}/healthz", headers={"Authorization": f"Bearer {KEY}"}).json()["lastError"]
     embedder.down = False
     # by meaning once the sweep has filled its vector (no shared word with the memory)
     assert wait_until(lambda: not stack.engine.service.records.pending_ids("deg", 10))

@@ -6,6 +6,7 @@ import httpx
 import pytest
 
 from engram.vectors import Scope
+from tests.integration.conftest import KEY
 
 
 @pytest.fixture
@@ -17,9 +18,11 @@ def add(api, bot, text, **scope):
     return api.post(f"/v1/bots/{bot}/memories", json={"text": text, **scope})
 
 
-def test_healthz_needs_no_key(stack):
+def test_healthz_needs_no_key_and_tells_strangers_nothing_more(stack):
     r = httpx.get(f"{stack.url}/healthz")
-    assert r.status_code == 200 and r.json()["ok"] is True
+    assert r.status_code == 200 and r.json() == {"ok": True}
+    detailed = httpx.get(f"{stack.url}/healthz", headers={"Authorization": f"Bearer {KEY}"}).json()
+    assert detailed["ok"] is True and "embedder" in detailed and "upstreams" in detailed
 
 
 @pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": "integration-key"}, {"Authorization": "Basic integration-key"}])

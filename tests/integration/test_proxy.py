@@ -18,6 +18,7 @@ from tests.integration.conftest import KEY
 from tests.support import wait_until
 
 UPSTREAM_KEY = "sk-upstream-held-by-engram"
+PROXY_KEY = "integration-proxy-key"  # what LibreChat holds: not the Memory API's admin key (KEY)
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,7 @@ def stack(tmp_path_factory, local_embedder, upstream, mongo):
             {"name": "byo", "baseUrl": upstream.url + "/v1", "api": "openai"},
             {"name": "pub", "baseUrl": upstream.url + "/v1", "api": "openai", "open": True},
         ]),
-        ENGRAM_PROXY_KEY=KEY,
+        ENGRAM_PROXY_KEY=PROXY_KEY,
     )
     s = LocalStack(tmp_path_factory.mktemp("engram"), port=0, api_key=KEY, embedder=local_embedder,
                    proxy_settings=settings, mongo_database=mongo, sweep_every_s=5).start()
@@ -59,11 +60,11 @@ def headers(user="alice", conversation=None):
 
 
 def oa(stack, **kw):
-    return openai.OpenAI(base_url=f"{stack.url}/oa/v1", api_key=KEY, default_headers=headers(**kw), max_retries=0)
+    return openai.OpenAI(base_url=f"{stack.url}/oa/v1", api_key=PROXY_KEY, default_headers=headers(**kw), max_retries=0)
 
 
 def an(stack, **kw):
-    return anthropic.Anthropic(base_url=f"{stack.url}/an", api_key=KEY, default_headers=headers(**kw), max_retries=0)
+    return anthropic.Anthropic(base_url=f"{stack.url}/an", api_key=PROXY_KEY, default_headers=headers(**kw), max_retries=0)
 
 
 def system_of(request):
@@ -174,7 +175,7 @@ def test_upstreams_without_a_key_still_need_engrams_key(stack, upstream):
     assert len(upstream.chats()) == before
     # the caller's own provider key passes through once engram's key is shown beside it
     keyed = openai.OpenAI(base_url=f"{stack.url}/byo/v1", api_key="sk-caller-own", max_retries=0,
-                          default_headers={**headers(), "x-engram-key": KEY})
+                          default_headers={**headers(), "x-engram-key": PROXY_KEY})
     assert keyed.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}]).choices[0].message.content == REPLY
     seen = upstream.chats()[-1]["headers"]
     assert seen["authorization"] == "Bearer sk-caller-own" and "x-engram-key" not in seen
@@ -184,10 +185,10 @@ def test_upstreams_without_a_key_still_need_engrams_key(stack, upstream):
 
 def test_engrams_key_never_reaches_a_provider(stack, upstream):
     """LibreChat configured as the README shows: apiKey is engram's key, on an upstream without its own."""
-    client = openai.OpenAI(base_url=f"{stack.url}/byo/v1", api_key=KEY, default_headers=headers(), max_retries=0)
+    client = openai.OpenAI(base_url=f"{stack.url}/byo/v1", api_key=PROXY_KEY, default_headers=headers(), max_retries=0)
     assert client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}]).choices[0].message.content == REPLY
     sent = json.dumps(upstream.chats()[-1]["headers"])
-    assert KEY not in sent and "authorization" not in upstream.chats()[-1]["headers"]
+    assert PROXY_KEY not in sent and "authorization" not in upstream.chats()[-1]["headers"]
 
 
 def test_an_open_upstream_passes_through_without_memory(stack, upstream):
@@ -232,12 +233,12 @@ def test_extraction_is_queued_before_the_reply_completes(stack, upstream, monkey
 def test_side_calls_and_other_paths_are_forwarded_verbatim(stack, upstream):
     raw = b'{"model": "m", "messages": [{"role": "user", "content": "Write a title"}], "stream": false}'
     r = httpx.post(f"{stack.url}/oa/v1/chat/completions", content=raw,
-                   headers={"Authorization": f"Bearer {KEY}", "content-type": "application/json", "x-librechat-user-id": "alice"})
+                   headers={"Authorization": f"Bearer {PROXY_KEY}", "content-type": "application/json", "x-librechat-user-id": "alice"})
     assert r.status_code == 200
     assert upstream.requests[-1]["json"] == json.loads(raw)
-    models = httpx.get(f"{stack.url}/oa/v1/models", headers={"Authorization": f"Bearer {KEY}"})
+    models = httpx.get(f"{stack.url}/oa/v1/models", headers={"Authorization": f"Bearer {PROXY_KEY}"})
     assert models.json()["data"][0]["id"] == "fake-model"
-    failed = httpx.post(f"{stack.url}/oa/v1/fail", headers={"Authorization": f"Bearer {KEY}"})
+    failed = httpx.post(f"{stack.url}/oa/v1/fail", headers={"Authorization": f"Bearer {PROXY_KEY}"})
     assert failed.status_code == 429 and failed.headers["retry-after"] == "7"
     assert httpx.post(f"{stack.url}/nope/v1/chat/completions", json={}).status_code == 404
 
@@ -263,7 +264,7 @@ def test_mcp_tools(stack):
     from mcp.client.streamable_http import streamable_http_client
 
     async def run():
-        hdrs = {"Authorization": f"Bearer {KEY}", **headers(user="dave")}
+        hdrs = {"Authorization": f"Bearer {PROXY_KEY}", **headers(user="dave")}
         async with httpx2.AsyncClient(headers=hdrs, timeout=30) as http:
             async with streamable_http_client(f"{stack.url}/mcp", http_client=http) as (read, write, *_):
                 async with ClientSession(read, write) as session:
@@ -308,3 +309,14 @@ def test_langfuse_traces_each_model_turn_and_no_command(stack, upstream):
         assert root.get("session.id") == conv or conv in json.dumps(root)
     finally:
         stack.proxy.telemetry = off
+
+
+def test_keys_are_separated_by_power(stack, upstream):
+    """The proxy key (LibreChat's) opens the proxy and /mcp only; the admin key opens the Memory API only."""
+    admin, proxy = {"Authorization": f"Bearer {KEY}"}, {"Authorization": f"Bearer {PROXY_KEY}"}
+    assert httpx.get(f"{stack.url}/v1/bots/librechat/memories", headers=proxy).status_code == 401
+    assert httpx.patch(f"{stack.url}/v1/settings", json={"embedder": "off"}, headers=proxy).status_code == 401
+    assert httpx.delete(f"{stack.url}/v1/bots/librechat/users/alice/memories", headers=proxy).status_code == 401
+    assert httpx.get(f"{stack.url}/v1/bots/librechat/memories", headers=admin).status_code == 200
+    assert httpx.get(f"{stack.url}/oa/v1/models", headers=admin).status_code == 401
+    assert httpx.post(f"{stack.url}/mcp", json={}, headers=admin).status_code == 401

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from .config import Settings
 from .embedders import NoEmbedder, vector_name
+from .text import check_json
 from .errors import EmbedderUnavailable, InvalidInput
 from .jobs import JobQueue, ReembedJob
 from .records import MemoryRecord, StateItem
@@ -107,6 +108,7 @@ class EmbeddingManager:
 
     def change(self, patch: dict) -> EmbeddingSettings:
         """Apply a PATCH: only what it names changes; a new model must embed a test string first."""
+        check_json("settings", patch)
         allowed = set(EmbeddingSettings.model_fields)
         unknown = set(patch) - allowed
         if unknown:

@@ -14,7 +14,7 @@ from .embedders import Embedder, NoEmbedder, vector_name
 from .errors import EmbedderUnavailable, IndexUnavailable, InvalidInput, NotFound, Unavailable
 from .jobs import IndexJob, JobQueue
 from .records import Duplicate, MemoryRecord, RecordStore, now_ms
-from .text import clean_fact, fold_digest, format_memory_id
+from .text import check_json, check_text, clean_fact, fold_digest, format_memory_id
 from .vectors import Fusion, Hit, IndexPoint, Scope, VectorIndex
 from .words import WordVectorizer
 
@@ -72,6 +72,9 @@ class ChatMessage:
             raise InvalidInput("a message needs a source message id of 1-128 characters")
         if not isinstance(self.text, str) or len(self.text) > MAX_MESSAGE_CHARS:
             raise InvalidInput(f"message text must be a string of at most {MAX_MESSAGE_CHARS} characters")
+        check_text("a message id", self.source_id)
+        check_text(f"message {self.source_id!r} text", self.text)
+        check_json(f"message {self.source_id!r} content", self.content)
         if not self.text.strip() and not self.content:
             raise InvalidInput(f"message {self.source_id} has no text and no content")
         check_name("userId", self.user), check_name("serverId", self.server), check_name("project", self.project)
@@ -518,6 +521,7 @@ class MemoryService:
         """The top-k memories of a scope for a query: one embed, one vector query."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query is empty")
+        check_text("query", query)
         words = self.words.query(query)
         dense = None
         if self.dense_name is not None and self._dense_exists(self.dense_name):

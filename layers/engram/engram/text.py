@@ -13,10 +13,51 @@ _SPACE = re.compile(r"\s+")
 _MEMORY_ID = re.compile(r"^(?:mem:)?([1-9][0-9]{0,17})$")
 
 
+def encodable(text: str) -> bool:
+    """Whether a string can be stored and sent as UTF-8 (a lone surrogate such as \\ud800 cannot)."""
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def check_text(what: str, text: str) -> str:
+    """Refuse a string that cannot be stored as UTF-8, naming the field."""
+    if not encodable(text):
+        raise InvalidInput(f"{what} contains a lone surrogate (an invalid Unicode character)")
+    return text
+
+
+def check_json(what: str, value: object, depth: int = 0) -> object:
+    """Refuse JSON content with a string (or key) that cannot be stored as UTF-8, or nested too deep."""
+    if depth > 32:
+        raise InvalidInput(f"{what} is nested more than 32 levels deep")
+    if isinstance(value, str):
+        check_text(what, value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_text(f"{what} (a key)", str(key))
+            check_json(what, item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            check_json(what, item, depth + 1)
+    return value
+
+
+def scrub(text: str) -> str:
+    """A lone surrogate replaced by U+FFFD: for text engram only reads (a chat turn it relays)."""
+    if encodable(text):
+        return text
+    # through UTF-16 with surrogatepass: valid pairs recombine, lone halves become U+FFFD
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def clean_fact(text: object) -> str:
     """Trim a fact and check its length (1-1,000 characters), or raise InvalidInput."""
     if not isinstance(text, str):
         raise InvalidInput("text must be a string")
+    check_text("text", text)
     cleaned = text.strip()
     if not cleaned:
         raise InvalidInput("text is empty")

@@ -8,7 +8,10 @@ import logging
 import time
 from typing import Callable, Mapping
 
+from pydantic import BaseModel, Field, ValidationError
+
 from ..jobs import DiscordJob, JobQueue
+from ..text import encodable
 from .settings import DiscordSettings
 from .verify import verify_request
 
@@ -26,46 +29,115 @@ def _message(content: str, ephemeral: bool = True) -> dict:
     return {"type": CHANNEL_MESSAGE, "data": data}
 
 
+# Ids become scope names (see service.check_name): plain characters only.
+_ID = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
+
+
+class _User(BaseModel):
+    id: str = Field(pattern=_ID)
+
+
+class _Member(BaseModel):
+    user: _User | None = None
+
+
+class _Option(BaseModel):
+    name: str = Field(max_length=64)
+    value: str | int | float | bool | None = None
+    options: list["_Option"] | None = None
+
+
+class _Data(BaseModel):
+    name: str = Field("", max_length=64)
+    options: list[_Option] = Field(default_factory=list, max_length=25)
+
+
+class Interaction(BaseModel):
+    """The parts of an interaction engram reads, with their types checked (a signed body is still input)."""
+
+    type: int
+    id: str | None = Field(None, pattern=_ID)
+    token: str | None = Field(None, max_length=500)
+    guild_id: str | None = Field(None, pattern=_ID)
+    channel_id: str | None = Field(None, pattern=_ID)
+    member: _Member | None = None
+    user: _User | None = None
+    data: _Data | None = None
+
+
 def handle_interaction(raw: bytes, headers: Mapping[str, str], settings: DiscordSettings,
-                       queue: Callable[[], JobQueue], status: Callable[[str], str]) -> tuple[int, dict]:
-    """(HTTP status, JSON body) for one interaction request."""
+                       queue: Callable[[], JobQueue], status: Callable[[str], str],
+                       first_time: Callable[[str], bool] | None = None) -> tuple[int, dict]:
+    """(HTTP status, JSON body) for one interaction request. `first_time(interaction id)` is False for
+    an interaction already handled: a replay of a signed request is refused."""
     lower = {k.lower(): v for k, v in headers.items()}
     if not verify_request(settings.public_key, lower.get("x-signature-ed25519"), lower.get("x-signature-timestamp"),
-                          raw, settings.max_signature_age_s):
+                          raw, settings.max_signature_age_s, max_future_s=settings.max_signature_future_s):
         return 401, {"error": "invalid request signature"}
     try:
-        body = json.loads(raw)
-    except ValueError:
-        return 400, {"error": "the body is not JSON"}
-    kind = body.get("type")
-    if kind == PING:
+        body = Interaction.model_validate_json(raw)
+    except ValidationError as exc:
+        where = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:3])
+        return 400, {"error": f"not an interaction engram understands: {where}"}
+    if body.type == PING:
         return 200, {"type": PONG}
-    if kind != APPLICATION_COMMAND:
-        return 400, {"error": f"unsupported interaction type {kind}"}
-    data = body.get("data") or {}
-    user = ((body.get("member") or {}).get("user") or body.get("user") or {}).get("id")
-    if not user:
+    if body.type != APPLICATION_COMMAND:
+        return 400, {"error": f"unsupported interaction type {body.type}"}
+    user = (body.member.user if body.member and body.member.user else body.user)
+    if user is None:
         return 400, {"error": "no user in the interaction"}
-    job = dict(user=user, guild=body.get("guild_id"), channel=body.get("channel_id"), token=body.get("token"),
-               interaction_id=body.get("id"), issued_at=int(time.time() * 1000))
-    name = data.get("name")
-    options = data.get("options") or []
-    if name == "memory" and options:
-        sub = options[0].get("name")
+    if not body.id:
+        return 400, {"error": "no interaction id"}
+    if first_time is not None:
+        try:
+            fresh = first_time(body.id)
+        except Exception:  # cannot tell a replay from a first delivery: refuse rather than risk it
+            log.exception("could not record the interaction id")
+            return 503, {"error": "cannot take commands just now; try again"}
+        if not fresh:
+            return 401, {"error": "this interaction was already handled (a replayed request)"}
+    job = dict(user=user.id, guild=body.guild_id, channel=body.channel_id, token=body.token,
+               interaction_id=body.id, issued_at=int(time.time() * 1000))
+    data = body.data or _Data()
+    if data.name == "memory" and data.options:
+        sub = data.options[0].name
         if sub == "status":
-            return 200, _message(status(user))
+            return 200, _message(status(user.id))
         if sub in ("remember", "forget"):
             queue().send(DiscordJob(action=sub, **job))
             return 200, {"type": DEFERRED, "data": {"flags": EPHEMERAL}}
-    if name == "ask":
-        prompt = next((o.get("value") for o in options if o.get("name") == "prompt"), None)
+    if data.name == "ask":
+        prompt = next((o.value for o in data.options if o.name == "prompt"), None)
         if not isinstance(prompt, str) or not prompt.strip():
             return 200, _message("/ask needs a prompt.")
+        if not encodable(prompt):
+            return 400, {"error": "the prompt contains a lone surrogate (an invalid Unicode character)"}
         if not job["guild"]:
             return 200, _message("/ask works in a server channel, where its memories live.")
         queue().send(DiscordJob(action="ask", prompt=prompt[:6000], **job))
         return 200, {"type": DEFERRED}
     return 200, _message("I don't know that command.")
+
+
+def seen_once(settings: DiscordSettings, window_s: int = 900) -> Callable[[str], bool]:
+    """True the first time an interaction id is seen, False after: a conditional write of a short-lived
+    record (expiresAt lets DynamoDB's TTL remove it once no signature for it could still be fresh)."""
+
+    def first_time(interaction_id: str) -> bool:
+        from pynamodb.exceptions import PutError
+
+        from ..records import StateItem
+
+        item = StateItem(f"discord#{settings.bot}#seen", interaction_id, expires_at=int(time.time()) + window_s)
+        try:
+            item.save(condition=StateItem.pk.does_not_exist())
+            return True
+        except PutError as exc:
+            if "ConditionalCheckFailed" in str(exc.__cause__ or exc):
+                return False
+            raise
+
+    return first_time
 
 
 def consent_status(settings: DiscordSettings) -> Callable[[str], str]:

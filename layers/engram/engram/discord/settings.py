@@ -33,6 +33,7 @@ class DiscordSettings(BaseSettings):
     pages_per_job: int = Field(5, ge=1, le=50, validation_alias="DISCORD_BACKFILL_PAGES_PER_JOB")
     context_messages: int = Field(20, ge=1, le=100, validation_alias="DISCORD_CONTEXT_MESSAGES")
     max_signature_age_s: int = Field(300, validation_alias="DISCORD_MAX_SIGNATURE_AGE_S")
+    max_signature_future_s: int = Field(30, validation_alias="DISCORD_MAX_SIGNATURE_FUTURE_S")
     # Links are never fetched from private, loopback or link-local addresses; this names networks that
     # may be fetched anyway (tests, an internal wiki). Empty by default.
     fetch_allow_networks: CommaSet = Field(default_factory=set, validation_alias="LINK_FETCH_ALLOW_NETWORKS")

@@ -3,7 +3,6 @@ responses, bearer key, the same identity headers as the proxy)."""
 
 from __future__ import annotations
 
-import hmac
 from typing import Callable
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -110,8 +109,7 @@ class MCPEndpoint:
         if not proxy.settings.mcp_enabled:
             await JSONResponse({"error": {"code": "not_found", "message": "MCP is off (MCP_ENABLED=false)"}}, status_code=404)(scope, receive, send)
             return
-        expected = proxy.settings.proxy_key or proxy.engine.api_key()
-        if not (expected and scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), expected.encode())):
+        if not (scheme.lower() == "bearer" and proxy.key_matches(token)):
             response = JSONResponse({"error": {"code": "unauthorized", "message": "missing or wrong bearer key"}}, status_code=401)
             await response(scope, receive, send)
             return

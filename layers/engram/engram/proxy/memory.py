@@ -187,15 +187,14 @@ class ChatMemory:
     def command(self, turn: Turn, text: str) -> str | None:
         """The answer to a /memory command, or None when the text is not one."""
         prefix = self.settings.command_prefix
-        if not (text == prefix or text.startswith(prefix + " ") or text.startswith(prefix + "\n")):
+        if not is_command(text, prefix):
             return None
         if not turn.user or not turn.conversation:
             return f"engram needs the {self.settings.user_header} and {self.settings.conversation_header} headers to manage memory."
         if not turn.authorized:
             return "engram's memory needs engram's key: send it as the bearer token, x-api-key or x-engram-key."
-        words = text[len(prefix):].strip()
-        verb, _, rest = words.partition(" ")
-        verb, rest = verb.lower(), rest.strip()
+        words = text[len(prefix):].split(maxsplit=1)  # any whitespace: a space, a tab, a newline
+        verb, rest = (words[0].lower() if words else ""), (words[1].strip() if len(words) > 1 else "")
         try:
             return self._run(turn, verb, rest)
         except EngramError as exc:
@@ -233,6 +232,11 @@ class ChatMemory:
             f"- {p} reset: drop this chat's setting\n- {p} save <text>: remember something now\n"
             f"- {p} search <query>: search memory without the model\n- {p} forget <id>: delete a memory (mem:12)"
         )
+
+
+def is_command(text: str, prefix: str) -> bool:
+    """Whether a user message is a /memory command: the prefix alone, or followed by any whitespace."""
+    return text == prefix or (text.startswith(prefix) and text[len(prefix)].isspace())
 
 
 REMEMBER = re.compile(r"^\s*(?:please\s+)?remember(?:\s+that)?[\s,:]+(.+)$", re.IGNORECASE | re.DOTALL)

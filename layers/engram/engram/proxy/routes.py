@@ -18,7 +18,8 @@ from starlette.concurrency import run_in_threadpool
 from ..errors import EngramError
 from ..jobs import ExtractJob
 from . import wire
-from .memory import Turn, datetime_block, explicit_fact, memory_block
+from ..text import scrub
+from .memory import Turn, datetime_block, explicit_fact, is_command, memory_block
 from .runtime import Proxy, get_proxy
 from .telemetry import TurnTrace
 
@@ -29,8 +30,31 @@ _DROP_REQUEST = {"host", "content-length", "connection", "keep-alive", "transfer
 _DROP_RESPONSE = {"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding"}
 
 
-def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+PROXY_BODY = 16 * 1024 * 1024
+_ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                    404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error"}
+
+
+def _error(status: int, code: str, message: str, api: str | None = None) -> JSONResponse:
+    """An error in the caller's wire format: Anthropic's SDK reads `error.type`, OpenAI's `error.message`."""
+    if api == "anthropic":
+        kind = _ANTHROPIC_TYPES.get(status, "api_error")
+        return JSONResponse({"type": "error", "error": {"type": kind, "message": message}}, status_code=status)
+    return JSONResponse({"error": {"code": code, "type": code, "message": message}}, status_code=status)
+
+
+def _contained(upstream, path: str, raw_path: bytes) -> bool:
+    """Whether a relayed path stays under the upstream's base URL: no dot segments, empty segments,
+    backslashes or encoded slashes (decoded or not), and the URL it makes still starts with the base."""
+    if "%2f" in raw_path.decode("latin-1").lower() or "%5c" in raw_path.decode("latin-1").lower():
+        return False
+    segments = path.split("/")
+    if any(seg in (".", "..") or "\\" in seg for seg in segments) or "" in segments[:-1]:
+        return False
+    base = httpx.URL(upstream.baseUrl)
+    target = httpx.URL(upstream.url(path))
+    return (target.host, target.port, target.scheme) == (base.host, base.port, base.scheme) and \
+        target.path.startswith(base.path.rstrip("/") + "/")
 
 
 def _presented_key(request: Request) -> str | None:
@@ -64,17 +88,20 @@ def _outgoing_headers(request: Request, proxy: Proxy, upstream) -> dict[str, str
 
 def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
     """Routes for every configured upstream (looked up per request, so settings can change in tests)."""
-    router = APIRouter()
+    # A chat turn with images and a long context fits; Lambda's own request limit is 6 MB.
+    router = APIRouter(max_body_size=PROXY_BODY)
 
-    async def resolve(name: str, request: Request):
+    async def resolve(name: str, request: Request, api: str | None = None):
+        """The upstream and whether the caller holds engram's proxy key; checked before any body is read."""
         proxy = proxy_factory()
         upstream = proxy.settings.upstream(name)
         if upstream is None:
-            return proxy, None, _error(404, "not_found", f"no upstream named {name!r}")
+            return proxy, None, _error(404, "not_found", f"no upstream named {name!r}", api)
         authorized = proxy.key_matches(_presented_key(request))
         if not authorized and not upstream.open:
             return proxy, upstream, _error(
-                401, "unauthorized", f"upstream {name!r} needs engram's proxy key (Authorization: Bearer, x-api-key or x-engram-key)")
+                401, "unauthorized", f"upstream {name!r} needs engram's proxy key (Authorization: Bearer, x-api-key or x-engram-key)",
+                api or upstream.api)
         return proxy, upstream, authorized
 
     @router.post("/{name}/v1/chat/completions", include_in_schema=False)
@@ -90,10 +117,12 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
         proxy, upstream, outcome = await resolve(name, request)
         if isinstance(outcome, Response):
             return outcome
+        if not _contained(upstream, path, request.scope.get("raw_path") or b""):
+            return _error(400, "invalid", f"the path must stay under upstream {name!r}'s base URL", upstream.api)
         return await relay(proxy, upstream, request, path, await request.body(), None, None)
 
     async def chat_turn(name: str, request: Request, api: str):
-        proxy, upstream, outcome = await resolve(name, request)
+        proxy, upstream, outcome = await resolve(name, request, api)
         if isinstance(outcome, Response):
             return outcome
         authorized = outcome
@@ -106,42 +135,52 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
             if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
                 raise ValueError("no messages")
         except ValueError:
-            return _error(400, "invalid", "the request body must be a JSON object with a `messages` list")
+            return _error(400, "invalid", "the request body must be a JSON object with a `messages` list", api)
         s = proxy.settings
         user = request.headers.get(s.user_header) or None
         conversation = request.headers.get(s.conversation_header) or None
-        model = str(body.get("model") or "")
-        last = wire.last_user_text(body)
-        is_command = bool(conversation) and (last == s.command_prefix or last.startswith(s.command_prefix + " "))
+        model = scrub(str(body.get("model") or ""))
+        last = scrub(wire.last_user_text(body))  # engram reads it; the upstream gets the body as sent
+        command = is_command(last, s.command_prefix)
+        if command and not conversation:  # answered, never sent to the model, even without the headers
+            answer = await run_in_threadpool(proxy.memory.command, Turn(user=user, conversation=None, project=None,
+                                                                          authorized=authorized), last)
+            return speak(api, model, answer, body.get("stream") is True, body)
         # /memory commands never call a model, so they are never traced
-        trace = TurnTrace() if is_command else proxy.telemetry.turn(conversation=conversation, user=user, upstream=upstream.name, model=model)
+        trace = TurnTrace() if command else proxy.telemetry.turn(conversation=conversation, user=user, upstream=upstream.name, model=model)
         if not conversation:  # LibreChat's side calls (titles, its memory agent): untouched
             return await relay(proxy, upstream, request, path, raw, api, None, trace, model)
         stream = body.get("stream") is True
         started = time.perf_counter()
-        with trace.span("resolve-context"):
-            project = await timed(proxy, "project", lambda: proxy.projects.project(user, conversation) if user else None)
+        project = None
+        try:
+            with trace.span("resolve-context"):
+                project = await timed(proxy, "project", lambda: proxy.projects.project(user, conversation) if user else None)
+        except Exception:  # memory's context failing never fails the turn
+            log.exception("project lookup failed; answering without a project")
         project_ms = (time.perf_counter() - started) * 1000
         turn = Turn(user=user, conversation=conversation, project=project, authorized=authorized)
-        if is_command:
+        if command:
             answer = await run_in_threadpool(proxy.memory.command, turn, last)
             return speak(api, model, answer, stream, body)
         blocks = [datetime_block()] if s.datetime_enabled else []
         memory_on = False
-        if authorized and user:
-            memory_on, _ = await run_in_threadpool(proxy.memory.enabled, turn)
-        if memory_on and s.recall_enabled:
-            query = "\n".join(wire.user_turns(body)[-s.query_message_count :])
-            if query.strip():
-                try:
+        try:
+            if authorized and user:
+                memory_on, _ = await run_in_threadpool(proxy.memory.enabled, turn)
+            if memory_on and s.recall_enabled:
+                query = scrub("\n".join(wire.user_turns(body)[-s.query_message_count :]))
+                if query.strip():
                     with trace.span("recall") as span:
                         found = await timed(proxy, "recall", lambda: proxy.memory.recall(turn, query))
                         span.update(metadata={"results": len(found)})
                     block = memory_block(found, s.max_context_chars)
                     if block:
                         blocks.append(block)
-                except EngramError as exc:  # recall failing never fails the turn
-                    log.warning("recall failed, answering without memory: %s", exc.message)
+        except EngramError as exc:  # memory failing never fails the turn
+            log.warning("memory unavailable, answering without it: %s", exc.message)
+        except Exception:
+            log.exception("memory failed, answering without it")
         spent = (time.perf_counter() - started) * 1000
         if spent > s.slow_call_ms:
             phases = {"project": round(project_ms, 1), "settingsAndRecall": round(spent - project_ms, 1)}
@@ -255,7 +294,8 @@ async def relay(proxy: Proxy, upstream, request: Request, path: str, content: by
     async def chunks():
         finished = False
         try:
-            async for chunk in response.aiter_raw():
+            # decoded: httpx asked for gzip itself, and content-encoding is not relayed
+            async for chunk in response.aiter_bytes():
                 if capture:
                     capture.feed(chunk)
                     if capture.finished and not finished:

@@ -66,9 +66,9 @@ class Proxy:
         return self._extractor
 
     def key_matches(self, presented: str | None) -> bool:
-        """Whether the caller presented engram's proxy key."""
-        expected = self.settings.proxy_key or self.engine.api_key()
-        return bool(expected and presented and hmac.compare_digest(presented.encode(), expected.encode()))
+        """Whether the caller presented engram's proxy key (the admin key does not open the proxy)."""
+        expected = self.settings.proxy_key
+        return bool(expected and presented and hmac.compare_digest(presented.strip().encode(), expected.encode()))
 
 
 def build_proxy(settings: ProxySettings, engine: Engine, mongo_database=None, transport=None, telemetry=None) -> Proxy:

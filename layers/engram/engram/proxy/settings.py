@@ -7,7 +7,7 @@ import re
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 RESERVED = {"v1", "mcp", "healthz", "livez", "openapi.json", "docs", "redoc", "discord"}
@@ -55,7 +55,8 @@ class ProxySettings(BaseSettings):
     upstreams: list[Upstream] = Field(default_factory=list, validation_alias="UPSTREAMS")
     user_header: str = Field("x-librechat-user-id", validation_alias="LIBRECHAT_USER_HEADER")
     conversation_header: str = Field("x-librechat-conversation-id", validation_alias="LIBRECHAT_CONVERSATION_HEADER")
-    proxy_key: str | None = Field(None, validation_alias=AliasChoices("ENGRAM_PROXY_KEY", "ENGRAM_API_KEY"))
+    # The key LibreChat holds: opens the proxy and /mcp, never the Memory API (its admin key is another).
+    proxy_key: str | None = Field(None, validation_alias="ENGRAM_PROXY_KEY")
     mongo_uri: str | None = Field(None, validation_alias="LIBRECHAT_MONGO_URI")
     mongo_db: str | None = Field(None, validation_alias="LIBRECHAT_MONGO_DB")
     mongo_timeout_ms: int = Field(1500, validation_alias="LIBRECHAT_MONGO_TIMEOUT_MS")

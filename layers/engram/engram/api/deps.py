@@ -1,0 +1,61 @@
+"""What the Memory API's routes share: the engine, the admin key check, error bodies, body limits."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated
+
+from fastapi import Depends, Path, Request, Security
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from ..engine import Engine
+from ..errors import Unauthorized
+from .schemas import ErrorResponse
+
+# Body limits per route, checked while the body streams in (413 beyond them).
+SMALL_BODY = 64 * 1024  # a fact, a change, settings, a Discord interaction
+MESSAGES_BODY = 6 * 1024 * 1024  # 500 chat messages; Lambda's own request limit is 6 MB
+
+ADMIN_KEY = HTTPBearer(
+    auto_error=False, scheme_name="adminKey",
+    description="The Memory API's admin key (ENGRAM_API_KEY): every /v1 route. The proxy key does not open these.",
+)
+
+ERRORS = {
+    400: {"model": ErrorResponse, "description": "Bad input"},
+    401: {"model": ErrorResponse, "description": "Missing or wrong bearer key"},
+    413: {"model": ErrorResponse, "description": "The body is larger than this route accepts"},
+    503: {"model": ErrorResponse, "description": "A dependency is down; nothing was changed"},
+}
+
+
+def error_response(status: int, code: str, message: str) -> JSONResponse:
+    """Every error answer: {"error": {"code", "message"}}."""
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def key_matches(presented: str | None, expected: str | None) -> bool:
+    """Constant-time comparison; no expected key means nobody gets in."""
+    return bool(expected and presented and hmac.compare_digest(presented.strip().encode(), expected.encode()))
+
+
+def engine(request: Request) -> Engine:
+    """The process's engine, with embedder settings another process may have changed."""
+    eng = request.app.state.engine_factory()
+    eng.refresh()
+    return eng
+
+
+def require_admin(
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(ADMIN_KEY)],
+    eng: Annotated[Engine, Depends(engine)],
+) -> Engine:
+    """The engine, for a caller holding the admin key; else 401."""
+    if credentials is None or not key_matches(credentials.credentials, eng.api_key()):
+        raise Unauthorized("missing or wrong bearer key (the Memory API takes the admin key, ENGRAM_API_KEY)")
+    return eng
+
+
+Admin = Annotated[Engine, Depends(require_admin)]
+Bot = Annotated[str, Path(description="The bot whose memories these are.", max_length=128)]

@@ -1,0 +1,91 @@
+"""Memories: list, search, add, change, remove; chat messages in batches; forget a user."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Path, Query, Response
+
+from ...service import ChatMessage
+from ...text import format_memory_id, parse_memory_id
+from ..deps import ERRORS, MESSAGES_BODY, SMALL_BODY, Admin, Bot
+from ..schemas import ErrorResponse, ForgetResult, MemoryChange, MemoryList, MemoryOut, MessageBatch, MessageBatchResult, NewMemory
+
+router = APIRouter(tags=["memories"], responses=ERRORS)
+MemoryId = Annotated[str, Path(examples=["mem:12"], max_length=64)]
+NOT_FOUND = {404: {"model": ErrorResponse, "description": "No such memory in this bot"}}
+
+
+@router.get("/v1/bots/{bot}/memories", response_model=MemoryList, response_model_exclude_unset=True)
+def list_memories(
+    bot: Bot,
+    eng: Admin,
+    query: Annotated[str | None, Query(description="Search by words and meaning, best first.", max_length=2000)] = None,
+    limit: Annotated[int | None, Query(ge=1, le=500, description="1-500; 200 when not given.")] = None,
+    kind: Annotated[Literal["fact", "message"], Query()] = "fact",
+    userId: Annotated[str | None, Query(max_length=128)] = None,
+    serverId: Annotated[str | None, Query(max_length=128)] = None,
+    project: Annotated[str | None, Query(max_length=128)] = None,
+) -> dict:
+    """List a bot's memories newest first, or search them when `query` is given."""
+    scope = {"user": userId, "server": serverId, "project": project}
+    if query is not None and query.strip():
+        found = eng.service.search(bot, query, kind, limit, **scope)
+    else:
+        found = eng.service.list(bot, kind, limit, **scope)
+    return {"memories": [m.to_json() for m in found]}
+
+
+@router.post(
+    "/v1/bots/{bot}/memories", response_model=MemoryOut, response_model_exclude_unset=True, status_code=201,
+    responses={200: {"model": MemoryOut, "description": "The same text was already remembered"}},
+    max_body_size=SMALL_BODY,
+)
+def add_memory(bot: Bot, body: NewMemory, eng: Admin, response: Response) -> dict:
+    """Add a fact; the same text in other case or spacing answers 200 with the memory already there."""
+    memory, created = eng.service.add_fact(
+        bot, body.text, user=body.userId, server=body.serverId, project=body.project, saved_by="owner"
+    )
+    response.status_code = 201 if created else 200
+    return memory.to_json()
+
+
+@router.post("/v1/bots/{bot}/messages", response_model=MessageBatchResult, max_body_size=MESSAGES_BODY)
+def add_messages(bot: Bot, body: MessageBatch, eng: Admin) -> dict:
+    """Store chat messages (kind `message`) in one batch; a message id already stored is not stored again."""
+    messages = [
+        ChatMessage(
+            source_id=m.id, text=m.text, user=m.userId, server=m.serverId, project=m.project,
+            created_at=m.created_ms(), content=m.content, saved_by=m.savedBy, thread=m.threadId,
+        )
+        for m in body.messages
+    ]
+    memories, created = eng.service.add_messages(bot, messages)
+    return {"created": created, "ids": [format_memory_id(m.id) for m in memories]}
+
+
+@router.get("/v1/bots/{bot}/memories/{memory_id}", response_model=MemoryOut, response_model_exclude_unset=True,
+            responses=NOT_FOUND)
+def get_memory(bot: Bot, memory_id: MemoryId, eng: Admin) -> dict:
+    """One memory by id (`12` or `mem:12`)."""
+    return eng.service.get(bot, parse_memory_id(memory_id)).to_json()
+
+
+@router.patch("/v1/bots/{bot}/memories/{memory_id}", response_model=MemoryOut, response_model_exclude_unset=True,
+              responses=NOT_FOUND, max_body_size=SMALL_BODY)
+def change_memory(bot: Bot, memory_id: MemoryId, body: MemoryChange, eng: Admin) -> dict:
+    """Change a memory's text; if it now says what another says, that other memory stands and comes back."""
+    return eng.service.update(bot, parse_memory_id(memory_id), body.text).to_json()
+
+
+@router.delete("/v1/bots/{bot}/memories/{memory_id}", status_code=204, responses=NOT_FOUND)
+def remove_memory(bot: Bot, memory_id: MemoryId, eng: Admin) -> Response:
+    """Remove one memory from both stores."""
+    eng.service.remove(bot, parse_memory_id(memory_id))
+    return Response(status_code=204)
+
+
+@router.delete("/v1/bots/{bot}/users/{user_id}/memories", response_model=ForgetResult)
+def forget_user(bot: Bot, user_id: Annotated[str, Path(max_length=128)], eng: Admin) -> dict:
+    """Forget a user: every record and vector of this bot attributed to them, everywhere."""
+    return {"deleted": eng.service.forget(bot, user_id)}
