@@ -20,12 +20,23 @@ def _facts(exchange: str) -> list[str]:
     return [f"The user's {m.group(1).strip()} is {m.group(2).strip().rstrip('.')}." for m in re.finditer(r"[Mm]y ([\w ]+?) is ([^.\n]+)", user)]
 
 
+def _gzipped(events):
+    """An event stream gzip-compressed on the fly, flushed after every event."""
+    import zlib
+
+    compressor = zlib.compressobj(wbits=31)
+    for event in events:
+        yield compressor.compress(event.encode()) + compressor.flush(zlib.Z_SYNC_FLUSH)
+    yield compressor.flush()
+
+
 class FakeUpstream:
     """Start with .start(); `.requests` holds (path, headers, json) of everything received."""
 
     def __init__(self):
         self.requests: list[dict] = []
         self.extraction_style = "fenced"
+        self.compress = False  # gzip streams when the client accepts it (as many providers' CDNs do)
         self.app = FastAPI()
         self._routes()
 
@@ -73,6 +84,9 @@ class FakeUpstream:
                     yield f"data: {json.dumps({**base, 'choices': [], 'usage': {'prompt_tokens': 5, 'completion_tokens': 9, 'total_tokens': 14}})}\n\n"
                 yield "data: [DONE]\n\n"
 
+            if self.compress and "gzip" in request.headers.get("accept-encoding", ""):
+                return StreamingResponse(_gzipped(events()), media_type="text/event-stream",
+                                         headers={"x-fake": "yes", "content-encoding": "gzip"})
             return StreamingResponse(events(), media_type="text/event-stream", headers={"x-fake": "yes"})
 
         @app.post("/v1/messages")
@@ -107,6 +121,11 @@ class FakeUpstream:
         async def fail(request: Request):
             self._record(request, None)
             return JSONResponse({"error": {"message": "quota exceeded"}}, status_code=429, headers={"retry-after": "7"})
+
+        @app.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+        async def anything(path: str, request: Request):  # everything else on the host: recorded
+            self._record(request, None)
+            return {"path": "/" + path}
 
     def start(self) -> "FakeUpstream":
         """Serve on a free 127.0.0.1 port."""

@@ -61,3 +61,35 @@ def test_links_become_web_attachments_and_images_descriptions(site):
     assert "menu" not in web["text"] and "footer" not in web["text"]
     assert blocked["url"] == "http://169.254.169.254/x" and "does not fetch" in blocked["error"]
     assert Interpreter(SafeFetcher(), ollama, None).attachments({"content": "", "attachments": message["attachments"]})[0].get("description") is None
+
+
+def test_one_deadline_bounds_the_whole_fetch():
+    """A server that drips a byte every 0.2 s never trips the per-read timeout; the fetch still ends."""
+    import socket as sock
+    import threading
+    import time
+
+    import httpx
+
+    server = sock.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def drip():
+        conn, _ = server.accept()
+        conn.recv(4096)
+        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: 100000\r\n\r\n")
+        try:
+            for _ in range(100):
+                conn.sendall(b"x")
+                time.sleep(0.2)
+        except OSError:
+            pass
+        conn.close()
+
+    threading.Thread(target=drip, daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(httpx.TimeoutException):
+        SafeFetcher(allow=["127.0.0.1/32"], timeout_s=1.0, total_s=1.5).fetch(f"http://127.0.0.1:{server.getsockname()[1]}/")
+    assert time.monotonic() - started < 3
+    server.close()

@@ -1,1 +1,2 @@
 """engram: long-term memory for chat bots."""
+__version__ = "1.1.0"

@@ -22,10 +22,16 @@ def encodable(text: str) -> bool:
         return False
 
 
-def check_text(what: str, text: str) -> str:
-    """Refuse a string that cannot be stored as UTF-8, naming the field."""
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def check_text(what: str, text: str, controls: bool = False) -> str:
+    """Refuse a string that cannot be stored as UTF-8 or (unless `controls`) holds control characters
+    other than tab and newlines, naming the field."""
     if not encodable(text):
         raise InvalidInput(f"{what} contains a lone surrogate (an invalid Unicode character)")
+    if not controls and _CONTROL.search(text):
+        raise InvalidInput(f"{what} contains control characters (only tab and newlines are allowed)")
     return text
 
 
@@ -34,10 +40,10 @@ def check_json(what: str, value: object, depth: int = 0) -> object:
     if depth > 32:
         raise InvalidInput(f"{what} is nested more than 32 levels deep")
     if isinstance(value, str):
-        check_text(what, value)
+        check_text(what, value, controls=True)
     elif isinstance(value, dict):
         for key, item in value.items():
-            check_text(f"{what} (a key)", str(key))
+            check_text(f"{what} (a key)", str(key), controls=True)
             check_json(what, item, depth + 1)
     elif isinstance(value, list):
         for item in value:

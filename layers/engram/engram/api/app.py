@@ -4,6 +4,7 @@ schemas.py, what they share in deps.py."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from typing import Any, Callable
@@ -62,6 +63,38 @@ class AdminKeyBeforeBody:
         await self.app(scope, receive, send)
 
 
+class JsonTooLarge:
+    """Starlette's body limit answers 413 in plain text from inside the route; engram answers every error
+    as {"error": {...}}, naming the limit (read from the scope while the limit is in force)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        replacing = False
+
+        async def send_json(message):
+            nonlocal replacing
+            if message["type"] == "http.response.start" and message["status"] == 413 and \
+                    dict(message.get("headers") or []).get(b"content-type", b"").startswith(b"text/plain"):
+                replacing = True
+                limit = scope.get(MAX_BODY_SIZE_SCOPE_KEY)
+                text = f"the request body is larger than the {limit:,} bytes this route accepts" if limit else "the request body is too large"
+                body = json.dumps({"error": {"code": "too_large", "message": text}}).encode()
+                await send({"type": "http.response.start", "status": 413,
+                            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+            if replacing:  # the plain-text body that followed: already answered
+                return
+            await send(message)
+
+        await self.app(scope, receive, send_json)
+
+
 def api_docs_enabled() -> bool:
     """API docs (/docs, /redoc, /openapi.json): on locally, off on Lambda unless ENGRAM_API_DOCS=true."""
     setting = os.environ.get("ENGRAM_API_DOCS", "").strip().lower()
@@ -118,6 +151,7 @@ def create_app(engine_factory: Callable[[], Engine] = get_engine, proxy_factory:
     app.state.discord_settings_factory = discord_settings_factory
     app.openapi = _openapi(app)
     app.add_middleware(AdminKeyBeforeBody, expected_key=lambda: engine_factory().api_key())
+    app.add_middleware(JsonTooLarge)
 
     @app.exception_handler(EngramError)
     async def engram_error(_: Request, exc: EngramError):

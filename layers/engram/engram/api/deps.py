@@ -58,4 +58,6 @@ def require_admin(
 
 
 Admin = Annotated[Engine, Depends(require_admin)]
-Bot = Annotated[str, Path(description="The bot whose memories these are.", max_length=128)]
+# Bot, user, server and project names (what service.check_name enforces), documented as such.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
+Bot = Annotated[str, Path(description="The bot whose memories these are.", pattern=NAME_PATTERN)]

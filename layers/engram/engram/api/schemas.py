@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
+NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"  # bot, user, server, project and thread names
+
 
 class ErrorBody(BaseModel):
     """What went wrong."""
@@ -49,9 +51,9 @@ class NewMemory(BaseModel):
     """A fact to remember (1-1,000 characters after trimming)."""
 
     text: str = Field(max_length=10_000)
-    userId: str | None = Field(default=None, max_length=128)
-    serverId: str | None = Field(default=None, max_length=128)
-    project: str | None = Field(default=None, max_length=128)
+    userId: str | None = Field(default=None, pattern=NAME)
+    serverId: str | None = Field(default=None, pattern=NAME)
+    project: str | None = Field(default=None, pattern=NAME)
 
 
 class MemoryChange(BaseModel):
@@ -69,13 +71,13 @@ class MessageIn(BaseModel):
 
     id: str = Field(min_length=1, max_length=128)
     text: str = ""
-    userId: str | None = Field(default=None, max_length=128)
-    serverId: str | None = Field(default=None, max_length=128)
-    project: str | None = Field(default=None, max_length=128)
+    userId: str | None = Field(default=None, pattern=NAME)
+    serverId: str | None = Field(default=None, pattern=NAME)
+    project: str | None = Field(default=None, pattern=NAME)
     createdAt: AwareDatetime | None = Field(default=None, description=f"Between {EARLIEST_YEAR} and {LATEST_YEAR} (UTC).")
     content: dict[str, Any] | None = None
     savedBy: Literal["bot", "owner", "user"] = "user"
-    threadId: str | None = Field(default=None, max_length=128, description="The conversation (channel, chat) it belongs to.")
+    threadId: str | None = Field(default=None, pattern=NAME, description="The conversation (channel, chat) it belongs to.")
 
     @field_validator("createdAt")
     @classmethod

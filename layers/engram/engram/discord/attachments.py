@@ -8,6 +8,7 @@ import ipaddress
 import logging
 import re
 import socket
+import time
 from typing import Callable
 
 import httpcore
@@ -55,8 +56,8 @@ class SafeFetcher:
     """GET http(s) URLs with size, time and redirect limits; every hop goes through the guarded backend."""
 
     def __init__(self, max_bytes: int = 2_000_000, timeout_s: float = 5.0, max_redirects: int = 3,
-                 resolve: Callable = socket.getaddrinfo, allow: list[str] | None = None):
-        self.max_bytes, self.max_redirects = max_bytes, max_redirects
+                 resolve: Callable = socket.getaddrinfo, allow: list[str] | None = None, total_s: float = 10.0):
+        self.max_bytes, self.max_redirects, self.total_s, self.timeout_s = max_bytes, max_redirects, total_s, timeout_s
         transport = httpx.HTTPTransport(retries=0)
         transport._pool._network_backend = GuardedBackend(resolve, allow)  # httpx has no public hook for it
         self._client = httpx.Client(transport=transport, timeout=timeout_s, follow_redirects=False,
@@ -64,10 +65,13 @@ class SafeFetcher:
 
     def fetch(self, url: str) -> tuple[str, str, bytes]:
         """(final URL, content type, body up to max_bytes); raises UnsafeURL or httpx.HTTPError."""
+        # One deadline for the whole fetch (every hop, every read): a server that drips a byte a second
+        # never trips a per-read timeout, and must not hold a worker as long as it likes.
+        deadline = time.monotonic() + self.total_s
         for _ in range(self.max_redirects + 1):
             if not re.match(r"^https?://", url, re.IGNORECASE):
                 raise UnsafeURL(f"only http(s) links are fetched, not {url[:40]!r}")
-            with self._client.stream("GET", url) as response:
+            with self._client.stream("GET", url, timeout=min(self.timeout_s, self._left(deadline))) as response:
                 if response.is_redirect and "location" in response.headers:
                     url = str(response.url.join(response.headers["location"]))
                     continue
@@ -75,11 +79,19 @@ class SafeFetcher:
                 body = bytearray()
                 for chunk in response.iter_bytes():
                     body.extend(chunk)
+                    self._left(deadline)
                     if len(body) > self.max_bytes:
                         del body[self.max_bytes :]
                         break
                 return str(response.url), response.headers.get("content-type", ""), bytes(body)
         raise UnsafeURL("too many redirects")
+
+    def _left(self, deadline: float) -> float:
+        """Seconds left of the fetch's deadline; past it, httpx.TimeoutException."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise httpx.ReadTimeout(f"the whole fetch took longer than {self.total_s:g} s")
+        return left
 
 
 def readable_text(html: bytes, limit: int = 4000) -> tuple[str | None, str]:

@@ -6,11 +6,13 @@ from __future__ import annotations
 from typing import Callable
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
+from .. import __version__
 from ..errors import EngramError
 from ..text import format_memory_id
 from .memory import Turn
@@ -26,14 +28,14 @@ INSTRUCTIONS = (
 
 def build_mcp_server(proxy_factory: Callable[[], Proxy]) -> MCPServer:
     """The MCP server with engram's memory tools."""
-    server = MCPServer(name="engram", instructions=INSTRUCTIONS)
+    server = MCPServer(name="engram", instructions=INSTRUCTIONS, version=__version__)
 
     async def turn_of(ctx: Context) -> tuple[Proxy, Turn]:
         proxy = proxy_factory()
         headers = ctx.headers or {}
         user = headers.get(proxy.settings.user_header)
         if not user:
-            raise ValueError(f"the {proxy.settings.user_header} header is required")
+            raise ToolError(f"the {proxy.settings.user_header} header is required")
         conversation = headers.get(proxy.settings.conversation_header)
         project = await run_in_threadpool(proxy.projects.project, user, conversation) if conversation else None
         return proxy, Turn(user=user, conversation=conversation, project=project, authorized=True)
@@ -41,8 +43,8 @@ def build_mcp_server(proxy_factory: Callable[[], Proxy]) -> MCPServer:
     async def call(fn, *args):
         try:
             return await run_in_threadpool(fn, *args)
-        except EngramError as exc:
-            raise ValueError(exc.message) from exc
+        except EngramError as exc:  # anticipated: the client (and the model) read the reason
+            raise ToolError(exc.message) from exc
 
     @server.tool()
     async def search_memory(query: str, ctx: Context, limit: int = 10) -> str:
@@ -83,7 +85,7 @@ def build_mcp_server(proxy_factory: Callable[[], Proxy]) -> MCPServer:
         """Turn automatic memory on or off for this chat."""
         proxy, turn = await turn_of(ctx)
         if not turn.conversation:
-            raise ValueError(f"the {proxy.settings.conversation_header} header is required")
+            raise ToolError(f"the {proxy.settings.conversation_header} header is required")
         await call(proxy.memory.set_enabled, turn, enabled)
         return f"Memory is now {'on' if enabled else 'off'} for this chat."
 
@@ -111,6 +113,14 @@ class MCPEndpoint:
             return
         if not (scheme.lower() == "bearer" and proxy.key_matches(token)):
             response = JSONResponse({"error": {"code": "unauthorized", "message": "missing or wrong bearer key"}}, status_code=401)
+            await response(scope, receive, send)
+            return
+        if scope["method"] == "GET":
+            # Stateless and JSON-only: no server-to-client stream to offer. 405 is the spec's answer,
+            # and clients (LibreChat's SDK) then stop asking, instead of holding a stream (and, on
+            # Lambda, an invocation) open until the timeout.
+            response = JSONResponse({"error": {"code": "method_not_allowed", "message": "this MCP server offers no event stream; POST requests"}},
+                                    status_code=405, headers={"Allow": "POST, DELETE"})
             await response(scope, receive, send)
             return
         manager = StreamableHTTPSessionManager(

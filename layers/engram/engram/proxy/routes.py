@@ -140,11 +140,12 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
         user = request.headers.get(s.user_header) or None
         conversation = request.headers.get(s.conversation_header) or None
         model = scrub(str(body.get("model") or ""))
-        last = scrub(wire.last_user_text(body))  # engram reads it; the upstream gets the body as sent
+        said = wire.last_user_text(body)  # as sent: a command that stores it refuses what cannot be stored
+        last = scrub(said)  # what engram only reads (queries, extraction); the upstream gets the body as sent
         command = is_command(last, s.command_prefix)
         if command and not conversation:  # answered, never sent to the model, even without the headers
             answer = await run_in_threadpool(proxy.memory.command, Turn(user=user, conversation=None, project=None,
-                                                                          authorized=authorized), last)
+                                                                          authorized=authorized), said)
             return speak(api, model, answer, body.get("stream") is True, body)
         # /memory commands never call a model, so they are never traced
         trace = TurnTrace() if command else proxy.telemetry.turn(conversation=conversation, user=user, upstream=upstream.name, model=model)
@@ -161,7 +162,7 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
         project_ms = (time.perf_counter() - started) * 1000
         turn = Turn(user=user, conversation=conversation, project=project, authorized=authorized)
         if command:
-            answer = await run_in_threadpool(proxy.memory.command, turn, last)
+            answer = await run_in_threadpool(proxy.memory.command, turn, said)
             return speak(api, model, answer, stream, body)
         blocks = [datetime_block()] if s.datetime_enabled else []
         memory_on = False

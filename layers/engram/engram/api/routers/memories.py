@@ -8,11 +8,12 @@ from fastapi import APIRouter, Path, Query, Response
 
 from ...service import ChatMessage
 from ...text import format_memory_id, parse_memory_id
-from ..deps import ERRORS, MESSAGES_BODY, SMALL_BODY, Admin, Bot
+from ..deps import ERRORS, MESSAGES_BODY, NAME_PATTERN, SMALL_BODY, Admin, Bot
 from ..schemas import ErrorResponse, ForgetResult, MemoryChange, MemoryList, MemoryOut, MessageBatch, MessageBatchResult, NewMemory
 
 router = APIRouter(tags=["memories"], responses=ERRORS)
-MemoryId = Annotated[str, Path(examples=["mem:12"], max_length=64)]
+MemoryId = Annotated[str, Path(examples=["mem:12"], pattern=r"^(mem:)?[1-9][0-9]{0,17}$")]
+Name = Annotated[str | None, Query(pattern=NAME_PATTERN)]
 NOT_FOUND = {404: {"model": ErrorResponse, "description": "No such memory in this bot"}}
 
 
@@ -23,9 +24,9 @@ def list_memories(
     query: Annotated[str | None, Query(description="Search by words and meaning, best first.", max_length=2000)] = None,
     limit: Annotated[int | None, Query(ge=1, le=500, description="1-500; 200 when not given.")] = None,
     kind: Annotated[Literal["fact", "message"], Query()] = "fact",
-    userId: Annotated[str | None, Query(max_length=128)] = None,
-    serverId: Annotated[str | None, Query(max_length=128)] = None,
-    project: Annotated[str | None, Query(max_length=128)] = None,
+    userId: Name = None,
+    serverId: Name = None,
+    project: Name = None,
 ) -> dict:
     """List a bot's memories newest first, or search them when `query` is given."""
     scope = {"user": userId, "server": serverId, "project": project}
@@ -86,6 +87,6 @@ def remove_memory(bot: Bot, memory_id: MemoryId, eng: Admin) -> Response:
 
 
 @router.delete("/v1/bots/{bot}/users/{user_id}/memories", response_model=ForgetResult)
-def forget_user(bot: Bot, user_id: Annotated[str, Path(max_length=128)], eng: Admin) -> dict:
+def forget_user(bot: Bot, user_id: Annotated[str, Path(pattern=NAME_PATTERN)], eng: Admin) -> dict:
     """Forget a user: every record and vector of this bot attributed to them, everywhere."""
     return {"deleted": eng.service.forget(bot, user_id)}
