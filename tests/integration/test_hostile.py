@@ -95,7 +95,7 @@ MEMORY_API = [
     ("a NUL in a bot", "GET", "/v1/bots/a%00b/memories", None, 400, "bot"),
     ("a bot name too long", "GET", f"/v1/bots/{'b' * 200}/memories", None, 400, "bot"),
     ("a junk memory id", "GET", f"/v1/bots/{BOT}/memories/mem:-1", None, 400, "memory id"),
-    ("a user id with spaces", "DELETE", f"/v1/bots/{BOT}/users/a%20b/memories", None, 400, "userId"),
+    ("a user id with spaces", "DELETE", f"/v1/bots/{BOT}/users/a%20b/memories", None, 400, "user_id: must be"),
     ("a body over the route's limit", "POST", f"/v1/bots/{BOT}/memories", b'{"text": "' + b"x" * 70_000 + b'"}', 413, "65,536 bytes"),
 ]
 

@@ -19,7 +19,7 @@ from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY, RequestBody
 
 from ..engine import Engine, get_engine
 from ..errors import EngramError
-from .deps import error_response, key_matches
+from .deps import MEMORY_ID_PATTERN, NAME_PATTERN, error_response, key_matches
 from .routers import discord, memories, ops, settings
 
 log = logging.getLogger(__name__)
@@ -103,11 +103,20 @@ def api_docs_enabled() -> bool:
     return not os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
 
 
+# What a documented pattern means, in words, for the error message.
+PATTERNS_IN_WORDS = {
+    NAME_PATTERN: "1-128 letters, digits or _.:@- starting with a letter or digit",
+    MEMORY_ID_PATTERN: "a memory id such as 12 or mem:12",
+}
+
+
 def _describe(exc: RequestValidationError) -> str:
     parts = []
     for err in exc.errors():
         where = ".".join(str(x) for x in err.get("loc", ()) if x not in ("body",)) or "body"
-        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+        pattern = (err.get("ctx") or {}).get("pattern")
+        message = f"must be {PATTERNS_IN_WORDS[pattern]}" if pattern in PATTERNS_IN_WORDS else err.get("msg", "invalid")
+        parts.append(f"{where}: {message}")
     return "; ".join(parts)
 
 

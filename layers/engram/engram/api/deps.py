@@ -11,7 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..engine import Engine
 from ..errors import Unauthorized
-from .schemas import ErrorResponse
+from .schemas import MEMORY_ID_PATTERN, NAME_PATTERN, ErrorResponse  # noqa: F401 (patterns re-exported)
 
 # Body limits per route, checked while the body streams in (413 beyond them).
 SMALL_BODY = 64 * 1024  # a fact, a change, settings, a Discord interaction
@@ -59,5 +59,4 @@ def require_admin(
 
 Admin = Annotated[Engine, Depends(require_admin)]
 # Bot, user, server and project names (what service.check_name enforces), documented as such.
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
 Bot = Annotated[str, Path(description="The bot whose memories these are.", pattern=NAME_PATTERN)]

@@ -8,11 +8,11 @@ from fastapi import APIRouter, Path, Query, Response
 
 from ...service import ChatMessage
 from ...text import format_memory_id, parse_memory_id
-from ..deps import ERRORS, MESSAGES_BODY, NAME_PATTERN, SMALL_BODY, Admin, Bot
+from ..deps import ERRORS, MEMORY_ID_PATTERN, MESSAGES_BODY, NAME_PATTERN, SMALL_BODY, Admin, Bot
 from ..schemas import ErrorResponse, ForgetResult, MemoryChange, MemoryList, MemoryOut, MessageBatch, MessageBatchResult, NewMemory
 
 router = APIRouter(tags=["memories"], responses=ERRORS)
-MemoryId = Annotated[str, Path(examples=["mem:12"], pattern=r"^(mem:)?[1-9][0-9]{0,17}$")]
+MemoryId = Annotated[str, Path(examples=["mem:12"], pattern=MEMORY_ID_PATTERN)]
 Name = Annotated[str | None, Query(pattern=NAME_PATTERN)]
 NOT_FOUND = {404: {"model": ErrorResponse, "description": "No such memory in this bot"}}
 
