@@ -58,9 +58,9 @@ def create_tables(dynamodb_client, names: dict[str, str]) -> None:
             dynamodb_client.create_table(TableName=name, **args)
 
 
-def create_queues(sqs_client, prefix: str) -> dict[str, str]:
+def create_queues(sqs_client, prefix: str, visibility_s: int | None = None) -> dict[str, str]:
     """Create every SQS queue of the template as `<prefix>-<logical id>` (dead-letter queues first, with
-    the template's visibility and redrive settings); returns queue URLs by logical id."""
+    the template's visibility and redrive settings, or `visibility_s`); returns queue URLs by logical id."""
     resources = load_template()["Resources"]
     queues = {k: v.get("Properties") or {} for k, v in resources.items() if v["Type"] == "AWS::SQS::Queue"}
     urls: dict[str, str] = {}
@@ -69,7 +69,7 @@ def create_queues(sqs_client, prefix: str) -> dict[str, str]:
         props = queues[logical_id]
         attributes = {}
         if "VisibilityTimeout" in props:
-            attributes["VisibilityTimeout"] = str(props["VisibilityTimeout"])
+            attributes["VisibilityTimeout"] = str(visibility_s or props["VisibilityTimeout"])
         if "MessageRetentionPeriod" in props:
             attributes["MessageRetentionPeriod"] = str(props["MessageRetentionPeriod"])
         if "RedrivePolicy" in props:

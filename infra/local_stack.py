@@ -143,17 +143,23 @@ class LocalStack:
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
         self.state = MotoState(self.data_dir / "aws-state.pickle")
-        restored = self.state.restore()
         self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self.moto.start()
         moto_host, moto_port = self.moto.get_host_and_port()
         endpoint = f"http://127.0.0.1:{moto_port}"
+        # moto's backends are process-wide: a stack on a new data dir must not inherit what an earlier
+        # stack in this process (a test module, a bench section) left there
+        import httpx
+
+        httpx.post(f"{endpoint}/moto-api/reset").raise_for_status()
+        restored = self.state.restore()
         region = "us-east-1"
         self.dynamodb = boto3.client("dynamodb", endpoint_url=endpoint, region_name=region)
         self.sqs = boto3.client("sqs", endpoint_url=endpoint, region_name=region)
         tables = {"MemoriesTable": "engram-memories", "StateTable": "engram-state"}
         create_tables(self.dynamodb, tables)
-        queues = create_queues(self.sqs, "engram")
+        # The local worker is not a 180 s Lambda: a failed job comes back after 5 minutes, not 18.
+        queues = create_queues(self.sqs, "engram", visibility_s=300)
 
         self.settings = Settings(
             memories_table=tables["MemoriesTable"],
@@ -183,6 +189,7 @@ class LocalStack:
         self._spawn("saver", self._save_loop)
         self._spawn("sweeper", self._sweep_loop)
         self._spawn("warm-embedder", self._warm_embedder)
+        self._spawn("index-keeper", self._keep_index)
 
         from engram.proxy.runtime import build_proxy, get_proxy, set_proxy
         from engram.proxy.settings import ProxySettings
@@ -242,6 +249,17 @@ class LocalStack:
             except Exception:
                 log.exception("sweep failed")
             self._stop.wait(self.sweep_every_s)
+
+    def _keep_index(self) -> None:
+        """At start: rebuild an index that is empty next to records (deleted, lost), else reconcile it
+        with the records (a crash between the two stores leaves orphans or missing points)."""
+        keeper = self.engine.keeper
+        try:
+            done = keeper.rebuild() if keeper.needs_rebuild() else keeper.reconcile()
+            log.info("index %s", done)
+            self.state.dirty.set()
+        except Exception:
+            log.exception("index check failed")
 
     def _warm_embedder(self) -> None:
         try:

@@ -100,6 +100,19 @@ class FakeQdrant:
             run(lambda: engine.update_vectors(c, points=body.points))
             return _ok({"operation_id": 0, "status": "completed"})
 
+        @app.post("/collections/{c}/points")
+        async def retrieve(c: str, request: Request):
+            body = m.PointRequest.model_validate(await request.json())
+            found = run(lambda: engine.retrieve(c, ids=body.ids, with_payload=body.with_payload, with_vectors=body.with_vector))
+            return _ok([p.model_dump(mode="json") for p in found])
+
+        @app.post("/collections/{c}/points/scroll")
+        async def scroll(c: str, request: Request):
+            body = m.ScrollRequest.model_validate(await request.json())
+            points, following = run(lambda: engine.scroll(c, scroll_filter=body.filter, limit=body.limit, offset=body.offset,
+                                                          with_payload=body.with_payload, with_vectors=body.with_vector))
+            return _ok({"points": [p.model_dump(mode="json") for p in points], "next_page_offset": following})
+
         @app.post("/collections/{c}/points/delete")
         async def delete(c: str, request: Request):
             raw = await request.json()

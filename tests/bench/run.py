@@ -618,6 +618,7 @@ def main() -> None:
     upstream = FakeUpstream().start()
     proxy_settings = ProxySettings(
         UPSTREAMS=json.dumps([{"name": "fake", "baseUrl": upstream.url, "apiKey": "sk-bench"}]),
+        ENGRAM_PROXY_KEY=KEY,  # the bench's turns present one key for both doors
         MEMORY_WRITE_MODE="off",  # extraction runs in the worker; keep it out of the timed turns
     )
     data_dir = Path(tempfile.mkdtemp(prefix="engram-bench-"))

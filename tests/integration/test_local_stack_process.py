@@ -121,3 +121,33 @@ def test_make_run_starts_with_every_variable_empty(tmp_path, monkeypatch):
         assert httpx.get(f"http://127.0.0.1:{port}/healthz").json()["ok"] is True
     finally:
         stop(proc)
+
+
+def test_a_deleted_index_comes_back_by_itself(tmp_path):
+    """Vectors are derived data: with the Qdrant directory gone, the next start rebuilds it from the records."""
+    import shutil
+
+    from tests.support import wait_until
+
+    port = free_port()
+    proc = start(tmp_path, port)
+    auth = {"Authorization": f"Bearer {(tmp_path / 'api-key').read_text().strip()}"}
+    base = f"http://127.0.0.1:{port}/v1/bots/rebuild/memories"
+    try:
+        for text in ("The boat is called Marlin.", "The garden has three rowan trees.", "Lena plays the oboe."):
+            assert httpx.post(base, json={"text": text}, headers=auth, timeout=30).status_code == 201
+    finally:
+        out = stop(proc)
+    assert "proxy key" in out and "admin key" in out
+    shutil.rmtree(tmp_path / "qdrant")
+    proc = start(tmp_path, port)
+    try:
+        def found():
+            hits = httpx.get(base, params={"query": "musical instrument", "limit": 1}, headers=auth).json()["memories"]
+            return hits and hits[0]["text"] == "Lena plays the oboe." and "score" in hits[0]
+
+        assert wait_until(found, timeout_s=60)
+        index = httpx.get(f"http://127.0.0.1:{port}/v1/index", headers=auth).json()
+        assert index["error"] is None
+    finally:
+        stop(proc)

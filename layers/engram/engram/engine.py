@@ -15,6 +15,7 @@ from .vectors import VectorIndex, build_index
 
 if TYPE_CHECKING:
     from .embedding import EmbeddingManager
+    from .indexing import IndexKeeper
 
 
 @dataclass
@@ -25,6 +26,7 @@ class Engine:
     service: MemoryService
     queue: JobQueue
     embedding: "EmbeddingManager | None" = None
+    keeper: "IndexKeeper | None" = None
 
     def refresh(self) -> None:
         """Pick up embedder settings another process changed (a DynamoDB read at most every 30 s)."""
@@ -78,7 +80,9 @@ def build_engine(settings: Settings, index: VectorIndex | None = None, embedder=
     except Exception:  # no proxy configured: Ollama and ENGRAM_REMOTE_EMBEDDINGS_URL only
         pass
     manager = EmbeddingManager(service, queue, providers_from(settings, upstreams), defaults_from(settings))
-    return Engine(settings=settings, service=service, queue=queue, embedding=manager)
+    from .indexing import IndexKeeper
+
+    return Engine(settings=settings, service=service, queue=queue, embedding=manager, keeper=IndexKeeper(service))
 
 
 _engine: ProcessSingleton[Engine] = ProcessSingleton(lambda: build_engine(get_settings()))

@@ -75,7 +75,17 @@ class ReembedJob(BaseModel):
     after_id: int | None = None
 
 
-Job = Annotated[Union[IndexJob, SweepJob, ExtractJob, DiscordJob, BackfillJob, ReembedJob], Field(discriminator="kind")]
+class IndexMaintenanceJob(BaseModel):
+    """Reconcile the index with the records (both ways), or rebuild it from them: one bot per job
+    (without a bot: one job per bot is queued)."""
+
+    kind: Literal["index-maintenance"] = "index-maintenance"
+    action: Literal["reconcile", "rebuild"]
+    bot: str | None = None
+
+
+Job = Annotated[Union[IndexJob, SweepJob, ExtractJob, DiscordJob, BackfillJob, ReembedJob, IndexMaintenanceJob],
+                Field(discriminator="kind")]
 _JOB = TypeAdapter(Job)
 
 

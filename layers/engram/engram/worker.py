@@ -7,7 +7,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from .engine import get_engine
-from .jobs import BackfillJob, DiscordJob, ExtractJob, IndexJob, ReembedJob, SweepJob, parse_job
+from .jobs import BackfillJob, DiscordJob, ExtractJob, IndexJob, IndexMaintenanceJob, ReembedJob, SweepJob, parse_job
 
 logger = Logger(service="engram-worker")
 # A batch whose every job failed (Qdrant down, say) is reported record by record like any other, not
@@ -50,6 +50,16 @@ def handle(record: SQSRecord, lambda_context=None) -> None:
         logger.info("discord", extra={"action": job.action})
     elif isinstance(job, ReembedJob):
         engine.embedding.reembed(job)
+    elif isinstance(job, IndexMaintenanceJob):
+        if job.bot is None:  # fan out: each bot its own job, retried on its own
+            for bot in engine.keeper.bots():
+                engine.queue.send(IndexMaintenanceJob(action=job.action, bot=bot))
+            return
+        run = engine.keeper.rebuild if job.action == "rebuild" else engine.keeper.reconcile
+        done = run(job.bot)
+        logger.info("index maintenance", extra={"action": job.action, "bot": job.bot, **done})
+        if done.get("error"):
+            raise RuntimeError(f"index {job.action} of {job.bot} stopped: {done['error']}")  # SQS retries it
     elif isinstance(job, BackfillJob):
         from .discord.runtime import get_discord
 

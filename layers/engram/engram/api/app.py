@@ -20,7 +20,7 @@ from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY, RequestBody
 from ..engine import Engine, get_engine
 from ..errors import EngramError
 from .deps import MEMORY_ID_PATTERN, NAME_PATTERN, error_response, key_matches
-from .routers import discord, memories, ops, settings
+from .routers import discord, index, memories, ops, settings
 
 log = logging.getLogger(__name__)
 MCP_BODY = 1024 * 1024
@@ -186,7 +186,7 @@ def create_app(engine_factory: Callable[[], Engine] = get_engine, proxy_factory:
         log.exception("unexpected error")
         return error_response(500, "internal", "something went wrong inside engram; it has been logged")
 
-    for module in (ops, memories, settings, discord):
+    for module in (ops, memories, settings, index, discord):
         app.include_router(module.router)
 
     if proxy_factory is not None:

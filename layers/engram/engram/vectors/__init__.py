@@ -93,6 +93,12 @@ class VectorIndex(Protocol):
     def delete_dense(self, name: str) -> None:
         """Drop a named dense vector from every point (the records are untouched)."""
 
+    def existing(self, ids: list[int]) -> set[int]:
+        """Which of these point ids the index holds."""
+
+    def scroll_ids(self, scope: Scope, after: int | None, limit: int) -> tuple[list[int], int | None]:
+        """One page of the point ids in a scope, in id order, and where the next page starts (None: done)."""
+
     def close(self) -> None:
         """Release files and connections."""
 

@@ -138,6 +138,18 @@ class EdgeIndex:
         points = self._run(lambda s: s.query(request))
         return [Hit(int(p.id), float(p.score), dict(p.payload or {})) for p in points]
 
+    def existing(self, ids: list[int]) -> set[int]:
+        """Which of these point ids the shard holds."""
+        if not ids:
+            return set()
+        return {int(p.id) for p in self._run(lambda s: s.retrieve(list(ids), False, False))}
+
+    def scroll_ids(self, scope: Scope, after: int | None, limit: int) -> tuple[list[int], int | None]:
+        """One page of point ids in a scope, in id order, and the next page's first id (None: done)."""
+        request = qe.ScrollRequest(offset=after, limit=limit, filter=_filter(scope), with_payload=False, with_vector=False)
+        records, following = self._run(lambda s: s.scroll(request))
+        return [int(r.id) for r in records], (int(following) if following is not None else None)
+
     def _after_writes(self, n: int) -> None:
         # Edge has no background optimizer: merge small segments now and then so queries stay fast.
         self._writes_since_optimize += n

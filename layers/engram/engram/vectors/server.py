@@ -148,6 +148,22 @@ class QdrantServerIndex:
         points = self._call("POST", "/points/query", body)["points"]
         return [Hit(int(p["id"]), float(p["score"]), dict(p.get("payload") or {})) for p in points]
 
+    def existing(self, ids: list[int]) -> set[int]:
+        """Which of these point ids the collection holds."""
+        if not ids:
+            return set()
+        found = self._call("POST", "/points", {"ids": list(ids), "with_payload": False, "with_vector": False})
+        return {int(p["id"]) for p in found}
+
+    def scroll_ids(self, scope: Scope, after: int | None, limit: int) -> tuple[list[int], int | None]:
+        """One page of point ids in a scope, in id order, and the next page's first id (None: done)."""
+        body = {"filter": _filter(scope), "limit": limit, "with_payload": False, "with_vector": False}
+        if after is not None:
+            body["offset"] = after
+        page = self._call("POST", "/points/scroll", body)
+        following = page.get("next_page_offset")
+        return [int(p["id"]) for p in page["points"]], (int(following) if following is not None else None)
+
     def close(self) -> None:
         """Close the HTTP client."""
         self.client.close()

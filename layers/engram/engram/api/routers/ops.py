@@ -29,7 +29,8 @@ def healthz(request: Request, credentials: Annotated[HTTPAuthorizationCredential
         return {"ok": True}
     eng.refresh()
     service = eng.service
-    out = {"ok": True, "embedder": service.dense_name, "lastError": service.last_error}
+    out = {"ok": True, "embedder": service.dense_name, "lastError": service.last_error,
+           "index": eng.keeper.progress.as_json() if eng.keeper else None}
     proxy_factory = request.app.state.proxy_factory
     if proxy_factory is not None:
         proxy = proxy_factory()
