@@ -7,7 +7,7 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from tests.support import LocalServer
+from tests.support import ServedApp
 
 APP_ID = "900"
 TOKEN = "bot-token-123"
@@ -18,7 +18,7 @@ def _user(uid, name, bot=False):
     return {"id": uid, "username": name, "global_name": name.title(), "bot": bot}
 
 
-class FakeDiscord:
+class FakeDiscord(ServedApp):
     """History is made up front; `.sent` holds every webhook edit, followup and DM."""
 
     def __init__(self):
@@ -177,12 +177,3 @@ class FakeDiscord:
             if any(m.get("images") for m in body["messages"]):
                 return {"model": body["model"], "message": {"role": "assistant", "content": "A grey cat asleep on a windowsill."}, "done": True}
             return {"model": body["model"], "message": {"role": "assistant", "content": "Here is what I remember."}, "done": True}
-
-    def start(self) -> "FakeDiscord":
-        """Serve on a free 127.0.0.1 port."""
-        self._served = LocalServer(self.app)
-        self.port, self.url = self._served.port, self._served.url
-        return self
-
-    def stop(self) -> None:
-        self._served.stop()

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from qdrant_client import QdrantClient
 from qdrant_client.http import models as m
 
-from tests.support import LocalServer
+from tests.support import ServedApp
 
 
 def _ok(result) -> JSONResponse:
@@ -24,7 +24,7 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"status": {"error": message}, "time": 0.0}, status_code=status)
 
 
-class FakeQdrant:
+class FakeQdrant(ServedApp):
     """`.requests` holds (method, path) of everything received; `.down = True` answers 503."""
 
     def __init__(self, api_key: str | None = None):
@@ -133,12 +133,6 @@ class FakeQdrant:
                                                     with_payload=body.with_payload))
             return _ok(found.model_dump(mode="json"))
 
-    def start(self) -> "FakeQdrant":
-        """Serve on a free 127.0.0.1 port."""
-        self._served = LocalServer(self.app)
-        self.port, self.url = self._served.port, self._served.url
-        return self
-
     def stop(self) -> None:
-        self._served.stop()
+        super().stop()
         self.engine.close()

@@ -10,7 +10,7 @@ import time
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from tests.support import LocalServer
+from tests.support import ServedApp
 
 REPLY = "Hello from the fake upstream, in three parts."
 
@@ -30,7 +30,7 @@ def _gzipped(events):
     yield compressor.flush()
 
 
-class FakeUpstream:
+class FakeUpstream(ServedApp):
     """Start with .start(); `.requests` holds (path, headers, json) of everything received."""
 
     def __init__(self):
@@ -126,12 +126,3 @@ class FakeUpstream:
         async def anything(path: str, request: Request):  # everything else on the host: recorded
             self._record(request, None)
             return {"path": "/" + path}
-
-    def start(self) -> "FakeUpstream":
-        """Serve on a free 127.0.0.1 port."""
-        self._served = LocalServer(self.app)
-        self.port, self.url = self._served.port, self._served.url
-        return self
-
-    def stop(self) -> None:
-        self._served.stop()

@@ -99,3 +99,18 @@ class LocalServer:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=5)
+
+
+class ServedApp:
+    """A fake service whose FastAPI `app` is served on a free 127.0.0.1 port by start()."""
+
+    app = None
+
+    def start(self):
+        """Serve on a free 127.0.0.1 port; `.port` and `.url` tell where."""
+        self._served = LocalServer(self.app)
+        self.port, self.url = self._served.port, self._served.url
+        return self
+
+    def stop(self) -> None:
+        self._served.stop()

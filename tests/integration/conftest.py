@@ -18,6 +18,16 @@ def stack(tmp_path_factory, local_embedder):
     s.stop()
 
 
+@pytest.fixture(scope="module")
+def upstream():
+    """A fake model provider (OpenAI and Anthropic) on 127.0.0.1, one per test module."""
+    from tests.fake_upstream import FakeUpstream
+
+    fake = FakeUpstream().start()
+    yield fake
+    fake.stop()
+
+
 @pytest.fixture
 def api(stack):
     """An httpx client with the bearer key."""

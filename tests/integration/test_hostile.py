@@ -18,20 +18,13 @@ from nacl.signing import SigningKey
 from engram.discord.settings import DiscordSettings
 from engram.proxy.settings import ProxySettings
 from infra.local_stack import LocalStack
-from tests.fake_upstream import REPLY, FakeUpstream
+from tests.fake_upstream import REPLY
 from tests.integration.conftest import KEY
 
 PROXY_KEY = "hostile-proxy-key"
 ADMIN = {"Authorization": f"Bearer {KEY}"}
 SIGNER = SigningKey.generate()
 BOT = "hostile"
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    fake = FakeUpstream().start()
-    yield fake
-    fake.stop()
 
 
 @pytest.fixture(scope="module")

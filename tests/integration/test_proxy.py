@@ -13,19 +13,12 @@ from bson import ObjectId
 
 from engram.proxy.settings import ProxySettings
 from infra.local_stack import LocalStack
-from tests.fake_upstream import REPLY, FakeUpstream
+from tests.fake_upstream import REPLY
 from tests.integration.conftest import KEY
 from tests.support import wait_until
 
 UPSTREAM_KEY = "sk-upstream-held-by-engram"
 PROXY_KEY = "integration-proxy-key"  # what LibreChat holds: not the Memory API's admin key (KEY)
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    fake = FakeUpstream().start()
-    yield fake
-    fake.stop()
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from .embedders import NoEmbedder, vector_name
 from .text import check_json
 from .errors import EmbedderUnavailable, InvalidInput
 from .jobs import JobQueue, ReembedJob
-from .records import MemoryRecord, StateItem
+from .records import StateItem
 from .vectors import Scope
 from .service import MemoryService
 
@@ -169,17 +169,13 @@ class EmbeddingManager:
 
     # ----- re-embedding ----------------------------------------------------------------------------
 
-    def bots(self) -> list[str]:
-        """Every bot that has records (a small registry kept as bots write their first memory)."""
-        return sorted(i.sk for i in StateItem.query("bots"))
-
     def reembed(self, job: ReembedJob) -> None:
         """One page: give the newest records still without this model's vector one; then queue the next."""
         self.current()
         if self.service.dense_name != job.vector:
             log.info("re-embed for %s stopped: the model changed again", job.vector)
             return
-        bots = self.bots()
+        bots = self.service.records.bots()
         if job.bot_index >= len(bots):
             if job.phase == "fact":
                 self.queue.send(ReembedJob(vector=job.vector, phase="message"))
@@ -187,7 +183,7 @@ class EmbeddingManager:
                 self._finish(job.vector)
             return
         bot = bots[job.bot_index]
-        page = self._page(bot, job.phase, job.after_id)
+        page = self.service.records.page(bot, job.phase, job.after_id, PAGE)
         todo = [r for r in page if r.vector_model != job.vector]
         if todo:
             try:
@@ -203,11 +199,6 @@ class EmbeddingManager:
             self.queue.send(ReembedJob(vector=job.vector, phase=job.phase, bot_index=job.bot_index + 1))
         else:
             self.queue.send(ReembedJob(vector=job.vector, phase=job.phase, bot_index=job.bot_index, after_id=int(page[-1].id)))
-
-    def _page(self, bot: str, kind: str, after_id: int | None) -> list[MemoryRecord]:
-        condition = MemoryRecord.id < after_id if after_id else None
-        rows = MemoryRecord.by_kind.query(f"{bot}#{kind}", range_key_condition=condition, scan_index_forward=False, limit=PAGE)
-        return list(rows)[:PAGE]
 
     def _finish(self, vector: str) -> None:
         """Every record has been through: drop every other model's vectors (the records are untouched)."""

@@ -6,8 +6,9 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
+from typing import Callable, Iterator
 
-from .records import MemoryRecord, StateItem
+from .records import MemoryRecord, now_ms
 from .service import KINDS, MemoryService
 from .vectors import Scope
 
@@ -41,13 +42,27 @@ class IndexKeeper:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def bots(self) -> list[str]:
-        """Every bot that has records (registered as bots write their first memory)."""
-        return sorted(i.sk for i in StateItem.query("bots"))
+        """Every bot that has records."""
+        return self.service.records.bots()
 
-    def _records_page(self, bot: str, kind: str, before_id: int | None) -> list[MemoryRecord]:
-        condition = MemoryRecord.id < before_id if before_id else None
-        rows = MemoryRecord.by_kind.query(f"{bot}#{kind}", range_key_condition=condition, scan_index_forward=False, limit=PAGE)
-        return list(rows)[:PAGE]
+    def _pages(self, bot: str) -> Iterator[list[MemoryRecord]]:
+        """Every record of a bot, a page at a time, each kind newest first."""
+        for kind in KINDS:
+            before = None
+            while page := self.service.records.page(bot, kind, before, PAGE):
+                self.progress.records += len(page)
+                yield page
+                if len(page) < PAGE:
+                    break
+                before = int(page[-1].id)
+
+    def _reindex(self, records: list[MemoryRecord]) -> None:
+        """Write these records' points again; pending first, so if the embedder is down the sweep finishes."""
+        for record in records:
+            self.service.records.mark_pending(record)
+        if records:
+            self.service.index_records(records)
+        self.progress.reindexed += len(records)
 
     # ----- reconcile ----------------------------------------------------------------------------------
 
@@ -70,25 +85,12 @@ class IndexKeeper:
     def reconcile_records(self, bot: str) -> int:
         """Re-index the bot's records marked indexed whose point is missing; returns how many."""
         fixed = 0
-        for kind in KINDS:
-            before = None
-            while True:
-                page = self._records_page(bot, kind, before)
-                if not page:
-                    break
-                indexed = [r for r in page if not r.pending_bot]
-                held = self.service.index.existing([int(r.id) for r in indexed])
-                missing = [r for r in indexed if int(r.id) not in held]
-                for record in missing:  # pending first: if the embedder is down the sweep finishes the job
-                    self.service.records.mark_pending(record)
-                if missing:
-                    self.service.index_records(missing)
-                fixed += len(missing)
-                self.progress.records += len(page)
-                self.progress.reindexed += len(missing)
-                if len(page) < PAGE:
-                    break
-                before = int(page[-1].id)
+        for page in self._pages(bot):
+            indexed = [r for r in page if not r.pending_bot]
+            held = self.service.index.existing([int(r.id) for r in indexed])
+            missing = [r for r in indexed if int(r.id) not in held]
+            self._reindex(missing)
+            fixed += len(missing)
         return fixed
 
     def reconcile(self, bot: str | None = None) -> dict:
@@ -101,20 +103,8 @@ class IndexKeeper:
         """Write every record's point again from DynamoDB (the collection may be empty or gone)."""
 
         def one(b: str) -> None:
-            for kind in KINDS:
-                before = None
-                while True:
-                    page = self._records_page(b, kind, before)
-                    if not page:
-                        break
-                    for record in page:
-                        self.service.records.mark_pending(record)
-                    self.service.index_records(page)
-                    self.progress.records += len(page)
-                    self.progress.reindexed += len(page)
-                    if len(page) < PAGE:
-                        break
-                    before = int(page[-1].id)
+            for page in self._pages(b):
+                self._reindex(page)
             self.reconcile_points(b)
 
         return self._pass("rebuilding", bot, one)
@@ -123,11 +113,9 @@ class IndexKeeper:
         """An empty index next to records: the index was lost (deleted, or a new Qdrant)."""
         if self.service.index.count(Scope(bot=None)) > 0:
             return False
-        return any(self._records_page(b, k, None)[:1] for b in self.bots() for k in KINDS)
+        return any(self.service.records.page(b, k, None, 1) for b in self.bots() for k in KINDS)
 
-    def _pass(self, action: str, bot: str | None, run) -> dict:
-        from .records import now_ms
-
+    def _pass(self, action: str, bot: str | None, run: Callable[[str], object]) -> dict:
         with self._lock:
             self.progress = Progress(action=action, started_ms=now_ms())
             try:

@@ -152,6 +152,16 @@ class RecordStore:
         self._guard(lambda: StateItem("bots", bot).save())
         self._bots.add(bot)
 
+    def bots(self) -> list[str]:
+        """Every bot that has records (what register_bot wrote), for jobs that walk every bot."""
+        return self._guard(lambda: sorted(i.sk for i in StateItem.query("bots")))
+
+    def page(self, bot: str, kind: str, before_id: int | None, limit: int) -> list[MemoryRecord]:
+        """Up to `limit` records of a kind with ids below `before_id` (all when None), newest first."""
+        condition = MemoryRecord.id < before_id if before_id else None
+        return self._guard(lambda: list(MemoryRecord.by_kind.query(
+            f"{bot}#{kind}", range_key_condition=condition, scan_index_forward=False, limit=limit))[:limit])
+
     def next_id(self) -> int:
         """A new memory id from an atomic counter."""
         return self.next_ids(1)[0]

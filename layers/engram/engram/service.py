@@ -14,7 +14,7 @@ from .embedders import Embedder, NoEmbedder, vector_name
 from .errors import EmbedderUnavailable, IndexUnavailable, InvalidInput, NotFound, Unavailable
 from .jobs import IndexJob, JobQueue
 from .records import Duplicate, MemoryRecord, RecordStore, now_ms
-from .text import check_json, check_text, clean_fact, fold_digest, format_memory_id
+from .text import NAME_PATTERN, check_json, check_text, clean_fact, fold_digest, format_memory_id
 from .vectors import Fusion, Hit, IndexPoint, Scope, VectorIndex
 from .words import WordVectorizer
 
@@ -32,7 +32,7 @@ CONTEXT_DENSE_WEIGHT = 0.5
 CONTEXT_WORDS_WEIGHT = 0.3
 MAX_MESSAGE_CHARS = 16_000
 FALLBACK_SCAN = 2000
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
+_NAME = re.compile(NAME_PATTERN)
 
 
 def check_name(what: str, value: str | None) -> str | None:

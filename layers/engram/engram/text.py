@@ -10,7 +10,11 @@ from .errors import InvalidInput
 
 MAX_FACT_CHARS = 1000
 _SPACE = re.compile(r"\s+")
-_MEMORY_ID = re.compile(r"^(?:mem:)?([1-9][0-9]{0,17})$")
+# Bot, user, server, project and thread names, and memory ids: checked by the service, documented in
+# the OpenAPI document and enforced on Discord's ids from these same patterns.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
+MEMORY_ID_PATTERN = r"^(?:mem:)?([1-9][0-9]{0,17})$"
+_MEMORY_ID = re.compile(MEMORY_ID_PATTERN)
 
 
 def encodable(text: str) -> bool:

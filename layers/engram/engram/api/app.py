@@ -19,7 +19,9 @@ from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY, RequestBody
 
 from ..engine import Engine, get_engine
 from ..errors import EngramError
-from .deps import MEMORY_ID_PATTERN, NAME_PATTERN, error_response, key_matches
+from ..keys import key_matches
+from ..text import MEMORY_ID_PATTERN, NAME_PATTERN
+from .deps import NOT_ADMIN, error_response
 from .routers import discord, index, memories, ops, settings
 
 log = logging.getLogger(__name__)
@@ -57,15 +59,20 @@ class AdminKeyBeforeBody:
                 await error_response(exc.status, exc.code, exc.message)(scope, receive, send)
                 return
             if scheme.lower() != "bearer" or not key_matches(token, expected):
-                message = "missing or wrong bearer key (the Memory API takes the admin key, ENGRAM_API_KEY)"
-                await error_response(401, "unauthorized", message)(scope, receive, send)
+                await error_response(401, "unauthorized", NOT_ADMIN)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
 
+def too_large(scope) -> str:
+    """The 413 message, naming the limit of the route (in the scope while the limit is in force)."""
+    limit = scope.get(MAX_BODY_SIZE_SCOPE_KEY)
+    return f"the request body is larger than the {limit:,} bytes this route accepts" if limit else "the request body is too large"
+
+
 class JsonTooLarge:
-    """Starlette's body limit answers 413 in plain text from inside the route; engram answers every error
-    as {"error": {...}}, naming the limit (read from the scope while the limit is in force)."""
+    """Starlette's body limit answers a too-long content-length with 413 in plain text from inside the
+    route; engram answers every error as {"error": {...}}, naming the limit."""
 
     def __init__(self, app):
         self.app = app
@@ -81,9 +88,7 @@ class JsonTooLarge:
             if message["type"] == "http.response.start" and message["status"] == 413 and \
                     dict(message.get("headers") or []).get(b"content-type", b"").startswith(b"text/plain"):
                 replacing = True
-                limit = scope.get(MAX_BODY_SIZE_SCOPE_KEY)
-                text = f"the request body is larger than the {limit:,} bytes this route accepts" if limit else "the request body is too large"
-                body = json.dumps({"error": {"code": "too_large", "message": text}}).encode()
+                body = json.dumps({"error": {"code": "too_large", "message": too_large(scope)}}).encode()
                 await send({"type": "http.response.start", "status": 413,
                             "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
                 await send({"type": "http.response.body", "body": body})
@@ -174,10 +179,8 @@ def create_app(engine_factory: Callable[[], Engine] = get_engine, proxy_factory:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
-        if exc.status_code == 413:
-            limit = request.scope.get(MAX_BODY_SIZE_SCOPE_KEY)
-            return error_response(413, "too_large", f"the request body is larger than the {limit:,} bytes this route accepts"
-                                  if limit else "the request body is too large")
+        if exc.status_code == 413:  # a body that streamed past the limit (no content-length to refuse it by)
+            return error_response(413, "too_large", too_large(request.scope))
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "error")
         return error_response(exc.status_code, code, str(exc.detail))
 

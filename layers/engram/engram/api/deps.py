@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 from typing import Annotated
 
 from fastapi import Depends, Path, Request, Security
@@ -11,7 +10,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..engine import Engine
 from ..errors import Unauthorized
-from .schemas import MEMORY_ID_PATTERN, NAME_PATTERN, ErrorResponse  # noqa: F401 (patterns re-exported)
+from ..keys import key_matches
+from ..text import NAME_PATTERN
+from .schemas import ErrorResponse
 
 # Body limits per route, checked while the body streams in (413 beyond them).
 SMALL_BODY = 64 * 1024  # a fact, a change, settings, a Discord interaction
@@ -35,11 +36,6 @@ def error_response(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
-def key_matches(presented: str | None, expected: str | None) -> bool:
-    """Constant-time comparison; no expected key means nobody gets in."""
-    return bool(expected and presented and hmac.compare_digest(presented.strip().encode(), expected.encode()))
-
-
 def engine(request: Request) -> Engine:
     """The process's engine, with embedder settings another process may have changed."""
     eng = request.app.state.engine_factory()
@@ -47,13 +43,21 @@ def engine(request: Request) -> Engine:
     return eng
 
 
+NOT_ADMIN = "missing or wrong bearer key (the Memory API takes the admin key, ENGRAM_API_KEY)"
+
+
+def holds_admin_key(credentials: HTTPAuthorizationCredentials | None, eng: Engine) -> bool:
+    """Whether the bearer credentials are the admin key."""
+    return credentials is not None and key_matches(credentials.credentials, eng.api_key())
+
+
 def require_admin(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Security(ADMIN_KEY)],
     eng: Annotated[Engine, Depends(engine)],
 ) -> Engine:
     """The engine, for a caller holding the admin key; else 401."""
-    if credentials is None or not key_matches(credentials.credentials, eng.api_key()):
-        raise Unauthorized("missing or wrong bearer key (the Memory API takes the admin key, ENGRAM_API_KEY)")
+    if not holds_admin_key(credentials, eng):
+        raise Unauthorized(NOT_ADMIN)
     return eng
 
 

@@ -7,9 +7,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"  # bot, user, server, project and thread names
-MEMORY_ID_PATTERN = r"^(mem:)?[1-9][0-9]{0,17}$"
-NAME = NAME_PATTERN
+from ..text import NAME_PATTERN as NAME
 
 
 class ErrorBody(BaseModel):

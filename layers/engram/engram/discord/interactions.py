@@ -3,7 +3,6 @@ slow work is deferred to the worker through SQS. Kept lean: no model, no vector 
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import Callable, Mapping
@@ -11,7 +10,7 @@ from typing import Callable, Mapping
 from pydantic import BaseModel, Field, ValidationError
 
 from ..jobs import DiscordJob, JobQueue
-from ..text import encodable
+from ..text import NAME_PATTERN, encodable
 from .settings import DiscordSettings
 from .verify import verify_request
 
@@ -29,8 +28,8 @@ def _message(content: str, ephemeral: bool = True) -> dict:
     return {"type": CHANNEL_MESSAGE, "data": data}
 
 
-# Ids become scope names (see service.check_name): plain characters only.
-_ID = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
+# Ids become scope names: the service's name rule.
+_ID = NAME_PATTERN
 
 
 class _User(BaseModel):

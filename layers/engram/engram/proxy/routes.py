@@ -46,7 +46,8 @@ def _error(status: int, code: str, message: str, api: str | None = None) -> JSON
 def _contained(upstream, path: str, raw_path: bytes) -> bool:
     """Whether a relayed path stays under the upstream's base URL: no dot segments, empty segments,
     backslashes or encoded slashes (decoded or not), and the URL it makes still starts with the base."""
-    if "%2f" in raw_path.decode("latin-1").lower() or "%5c" in raw_path.decode("latin-1").lower():
+    raw = raw_path.decode("latin-1").lower()
+    if "%2f" in raw or "%5c" in raw:
         return False
     segments = path.split("/")
     if any(seg in (".", "..") or "\\" in seg for seg in segments) or "" in segments[:-1]:

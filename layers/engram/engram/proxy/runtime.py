@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import hmac
 import os
 from dataclasses import dataclass, field
 
 import httpx
 
 from ..engine import Engine, get_engine
+from ..keys import key_matches
 from ..singleton import ProcessSingleton
 from .cache import StatsCache
 from .memory import ChatMemory
@@ -67,8 +67,7 @@ class Proxy:
 
     def key_matches(self, presented: str | None) -> bool:
         """Whether the caller presented engram's proxy key (the admin key does not open the proxy)."""
-        expected = self.settings.proxy_key
-        return bool(expected and presented and hmac.compare_digest(presented.strip().encode(), expected.encode()))
+        return key_matches(presented, self.settings.proxy_key)
 
 
 def build_proxy(settings: ProxySettings, engine: Engine, mongo_database=None, transport=None, telemetry=None) -> Proxy:

@@ -7,7 +7,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from ...jobs import IndexMaintenanceJob
-from ..deps import ERRORS, NAME_PATTERN, Admin
+from ...text import NAME_PATTERN
+from ..deps import ERRORS, Admin
 
 router = APIRouter(tags=["index"], responses=ERRORS)
 

@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query, Response
 
 from ...service import ChatMessage
-from ...text import format_memory_id, parse_memory_id
-from ..deps import ERRORS, MEMORY_ID_PATTERN, MESSAGES_BODY, NAME_PATTERN, SMALL_BODY, Admin, Bot
+from ...text import MEMORY_ID_PATTERN, NAME_PATTERN, format_memory_id, parse_memory_id
+from ..deps import ERRORS, MESSAGES_BODY, SMALL_BODY, Admin, Bot
 from ..schemas import ErrorResponse, ForgetResult, MemoryChange, MemoryList, MemoryOut, MessageBatch, MessageBatchResult, NewMemory
 
 router = APIRouter(tags=["memories"], responses=ERRORS)

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials
 
-from ..deps import ADMIN_KEY, key_matches
+from ..deps import ADMIN_KEY, holds_admin_key
 from ..schemas import Health
 
 router = APIRouter(tags=["ops"])
@@ -25,7 +25,7 @@ def healthz(request: Request, credentials: Annotated[HTTPAuthorizationCredential
     the upstream names, cache stats, MongoDB's state and per-phase call counters; strangers learn
     nothing about what engram talks to."""
     eng = request.app.state.engine_factory()
-    if credentials is None or not key_matches(credentials.credentials, eng.api_key()):
+    if not holds_admin_key(credentials, eng):
         return {"ok": True}
     eng.refresh()
     service = eng.service
