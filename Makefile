@@ -4,6 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SAM_VENV := .venv-sam
+# The local DynamoDB (dynalite on LevelDB), pinned in infra/dynamodb/package-lock.json.
+NODE_DEPS := infra/dynamodb/node_modules/.installed
 
 .PHONY: run test test-unit test-integration test-deploy lint-template bench bench-quick build deploy clean
 
@@ -16,16 +18,24 @@ $(STAMP): requirements-dev.txt layers/engram/requirements.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
-run: $(STAMP)
+$(NODE_DEPS): infra/dynamodb/package-lock.json
+	@command -v node >/dev/null || { echo "engram's local stack keeps its records in dynalite, which needs Node.js 20 or newer:"; \
+	  echo "install it (https://nodejs.org, or your package manager) and run make again."; exit 1; }
+	@node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' || { \
+	  echo "the local DynamoDB (dynalite) needs Node.js 20 or newer; this is $$(node --version)."; exit 1; }
+	cd infra/dynamodb && npm ci --no-audit --no-fund --silent
+	touch $@
+
+run: $(STAMP) $(NODE_DEPS)
 	$(PY) -m infra.local_stack
 
-test: $(STAMP) $(SAM_VENV)/.installed
+test: $(STAMP) $(SAM_VENV)/.installed $(NODE_DEPS)
 	$(PY) -m pytest -q tests/unit tests/integration tests/deploy
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
 
-test-integration: $(STAMP)
+test-integration: $(STAMP) $(NODE_DEPS)
 	$(PY) -m pytest -q tests/integration
 
 # The stack as `sam build` makes it, each function in a fresh runtime Python against moto (tests/deploy).
@@ -41,10 +51,10 @@ $(SAM_VENV)/.installed:
 lint-template: $(SAM_VENV)/.installed
 	AWS_DEFAULT_REGION=us-east-1 $(SAM_VENV)/bin/cfn-lint template.yaml
 
-bench: $(STAMP)
+bench: $(STAMP) $(NODE_DEPS)
 	$(PY) tests/bench/run.py
 
-bench-quick: $(STAMP)
+bench-quick: $(STAMP) $(NODE_DEPS)
 	$(PY) tests/bench/run.py --quick
 
 build: $(SAM_VENV)/.installed
@@ -54,4 +64,4 @@ deploy: build
 	$(SAM_VENV)/bin/sam deploy --guided
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .aws-sam
+	rm -rf $(VENV) $(SAM_VENV) .aws-sam infra/dynamodb/node_modules

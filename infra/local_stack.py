@@ -1,9 +1,10 @@
-"""The local stack in one process: moto (DynamoDB + SQS, saved to disk), the embedded Qdrant, the local
-embedder, the Memory API on uvicorn and the job poller. `make run` starts it; Ctrl-C stops it cleanly."""
+"""The local stack: DynamoDB (dynalite on LevelDB, a Node child process), SQS (moto, journaled to SQLite),
+the embedded Qdrant, the local embedder, the Memory API on uvicorn and the job pollers. Every acknowledged
+write and every queued job survives a crash (kill -9); the vector index is rebuilt from the records when it
+is lost. `make run` starts it; Ctrl-C stops it cleanly."""
 
 from __future__ import annotations
 
-import io
 import logging
 import os
 import pickle
@@ -21,65 +22,30 @@ if str(ROOT) not in sys.path:  # `python infra/local_stack.py` puts infra/ first
 log = logging.getLogger("engram.local")
 
 
-_LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
+def migrate_pickled_state(data_dir: Path, moto_endpoint: str, dynamodb) -> int:
+    """Copy the records an older engram kept in moto's pickle (aws-state.pickle) into the local DynamoDB,
+    once; returns how many items moved. The pickle is kept, renamed, until you delete it."""
+    saved = data_dir / "aws-state.pickle"
+    if not saved.exists():
+        return 0
+    import boto3
+    from moto.dynamodb.models import dynamodb_backends
 
-
-class _StatePickler(pickle.Pickler):
-    """Pickles moto's backends; locks and conditions (SQS queues hold them) come back new and free."""
-
-    def reducer_override(self, obj):
-        if isinstance(obj, threading.Condition):
-            return threading.Condition, ()
-        if isinstance(obj, _LOCK_TYPES):
-            return (threading.RLock if "RLock" in type(obj).__name__ else threading.Lock), ()
-        return NotImplemented
-
-
-class MotoState:
-    """Saves moto's in-memory DynamoDB and SQS to one file and restores them, so a restart loses nothing."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.dirty = threading.Event()
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def _backends():
-        from moto.dynamodb.models import dynamodb_backends
-        from moto.sqs.models import sqs_backends
-
-        return {"dynamodb": dynamodb_backends, "sqs": sqs_backends}
-
-    def restore(self) -> bool:
-        """Load the saved backends into moto, if a save exists."""
-        if not self.path.exists():
-            return False
-        saved = pickle.loads(self.path.read_bytes())
-        for name, backend in self._backends().items():
-            for account, regions in saved.get(name, {}).items():
-                backend[account] = regions
-        return True
-
-    def save(self) -> None:
-        """Write the backends atomically (temp file, then rename)."""
-        with self._lock:
-            self.dirty.clear()
-            for attempt in range(5):
-                try:
-                    buffer = io.BytesIO()
-                    _StatePickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(
-                        {k: dict(v) for k, v in self._backends().items()}
-                    )
-                    blob = buffer.getvalue()
-                    break
-                except RuntimeError:  # a dict changed size mid-pickle: another request was writing
-                    time.sleep(0.05 * (attempt + 1))
-            else:
-                self.dirty.set()
-                return
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_bytes(blob)
-            os.replace(tmp, self.path)
+    for account, regions in pickle.loads(saved.read_bytes()).get("dynamodb", {}).items():
+        dynamodb_backends[account] = regions
+    old = boto3.client("dynamodb", endpoint_url=moto_endpoint, region_name="us-east-1")
+    moved = 0
+    for table in old.list_tables()["TableNames"]:
+        for page in old.get_paginator("scan").paginate(TableName=table):
+            for start in range(0, len(page["Items"]), 25):
+                requests = [{"PutRequest": {"Item": item}} for item in page["Items"][start : start + 25]]
+                unprocessed = {table: requests}
+                while unprocessed:
+                    unprocessed = dynamodb.batch_write_item(RequestItems=unprocessed).get("UnprocessedItems")
+                moved += len(requests)
+        old.delete_table(TableName=table)
+    saved.rename(saved.with_name("aws-state.pickle.migrated"))
+    return moved
 
 
 class LocalStack:
@@ -135,6 +101,8 @@ class LocalStack:
         from engram.config import Settings
         from engram.engine import build_engine, set_engine
         from infra.aws_template import create_queues, create_tables
+        from infra.local_dynamodb import LocalDynamoDB
+        from infra.queue_journal import JournaledSqs, QueueJournal
         from infra.poller import SqsPoller, load_function_handler
 
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -142,31 +110,37 @@ class LocalStack:
             os.environ.setdefault(name, value)
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
-        self.state = MotoState(self.data_dir / "aws-state.pickle")
+        self.local_dynamodb = LocalDynamoDB(self.data_dir / "dynamodb").start()
         self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self.moto.start()
         moto_host, moto_port = self.moto.get_host_and_port()
-        endpoint = f"http://127.0.0.1:{moto_port}"
+        moto_endpoint = f"http://127.0.0.1:{moto_port}"
         # moto's backends are process-wide: a stack on a new data dir must not inherit what an earlier
         # stack in this process (a test module, a bench section) left there
         import httpx
 
-        httpx.post(f"{endpoint}/moto-api/reset").raise_for_status()
-        restored = self.state.restore()
+        httpx.post(f"{moto_endpoint}/moto-api/reset").raise_for_status()
         region = "us-east-1"
-        self.dynamodb = boto3.client("dynamodb", endpoint_url=endpoint, region_name=region)
-        self.sqs = boto3.client("sqs", endpoint_url=endpoint, region_name=region)
+        self.dynamodb = boto3.client("dynamodb", endpoint_url=self.local_dynamodb.endpoint, region_name=region)
         tables = {"MemoriesTable": "engram-memories", "StateTable": "engram-state"}
         create_tables(self.dynamodb, tables)
+        migrated = migrate_pickled_state(self.data_dir, moto_endpoint, self.dynamodb)
+        if migrated:
+            log.info("moved %d items from aws-state.pickle into the local DynamoDB", migrated)
+        self.journal = QueueJournal(self.data_dir / "queue-journal.sqlite")
+        self.sqs = JournaledSqs(boto3.client("sqs", endpoint_url=moto_endpoint, region_name=region), self.journal)
         # The local worker is not a 180 s Lambda: a failed job comes back after 5 minutes, not 18.
         queues = create_queues(self.sqs, "engram", visibility_s=300)
+        replayed = self.sqs.replay({url.rsplit("/", 1)[-1]: url for url in queues.values()})
+        if replayed:
+            log.info("%d queued jobs from before the last stop are queued again", replayed)
 
         self.settings = Settings(
             memories_table=tables["MemoriesTable"],
             state_table=tables["StateTable"],
             aws_region=region,
-            dynamodb_endpoint=endpoint,
-            sqs_endpoint=endpoint,
+            dynamodb_endpoint=self.local_dynamodb.endpoint,
+            sqs_endpoint=moto_endpoint,
             jobs_queue_url=queues["JobsQueue"],
             interactive_queue_url=queues["InteractiveQueue"],
             data_dir=self.data_dir,
@@ -174,19 +148,16 @@ class LocalStack:
         )
         self.engine = build_engine(self.settings, embedder=self.embedder, sqs_client=self.sqs)
         set_engine(self.engine)
-        self.state.save()
-        log.info("state %s from %s", "restored" if restored else "created", self.state.path)
 
         # Two pollers on one worker handler, like the two event source mappings on AWS: interactive jobs
         # never wait behind a backfill.
         worker = load_function_handler("worker")
-        self.pollers = [SqsPoller(self.sqs, queues[q], worker, region, on_batch=self.state.dirty.set)
+        self.pollers = [SqsPoller(self.sqs, queues[q], worker, region)
                         for q in ("JobsQueue", "InteractiveQueue")]
         self.poller = self.pollers[0]
         if self.poll:
             for poller in self.pollers:
                 poller.start()
-        self._spawn("saver", self._save_loop)
         self._spawn("sweeper", self._sweep_loop)
         self._spawn("warm-embedder", self._warm_embedder)
         self._spawn("index-keeper", self._keep_index)
@@ -205,13 +176,6 @@ class LocalStack:
         self.discord = build_discord(self.discord_settings or get_discord_settings(), self.engine)
         set_discord(self.discord)
         app = create_app(proxy_factory=get_proxy, discord_settings_factory=lambda: get_discord().settings)
-
-        @app.middleware("http")
-        async def mark_dirty(request, call_next):
-            response = await call_next(request)
-            if request.method not in ("GET", "HEAD", "OPTIONS"):
-                self.state.dirty.set()
-            return response
 
         config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning", lifespan="off")
         self.server = uvicorn.Server(config)
@@ -235,17 +199,10 @@ class LocalStack:
         thread.start()
         self._threads.append(thread)
 
-    def _save_loop(self) -> None:
-        while not self._stop.is_set():
-            if self.state.dirty.wait(timeout=0.5) and not self._stop.is_set():
-                time.sleep(0.5)  # let a burst of writes finish first
-                self.state.save()
-
     def _sweep_loop(self) -> None:
         while not self._stop.is_set():
             try:
-                if self.engine.service.sweep(grace_ms=self.sweep_grace_ms):
-                    self.state.dirty.set()
+                self.engine.service.indexer.sweep(grace_ms=self.sweep_grace_ms)
             except Exception:
                 log.exception("sweep failed")
             self._stop.wait(self.sweep_every_s)
@@ -257,7 +214,6 @@ class LocalStack:
         try:
             done = keeper.rebuild() if keeper.needs_rebuild() else keeper.reconcile()
             log.info("index %s", done)
-            self.state.dirty.set()
         except Exception:
             log.exception("index check failed")
 
@@ -268,7 +224,7 @@ class LocalStack:
             log.warning("embedder not ready: %s", exc)
 
     def stop(self) -> None:
-        """Stop everything and save state."""
+        """Stop everything (every write is already on disk)."""
         from engram.engine import set_engine
 
         self._stop.set()
@@ -278,8 +234,6 @@ class LocalStack:
             poller.stop()
         for thread in self._threads:
             thread.join(timeout=10)
-        if getattr(self, "state", None):
-            self.state.save()
         if getattr(self, "engine", None):
             self.engine.close()
             set_engine(None)
@@ -290,6 +244,10 @@ class LocalStack:
         set_discord(None)
         if getattr(self, "moto", None):
             self.moto.stop()
+        if getattr(self, "journal", None):
+            self.journal.close()
+        if getattr(self, "local_dynamodb", None):
+            self.local_dynamodb.stop()
 
 
 def main() -> None:
@@ -304,7 +262,13 @@ def main() -> None:
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
-    stack.start()
+    from infra.local_dynamodb import NodeMissing
+
+    try:
+        stack.start()
+    except NodeMissing as exc:
+        stack.stop()
+        sys.exit(f"engram cannot start: {exc}")
     print(f"engram is listening on {stack.url}", flush=True)
     print(f"admin key (Memory API, ENGRAM_API_KEY): {stack.settings.api_key}", flush=True)
     print(f"proxy key (LibreChat endpoints and /mcp, ENGRAM_PROXY_KEY): {stack.proxy.settings.proxy_key}", flush=True)
@@ -312,7 +276,7 @@ def main() -> None:
     done.wait()
     print("stopping...", flush=True)
     stack.stop()
-    print("stopped; state saved.", flush=True)
+    print("stopped; every write is on disk.", flush=True)
 
 
 if __name__ == "__main__":

@@ -445,7 +445,7 @@ def bench_recall(sizes: list[int], embedder, queries: int, with_client_mode: boo
                 timed["without embed"].append(time.perf_counter() - t0)
             live = MemoryService(records=None, index=index, embedder=embedder, queue=None)
             live.dense_name  # the real embedder's vectors do not exist here: search its query against ours
-            live._dense_ready.add(name)
+            live.indexer.dense_ready.add(name)
             live_name = name
 
             class Live:
@@ -454,7 +454,7 @@ def bench_recall(sizes: list[int], embedder, queries: int, with_client_mode: boo
                 def embed(self, texts):
                     return embedder.embed(texts)
 
-            live.embedder = Live()
+            live.indexer.embedder = Live()
             for i, q in enumerate(qtexts[: max(20, queries // 4)]):
                 t0 = time.perf_counter()
                 live.recall(scopes[i % len(scopes)], q, 10)

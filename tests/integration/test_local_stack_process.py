@@ -58,7 +58,7 @@ def test_state_survives_a_restart(tmp_path):
     finally:
         out = stop(proc)
     assert key in out  # printed at start
-    assert "state saved" in out
+    assert "stopped; every write is on disk" in out
 
     proc = start(tmp_path, port)
     try:

@@ -135,7 +135,7 @@ def test_a_record_written_while_the_embedder_is_down_is_filled_by_the_sweep(engi
     memory, _ = engine.service.add_fact("b1", "The spare key is under the flowerpot.")
     assert engine.service.search("b1", "spare key")[0].id == memory.id  # by words at once
     fake.down = False
-    assert engine.service.sweep(grace_ms=0) == 1
+    assert engine.service.indexer.sweep(grace_ms=0) == 1
     drain(aws)
     progress = engine.embedding.progress()
     assert progress["memoriesWithVectors"] == progress["memories"] == 1

@@ -15,7 +15,7 @@ def test_reconcile_deletes_points_without_a_record_and_rewrites_missing_ones(ser
     service.index.upsert([IndexPoint(id=9_999, payload={"bot": "b1", "kind": "fact", "text": "ghost"}, words=SparseVector([1], [1.0]))])
     # a point lost behind a record marked indexed
     service.index.delete([lost.id])
-    keeper = IndexKeeper(service)
+    keeper = IndexKeeper(service.indexer)
     done = keeper.reconcile()
     assert done["orphans_deleted"] == 1 and done["reindexed"] == 1 and done["error"] is None
     assert service.index.existing([kept.id, lost.id, 9_999]) == {kept.id, lost.id}
@@ -28,7 +28,7 @@ def test_a_lost_index_is_noticed_and_rebuilt_from_the_records(service):
     for i in range(7):
         service.add_fact("b2", f"Fact number {i} about boats.", user="u1")
     service.add_messages("b2", [ChatMessage(source_id=f"m{i}", text=f"message {i} about sails", user="u1") for i in range(5)])
-    keeper = IndexKeeper(service)
+    keeper = IndexKeeper(service.indexer)
     assert not keeper.needs_rebuild()
     service.index.delete_scope(Scope(bot="b2"))  # the collection emptied (deleted directory, new Qdrant)
     assert keeper.needs_rebuild()
@@ -43,7 +43,7 @@ def test_reconcile_pages_through_many_points(service):
     for i in range(450):
         service.index.upsert([IndexPoint(id=100_000 + i, payload={"bot": "b3", "kind": "fact", "text": "x"}, words=SparseVector([1], [1.0]))])
     service.records.register_bot("b3")
-    done = IndexKeeper(service).reconcile("b3")
+    done = IndexKeeper(service.indexer).reconcile("b3")
     assert done["points"] == 450 and done["orphans_deleted"] == 450
     assert service.index.count(Scope(bot="b3")) == 0
 
@@ -51,6 +51,6 @@ def test_reconcile_pages_through_many_points(service):
 def test_with_qdrant_down_a_pass_says_so_and_changes_nothing(service, engine):
     service.add_fact("b4", "The owner drinks green tea.")
     engine.service.index.down = True
-    done = IndexKeeper(service).reconcile()
+    done = IndexKeeper(service.indexer).reconcile()
     assert "Qdrant" in done["error"]
     engine.service.index.down = False

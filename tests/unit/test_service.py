@@ -65,7 +65,7 @@ def test_record_written_while_embedder_down_is_found_by_words_then_filled(servic
     assert service.search("bot1", "tea")[0].id == tea.id  # words at once
     assert service.records.pending_ids("bot1", 10) == [tea.id]
     embedder.down = False
-    queued = service.sweep(grace_ms=0)
+    queued = service.indexer.sweep(grace_ms=0)
     assert queued == 1
     from infra.poller import SqsPoller, load_function_handler
 
@@ -87,7 +87,7 @@ def test_record_survives_index_down_and_is_indexed_later(service, engine, aws):
 
     poller = SqsPoller(aws["sqs"], aws["queue_url"], load_function_handler("worker"), "us-east-1")
     # the deferred job was queued with a delay; the sweep finds the record regardless
-    service.sweep(grace_ms=0)
+    service.indexer.sweep(grace_ms=0)
     poller.drain()
     assert service.records.pending_ids("bot1", 10) == []
     assert service.index.count(Scope(bot="bot1")) == 1

@@ -107,3 +107,17 @@ def test_sample_schedule_events_are_what_the_rules_send():
     sent = sorted(json.loads(e["Properties"]["Input"])["job"] for e in events.values())
     samples = sorted(json.loads(p.read_text())["job"] for p in (ROOT / "events").glob("schedule-*.json"))
     assert sent == samples
+
+
+def test_the_layer_uses_no_dynamodb_feature_the_local_dynamodb_lacks():
+    """dynalite (make run, the integration tests) has no transactions, PartiQL or TTL expiry: engram's
+    code must not need them (a TTL attribute may be set, but nothing may rely on items expiring)."""
+    import re
+    from pathlib import Path
+
+    banned = re.compile(r"TransactWrite|TransactGet|transact_write|transact_get|execute_statement|ExecuteStatement"
+                        r"|update_time_to_live|UpdateTimeToLive")
+    package = Path(__file__).resolve().parents[2] / "layers" / "engram" / "engram"
+    found = [f"{p.relative_to(package)}:{n}" for p in package.rglob("*.py")
+             for n, line in enumerate(p.read_text().splitlines(), 1) if banned.search(line)]
+    assert found == []

@@ -26,7 +26,7 @@ def test_one_bad_message_fails_alone(service, aws):
 def test_index_job_for_a_deleted_record_is_a_no_op(service):
     memory, _ = service.add_fact("bot1", "The owner drinks tea.")
     service.remove("bot1", memory.id)
-    assert service.fill_vectors("bot1", [memory.id]) == 0
+    assert service.indexer.fill_vectors("bot1", [memory.id]) == 0
     assert service.search("bot1", "tea") == []
 
 

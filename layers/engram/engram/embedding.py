@@ -103,8 +103,8 @@ class EmbeddingManager:
 
     def _apply(self, chosen: EmbeddingSettings, embedder=None) -> None:
         embedder = embedder or self.providers.build(chosen)
-        self.service.embedder = embedder
-        self.service.message_vector_chars = chosen.messageVectors
+        self.service.indexer.embedder = embedder
+        self.service.indexer.message_vector_chars = chosen.messageVectors
 
     def change(self, patch: dict) -> EmbeddingSettings:
         """Apply a PATCH: only what it names changes; a new model must embed a test string first."""
@@ -164,7 +164,7 @@ class EmbeddingManager:
             self.service.embedder.embed(["ping"])
             return True
         except EmbedderUnavailable as exc:
-            self.service.last_error = exc.message
+            self.service.indexer.last_error = exc.message
             return False
 
     # ----- re-embedding ----------------------------------------------------------------------------
@@ -187,9 +187,9 @@ class EmbeddingManager:
         todo = [r for r in page if r.vector_model != job.vector]
         if todo:
             try:
-                done = self.service.add_dense(todo)
+                done = self.service.indexer.add_dense(todo)
             except Exception as exc:  # Qdrant down: try this page again in a minute
-                self.service.last_error = str(exc)
+                self.service.indexer.last_error = str(exc)
                 self.queue.send(job, delay_s=self.retry_delay_s)
                 return
             if done < len(todo):
@@ -205,7 +205,7 @@ class EmbeddingManager:
         index = self.service.index
         for name in index.dense_names() - {vector}:
             index.delete_dense(name)
-            self.service._dense_ready.discard(name)
+            self.service.indexer.dense_ready.discard(name)
         log.info("re-embed for %s complete; other models' vectors deleted", vector)
 
 

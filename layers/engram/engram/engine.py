@@ -82,7 +82,7 @@ def build_engine(settings: Settings, index: VectorIndex | None = None, embedder=
     manager = EmbeddingManager(service, queue, providers_from(settings, upstreams), defaults_from(settings))
     from .indexing import IndexKeeper
 
-    return Engine(settings=settings, service=service, queue=queue, embedding=manager, keeper=IndexKeeper(service))
+    return Engine(settings=settings, service=service, queue=queue, embedding=manager, keeper=IndexKeeper(service.indexer))
 
 
 _engine: ProcessSingleton[Engine] = ProcessSingleton(lambda: build_engine(get_settings()))

@@ -16,6 +16,9 @@ from .config import Settings
 from .errors import Unavailable
 
 
+KINDS = ("fact", "message")
+
+
 def now_ms() -> int:
     """Wall-clock time in epoch milliseconds, how records keep time."""
     return int(time.time() * 1000)
@@ -125,7 +128,8 @@ def _unique_pk(bot: str) -> str:
 
 
 class RecordStore:
-    """Reads and writes memory records; every multi-item change is one DynamoDB transaction."""
+    """Reads and writes memory records. No transactions (the local DynamoDB has none): every multi-item
+    change is a sequence of conditional single-item writes that a crash can stop anywhere safely."""
 
     def __init__(self, settings: Settings):
         for model, table in ((MemoryRecord, settings.memories_table), (StateItem, settings.state_table)):
@@ -196,8 +200,8 @@ class RecordStore:
     # ----- unique keys ---------------------------------------------------------------------------
     # A claim (StateTable item) says which memory holds a unique key: a fact's folded text in its scope,
     # or a message's source id. It is valid only while that memory exists and still holds the key, so
-    # a claim left behind by a crash is simply taken over. No multi-item transactions: moto copies every
-    # table on each one, which made local writes O(table size).
+    # a claim left behind by a crash is simply taken over. No multi-item transactions: dynalite has
+    # none, and on AWS they would double the write cost.
 
     def _holder(self, bot: str, key: str, memory_id: int) -> MemoryRecord | None:
         record = self.get(bot, memory_id)

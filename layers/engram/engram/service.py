@@ -3,33 +3,28 @@
 from __future__ import annotations
 
 import logging
-import math
 import re
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from .embedders import Embedder, NoEmbedder, vector_name
-from .errors import EmbedderUnavailable, IndexUnavailable, InvalidInput, NotFound, Unavailable
-from .jobs import IndexJob, JobQueue
-from .records import Duplicate, MemoryRecord, RecordStore, now_ms
+from .embedders import Embedder, NoEmbedder
+from .errors import IndexUnavailable, InvalidInput, NotFound, Unavailable
+from .indexing import Indexer
+from .jobs import JobQueue
+from .records import KINDS, Duplicate, MemoryRecord, RecordStore, now_ms
 from .text import NAME_PATTERN, check_json, check_text, clean_fact, fold_digest, format_memory_id
-from .vectors import Fusion, Hit, IndexPoint, Scope, VectorIndex
+from .vectors import Fusion, Hit, Scope, VectorIndex
 from .words import WordVectorizer
 
 log = logging.getLogger(__name__)
 
 Kind = Literal["fact", "message"]
 SavedBy = Literal["bot", "owner", "user"]
-KINDS = ("fact", "message")
 DEFAULT_LIMIT, MAX_LIMIT = 200, 500
 MAX_BATCH = 500
 MAX_CONTEXT_CHARS = 2000
-# How much a chat message's predecessor in its thread counts in its vectors (measured on LoCoMo:
-# +0.07 R@10 over no context; anything from 0.3 to 0.5 gives the same within 0.01).
-CONTEXT_DENSE_WEIGHT = 0.5
-CONTEXT_WORDS_WEIGHT = 0.3
 MAX_MESSAGE_CHARS = 16_000
 FALLBACK_SCAN = 2000
 _NAME = re.compile(NAME_PATTERN)
@@ -147,22 +142,6 @@ class Memory:
         return out
 
 
-def _mix(own: list[float], context: list[float], weight: float) -> list[float]:
-    """own + weight * context, back to unit length."""
-    mixed = [a + weight * b for a, b in zip(own, context)]
-    norm = math.sqrt(sum(x * x for x in mixed)) or 1.0
-    return [x / norm for x in mixed]
-
-
-def _payload(r: MemoryRecord) -> dict[str, Any]:
-    payload = {
-        "bot": r.bot, "kind": r.kind, "text": r.text, "savedBy": r.saved_by,
-        "createdAt": int(r.created_at), "updatedAt": int(r.updated_at),
-        "server": r.server, "project": r.project, "user": r.user, "sourceId": r.source_id, "content": r.content,
-    }
-    return {k: v for k, v in payload.items() if v is not None}
-
-
 # Weighted RRF with a small k (top ranks dominate) and words counted twice: on LoCoMo R@10 0.725
 # against 0.586 for equal-weight RRF with k=60, which loses to words alone.
 HYBRID = Fusion(k=2, words_weight=2.0, dense_weight=1.0, candidates=50)
@@ -183,135 +162,26 @@ class MemoryService:
     ):
         self.records = records
         self.index = index
-        self.embedder = embedder
         self.queue = queue
         self.words = words or WordVectorizer()
         self.fusion = fusion or HYBRID
-        self.message_vector_chars = message_vector_chars
-        self.last_error: str | None = None
-        self._dense_ready: set[str] = set()
+        self.indexer = Indexer(records, index, embedder, queue, self.words, message_vector_chars)
 
-    # ----- vectors -------------------------------------------------------------------------------
+    # The embedder and its state belong to the indexer; these read through for the front doors.
+    @property
+    def embedder(self) -> Embedder | NoEmbedder:
+        """The current embedder."""
+        return self.indexer.embedder
 
     @property
     def dense_name(self) -> str | None:
         """The named vector of the current embedding model, or None when vectors are off."""
-        if isinstance(self.embedder, NoEmbedder):
-            return None
-        return vector_name(self.embedder.provider, self.embedder.model)
+        return self.indexer.dense_name
 
-    def _vector_text(self, r: MemoryRecord) -> str | None:
-        if r.kind == "message":
-            return r.text[: self.message_vector_chars] if self.message_vector_chars > 0 and r.text else None
-        return r.text
-
-    def _embed(self, texts: list[str]) -> list[list[float]] | None:
-        """Dense vectors, or None when the embedder is off or down (the reason is kept)."""
-        if self.dense_name is None or not texts:
-            return None
-        try:
-            return self.embedder.embed(texts)
-        except EmbedderUnavailable as exc:
-            self.last_error = exc.message
-            log.warning("embedder unavailable: %s", exc.message)
-            return None
-
-    def _dense_exists(self, name: str) -> bool:
-        """Whether the index has this model's vectors yet (cached once true)."""
-        if name not in self._dense_ready:
-            try:
-                if name not in self.index.dense_names():
-                    return False
-            except IndexUnavailable:
-                return False
-            self._dense_ready.add(name)
-        return True
-
-    def _dense_vectors(self, records: list[MemoryRecord]) -> dict[int, list[float]]:
-        """Each record's dense vector: its own text's embedding, mixed with its conversation context's
-        (a chat reply means little without what it answers). One batched embed call; None texts skipped."""
-        own = {int(r.id): self._vector_text(r) for r in records}
-        context = {
-            int(r.id): r.context[: self.message_vector_chars] for r in records if r.context and own[int(r.id)]
-        }
-        texts = list(dict.fromkeys([t for t in own.values() if t] + list(context.values())))
-        vectors = self._embed(texts)
-        if not vectors:
-            return {}
-        if self.dense_name not in self._dense_ready:
-            self.index.ensure_dense(self.dense_name, len(vectors[0]))
-            self._dense_ready.add(self.dense_name)
-        by_text = dict(zip(texts, vectors))
-        return {
-            memory_id: _mix(by_text[text], by_text[context[memory_id]], CONTEXT_DENSE_WEIGHT)
-            if memory_id in context
-            else by_text[text]
-            for memory_id, text in own.items()
-            if text
-        }
-
-    def index_records(self, records: list[MemoryRecord]) -> int:
-        """Write the points of records (words always, meaning when the embedder answers); returns
-        how many are complete. Records left incomplete stay marked pending for the sweep."""
-        if not records:
-            return 0
-        wanted = [(r, self._vector_text(r)) for r in records]
-        dense_by_id = self._dense_vectors(records)
-        name = self.dense_name
-        points = [
-            IndexPoint(
-                id=int(r.id),
-                payload=_payload(r),
-                words=self.words.document(r.text, context=r.context),
-                dense={name: dense_by_id[int(r.id)]} if int(r.id) in dense_by_id else {},
-            )
-            for r in records
-        ]
-        self.index.upsert(points)
-        done = [
-            (r, name if int(r.id) in dense_by_id else None)
-            for r, text in wanted
-            if int(r.id) in dense_by_id or not text or name is None
-        ]
-        vanished = [int(r.id) for r in self.records.mark_indexed_many(done)]
-        complete = len(done) - len(vanished)
-        if vanished:  # deleted while we embedded: take back the points we just wrote
-            self.index.delete(vanished)
-        if complete == len(records):
-            self.last_error = None
-        return complete
-
-    def add_dense(self, records: list[MemoryRecord]) -> int:
-        """Give existing points the current model's vector without touching their other models' vectors
-        (re-embedding: a switch back reuses them); records still pending are indexed whole. Returns how
-        many now have it."""
-        pending = [r for r in records if r.pending_bot]
-        indexed = [r for r in records if not r.pending_bot]
-        done = self.index_records(pending) if pending else 0
-        if indexed:
-            vectors = self._dense_vectors(indexed)
-            with_text = [r for r in indexed if self._vector_text(r)]
-            if with_text and not vectors:
-                return done
-            if vectors:
-                self.index.set_dense(self.dense_name, vectors)
-            marks = [(r, self.dense_name if int(r.id) in vectors else None) for r in indexed]
-            done += len(marks) - len(self.records.mark_indexed_many(marks))
-        if done == len(records):
-            self.last_error = None  # vectors are filling in again
-        return done
-
-    def _index_or_defer(self, record: MemoryRecord) -> None:
-        """Index right away; if the index is down the record stays pending and a job retries it."""
-        try:
-            self.index_records([record])
-        except (IndexUnavailable, Unavailable) as exc:
-            self.last_error = exc.message
-            log.warning("deferring vectors of mem:%s: %s", record.id, exc.message)
-            try:
-                self.queue.send(IndexJob(bot=record.bot, ids=[int(record.id)]), delay_s=30)
-            except Exception:  # the sweep finds pending records even when the queue is down too
-                log.exception("could not queue an index job for mem:%s", record.id)
+    @property
+    def last_error(self) -> str | None:
+        """The last reason vectors could not be made or written."""
+        return self.indexer.last_error
 
     # ----- writes --------------------------------------------------------------------------------
 
@@ -347,7 +217,7 @@ class MemoryService:
             self.records.create(record)
         except Duplicate as dup:  # someone added the same text a moment ago
             return self._wait_for(bot, dup.memory_id), False
-        self._index_or_defer(record)
+        self.indexer.index_or_defer(bot, [record])
         return Memory.from_record(record), True
 
     def add_messages(self, bot: str, messages: list["ChatMessage"]) -> tuple[list[Memory], int]:
@@ -380,14 +250,7 @@ class MemoryService:
         written = self.records.create_many(records)
         self._advance_threads(bot, written)
         if written:
-            try:
-                self.index_records(written)
-            except (IndexUnavailable, Unavailable) as exc:
-                self.last_error = exc.message
-                try:
-                    self.queue.send(IndexJob(bot=bot, ids=[int(r.id) for r in written]), delay_s=30)
-                except Exception:
-                    log.exception("could not queue an index job for %d messages", len(written))
+            self.indexer.index_or_defer(bot, written)
         by_key = {r.unique_key: r for r in written}
         missing = [k for k in keys if k not in by_key and k not in known]
         if missing:  # lost a race to a concurrent import of the same messages
@@ -463,7 +326,7 @@ class MemoryService:
             self.records.change_text(record, text, key)
         except Duplicate as dup:
             return self._merge_into(record, dup.memory_id)
-        self._index_or_defer(record)
+        self.indexer.index_or_defer(bot, [record])
         return Memory.from_record(record)
 
     def _merge_into(self, changed: MemoryRecord, other_id: int) -> Memory:
@@ -524,14 +387,14 @@ class MemoryService:
         check_text("query", query)
         words = self.words.query(query)
         dense = None
-        if self.dense_name is not None and self._dense_exists(self.dense_name):
-            vectors = self._embed([query])
+        if self.dense_name is not None and self.indexer.dense_exists(self.dense_name):
+            vectors = self.indexer.embed([query])
             if vectors:
                 dense = (self.dense_name, vectors[0])
         try:
             hits = self.index.search(scope, words, dense, k, self.fusion)
         except IndexUnavailable as exc:
-            self.last_error = exc.message
+            self.indexer.last_error = exc.message
             log.warning("index unavailable, searching records by words: %s", exc.message)
             return self._words_fallback(scope, query, k)
         return [Memory.from_hit(h) for h in hits]
@@ -539,9 +402,9 @@ class MemoryService:
     def similar(self, scope: Scope, text: str) -> tuple[Memory, float] | None:
         """The memory closest in meaning to a text and its cosine similarity (None without vectors)."""
         name = self.dense_name
-        if name is None or not self._dense_exists(name):
+        if name is None or not self.indexer.dense_exists(name):
             return None
-        vectors = self._embed([text])
+        vectors = self.indexer.embed([text])
         if not vectors:
             return None
         hits = self.index.search(scope, None, (name, vectors[0]), 1, self.fusion)
@@ -565,25 +428,3 @@ class MemoryService:
         if kind not in KINDS:
             raise InvalidInput(f"kind must be one of {', '.join(KINDS)}")
         return kind
-
-    # ----- background ----------------------------------------------------------------------------
-
-    def fill_vectors(self, bot: str, ids: list[int]) -> int:
-        """Index job: write points for records that still exist; returns how many are complete."""
-        records = list(self.records.batch_get(bot, ids).values())
-        return self.index_records(records)
-
-    def sweep(self, batch: int = 100, grace_ms: int = 60_000) -> int:
-        """Queue index jobs for every record still waiting for vectors; returns how many were queued.
-        Records changed in the last minute are left alone: their own write is still indexing them."""
-        queued = 0
-        cutoff = now_ms() - grace_ms
-        for bot in self.records.bots_with_pending():
-            ids = self.records.pending_ids(bot, 10_000)
-            for start in range(0, len(ids), batch):
-                found = self.records.batch_get(bot, ids[start : start + batch])
-                due = [i for i, r in found.items() if r.pending_bot and int(r.updated_at) <= cutoff]
-                if due:
-                    self.queue.send(IndexJob(bot=bot, ids=sorted(due)))
-                    queued += len(due)
-        return queued

@@ -31,10 +31,10 @@ def handle(record: SQSRecord, lambda_context=None) -> None:
     engine.refresh()
     service = engine.service
     if isinstance(job, IndexJob):
-        done = service.fill_vectors(job.bot, job.ids)
+        done = service.indexer.fill_vectors(job.bot, job.ids)
         logger.info("index job", extra={"bot": job.bot, "ids": len(job.ids), "complete": done})
     elif isinstance(job, SweepJob):
-        queued = service.sweep()
+        queued = service.indexer.sweep()
         logger.info("sweep", extra={"queued": queued})
     elif isinstance(job, ExtractJob):
         from .proxy.runtime import get_proxy

@@ -23,6 +23,11 @@ class LocalEmbedder:
         self._model = None
         self._lock = threading.Lock()
 
+    @property
+    def warm(self) -> bool:
+        """Whether the model is loaded (a write never waits for it: its vector follows by a job)."""
+        return self._model is not None
+
     def load(self):
         """Load the model once (about 3 s); later calls return it."""
         with self._lock:

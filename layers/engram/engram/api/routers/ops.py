@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials
 
+from ...indexing import is_warm
 from ..deps import ADMIN_KEY, holds_admin_key
 from ..schemas import Health
 
@@ -29,7 +30,8 @@ def healthz(request: Request, credentials: Annotated[HTTPAuthorizationCredential
         return {"ok": True}
     eng.refresh()
     service = eng.service
-    out = {"ok": True, "embedder": service.dense_name, "lastError": service.last_error,
+    out = {"ok": True, "embedder": service.dense_name, "embedderWarm": is_warm(service.embedder),
+           "lastError": service.last_error,
            "index": eng.keeper.progress.as_json() if eng.keeper else None}
     proxy_factory = request.app.state.proxy_factory
     if proxy_factory is not None:
