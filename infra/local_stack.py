@@ -60,6 +60,7 @@ class LocalStack:
         embedder=None,
         sweep_every_s: float = 60.0,
         sweep_grace_ms: int = 60_000,
+        catchup_every_s: float = 600.0,
         poll: bool = True,
         proxy_settings=None,
         mongo_database=None,
@@ -71,6 +72,7 @@ class LocalStack:
         self.embedder = embedder
         self.sweep_every_s = sweep_every_s
         self.sweep_grace_ms = sweep_grace_ms
+        self.catchup_every_s = catchup_every_s
         self.proxy_settings = proxy_settings
         self.mongo_database = mongo_database
         self.discord_settings = discord_settings
@@ -175,6 +177,8 @@ class LocalStack:
 
         self.discord = build_discord(self.discord_settings or get_discord_settings(), self.engine)
         set_discord(self.discord)
+        if self.discord.settings.application_id:  # the template's CatchUpRate schedule, locally
+            self._spawn("discord-catchup", self._catchup_loop)
         app = create_app(proxy_factory=get_proxy, discord_settings_factory=lambda: get_discord().settings)
 
         config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning", lifespan="off")
@@ -206,6 +210,15 @@ class LocalStack:
             except Exception:
                 log.exception("sweep failed")
             self._stop.wait(self.sweep_every_s)
+
+    def _catchup_loop(self) -> None:
+        from engram.jobs import DiscordJob
+
+        while not self._stop.wait(self.catchup_every_s):
+            try:
+                self.engine.queue.send(DiscordJob(action="catchup"))
+            except Exception:
+                log.exception("could not queue the Discord catch-up")
 
     def _keep_index(self) -> None:
         """At start: rebuild an index that is empty next to records (deleted, lost), else reconcile it
@@ -258,6 +271,7 @@ def main() -> None:
         host=os.environ.get("ENGRAM_HOST", "127.0.0.1"),
         port=int(os.environ.get("ENGRAM_PORT", "8710")),
         api_key=os.environ.get("ENGRAM_API_KEY") or None,
+        catchup_every_s=float(os.environ.get("ENGRAM_CATCHUP_EVERY_S") or 600),
     )
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

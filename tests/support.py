@@ -101,14 +101,49 @@ class LocalServer:
         self.thread.join(timeout=5)
 
 
+class Gate:
+    """Makes a fake hang like a stuck dependency: while held, requests wait (after `passes` more go
+    through); `.held` counts the requests it caught."""
+
+    def __init__(self):
+        self._open = threading.Event()
+        self._open.set()
+        self.passes = 0
+        self.held = 0
+
+    def hold(self, after: int = 0) -> None:
+        self.passes, self.held = after, 0
+        self._open.clear()
+
+    def release(self) -> None:
+        self._open.set()
+
+    def wrap(self, app):
+        import asyncio
+
+        async def gated(scope, receive, send):
+            if scope["type"] == "http" and not self._open.is_set():
+                if self.passes > 0:
+                    self.passes -= 1
+                else:
+                    self.held += 1
+                    while not self._open.is_set():
+                        await asyncio.sleep(0.05)
+            await app(scope, receive, send)
+
+        return gated
+
+
 class ServedApp:
-    """A fake service whose FastAPI `app` is served on a free 127.0.0.1 port by start()."""
+    """A fake service whose FastAPI `app` is served on a free 127.0.0.1 port by start(); its `gate`
+    can make it hang."""
 
     app = None
 
     def start(self):
         """Serve on a free 127.0.0.1 port; `.port` and `.url` tell where."""
-        self._served = LocalServer(self.app)
+        self.gate = Gate()
+        self._served = LocalServer(self.gate.wrap(self.app))
         self.port, self.url = self._served.port, self._served.url
         return self
 

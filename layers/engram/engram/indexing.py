@@ -217,6 +217,7 @@ class Progress:
     """What an index pass has done so far (for /healthz and the progress endpoint)."""
 
     action: str = "idle"  # idle | reconciling | rebuilding
+    last: str | None = None  # the pass that finished last (reconciling | rebuilding)
     records: int = 0
     points: int = 0
     reindexed: int = 0
@@ -322,6 +323,7 @@ class IndexKeeper:
                 log.warning("index %s stopped: %s", action, exc)
             finally:
                 self.progress.finished_ms = now_ms()
+                self.progress.last = action
                 done = self.progress.as_json()
                 self.progress.action = "idle"
             return done
