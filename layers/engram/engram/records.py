@@ -387,14 +387,19 @@ class RecordStore:
         user: str | None = None,
     ) -> list[MemoryRecord]:
         """Up to `limit` records of a kind, newest first, narrowed by scope."""
+        if user is not None:
+            return self._guard(lambda: self._newest_of_user(bot, kind, limit, server, project, user))
         condition = None
-        for attr, value in ((MemoryRecord.server, server), (MemoryRecord.project, project), (MemoryRecord.user, user)):
+        for attr, value in ((MemoryRecord.server, server), (MemoryRecord.project, project)):
             if value is not None:
                 condition = attr == value if condition is None else condition & (attr == value)
 
         def run():
+            # A filter is applied after a page is read: read full pages when one is set, or a narrow
+            # scope walks the kind's index 50 items per round trip
             rows = MemoryRecord.by_kind.query(
-                f"{bot}#{kind}", filter_condition=condition, scan_index_forward=False, page_size=min(limit, 500)
+                f"{bot}#{kind}", filter_condition=condition, scan_index_forward=False,
+                page_size=500 if condition is not None else min(limit, 500),
             )
             out = []
             for row in rows:
@@ -404,6 +409,30 @@ class RecordStore:
             return out
 
         return self._guard(run)
+
+    def _newest_of_user(self, bot: str, kind: str, limit: int, server: str | None, project: str | None,
+                        user: str) -> list[MemoryRecord]:
+        """A user's records read through the user index (newest id first), so the cost follows the
+        user's own records, not the bot's: a user with 50 of a bot's 100k memories costs 50 reads."""
+        out: list[MemoryRecord] = []
+        ids: list[int] = []
+
+        def take(chunk: list[int]) -> bool:
+            found = MemoryRecord.batch_get([(bot, i) for i in chunk])
+            for r in sorted(found, key=lambda r: -int(r.id)):
+                if r.kind == kind and (server is None or r.server == server) and (project is None or r.project == project):
+                    out.append(r)
+            return len(out) >= limit
+
+        for row in MemoryRecord.by_user.query(f"{bot}#{user}", scan_index_forward=False, page_size=500):
+            ids.append(int(row.id))
+            if len(ids) == 100:
+                if take(ids):
+                    return out[:limit]
+                ids = []
+        if ids:
+            take(ids)
+        return out[:limit]
 
     def iter_user(self, bot: str, user: str) -> Iterator[int]:
         """Ids of every record of a bot attributed to a user."""
