@@ -21,7 +21,7 @@ from .vectors import Scope
 from .service import MemoryService
 
 log = logging.getLogger(__name__)
-PAGE = 200
+PAGE = 500
 
 
 class EmbeddingSettings(BaseModel):
@@ -184,7 +184,7 @@ class EmbeddingManager:
             return
         bot = bots[job.bot_index]
         page = self.service.records.page(bot, job.phase, job.after_id, PAGE)
-        todo = [r for r in page if r.vector_model != job.vector]
+        todo = page
         if todo:
             try:
                 done = self.service.indexer.add_dense(todo)

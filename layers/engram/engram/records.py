@@ -77,6 +77,7 @@ class MemoryRecord(Model):
     unique_key = UnicodeAttribute(null=True, attr_name="uniqueKey")
     thread = UnicodeAttribute(null=True)
     context = UnicodeAttribute(null=True)
+    # the model of the dense vector its point was written with (re-embedding asks the index, not this)
     vector_model = UnicodeAttribute(null=True, attr_name="vectorModel")
     created_at = NumberAttribute(attr_name="createdAt")
     updated_at = NumberAttribute(attr_name="updatedAt")

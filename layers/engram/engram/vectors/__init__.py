@@ -96,6 +96,9 @@ class VectorIndex(Protocol):
     def existing(self, ids: list[int]) -> set[int]:
         """Which of these point ids the index holds."""
 
+    def with_dense(self, name: str, ids: list[int]) -> set[int]:
+        """Which of these points have the named dense vector (the index, not the records, knows)."""
+
     def scroll_ids(self, scope: Scope, after: int | None, limit: int) -> tuple[list[int], int | None]:
         """One page of the point ids in a scope, in id order, and where the next page starts (None: done)."""
 

@@ -144,6 +144,15 @@ class EdgeIndex:
             return set()
         return {int(p.id) for p in self._run(lambda s: s.retrieve(list(ids), False, False))}
 
+    def with_dense(self, name: str, ids: list[int]) -> set[int]:
+        """Which of these points have the named dense vector."""
+        if not ids:
+            return set()
+        flt = qe.Filter(must=[qe.HasIdCondition(set(ids)), qe.HasVectorCondition(name)])
+        request = qe.ScrollRequest(offset=None, limit=len(ids), filter=flt, with_payload=False, with_vector=False)
+        records, _ = self._run(lambda s: s.scroll(request))
+        return {int(r.id) for r in records}
+
     def scroll_ids(self, scope: Scope, after: int | None, limit: int) -> tuple[list[int], int | None]:
         """One page of point ids in a scope, in id order, and the next page's first id (None: done)."""
         request = qe.ScrollRequest(offset=after, limit=limit, filter=_filter(scope), with_payload=False, with_vector=False)

@@ -155,6 +155,14 @@ class QdrantServerIndex:
         found = self._call("POST", "/points", {"ids": list(ids), "with_payload": False, "with_vector": False})
         return {int(p["id"]) for p in found}
 
+    def with_dense(self, name: str, ids: list[int]) -> set[int]:
+        """Which of these points have the named dense vector."""
+        if not ids:
+            return set()
+        body = {"filter": {"must": [{"has_id": list(ids)}, {"has_vector": name}]}, "limit": len(ids),
+                "with_payload": False, "with_vector": False}
+        return {int(p["id"]) for p in self._call("POST", "/points/scroll", body)["points"]}
+
     def scroll_ids(self, scope: Scope, after: int | None, limit: int) -> tuple[list[int], int | None]:
         """One page of point ids in a scope, in id order, and the next page's first id (None: done)."""
         body = {"filter": _filter(scope), "limit": limit, "with_payload": False, "with_vector": False}
