@@ -55,9 +55,9 @@ class LocalDynamoDB:
     """A dynalite server on a free loopback port, its data in `path`; stops with the stack (or with the
     process that started it, however that one ends)."""
 
-    def __init__(self, path: Path, host: str = "127.0.0.1"):
+    def __init__(self, path: Path, host: str = "127.0.0.1", port: int = 0):
         self.path = Path(path)
-        self.host = host
+        self.host, self.port = host, port
         self.process: subprocess.Popen | None = None
         self.endpoint = ""
 
@@ -70,7 +70,7 @@ class LocalDynamoDB:
         deadline = time.monotonic() + timeout_s
         while True:
             self.process = subprocess.Popen(
-                [node, str(HERE / "serve.js"), str(self.path), self.host],
+                [node, str(HERE / "serve.js"), str(self.path), self.host, str(self.port)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             )
             line = self.process.stdout.readline()

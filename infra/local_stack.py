@@ -61,6 +61,8 @@ class LocalStack:
         sweep_every_s: float = 60.0,
         sweep_grace_ms: int = 60_000,
         catchup_every_s: float = 600.0,
+        dynamodb_port: int = 0,
+        sqs_port: int = 0,
         poll: bool = True,
         proxy_settings=None,
         mongo_database=None,
@@ -73,6 +75,7 @@ class LocalStack:
         self.sweep_every_s = sweep_every_s
         self.sweep_grace_ms = sweep_grace_ms
         self.catchup_every_s = catchup_every_s
+        self.dynamodb_port, self.sqs_port = dynamodb_port, sqs_port
         self.proxy_settings = proxy_settings
         self.mongo_database = mongo_database
         self.discord_settings = discord_settings
@@ -112,8 +115,8 @@ class LocalStack:
             os.environ.setdefault(name, value)
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
-        self.local_dynamodb = LocalDynamoDB(self.data_dir / "dynamodb").start()
-        self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self.local_dynamodb = LocalDynamoDB(self.data_dir / "dynamodb", port=self.dynamodb_port).start()
+        self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=self.sqs_port, verbose=False)
         self.moto.start()
         moto_host, moto_port = self.moto.get_host_and_port()
         moto_endpoint = f"http://127.0.0.1:{moto_port}"
@@ -272,6 +275,9 @@ def main() -> None:
         port=int(os.environ.get("ENGRAM_PORT", "8710")),
         api_key=os.environ.get("ENGRAM_API_KEY") or None,
         catchup_every_s=float(os.environ.get("ENGRAM_CATCHUP_EVERY_S") or 600),
+        # Fixed ports, so `sam local` (env.json) finds them: 0 picks free ones
+        dynamodb_port=int(os.environ.get("ENGRAM_DYNAMODB_PORT") or 8711),
+        sqs_port=int(os.environ.get("ENGRAM_SQS_PORT") or 8712),
     )
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

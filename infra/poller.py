@@ -21,6 +21,28 @@ def load_function_handler(name: str):
     return module.handler
 
 
+class LambdaContext:
+    """What Lambda hands a handler as `context`, for running one outside Lambda (the local stack, tests)."""
+
+    def __init__(self, function_name: str = "engram-local", timeout_s: int = 180, memory_mb: int = 512):
+        import time
+        import uuid
+
+        self.function_name = function_name
+        self.function_version = "$LATEST"
+        self.memory_limit_in_mb = memory_mb
+        self.invoked_function_arn = f"arn:aws:lambda:us-east-1:123456789012:function:{function_name}"
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{function_name}"
+        self.log_stream_name = "local"
+        self._deadline = time.monotonic() + timeout_s
+
+    def get_remaining_time_in_millis(self) -> int:
+        import time
+
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
 def sqs_event(messages: list[dict], queue_arn: str, region: str) -> dict:
     """An SQS event in the shape Lambda hands a function."""
     return {
@@ -71,7 +93,7 @@ class SqsPoller:
         if not messages:
             return 0
         try:
-            result = self.handler(sqs_event(messages, self.queue_arn, self.region), None) or {}
+            result = self.handler(sqs_event(messages, self.queue_arn, self.region), LambdaContext("engram-worker")) or {}
         except Exception:  # a crashed invocation: the whole batch comes back later
             log.exception("worker invocation failed")
             return len(messages)

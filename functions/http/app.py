@@ -4,6 +4,13 @@ Mangum buffers streamed replies; the streaming proxy function serves the same ap
 from mangum import Mangum
 
 from engram.api.app import create_app
+from engram.observability import instrumented
 from engram.proxy.runtime import get_proxy
 
-handler = Mangum(create_app(proxy_factory=get_proxy), lifespan="off")
+asgi = Mangum(create_app(proxy_factory=get_proxy), lifespan="off")
+
+
+@instrumented
+def handler(event, context):
+    """API Gateway HTTP API event in, the app's answer out."""
+    return asgi(event, context)

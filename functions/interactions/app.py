@@ -9,6 +9,7 @@ from functools import lru_cache
 from engram.config import get_settings
 from engram.discord.interactions import consent_status, handle_interaction, seen_once
 from engram.discord.settings import get_discord_settings
+from engram.observability import instrumented, timed
 
 settings = get_discord_settings()
 
@@ -40,9 +41,11 @@ def first_time(interaction_id: str) -> bool:
     return seen_once(settings)(interaction_id)
 
 
+@instrumented
 def handler(event, context):
     """API Gateway HTTP API event in, Discord interaction response out."""
     raw = event.get("body") or ""
     raw = base64.b64decode(raw) if event.get("isBase64Encoded") else raw.encode()
-    code, body = handle_interaction(raw, event.get("headers") or {}, settings, queue, status, first_time)
+    with timed("interaction"):
+        code, body = handle_interaction(raw, event.get("headers") or {}, settings, queue, status, first_time)
     return {"statusCode": code, "headers": {"content-type": "application/json"}, "body": json.dumps(body)}

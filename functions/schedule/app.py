@@ -5,10 +5,12 @@ import os
 
 from engram.config import get_settings
 from engram.jobs import DiscordJob, SweepJob, build_queue
+from engram.observability import instrumented
 
 queue = build_queue(get_settings())
 
 
+@instrumented
 def handler(event, context):
     """EventBridge schedule in ({"job": "sweep"} or {"job": "discord-catchup"}), one job out."""
     if (event or {}).get("job") == "discord-catchup":

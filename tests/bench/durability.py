@@ -60,7 +60,7 @@ class StackProcess:
     def __init__(self, data_dir: Path, env: dict[str, str] | None = None):
         self.data_dir, self.port = data_dir, _free_port()
         self.env = {**os.environ, "ENGRAM_DATA_DIR": str(data_dir), "ENGRAM_PORT": str(self.port),
-                    "ENGRAM_API_KEY": KEY, **(env or {})}
+                    "ENGRAM_API_KEY": KEY, "ENGRAM_DYNAMODB_PORT": "0", "ENGRAM_SQS_PORT": "0", **(env or {})}
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
 

@@ -241,7 +241,7 @@ def bench_cold_start(repeats: int) -> dict:
             ("http: list memories", "HttpFunction", lambda: keyed(sample("apigw-http-list-memories.json"))),
             ("http: LibreChat turn (recall + upstream)", "HttpFunction",
              lambda: harness.apigw_event("POST", "/oa/v1/chat/completions", turn, turn_headers)),
-            ("worker: index job", "WorkerFunction", lambda: sample("sqs-index-job.json")),
+            ("worker: index job", "WorkerFunction", lambda: sample("sqs-sweep-job.json")),
             ("schedule: sweep", "ScheduleFunction", lambda: {"job": "sweep"}),
         ]
         for label, logical, make_event in cases:

@@ -175,13 +175,14 @@ def make_deployment():
     endpoint = f"http://127.0.0.1:{port}"
     clients = {name: boto3.client(name, endpoint_url=endpoint, region_name=harness.REGION, aws_access_key_id="x",
                                   aws_secret_access_key="x") for name in ("dynamodb", "sqs", "ssm")}
+    secrets = f"/engram/{stack.parameters['Stage']}"  # where the template reads a stage's secrets
     stack.provision(clients["dynamodb"], clients["sqs"], clients["ssm"], secrets={
-        stack.parameters["ApiKeyParameter"]: KEY,
-        stack.parameters["ProxyKeyParameter"]: PROXY_KEY,
-        stack.parameters["QdrantApiKeyParameter"]: QDRANT_KEY,
-        stack.parameters["UpstreamsParameter"]: json.dumps([
+        f"{secrets}/api-key": KEY,
+        f"{secrets}/proxy-key": PROXY_KEY,
+        f"{secrets}/qdrant-api-key": QDRANT_KEY,
+        f"{secrets}/upstreams": json.dumps([
             {"name": "oa", "baseUrl": upstream.url, "api": "openai", "apiKey": UPSTREAM_KEY}]),
-        stack.parameters["DiscordBotTokenParameter"]: TOKEN,
+        f"{secrets}/discord-bot-token": TOKEN,
     })
     try:
         with tempfile.TemporaryDirectory() as workdir:

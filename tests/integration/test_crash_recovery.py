@@ -31,7 +31,8 @@ class Stack:
     def __init__(self, data_dir: Path, env: dict[str, str]):
         self.data_dir, self.port = data_dir, free_port()
         self.env = {**os.environ, "ENGRAM_DATA_DIR": str(data_dir), "ENGRAM_PORT": str(self.port),
-                    "ENGRAM_API_KEY": KEY, "ENGRAM_PROXY_KEY": PROXY_KEY, **env}
+                    "ENGRAM_API_KEY": KEY, "ENGRAM_PROXY_KEY": PROXY_KEY,
+                    "ENGRAM_DYNAMODB_PORT": "0", "ENGRAM_SQS_PORT": "0", **env}
         self.url = f"http://127.0.0.1:{self.port}"
         self.api = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
         self.proc: subprocess.Popen | None = None

@@ -90,6 +90,11 @@ def test_remember_backfills_exactly_the_consenting_user(stack, discord):
     assert final == f"Backfill complete: {len(expected)} messages stored."
     ids = stored_ids(stack, ALICE)
     assert len(ids) == len(set(ids)) and set(ids) == expected
+    # the interaction token is kept only in its own item, and only for Discord's 15 minutes
+    state = stack.dynamodb.scan(TableName="engram-state")["Items"]
+    holding = [i for i in state if "tok-remember" in json.dumps(i)]
+    assert holding and all(i["sk"]["S"].startswith(f"token#{ALICE}#") and int(i["expiresAt"]["N"]) <= time.time() + 900
+                           for i in holding)
     assert stored_ids(stack, BOB) == []
     status = interact(stack, memory_cmd("status", ALICE)).json()
     assert status["type"] == 4 and status["data"]["flags"] == 64

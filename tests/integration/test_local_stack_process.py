@@ -20,7 +20,8 @@ def free_port() -> int:
 
 
 def start(data_dir: Path, port: int) -> subprocess.Popen:
-    env = {**os.environ, "ENGRAM_DATA_DIR": str(data_dir), "ENGRAM_PORT": str(port)}
+    env = {**os.environ, "ENGRAM_DATA_DIR": str(data_dir), "ENGRAM_PORT": str(port),
+           "ENGRAM_DYNAMODB_PORT": "0", "ENGRAM_SQS_PORT": "0"}  # never collide with a running `make run`
     env.pop("ENGRAM_API_KEY", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "infra.local_stack"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True

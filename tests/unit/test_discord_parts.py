@@ -12,7 +12,7 @@ import pytest
 from nacl.signing import SigningKey
 
 from engram.discord.verify import verify_request
-from infra.poller import load_function_handler
+from infra.poller import LambdaContext, load_function_handler
 from infra.register_commands import COMMANDS, register
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,14 +57,14 @@ def signed_event(name):
 
 
 def test_interactions_function_on_the_sample_events(interactions, aws):
-    assert json.loads(interactions(signed_event("ping"), None)["body"]) == {"type": 1}
+    assert json.loads(interactions(signed_event("ping"), LambdaContext())["body"]) == {"type": 1}
     forged = signed_event("ping")
     forged["headers"]["x-signature-ed25519"] = SigningKey.generate().sign(b"x").signature.hex()
-    assert interactions(forged, None)["statusCode"] == 401
-    status = json.loads(interactions(signed_event("memory-status"), None)["body"])
+    assert interactions(forged, LambdaContext())["statusCode"] == 401
+    status = json.loads(interactions(signed_event("memory-status"), LambdaContext())["body"])
     assert status["type"] == 4 and status["data"]["flags"] == 64 and "off for you" in status["data"]["content"]
-    assert json.loads(interactions(signed_event("memory-remember"), None)["body"]) == {"type": 5, "data": {"flags": 64}}
-    assert json.loads(interactions(signed_event("ask"), None)["body"]) == {"type": 5}
+    assert json.loads(interactions(signed_event("memory-remember"), LambdaContext())["body"]) == {"type": 5, "data": {"flags": 64}}
+    assert json.loads(interactions(signed_event("ask"), LambdaContext())["body"]) == {"type": 5}
     queued = [json.loads(m["Body"]) for m in aws["sqs"].receive_message(QueueUrl=aws["queue_url"], MaxNumberOfMessages=10)["Messages"]]
     assert [(j["action"], j["user"], j["guild"]) for j in queued] == [("remember", "1001", "g1"), ("ask", "1001", "g1")]
     assert queued[1]["prompt"] == "What did we plant last spring?" and queued[1]["token"] == "interaction-token"

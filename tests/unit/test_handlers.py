@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.poller import load_function_handler
+from infra.poller import LambdaContext, load_function_handler
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 
@@ -22,10 +22,10 @@ def keyed(engine):
 
 def test_http_function_adds_and_lists_through_mangum(keyed):
     handler = load_function_handler("http")
-    added = handler(event("apigw-http-add-memory.json"), None)
+    added = handler(event("apigw-http-add-memory.json"), LambdaContext())
     assert added["statusCode"] == 201
     assert json.loads(added["body"])["text"] == "The owner drinks green tea."
-    listed = handler(event("apigw-http-list-memories.json"), None)
+    listed = handler(event("apigw-http-list-memories.json"), LambdaContext())
     assert listed["statusCode"] == 200
     assert [m["text"] for m in json.loads(listed["body"])["memories"]] == ["The owner drinks green tea."]
 
@@ -34,11 +34,11 @@ def test_http_function_refuses_a_wrong_key(keyed):
     handler = load_function_handler("http")
     e = event("apigw-http-list-memories.json")
     e["headers"]["authorization"] = "Bearer nope"
-    assert handler(e, None)["statusCode"] == 401
+    assert handler(e, LambdaContext())["statusCode"] == 401
 
 
 def test_worker_function_runs_the_sample_sweep(engine):
-    result = load_function_handler("worker")(event("sqs-index-job.json"), None)
+    result = load_function_handler("worker")(event("sqs-sweep-job.json"), LambdaContext())
     assert result == {"batchItemFailures": []}
 
 
@@ -48,7 +48,7 @@ def test_schedule_function_queues_a_sweep(aws, monkeypatch):
 
     get_settings.cache_clear()
     try:
-        assert load_function_handler("schedule")(event("schedule-sweep.json"), None) == {"queued": "sweep"}
+        assert load_function_handler("schedule")(event("schedule-sweep.json"), LambdaContext()) == {"queued": "sweep"}
     finally:
         get_settings.cache_clear()
     bodies = [m["Body"] for m in aws["sqs"].receive_message(QueueUrl=aws["queue_url"], MaxNumberOfMessages=10)["Messages"]]

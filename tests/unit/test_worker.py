@@ -3,7 +3,7 @@
 import json
 
 from engram.jobs import IndexJob, SweepJob, parse_job
-from infra.poller import SqsPoller, load_function_handler, sqs_event
+from infra.poller import LambdaContext, SqsPoller, load_function_handler, sqs_event
 
 
 def test_jobs_round_trip_through_their_json():
@@ -19,7 +19,7 @@ def test_one_bad_message_fails_alone(service, aws):
         {"MessageId": "bad", "ReceiptHandle": "r2", "Body": json.dumps({"kind": "explode"})},
         {"MessageId": "sweep", "ReceiptHandle": "r3", "Body": SweepJob().model_dump_json()},
     ]
-    result = handler(sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:t-jobs", "us-east-1"), None)
+    result = handler(sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:t-jobs", "us-east-1"), LambdaContext())
     assert result == {"batchItemFailures": [{"itemIdentifier": "bad"}]}
 
 
@@ -42,7 +42,7 @@ def test_failed_messages_go_to_the_dead_letter_queue(service, aws):
     assert [m["Body"] for m in dead] == ['{"kind": "explode"}']
 
 
-class ContextWithLittleTimeLeft:
+class ContextWithLittleTimeLeft(LambdaContext):
     def get_remaining_time_in_millis(self):
         return 10_000
 
@@ -59,5 +59,5 @@ def test_a_job_started_too_close_to_the_timeout_goes_back_on_the_queue(service, 
 def test_a_batch_that_fails_whole_is_reported_not_raised(service, aws):
     handler = load_function_handler("worker")
     messages = [{"MessageId": f"m{i}", "ReceiptHandle": f"r{i}", "Body": '{"kind": "explode"}'} for i in range(3)]
-    result = handler(sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:t-jobs", "us-east-1"), None)
+    result = handler(sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:t-jobs", "us-east-1"), LambdaContext())
     assert result == {"batchItemFailures": [{"itemIdentifier": f"m{i}"} for i in range(3)]}

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator
 from .embedders import Embedder, NoEmbedder, vector_name
 from .errors import EmbedderUnavailable, IndexUnavailable, Unavailable
 from .jobs import IndexJob, JobQueue
+from .observability import timed
 from .records import KINDS, MemoryRecord, RecordStore, now_ms
 from .vectors import IndexPoint, Scope, VectorIndex
 from .words import WordVectorizer
@@ -86,7 +87,8 @@ class Indexer:
         if self.dense_name is None or not texts or (not wait and not is_warm(self.embedder)):
             return None
         try:
-            return self.embedder.embed(texts)
+            with timed("embed"):
+                return self.embedder.embed(texts)
         except EmbedderUnavailable as exc:
             self.last_error = exc.message
             log.warning("embedder unavailable: %s", exc.message)

@@ -13,6 +13,7 @@ from .embedders import Embedder, NoEmbedder
 from .errors import IndexUnavailable, InvalidInput, NotFound, Unavailable
 from .indexing import Indexer
 from .jobs import JobQueue
+from .observability import timed
 from .records import KINDS, Duplicate, MemoryRecord, RecordStore, now_ms
 from .text import NAME_PATTERN, check_json, check_text, clean_fact, fold_digest, format_memory_id
 from .vectors import Fusion, Hit, Scope, VectorIndex
@@ -402,7 +403,8 @@ class MemoryService:
             if vectors:
                 dense = (self.dense_name, vectors[0])
         try:
-            hits = self.index.search(scope, words, dense, k, self.fusion)
+            with timed("vector-query"):
+                hits = self.index.search(scope, words, dense, k, self.fusion)
         except IndexUnavailable as exc:
             self.indexer.last_error = exc.message
             log.warning("index unavailable, searching records by words: %s", exc.message)

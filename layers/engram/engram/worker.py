@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from .engine import get_engine
 from .jobs import BackfillJob, DiscordJob, ExtractJob, IndexJob, IndexMaintenanceJob, ReembedJob, SweepJob, parse_job
+from .observability import logger, timed
 
-logger = Logger(service="engram-worker")
 # A batch whose every job failed (Qdrant down, say) is reported record by record like any other, not
 # raised: the jobs come back after the visibility timeout either way, and the function is not in error.
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
@@ -23,6 +22,11 @@ MIN_TIME_LEFT_MS = 45_000
 def handle(record: SQSRecord, lambda_context=None) -> None:
     """Run one job; raising marks just this message failed, so SQS retries it and then dead-letters it."""
     job = parse_job(record.body)
+    with timed(f"job-{job.kind}"):
+        _run(job, lambda_context)
+
+
+def _run(job, lambda_context) -> None:
     engine = get_engine()
     if lambda_context is not None and lambda_context.get_remaining_time_in_millis() < MIN_TIME_LEFT_MS:
         engine.queue.send(job)  # at once, rather than after the visibility timeout a failure would cost

@@ -101,13 +101,32 @@ class DiscordMemory:
         channels = self.readable_channels()
         run = uuid.uuid4().hex[:12]
         StateItem(self._pk(), f"backfill#{user}", value=len(channels), count=0, tag=run,
-                  data={"channels": len(channels), "token": job.token, "issuedAt": job.issued_at}).save()
+                  data={"channels": len(channels), "issuedAt": job.issued_at}).save()
+        self._keep_token(user, run, job.token, job.issued_at)
         if not channels:
             self.reply(job.token, job.issued_at, user, "You're opted in. I can't read any channels yet, so there was nothing to backfill.")
             return
         for guild, channel in channels:
             self.queue.send(BackfillJob(user=user, guild=guild, channel=channel, run=run))
         self.reply(job.token, job.issued_at, user, f"You're opted in. Backfilling your history from {len(channels)} channels…")
+
+    def _keep_token(self, user: str, run: str, token: str | None, issued_at: int) -> None:
+        """Keep the interaction token for the backfill's last word only while Discord honours it (15
+        minutes): its own item, with a TTL, never in the long-lived backfill record."""
+        if token:
+            expires = (issued_at or now_ms()) // 1000 + TOKEN_LIFETIME_MS // 1000
+            StateItem(self._pk(), f"token#{user}#{run}", data={"token": token}, expires_at=expires).save()
+
+    def _token(self, user: str, run: str) -> str | None:
+        """The run's interaction token if it is still valid (DynamoDB's TTL deletes late, dynalite never)."""
+        try:
+            item = StateItem.get(self._pk(), f"token#{user}#{run}")
+        except StateItem.DoesNotExist:
+            return None
+        if int(item.expires_at or 0) * 1000 <= now_ms():
+            item.delete()
+            return None
+        return (item.data or {}).get("token")
 
     def readable_channels(self) -> list[tuple[str, str]]:
         """(guild, channel) of every channel the bot can read, except the disallowed ones."""
@@ -181,7 +200,7 @@ class DiscordMemory:
             return
         if finished and int(run.value) == 0:
             total = int(run.count or 0)
-            self.reply(run.data.get("token"), int(run.data.get("issuedAt") or 0), job.user,
+            self.reply(self._token(job.user, job.run), int(run.data.get("issuedAt") or 0), job.user,
                        f"Backfill complete: {total} messages stored.")
 
     def _remember_newest(self, channel: str, message_id: str) -> None:
@@ -249,6 +268,8 @@ class DiscordMemory:
         deleted = self.service.forget(self.bot, job.user)
         StateItem(self._pk(), f"consent#{job.user}").delete()
         StateItem(self._pk(), f"backfill#{job.user}").delete()
+        for token in StateItem.query(self._pk(), StateItem.sk.startswith(f"token#{job.user}#")):
+            token.delete()
         for cursor in StateItem.query(self._cursor(job.user)):
             cursor.delete()
         self.reply(job.token, job.issued_at, job.user,

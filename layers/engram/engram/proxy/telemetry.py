@@ -9,6 +9,8 @@ import logging
 import os
 from typing import Any
 
+from ..observability import timed
+
 log = logging.getLogger(__name__)
 
 
@@ -30,13 +32,15 @@ class TurnTrace:
 
     @contextlib.contextmanager
     def span(self, name: str, **metadata: Any):
-        """Time a phase of the turn as a child span."""
+        """Time a phase of the turn as a child span (and as a metric on Lambda)."""
         if self.root is None:
-            yield _Nothing()
+            with timed(name):
+                yield _Nothing()
             return
         span = self.root.start_observation(name=name, as_type="span", metadata=metadata or None)
         try:
-            yield span
+            with timed(name):
+                yield span
         except Exception as exc:
             span.update(level="ERROR", status_message=str(exc)[:300])
             raise
