@@ -571,6 +571,13 @@ def table(results: dict) -> str:
         if results.get(section):
             lines.append(section.capitalize())
             lines.extend(f"  {k:<44} {v}" for k, v in results[section].items())
+    if results.get("costs"):
+        lines.append("AWS calls per operation (built functions; warm)")
+        for name, op in results["costs"]["operations"].items():
+            lines.append(f"  {name:<52} {op['warm ms']:>7} ms  {op['calls']}")
+        lines.append("A month on AWS (USD; list prices; Qdrant and the models not included)")
+        for name, lines_ in results["costs"]["workloads"].items():
+            lines.append(f"  {name}: {lines_}")
     for part, figures in (results.get("local stack") or {}).items():
         lines.append(f"Local stack (make run's process): {part}")
         for k, v in figures.items():
@@ -632,6 +639,9 @@ def main() -> None:
         "load": bench_load(32, 10 if args.quick else 60),
     }
     results["cold start"] = bench_cold_start(repeats=2 if args.quick else 5)
+    from tests.bench.costs import bench_costs
+
+    results["costs"] = bench_costs(repeats=2 if args.quick else 5)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print(table(results))
