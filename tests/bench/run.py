@@ -191,13 +191,14 @@ def event(body):
     raw, ts = json.dumps(body), str(int(time.time()))
     sig = signer.sign(ts.encode() + raw.encode()).signature.hex()
     return {"body": raw, "headers": {"x-signature-ed25519": sig, "x-signature-timestamp": ts}}
-assert json.loads(app.handler(event({"type": 1}), None)["body"]) == {"type": 1}
+from infra.poller import LambdaContext
+assert json.loads(app.handler(event({"type": 1}), LambdaContext())["body"]) == {"type": 1}
 cold = time.perf_counter() - t0
 command = {"type": 2, "id": "1", "token": "t", "guild_id": "g1", "channel_id": "c1",
            "member": {"user": {"id": "42"}}, "data": {"name": "memory", "options": [{"name": "status"}]}}
 times = []
 for _ in range(20):
-    t = time.perf_counter(); app.handler(event(command), None); times.append(time.perf_counter() - t)
+    t = time.perf_counter(); app.handler(event(command), LambdaContext()); times.append(time.perf_counter() - t)
 print(json.dumps({"cold": cold, "command": sorted(times)}))
 """
 

@@ -173,6 +173,9 @@ def make_deployment():
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://127.0.0.1:{port}"
+    import httpx
+
+    httpx.post(f"{endpoint}/moto-api/reset").raise_for_status()  # moto's state is process-wide: start clean
     clients = {name: boto3.client(name, endpoint_url=endpoint, region_name=harness.REGION, aws_access_key_id="x",
                                   aws_secret_access_key="x") for name in ("dynamodb", "sqs", "ssm")}
     secrets = f"/engram/{stack.parameters['Stage']}"  # where the template reads a stage's secrets

@@ -42,7 +42,8 @@ def _engram_logs_as_json() -> None:
 def instrumented(handler: Callable) -> Callable:
     """A Lambda handler with the Lambda context in every log line, an X-Ray trace, and its metrics
     (a cold start counted) flushed at the end of each invocation."""
-    _engram_logs_as_json()
+    if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):  # locally (the stack's worker) logs stay as they are
+        _engram_logs_as_json()
     wrapped = metrics.log_metrics(handler, capture_cold_start_metric=True) if METRICS_ON else handler
     return logger.inject_lambda_context(tracer().capture_lambda_handler(wrapped))
 
