@@ -4,6 +4,8 @@ Zero server errors."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -15,6 +17,12 @@ from tests.integration.conftest import KEY
 ADMIN = {"Authorization": f"Bearer {KEY}"}
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 EXAMPLES = 25  # per operation; every run is a new sample
+
+@schemathesis.serializer("application/x-ndjson")
+def ndjson(ctx, value) -> bytes:
+    """The import body: whatever string hypothesis made, as lines of (most likely invalid) JSON."""
+    return value.encode() if isinstance(value, str) else json.dumps(value).encode()
+
 
 # schemathesis's pytest loader does not run under pytest 9; its Python API with hypothesis does the same.
 def each_operation(stack, examples: int, run_case) -> dict[str, int]:

@@ -167,6 +167,18 @@ class RecordStore:
         return self._guard(lambda: list(MemoryRecord.by_kind.query(
             f"{bot}#{kind}", range_key_condition=condition, scan_index_forward=False, limit=limit))[:limit])
 
+    def oldest_first(self, bot: str, kind: str, after_id: int | None, limit: int) -> list[MemoryRecord]:
+        """Up to `limit` records of a kind with ids above `after_id` (all when None), oldest first."""
+        condition = MemoryRecord.id > after_id if after_id else None
+        return self._guard(lambda: list(MemoryRecord.by_kind.query(
+            f"{bot}#{kind}", range_key_condition=condition, scan_index_forward=True, limit=limit))[:limit])
+
+    def user_ids_oldest_first(self, bot: str, user: str, after_id: int | None, limit: int) -> list[int]:
+        """Up to `limit` ids of a user's records above `after_id`, oldest first (the user index)."""
+        condition = MemoryRecord.id > after_id if after_id else None
+        return self._guard(lambda: [int(r.id) for r in MemoryRecord.by_user.query(
+            f"{bot}#{user}", range_key_condition=condition, scan_index_forward=True, limit=limit)][:limit])
+
     def next_id(self) -> int:
         """A new memory id from an atomic counter."""
         return self.next_ids(1)[0]

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from .embedders import Embedder, NoEmbedder
 from .errors import IndexUnavailable, InvalidInput, NotFound, Unavailable
 from .indexing import Indexer
-from .jobs import JobQueue
+from .jobs import IndexJob, JobQueue
 from .observability import timed
 from .records import KINDS, Duplicate, MemoryRecord, RecordStore, now_ms
 from .text import NAME_PATTERN, check_json, check_text, clean_fact, fold_digest, format_memory_id
@@ -63,6 +63,9 @@ class ChatMessage:
     content: Any = None
     saved_by: str = "user"
     thread: str | None = None
+    # An import carries these as exported; otherwise they are made at write time.
+    context: str | None = None
+    updated_at: int | None = None
 
     def __post_init__(self):
         if not isinstance(self.source_id, str) or not 1 <= len(self.source_id) <= 128:
@@ -78,6 +81,10 @@ class ChatMessage:
         check_name("threadId", self.thread)
         if self.saved_by not in ("bot", "owner", "user"):
             raise InvalidInput("savedBy must be bot, owner or user")
+        if self.context is not None:
+            if not isinstance(self.context, str) or len(self.context) > MAX_CONTEXT_CHARS:
+                raise InvalidInput(f"message {self.source_id!r} context must be at most {MAX_CONTEXT_CHARS} characters")
+            check_text(f"message {self.source_id!r} context", self.context)
 
 
 def _iso(ms: int) -> str:
@@ -199,6 +206,9 @@ class MemoryService:
         server: str | None = None,
         project: str | None = None,
         saved_by: SavedBy = "owner",
+        created_at: int | None = None,
+        updated_at: int | None = None,
+        defer_vectors: bool = False,
     ) -> tuple[Memory, bool]:
         """Add a fact; (memory, True) when new, (the memory already there, False) for the same text."""
         bot = check_name("bot", bot)
@@ -209,22 +219,24 @@ class MemoryService:
         if existing is not None:
             return Memory.from_record(existing), False
         stamp = now_ms()
+        created, updated = created_at or stamp, updated_at or created_at or stamp
         self.records.register_bot(bot)
         record = MemoryRecord(
             bot=bot, id=self.records.next_id(), kind="fact", text=text, server=server, project=project,
-            user=user, saved_by=saved_by, unique_key=key, created_at=stamp, updated_at=stamp,
+            user=user, saved_by=saved_by, unique_key=key, created_at=created, updated_at=updated,
             bot_user=f"{bot}#{user}" if user else None, bot_kind=f"{bot}#fact", pending_bot=bot,
         )
         try:
             self.records.create(record)
         except Duplicate as dup:  # someone added the same text a moment ago
             return self._wait_for(bot, dup.memory_id), False
-        self.indexer.index_or_defer(bot, [record])
+        self._index(bot, [record], defer_vectors)
         return Memory.from_record(record), True
 
-    def add_messages(self, bot: str, messages: list["ChatMessage"]) -> tuple[list[Memory], int]:
+    def add_messages(self, bot: str, messages: list["ChatMessage"], defer_vectors: bool = False) -> tuple[list[Memory], int]:
         """Store chat messages in one batch, idempotent by source message id; returns every message's
-        memory (new or already there, in input order) and how many were new."""
+        memory (new or already there, in input order) and how many were new. `defer_vectors`: points are
+        written by an index job (an import), not before the answer."""
         bot = check_name("bot", bot)
         if not messages:
             return [], 0
@@ -238,30 +250,36 @@ class MemoryService:
         if fresh:
             self.records.register_bot(bot)
         stamp = now_ms()
-        contexts = self._thread_contexts(bot, fresh, stamp)
+        contexts = [m.context if m.context is not None else c
+                    for m, c in zip(fresh, self._thread_contexts(bot, fresh, stamp))]
         records = [
             MemoryRecord(
                 bot=bot, id=memory_id, kind="message", text=m.text, content=m.content, server=m.server,
                 project=m.project, user=m.user, saved_by=m.saved_by, source_id=m.source_id,
-                unique_key=f"src#{m.source_id}", created_at=m.created_at or stamp, updated_at=stamp,
+                unique_key=f"src#{m.source_id}", created_at=m.created_at or stamp, updated_at=m.updated_at or stamp,
                 thread=m.thread, context=context,
                 bot_user=f"{bot}#{m.user}" if m.user else None, bot_kind=f"{bot}#message", pending_bot=bot,
             )
             for m, memory_id, context in zip(fresh, self.records.next_ids(len(fresh)) if fresh else [], contexts)
         ]
-        # Vectors are made while DynamoDB stores the records, a chunk at a time, so each chunk's points
-        # and marks are written while the next chunk embeds (in-process: 68 % -> 87 % of the embedder alone)
-        chunks = [records[i : i + INGEST_CHUNK] for i in range(0, len(records), INGEST_CHUNK)]
-        aheads = [self.indexer.embed_ahead(chunk) for chunk in chunks]
-        written = self.records.create_many(records)
-        self._advance_threads(bot, written)
-        stored = {int(r.id) for r in written}
-        for chunk, ahead in zip(chunks, aheads):
-            mine = [r for r in chunk if int(r.id) in stored]
-            if mine:
-                self.indexer.index_or_defer(bot, mine, ahead)
-            elif ahead is not None:
-                ahead.cancel()
+        if defer_vectors:
+            written = self.records.create_many(records)
+            self._advance_threads(bot, written)
+            self._index(bot, written, True)
+        else:
+            # Vectors are made while DynamoDB stores the records, a chunk at a time, so each chunk's points
+            # and marks are written while the next chunk embeds (in-process: 68 % -> 87 % of the embedder alone)
+            chunks = [records[i : i + INGEST_CHUNK] for i in range(0, len(records), INGEST_CHUNK)]
+            aheads = [self.indexer.embed_ahead(chunk) for chunk in chunks]
+            written = self.records.create_many(records)
+            self._advance_threads(bot, written)
+            stored = {int(r.id) for r in written}
+            for chunk, ahead in zip(chunks, aheads):
+                mine = [r for r in chunk if int(r.id) in stored]
+                if mine:
+                    self.indexer.index_or_defer(bot, mine, ahead)
+                elif ahead is not None:
+                    ahead.cancel()
         by_key = {r.unique_key: r for r in written}
         missing = [k for k in keys if k not in by_key and k not in known]
         if missing:  # lost a race to a concurrent import of the same messages
@@ -274,6 +292,20 @@ class MemoryService:
             elif known.get(key) in stored:
                 out.append(Memory.from_record(stored[known[key]]))
         return out, len(written)
+
+    def _index(self, bot: str, records: list[MemoryRecord], defer: bool) -> None:
+        """Points now (the usual write), or by an index job (bulk imports: the answer does not wait)."""
+        if not records:
+            return
+        if not defer:
+            self.indexer.index_or_defer(bot, records)
+            return
+        ids = sorted(int(r.id) for r in records)
+        try:
+            for start in range(0, len(ids), 500):
+                self.queue.send(IndexJob(bot=bot, ids=ids[start : start + 500]))
+        except Exception:  # the records stay pending: the sweep queues them
+            log.exception("could not queue index jobs for %d records", len(ids))
 
     def _thread_contexts(self, bot: str, messages: list[ChatMessage], stamp: int) -> list[str | None]:
         """Each message's conversation context: the text of the message before it in its thread

@@ -151,3 +151,25 @@ class Health(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     ok: bool
+
+
+class ImportCounts(BaseModel):
+    """Lines stored as new memories, and lines whose memory was already there."""
+
+    created: int
+    existing: int
+
+
+class ImportLineError(BaseModel):
+    """A line that was not stored, and why."""
+
+    line: int
+    error: str
+
+
+class ImportResult(BaseModel):
+    """What an import stored."""
+
+    facts: ImportCounts
+    messages: ImportCounts
+    errors: list[ImportLineError]

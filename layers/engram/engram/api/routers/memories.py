@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 
+from ...errors import InvalidInput
+from ...portability import export_lines, import_lines
 from ...service import ChatMessage
 from ...text import MEMORY_ID_PATTERN, NAME_PATTERN, format_memory_id, parse_memory_id
 from ..deps import ERRORS, MESSAGES_BODY, SMALL_BODY, Admin, Bot
-from ..schemas import ErrorResponse, ForgetResult, MemoryChange, MemoryList, MemoryOut, MessageBatch, MessageBatchResult, NewMemory
+from ..schemas import ErrorResponse, ForgetResult, ImportResult, MemoryChange, MemoryList, MemoryOut, MessageBatch, MessageBatchResult, NewMemory
 
 router = APIRouter(tags=["memories"], responses=ERRORS)
 MemoryId = Annotated[str, Path(examples=["mem:12"], pattern=MEMORY_ID_PATTERN)]
@@ -90,3 +94,39 @@ def remove_memory(bot: Bot, memory_id: MemoryId, eng: Admin) -> Response:
 def forget_user(bot: Bot, user_id: Annotated[str, Path(pattern=NAME_PATTERN)], eng: Admin) -> dict:
     """Forget a user: every record and vector of this bot attributed to them, everywhere."""
     return {"deleted": eng.service.forget(bot, user_id)}
+
+
+NDJSON = "application/x-ndjson"
+
+
+@router.get("/v1/bots/{bot}/export", response_class=StreamingResponse,
+            responses={200: {"content": {NDJSON: {"schema": {"type": "string"}}},
+                             "description": "One JSON object per line: every record with all its fields"}})
+def export_memories(bot: Bot, eng: Admin, userId: Name = None) -> StreamingResponse:
+    """Every record of the bot (or of one user) as NDJSON, oldest first per kind, streamed a page at a
+    time. On AWS use the streaming URL for big bots (API Gateway and Lambda buffer up to 6 MB)."""
+    lines = export_lines(eng.service, bot, userId)
+    first = next(lines, None)  # bad names and an unreachable DynamoDB answer as errors, not a cut stream
+
+    def stream():
+        if first is not None:
+            yield first
+            yield from lines
+
+    filename = f"{bot}-{userId}.ndjson" if userId else f"{bot}.ndjson"
+    return StreamingResponse(iterate_in_threadpool(stream()), media_type=NDJSON,
+                             headers={"content-disposition": f'attachment; filename="{filename}"'})
+
+
+@router.post("/v1/bots/{bot}/import", response_model=ImportResult, max_body_size=MESSAGES_BODY,
+             openapi_extra={"requestBody": {"required": True, "content": {NDJSON: {"schema": {"type": "string"}}}}})
+async def import_memories(bot: Bot, request: Request, eng: Admin) -> dict:
+    """Store an export (NDJSON) into this bot: facts fold into the memory already there, messages already
+    stored by source id are skipped; a bad line is reported by number and nothing of it is stored.
+    Vectors are made by jobs after the answer."""
+    raw = await request.body()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput("the body must be UTF-8 NDJSON (one JSON object per line)") from exc
+    return await run_in_threadpool(import_lines, eng.service, bot, text.splitlines())
