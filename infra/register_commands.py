@@ -1,4 +1,4 @@
-"""Register engram's slash commands with Discord: `/memory remember|forget|status` and `/ask prompt`.
+"""Register engram's slash commands with Discord: `/memory remember|forget|status|export` and `/ask prompt`.
 
     DISCORD_APPLICATION_ID=... DISCORD_BOT_TOKEN=... python -m infra.register_commands [--guild ID]
 
@@ -22,6 +22,7 @@ COMMANDS = [
         "options": [
             {"type": 1, "name": "remember", "description": "Opt in: remember my messages (and backfill my history)"},
             {"type": 1, "name": "forget", "description": "Opt out: delete everything remembered about me, everywhere"},
+            {"type": 1, "name": "export", "description": "Send me a file with everything remembered about me"},
             {"type": 1, "name": "status", "description": "Am I opted in, how far is the backfill, how much is stored"},
         ],
     },

@@ -3,6 +3,7 @@ history, a 429 on first touch of one channel, interaction webhooks and DMs; reco
 
 from __future__ import annotations
 
+import json
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -138,6 +139,13 @@ class FakeDiscord(ServedApp):
 
         @app.post("/channels/{channel}/messages")
         async def post(channel: str, request: Request):
+            if request.headers.get("content-type", "").startswith("multipart/form-data"):
+                form = await request.form()
+                body = json.loads(form["payload_json"])
+                upload = form["files[0]"]
+                files = [{"filename": upload.filename, "content_type": upload.content_type, "data": await upload.read()}]
+                self.sent.append({"kind": "channel", "channel": channel, "files": files, **body})
+                return {"id": self._id(), **body}
             body = await request.json()
             self.sent.append({"kind": "channel", "channel": channel, **body})
             return {"id": self._id(), **body}

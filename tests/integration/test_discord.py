@@ -123,6 +123,30 @@ def test_ask_recalls_memories_of_the_same_server_only(stack, discord):
     assert wait_until(lambda: answer["id"] in stored_ids(stack, ALICE))  # the reply is stored, attributed to alice
 
 
+def test_export_sends_everything_stored_about_the_user_by_dm_once_per_ten_minutes(stack, discord):
+    stored = stored_ids(stack, ALICE)
+    assert stored
+    r = interact(stack, memory_cmd("export", ALICE, token="tok-export"))
+    assert r.json() == {"type": 5, "data": {"flags": 64}}
+    assert wait_until(lambda: any(s.get("token") == "tok-export" for s in discord.sent))
+    reply = [s["content"] for s in discord.sent if s.get("token") == "tok-export"][-1]
+    assert reply.startswith("Sent you a DM") and "one export every 10 minutes" in reply and "8 MB" in reply
+    dm = [s for s in discord.sent if s.get("channel") == f"dm-{ALICE}" and s.get("files")][-1]
+    upload = dm["files"][0]
+    assert upload["filename"] == f"engram-{ALICE}.ndjson" and upload["content_type"] == "application/x-ndjson"
+    lines = [json.loads(line) for line in upload["data"].decode().splitlines()]
+    assert [line["kind"] for line in lines[:2]] == ["consent", "backfill"]
+    assert "token" not in json.dumps(lines[:2])  # never the interaction token
+    memories = [line for line in lines if line["kind"] in ("fact", "message")]
+    assert {m["userId"] for m in memories} == {ALICE} and len(memories) == len(stored)
+    assert sorted(m["sourceMessageId"] for m in memories if m["kind"] == "message") == sorted(stored)
+    # a second one within ten minutes is refused, saying why
+    interact(stack, memory_cmd("export", ALICE, token="tok-export-2"))
+    assert wait_until(lambda: any(s.get("token") == "tok-export-2" for s in discord.sent))
+    again = [s["content"] for s in discord.sent if s.get("token") == "tok-export-2"][-1]
+    assert "a moment ago" in again and "one export every 10 minutes" in again
+
+
 def test_forget_leaves_nothing_of_the_user(stack, discord):
     assert stored_ids(stack, ALICE)
     interact(stack, memory_cmd("forget", ALICE, token="tok-forget"))

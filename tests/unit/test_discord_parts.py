@@ -91,7 +91,7 @@ def test_register_commands_puts_both_commands():
     done = register("900", "tok", "https://discord.test/api/v10", guild="g1", transport=httpx.MockTransport(handle))
     assert [c["name"] for c in done] == ["memory", "ask"]
     assert seen[0][:3] == ("PUT", "/api/v10/applications/900/guilds/g1/commands", "Bot tok")
-    assert {o["name"] for o in COMMANDS[0]["options"]} == {"remember", "forget", "status"}
+    assert {o["name"] for o in COMMANDS[0]["options"]} == {"remember", "forget", "status", "export"}
     assert COMMANDS[1]["options"][0]["required"] is True
 
 

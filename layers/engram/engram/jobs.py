@@ -38,11 +38,11 @@ class ExtractJob(BaseModel):
 
 
 class DiscordJob(BaseModel):
-    """Slow work for a Discord interaction: remember (plan a backfill), forget, ask, or catch up
+    """Slow work for a Discord interaction: remember (plan a backfill), forget, ask, export, or catch up
     (without a channel: fan out one catch-up job per readable channel; with one: that channel)."""
 
     kind: Literal["discord"] = "discord"
-    action: Literal["remember", "forget", "ask", "catchup"]
+    action: Literal["remember", "forget", "ask", "catchup", "export"]
     user: str | None = None
     guild: str | None = None
     channel: str | None = None
@@ -126,7 +126,7 @@ class DroppingQueue:
         self.dropped.append(json.dumps(job.model_dump()))
 
 
-INTERACTIVE_ACTIONS = ("remember", "forget", "ask")
+INTERACTIVE_ACTIONS = ("remember", "forget", "ask", "export")
 
 
 def is_interactive(job: BaseModel) -> bool:

@@ -102,7 +102,7 @@ def handle_interaction(raw: bytes, headers: Mapping[str, str], settings: Discord
         sub = data.options[0].name
         if sub == "status":
             return 200, _message(status(user.id))
-        if sub in ("remember", "forget"):
+        if sub in ("remember", "forget", "export"):
             queue().send(DiscordJob(action=sub, **job))
             return 200, {"type": DEFERRED, "data": {"flags": EPHEMERAL}}
     if data.name == "ask":

@@ -9,7 +9,7 @@ import uuid
 from datetime import datetime
 
 import httpx
-from pynamodb.exceptions import UpdateError
+from pynamodb.exceptions import PutError, UpdateError
 
 from ..jobs import BackfillJob, DiscordJob, JobQueue
 from ..records import StateItem, now_ms
@@ -21,6 +21,8 @@ from .settings import DiscordSettings
 
 log = logging.getLogger(__name__)
 TOKEN_LIFETIME_MS = 15 * 60 * 1000
+EXPORT_EVERY_S = 10 * 60
+EXPORT_MAX_BYTES = 8_000_000  # under Discord's 10 MiB attachment limit for bots
 
 
 def _ms(timestamp: str | None) -> int | None:
@@ -86,6 +88,8 @@ class DiscordMemory:
             self.forget(job)
         elif job.action == "ask":
             self.ask(job)
+        elif job.action == "export":
+            self.export(job)
         elif job.action == "catchup" and job.channel:
             try:
                 self.catch_up([(job.guild, job.channel)])
@@ -268,12 +272,52 @@ class DiscordMemory:
         deleted = self.service.forget(self.bot, job.user)
         StateItem(self._pk(), f"consent#{job.user}").delete()
         StateItem(self._pk(), f"backfill#{job.user}").delete()
+        StateItem(self._pk(), f"export#{job.user}").delete()
         for token in StateItem.query(self._pk(), StateItem.sk.startswith(f"token#{job.user}#")):
             token.delete()
         for cursor in StateItem.query(self._cursor(job.user)):
             cursor.delete()
         self.reply(job.token, job.issued_at, job.user,
                    f"Forgotten: {deleted['messages']} messages and {deleted['facts']} facts deleted, and your consent removed.")
+
+    def export(self, job: DiscordJob) -> None:
+        """Everything stored about the user — consent, backfill state, every memory — as an NDJSON file by
+        DM, at most once per EXPORT_EVERY_S and up to EXPORT_MAX_BYTES."""
+        from ..portability import export_lines
+
+        limits = (f"Limits: one export every {EXPORT_EVERY_S // 60} minutes, files up to "
+                  f"{EXPORT_MAX_BYTES // 1_000_000} MB.")
+        now = now_ms()
+        try:
+            StateItem(self._pk(), f"export#{job.user}", value=now, expires_at=now // 1000 + EXPORT_EVERY_S).save(
+                condition=StateItem.sk.does_not_exist() | (StateItem.value < now - EXPORT_EVERY_S * 1000))
+        except PutError:
+            self.reply(job.token, job.issued_at, job.user, f"You asked for an export a moment ago. {limits}")
+            return
+        header = []
+        for name in ("consent", "backfill"):
+            try:
+                item = StateItem.get(self._pk(), f"{name}#{job.user}")
+                header.append({"kind": name, "value": int(item.value or 0), **(item.data or {})})
+            except StateItem.DoesNotExist:
+                pass
+        for entry in header:
+            entry.pop("token", None)
+        out, count = bytearray(), 0
+        for line in [json.dumps(h) + "\n" for h in header]:
+            out += line.encode()
+        for line in export_lines(self.service, self.bot, job.user):
+            out += line.encode()
+            count += 1
+            if len(out) > EXPORT_MAX_BYTES:
+                self.reply(job.token, job.issued_at, job.user,
+                           f"Everything stored about you is more than {EXPORT_MAX_BYTES // 1_000_000} MB, too big for a "
+                           f"Discord file; the bot's operator can export it for you (GET /v1/bots/{self.bot}/export?userId={job.user}). {limits}")
+                return
+        self.client.direct_file(job.user, f"Everything I store about you: {count} memories.",
+                                f"engram-{job.user}.ndjson", bytes(out), "application/x-ndjson")
+        self.reply(job.token, job.issued_at, job.user,
+                   f"Sent you a DM with everything I store about you ({count} memories, {len(out) // 1024 + 1} KB). {limits}")
 
     def fan_out_catch_up(self, job: DiscordJob) -> int:
         """One catch-up job per readable channel (each its own invocation, retried on its own)."""

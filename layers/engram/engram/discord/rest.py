@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
+import json
 import time
 
 import httpx
@@ -138,6 +139,14 @@ class DiscordClient:
         if ephemeral:
             body["flags"] = 64
         return self._call("POST", f"/webhooks/{self.application_id}/{token}", json=body, auth=False)
+
+    def direct_file(self, user_id: str, content: str, filename: str, data: bytes, media_type: str) -> dict:
+        """A DM carrying one attachment (multipart: the message as payload_json, the file as files[0])."""
+        channel = self._call("POST", "/users/@me/channels", json={"recipient_id": user_id})
+        payload = {"content": content[:2000], "allowed_mentions": {"parse": []},
+                   "attachments": [{"id": 0, "filename": filename}]}
+        return self._call("POST", f"/channels/{channel['id']}/messages", data={"payload_json": json.dumps(payload)},
+                          files={"files[0]": (filename, data, media_type)})
 
     def direct_message(self, user_id: str, content: str) -> dict:
         """A DM with the bot token: the way to answer after the interaction token has expired."""
