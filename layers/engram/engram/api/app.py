@@ -159,6 +159,9 @@ def create_app(engine_factory: Callable[[], Engine] = get_engine, proxy_factory:
         openapi_url="/openapi.json" if docs else None,
         docs_url="/docs" if docs else None,
         redoc_url="/redoc" if docs else None,
+        # operationId = the route's function name: generated clients get list_memories, not
+        # list_memories_v1_bots_bot_memories_get
+        generate_unique_id_function=lambda route: route.name,
     )
     app.state.engine_factory = engine_factory
     app.state.proxy_factory = proxy_factory

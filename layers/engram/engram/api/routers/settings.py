@@ -11,7 +11,7 @@ from ..schemas import EmbeddingProgress, EmbeddingSettingsOut, EmbeddingSettings
 router = APIRouter(tags=["settings"], responses=ERRORS)
 
 
-@router.get("/v1/settings", response_model=EmbeddingSettingsOut)
+@router.get("/v1/settings", response_model=EmbeddingSettingsOut, name="get_settings")
 def get_settings_route(eng: Admin) -> dict:
     """Where vectors come from."""
     return eng.embedding.current().model_dump()
