@@ -254,7 +254,7 @@ def test_a_write_never_waits_for_the_cold_local_model_and_its_vector_survives_ki
         started = time.perf_counter()
         added = stack.api.post("/v1/bots/cold/memories", json={"text": "Lena plays the oboe in an orchestra."})
         took = time.perf_counter() - started
-        assert added.status_code == 201 and took < 2.0
+        assert added.status_code == 201 and took < 3.0  # the model takes 3.5 s idle, over 5 s busy
         warm = stack.api.get("/healthz").json()["embedderWarm"]
         stack.kill()
         stack.start()
