@@ -163,3 +163,22 @@ def test_message_batches_are_idempotent(api, bot):
     assert found["memories"][0]["sourceMessageId"] == "m1"
     assert api.post(f"/v1/bots/{bot}/messages", json={"messages": []}).status_code == 400
     assert api.post(f"/v1/bots/{bot}/messages", json={"messages": [{"id": "x", "text": ""}]}).status_code == 400
+
+
+def test_pages_of_newest_first_and_the_bots(api):
+    ids = [api.post("/v1/bots/pages/memories", json={"text": f"page fact number {i}", "userId": "pu"}).json()["id"]
+           for i in range(7)]
+    seen, before = [], None
+    while True:
+        params = {"limit": 3, **({"before": before} if before else {})}
+        page = api.get("/v1/bots/pages/memories", params=params).json()["memories"]
+        if not page:
+            break
+        seen += [m["id"] for m in page]
+        before = page[-1]["id"]
+    assert seen == ids[::-1]  # every memory once, newest first
+    mine = api.get("/v1/bots/pages/memories", params={"limit": 2, "userId": "pu", "before": ids[4]}).json()["memories"]
+    assert [m["id"] for m in mine] == [ids[3], ids[2]]
+    assert api.get("/v1/bots/pages/memories", params={"before": "yesterday"}).status_code == 400
+    assert "pages" in api.get("/v1/bots").json()["bots"]
+    assert httpx.get(str(api.base_url.join("/v1/bots"))).status_code == 401

@@ -398,10 +398,13 @@ class RecordStore:
         server: str | None = None,
         project: str | None = None,
         user: str | None = None,
+        before: int | None = None,
     ) -> list[MemoryRecord]:
-        """Up to `limit` records of a kind, newest first, narrowed by scope."""
+        """Up to `limit` records of a kind, newest first, narrowed by scope; with `before`, only ids below
+        it (the next page)."""
+        below = MemoryRecord.id < before if before else None
         if user is not None:
-            return self._guard(lambda: self._newest_of_user(bot, kind, limit, server, project, user))
+            return self._guard(lambda: self._newest_of_user(bot, kind, limit, server, project, user, below))
         condition = None
         for attr, value in ((MemoryRecord.server, server), (MemoryRecord.project, project)):
             if value is not None:
@@ -411,7 +414,7 @@ class RecordStore:
             # A filter is applied after a page is read: read full pages when one is set, or a narrow
             # scope walks the kind's index 50 items per round trip
             rows = MemoryRecord.by_kind.query(
-                f"{bot}#{kind}", filter_condition=condition, scan_index_forward=False,
+                f"{bot}#{kind}", range_key_condition=below, filter_condition=condition, scan_index_forward=False,
                 page_size=500 if condition is not None else min(limit, 500),
             )
             out = []
@@ -424,7 +427,7 @@ class RecordStore:
         return self._guard(run)
 
     def _newest_of_user(self, bot: str, kind: str, limit: int, server: str | None, project: str | None,
-                        user: str) -> list[MemoryRecord]:
+                        user: str, below=None) -> list[MemoryRecord]:
         """A user's records read through the user index (newest id first), so the cost follows the
         user's own records, not the bot's: a user with 50 of a bot's 100k memories costs 50 reads."""
         out: list[MemoryRecord] = []
@@ -437,7 +440,8 @@ class RecordStore:
                     out.append(r)
             return len(out) >= limit
 
-        for row in MemoryRecord.by_user.query(f"{bot}#{user}", scan_index_forward=False, page_size=500):
+        for row in MemoryRecord.by_user.query(f"{bot}#{user}", range_key_condition=below, scan_index_forward=False,
+                                              page_size=500):
             ids.append(int(row.id))
             if len(ids) == 100:
                 if take(ids):

@@ -343,6 +343,10 @@ class MemoryService:
                 raise Unavailable("the same text is being saved by another request; try again")
             time.sleep(0.05)
 
+    def bots(self) -> list[str]:
+        """Every bot that has memories (or had: a bot is registered at its first write)."""
+        return sorted(self.records.bots())
+
     def get(self, bot: str, memory_id: int) -> Memory:
         """One memory, or NotFound."""
         record = self.records.get(bot, memory_id)
@@ -404,12 +408,13 @@ class MemoryService:
     # ----- reads ---------------------------------------------------------------------------------
 
     def list(
-        self, bot: str, kind: str = "fact", limit: int | None = None, *, server=None, project=None, user=None
+        self, bot: str, kind: str = "fact", limit: int | None = None, *, server=None, project=None, user=None,
+        before: int | None = None,
     ) -> list[Memory]:
-        """Newest first."""
+        """Newest first; `before` (a memory id) pages on: only memories older than it."""
         bot, kind, limit = check_name("bot", bot), self._kind(kind), check_limit(limit)
         rows = self.records.newest(bot, kind, limit, check_name("serverId", server),
-                                   check_name("project", project), check_name("userId", user))
+                                   check_name("project", project), check_name("userId", user), before)
         return [Memory.from_record(r) for r in rows]
 
     def search(

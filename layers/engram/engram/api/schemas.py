@@ -173,3 +173,9 @@ class ImportResult(BaseModel):
     facts: ImportCounts
     messages: ImportCounts
     errors: list[ImportLineError]
+
+
+class BotList(BaseModel):
+    """The bots that have memories."""
+
+    bots: list[str]

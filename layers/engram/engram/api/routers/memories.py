@@ -13,7 +13,7 @@ from ...portability import export_lines, import_lines
 from ...service import ChatMessage
 from ...text import MEMORY_ID_PATTERN, NAME_PATTERN, format_memory_id, parse_memory_id
 from ..deps import ERRORS, MESSAGES_BODY, SMALL_BODY, Admin, Bot
-from ..schemas import ErrorResponse, ForgetResult, ImportResult, MemoryChange, MemoryList, MemoryOut, MessageBatch, MessageBatchResult, NewMemory
+from ..schemas import BotList, ErrorResponse, ForgetResult, ImportResult, MemoryChange, MemoryList, MemoryOut, MessageBatch, MessageBatchResult, NewMemory
 
 router = APIRouter(tags=["memories"], responses=ERRORS)
 MemoryId = Annotated[str, Path(examples=["mem:12"], pattern=MEMORY_ID_PATTERN)]
@@ -31,14 +31,22 @@ def list_memories(
     userId: Name = None,
     serverId: Name = None,
     project: Name = None,
+    before: Annotated[str | None, Query(pattern=MEMORY_ID_PATTERN, examples=["mem:12"],
+                                        description="Page on: only memories older than this one (the last id of a page).")] = None,
 ) -> dict:
-    """List a bot's memories newest first, or search them when `query` is given."""
+    """List a bot's memories newest first (page on with `before`), or search them when `query` is given."""
     scope = {"user": userId, "server": serverId, "project": project}
     if query is not None and query.strip():
         found = eng.service.search(bot, query, kind, limit, **scope)
     else:
-        found = eng.service.list(bot, kind, limit, **scope)
+        found = eng.service.list(bot, kind, limit, **scope, before=parse_memory_id(before) if before else None)
     return {"memories": [m.to_json() for m in found]}
+
+
+@router.get("/v1/bots", response_model=BotList)
+def list_bots(eng: Admin) -> dict:
+    """Every bot that has memories."""
+    return {"bots": eng.service.bots()}
 
 
 @router.post(
