@@ -7,7 +7,7 @@ SAM_VENV := .venv-sam
 # The local DynamoDB (dynalite on LevelDB), pinned in infra/dynamodb/package-lock.json.
 NODE_DEPS := infra/dynamodb/node_modules/.installed
 
-.PHONY: sam-local run test test-unit test-integration test-deploy lint-template bench bench-quick build deploy clean
+.PHONY: sam-local run test test-browser test-unit test-integration test-deploy lint-template bench bench-quick build deploy clean
 
 $(STAMP): requirements-dev.txt layers/engram/requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,7 +30,9 @@ run: $(STAMP) $(NODE_DEPS)
 	$(PY) -m infra.local_stack
 
 test: $(STAMP) $(SAM_VENV)/.installed $(NODE_DEPS)
-	$(PY) -m pytest -q tests/unit tests/integration tests/deploy
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || { \
+	  echo "tests/browser drive Debian's chromium: apt-get install chromium (.ci/run does)"; exit 1; }
+	$(PY) -m pytest -q tests/unit tests/integration tests/deploy tests/browser
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
@@ -39,6 +41,9 @@ test-integration: $(STAMP) $(NODE_DEPS)
 	$(PY) -m pytest -q tests/integration
 
 # The stack as `sam build` makes it, each function in a fresh runtime Python against moto (tests/deploy).
+test-browser: $(STAMP) $(NODE_DEPS)
+	$(PY) -m pytest -q tests/browser
+
 test-deploy: $(STAMP) $(SAM_VENV)/.installed
 	$(PY) -m pytest -q tests/deploy
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from pathlib import Path
 from typing import Any, Callable
 
 from fastapi import FastAPI, Request
@@ -194,6 +195,18 @@ def create_app(engine_factory: Callable[[], Engine] = get_engine, proxy_factory:
 
     for module in (ops, memories, settings, index, discord):
         app.include_router(module.router)
+
+    # The memory page: three static files in the package (no build step, nothing from a CDN); it holds
+    # no data itself and calls the Memory API with the key the person signs in with.
+    from fastapi.responses import FileResponse
+    from starlette.staticfiles import StaticFiles
+
+    page = Path(__file__).resolve().parent / "page"
+    app.mount("/page", StaticFiles(directory=page), name="page")
+
+    @app.get("/", include_in_schema=False)
+    def memory_page() -> FileResponse:
+        return FileResponse(page / "index.html", headers={"cache-control": "no-cache"})
 
     if proxy_factory is not None:
         from ..proxy.routes import proxy_router
