@@ -117,6 +117,7 @@ def test_add_edit_merge_and_remove(page, stack):
     page.get_by_label(f"New text for {kettle}").press("Enter")
     expect(page.locator("#notice")).to_contain_text("merged")
     expect(page.locator(f'#memories li[data-id="{kettle}"]')).to_have_count(0)
+    expect(page.locator("#memories li .text").first).to_have_text("The oven runs hot.")  # the one that stands
     oven = page.locator("#memories li").first.get_attribute("data-id")
     page.get_by_role("button", name=f"Remove {oven}").click()
     expect(page.locator("#notice")).to_contain_text(f"Removed {oven}")

@@ -81,6 +81,7 @@ function editInPlace(li, memory) {
         li.remove();
         const other = document.querySelector(`#memories li[data-id="${stands.id}"]`);
         if (other) other.replaceWith(row(stands));
+        else $("memories").prepend(row(stands));  // not on this page: show the one that stands anyway
       } else {
         li.replaceWith(row(stands));
         notice(`Changed ${stands.id}.`);
