@@ -13,7 +13,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from tests.integration.test_crash_recovery import KEY, Stack
+from tests.integration.test_crash_recovery import KEY, PROXY_KEY, Stack
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -31,6 +31,7 @@ def stack(tmp_path_factory):
         "content": {"author": "lena", "displayName": "Lena", "channelId": "c1", "timestamp": "2026-11-02T09:30:00+00:00",
                     "attachments": [{"filename": "seedling.png"}], "links": [{"url": "https://example.org/seeds"}]}}]})
     api.post("/v1/bots/kitchen/memories", json={"text": "The oven runs hot."})
+    api.post("/v1/bots/librechat/memories", json={"text": "The user prefers metric units.", "userId": "alice"})
     yield s
     s.stop()
 
@@ -197,3 +198,21 @@ def test_the_page_ships_with_the_package_and_needs_no_key_itself(stack):
     for asset in ("app.js", "style.css"):
         assert httpx.get(f"{stack.url}/page/{asset}").status_code == 200
     assert "cdn" not in r.text.lower() and "https://" not in r.text
+
+
+def test_the_proxy_key_reads_only_the_proxys_bot(page, stack):
+    sign_in(page, PROXY_KEY)
+    expect(page.get_by_role("button", name="librechat", exact=True)).to_be_visible()
+    expect(page.locator("#bots li")).to_have_count(1)  # no other bot, not even its name
+    expect(page.locator("#who")).to_have_text("proxy key: read only")
+    expect(page.locator("#settings-error")).to_contain_text("admin key")
+    open_bot(page, "librechat")
+    expect(page.locator("#memories li .text").first).to_have_text("The user prefers metric units.")
+    page.get_by_label("New fact").fill("Written with the proxy key.")
+    page.get_by_role("button", name="Add").click()
+    expect(page.locator("#notice")).to_contain_text("admin key")  # reading only
+    proxy = {"Authorization": f"Bearer {PROXY_KEY}"}
+    assert httpx.get(f"{stack.url}/v1/bots/garden/memories", headers=proxy).status_code == 401
+    assert httpx.get(f"{stack.url}/v1/bots/garden/export", headers=proxy).status_code == 401
+    assert httpx.delete(f"{stack.url}/v1/bots/librechat/users/alice/memories", headers=proxy).status_code == 401
+    assert httpx.get(f"{stack.url}/v1/settings", headers=proxy).status_code == 401

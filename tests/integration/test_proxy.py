@@ -305,9 +305,16 @@ def test_langfuse_traces_each_model_turn_and_no_command(stack, upstream):
 
 
 def test_keys_are_separated_by_power(stack, upstream):
-    """The proxy key (LibreChat's) opens the proxy and /mcp only; the admin key opens the Memory API only."""
+    """The proxy key (LibreChat's) opens the proxy and /mcp, and reads its own bot's memories (what the
+    proxy recalls anyway) — nothing else of the Memory API; the admin key opens the Memory API only."""
     admin, proxy = {"Authorization": f"Bearer {KEY}"}, {"Authorization": f"Bearer {PROXY_KEY}"}
-    assert httpx.get(f"{stack.url}/v1/bots/librechat/memories", headers=proxy).status_code == 401
+    assert httpx.get(f"{stack.url}/v1/bots/librechat/memories", headers=proxy).status_code == 200
+    assert httpx.get(f"{stack.url}/v1/bots", headers=proxy).json() == {"bots": ["librechat"]}
+    assert httpx.get(f"{stack.url}/v1/bots/other/memories", headers=proxy).status_code == 401
+    assert httpx.get(f"{stack.url}/v1/bots/other/export", headers=proxy).status_code == 401
+    assert httpx.post(f"{stack.url}/v1/bots/librechat/memories", json={"text": "x"}, headers=proxy).status_code == 401
+    assert httpx.get(f"{stack.url}/v1/settings", headers=proxy).status_code == 401
+    assert httpx.get(f"{stack.url}/v1/index", headers=proxy).status_code == 401
     assert httpx.patch(f"{stack.url}/v1/settings", json={"embedder": "off"}, headers=proxy).status_code == 401
     assert httpx.delete(f"{stack.url}/v1/bots/librechat/users/alice/memories", headers=proxy).status_code == 401
     assert httpx.get(f"{stack.url}/v1/bots/librechat/memories", headers=admin).status_code == 200

@@ -47,9 +47,11 @@ class AdminKeyBeforeBody:
     """Memory API requests (/v1/...) without the admin key are refused before anything reads their body:
     FastAPI reads and parses a body before it runs a route's dependencies."""
 
-    def __init__(self, app, expected_key: Callable[[], str | None]):
+    def __init__(self, app, expected_key: Callable[[], str | None], reader_key: Callable[[str], bool] | None = None):
         self.app = app
         self.expected_key = expected_key
+        # A GET has no body to protect: a reader's key (the proxy key) goes on to the route, which decides.
+        self.reader_key = reader_key
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope["path"].startswith("/v1/"):
@@ -58,6 +60,10 @@ class AdminKeyBeforeBody:
                 expected = await run_in_threadpool(self.expected_key)
             except EngramError as exc:
                 await error_response(exc.status, exc.code, exc.message)(scope, receive, send)
+                return
+            reading = scope["method"] in ("GET", "HEAD") and self.reader_key is not None and scheme.lower() == "bearer"
+            if reading and not key_matches(token, expected) and await run_in_threadpool(self.reader_key, token):
+                await self.app(scope, receive, send)
                 return
             if scheme.lower() != "bearer" or not key_matches(token, expected):
                 await error_response(401, "unauthorized", NOT_ADMIN)(scope, receive, send)
@@ -168,7 +174,8 @@ def create_app(engine_factory: Callable[[], Engine] = get_engine, proxy_factory:
     app.state.proxy_factory = proxy_factory
     app.state.discord_settings_factory = discord_settings_factory
     app.openapi = _openapi(app)
-    app.add_middleware(AdminKeyBeforeBody, expected_key=lambda: engine_factory().api_key())
+    app.add_middleware(AdminKeyBeforeBody, expected_key=lambda: engine_factory().api_key(),
+                       reader_key=(lambda token: proxy_factory().key_matches(token)) if proxy_factory else None)
     app.add_middleware(JsonTooLarge)
 
     @app.exception_handler(EngramError)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Path, Request, Security
@@ -20,7 +21,8 @@ MESSAGES_BODY = 6 * 1024 * 1024  # 500 chat messages; Lambda's own request limit
 
 ADMIN_KEY = HTTPBearer(
     auto_error=False, scheme_name="adminKey",
-    description="The Memory API's admin key (ENGRAM_API_KEY): every /v1 route. The proxy key does not open these.",
+    description="The Memory API's admin key (ENGRAM_API_KEY): every /v1 route. The proxy key (ENGRAM_PROXY_KEY) "
+                "may only read its own bot: GET /v1/bots, its memories (list, search, one, export).",
 )
 
 ERRORS = {
@@ -64,3 +66,42 @@ def require_admin(
 Admin = Annotated[Engine, Depends(require_admin)]
 # Bot, user, server and project names (what service.check_name enforces), documented as such.
 Bot = Annotated[str, Path(description="The bot whose memories these are.", pattern=NAME_PATTERN)]
+
+
+def proxy_key_bot(request: Request, token: str | None) -> str | None:
+    """The one bot the proxy key may read — the proxy's own — when `token` is the proxy key."""
+    factory = getattr(request.app.state, "proxy_factory", None)
+    if factory is None or not token:
+        return None
+    proxy = factory()
+    return proxy.settings.bot if proxy.key_matches(token) else None
+
+
+@dataclass(frozen=True)
+class Access:
+    """Who may read what: the admin key every bot (`bots` None), the proxy key only its own bot."""
+
+    engine: Engine
+    bots: frozenset[str] | None
+
+    def check(self, bot: str) -> None:
+        """401 for a bot this key may not read."""
+        if self.bots is not None and bot not in self.bots:
+            raise Unauthorized("the proxy key reads only the memories of its own bot")
+
+
+def require_reader(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(ADMIN_KEY)],
+    eng: Annotated[Engine, Depends(engine)],
+) -> Access:
+    """Reading memories: the admin key, or the proxy key for the proxy's own bot; else 401."""
+    if holds_admin_key(credentials, eng):
+        return Access(eng, None)
+    bot = proxy_key_bot(request, credentials.credentials if credentials else None)
+    if bot is None:
+        raise Unauthorized(NOT_ADMIN)
+    return Access(eng, frozenset({bot}))
+
+
+Reader = Annotated[Access, Depends(require_reader)]

@@ -173,7 +173,15 @@ async function start() {
   $("signin").hidden = true;
   $("app").hidden = false;
   $("signout").hidden = false;
-  await showSettings();
+  try {
+    await showSettings();
+  } catch (error) {  // the proxy key reads its own bot's memories, nothing else
+    $("who").textContent = "proxy key: read only";
+    $("settings").hidden = true;
+    $("settings-error").textContent = "Embedder settings need the admin key.";
+    return;
+  }
+  $("who").textContent = "admin";
   await showProgress();
   state.timer = setInterval(showProgress, 2000);
 }

@@ -12,7 +12,7 @@ from ...errors import InvalidInput
 from ...portability import export_lines, import_lines
 from ...service import ChatMessage
 from ...text import MEMORY_ID_PATTERN, NAME_PATTERN, format_memory_id, parse_memory_id
-from ..deps import ERRORS, MESSAGES_BODY, SMALL_BODY, Admin, Bot
+from ..deps import ERRORS, MESSAGES_BODY, SMALL_BODY, Admin, Bot, Reader
 from ..schemas import BotList, ErrorResponse, ForgetResult, ImportResult, MemoryChange, MemoryList, MemoryOut, MessageBatch, MessageBatchResult, NewMemory
 
 router = APIRouter(tags=["memories"], responses=ERRORS)
@@ -24,7 +24,7 @@ NOT_FOUND = {404: {"model": ErrorResponse, "description": "No such memory in thi
 @router.get("/v1/bots/{bot}/memories", response_model=MemoryList, response_model_exclude_unset=True)
 def list_memories(
     bot: Bot,
-    eng: Admin,
+    access: Reader,
     query: Annotated[str | None, Query(description="Search by words and meaning, best first.", max_length=2000)] = None,
     limit: Annotated[int | None, Query(ge=1, le=500, description="1-500; 200 when not given.")] = None,
     kind: Annotated[Literal["fact", "message"], Query()] = "fact",
@@ -34,7 +34,10 @@ def list_memories(
     before: Annotated[str | None, Query(pattern=MEMORY_ID_PATTERN, examples=["mem:12"],
                                         description="Page on: only memories older than this one (the last id of a page).")] = None,
 ) -> dict:
-    """List a bot's memories newest first (page on with `before`), or search them when `query` is given."""
+    """List a bot's memories newest first (page on with `before`), or search them when `query` is given.
+    The proxy key may read its own bot's memories here."""
+    access.check(bot)
+    eng = access.engine
     scope = {"user": userId, "server": serverId, "project": project}
     if query is not None and query.strip():
         found = eng.service.search(bot, query, kind, limit, **scope)
@@ -44,9 +47,10 @@ def list_memories(
 
 
 @router.get("/v1/bots", response_model=BotList)
-def list_bots(eng: Admin) -> dict:
-    """Every bot that has memories."""
-    return {"bots": eng.service.bots()}
+def list_bots(access: Reader) -> dict:
+    """Every bot that has memories (for the proxy key: its own bot)."""
+    bots = access.engine.service.bots()
+    return {"bots": bots if access.bots is None else sorted(access.bots)}
 
 
 @router.post(
@@ -79,9 +83,10 @@ def add_messages(bot: Bot, body: MessageBatch, eng: Admin) -> dict:
 
 @router.get("/v1/bots/{bot}/memories/{memory_id}", response_model=MemoryOut, response_model_exclude_unset=True,
             responses=NOT_FOUND)
-def get_memory(bot: Bot, memory_id: MemoryId, eng: Admin) -> dict:
+def get_memory(bot: Bot, memory_id: MemoryId, access: Reader) -> dict:
     """One memory by id (`12` or `mem:12`)."""
-    return eng.service.get(bot, parse_memory_id(memory_id)).to_json()
+    access.check(bot)
+    return access.engine.service.get(bot, parse_memory_id(memory_id)).to_json()
 
 
 @router.patch("/v1/bots/{bot}/memories/{memory_id}", response_model=MemoryOut, response_model_exclude_unset=True,
@@ -110,10 +115,11 @@ NDJSON = "application/x-ndjson"
 @router.get("/v1/bots/{bot}/export", response_class=StreamingResponse,
             responses={200: {"content": {NDJSON: {"schema": {"type": "string"}}},
                              "description": "One JSON object per line: every record with all its fields"}})
-def export_memories(bot: Bot, eng: Admin, userId: Name = None) -> StreamingResponse:
+def export_memories(bot: Bot, access: Reader, userId: Name = None) -> StreamingResponse:
     """Every record of the bot (or of one user) as NDJSON, oldest first per kind, streamed a page at a
     time. On AWS use the streaming URL for big bots (API Gateway and Lambda buffer up to 6 MB)."""
-    lines = export_lines(eng.service, bot, userId)
+    access.check(bot)
+    lines = export_lines(access.engine.service, bot, userId)
     first = next(lines, None)  # bad names and an unreachable DynamoDB answer as errors, not a cut stream
 
     def stream():
