@@ -88,13 +88,45 @@ def test_anthropic_sdk_plain_and_streaming(stack, upstream):
     assert reply.content[0].text == REPLY
     seen = upstream.chats()[-1]
     assert seen["headers"]["x-api-key"] == UPSTREAM_KEY
-    assert seen["json"]["system"].startswith("<!-- engram:datetime -->") and seen["json"]["system"].endswith("Be brief.")
+    # the caller's system prompt first and untouched (prompt caching), engram's blocks after it
+    assert seen["json"]["system"].startswith("Be brief.\n\n<!-- engram:datetime -->")
     with client.messages.stream(model="fake-model", max_tokens=50, messages=[{"role": "user", "content": "hi"}],
                                 system=[{"type": "text", "text": "Blocks."}]) as stream:
         text = "".join(stream.text_stream)
     assert text == REPLY
     blocks = upstream.chats()[-1]["json"]["system"]
-    assert blocks[0]["text"].startswith("<!-- engram:datetime -->") and blocks[-1] == {"type": "text", "text": "Blocks."}
+    assert blocks[0] == {"type": "text", "text": "Blocks."} and blocks[-1]["text"].startswith("<!-- engram:datetime -->")
+
+
+def test_the_callers_prompt_prefix_is_byte_identical_across_turns(stack, upstream):
+    """Provider prompt caches key on the prompt's leading tokens (Anthropic: system, then messages;
+    OpenAI: messages in order). The caller's system prompt, with its cache_control breakpoint, comes first
+    and byte for byte the same in two turns of one conversation; engram's memory and time blocks follow."""
+    import os
+
+    def common(a: bytes, b: bytes) -> int:
+        return len(os.path.commonprefix([a, b]))
+
+    system = [{"type": "text", "text": "You are a careful assistant. " * 40, "cache_control": {"type": "ephemeral"}}]
+    first_turn = [{"role": "user", "content": "My favourite colour is teal."}]
+    client = an(stack, conversation="conv-cache")
+    client.messages.create(model="fake-model", max_tokens=50, system=system, messages=first_turn)
+    client.messages.create(model="fake-model", max_tokens=50, system=system, messages=[
+        *first_turn, {"role": "assistant", "content": REPLY}, {"role": "user", "content": "What colour do I like?"}])
+    one, two = (r["json"] for r in upstream.chats()[-2:])
+    prompt = lambda body: (json.dumps(body["system"]) + json.dumps(body["messages"])).encode()  # noqa: E731
+    n = len(json.dumps(system[0]).encode())
+    assert one["system"][0] == system[0] == two["system"][0]
+    assert common(prompt(one), prompt(two)) > n  # the whole caller's block, and then some
+
+    openai_system = {"role": "system", "content": "Answer in French. " * 40}
+    client = oa(stack, conversation="conv-cache-oa")
+    client.chat.completions.create(model="m", messages=[openai_system, {"role": "user", "content": "Hi"}])
+    client.chat.completions.create(model="m", messages=[openai_system, {"role": "user", "content": "Hi"},
+                                                        {"role": "assistant", "content": REPLY},
+                                                        {"role": "user", "content": "Again"}])
+    one, two = (json.dumps(r["json"]["messages"]).encode() for r in upstream.chats()[-2:])
+    assert common(one, two) > len(json.dumps(openai_system).encode())
 
 
 def test_memory_commands_never_reach_the_upstream(stack, upstream):

@@ -18,10 +18,12 @@ from engram.service import Memory
 from engram.vectors import Scope
 
 
-def test_datetime_block_has_iso_weekday_and_unix_seconds():
+def test_datetime_block_has_iso_weekday_and_unix_seconds_to_the_minute():
     block = datetime_block(datetime(2026, 8, 30, 4, 5, 6, 789, tzinfo=timezone.utc))
-    assert "- UTC: 2026-08-30T04:05:06Z (Sunday, 30 August 2026)" in block
-    assert "- Unix time: 1788062706 (seconds since 1970-01-01T00:00:00Z)" in block
+    assert "- UTC: 2026-08-30T04:05Z (Sunday, 30 August 2026)" in block
+    assert "- Unix time: 1788062700 (seconds since 1970-01-01T00:00:00Z, to the minute)" in block
+    # the same block all minute long: a provider's prompt cache can reuse it turn after turn
+    assert datetime_block(datetime(2026, 8, 30, 4, 5, 59, tzinfo=timezone.utc)) == block
 
 
 def memory(i, text):
@@ -40,10 +42,15 @@ def test_inject_system_in_both_formats():
     openai_body = {"messages": [{"role": "user", "content": "hi"}]}
     out = wire.inject_system("openai", openai_body, "CLOCK")
     assert out["messages"][0] == {"role": "system", "content": "CLOCK"} and openai_body["messages"][0]["role"] == "user"
+    with_system = {"messages": [{"role": "system", "content": "Be brief."}, {"role": "developer", "content": "Cite."},
+                                {"role": "user", "content": "hi"}]}
+    assert [m["content"] for m in wire.inject_system("openai", with_system, "CLOCK")["messages"]] == \
+        ["Be brief.", "Cite.", "CLOCK", "hi"]  # the caller's prompt first, untouched
     assert wire.inject_system("anthropic", {"messages": []}, "CLOCK")["system"] == "CLOCK"
-    assert wire.inject_system("anthropic", {"system": "Be brief."}, "CLOCK")["system"] == "CLOCK\n\nBe brief."
-    blocks = wire.inject_system("anthropic", {"system": [{"type": "text", "text": "B"}]}, "CLOCK")["system"]
-    assert blocks == [{"type": "text", "text": "CLOCK"}, {"type": "text", "text": "B"}]
+    assert wire.inject_system("anthropic", {"system": "Be brief."}, "CLOCK")["system"] == "Be brief.\n\nCLOCK"
+    cached = [{"type": "text", "text": "B", "cache_control": {"type": "ephemeral"}}]
+    blocks = wire.inject_system("anthropic", {"system": cached}, "CLOCK")["system"]
+    assert blocks == [{"type": "text", "text": "B", "cache_control": {"type": "ephemeral"}}, {"type": "text", "text": "CLOCK"}]
 
 
 def test_user_turns_read_strings_and_blocks():

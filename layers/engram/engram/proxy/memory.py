@@ -35,12 +35,13 @@ class Turn:
 
 
 def datetime_block(now: datetime | None = None) -> str:
-    """The current UTC time, as ISO-8601 with the weekday and as unix seconds."""
-    now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(microsecond=0)
+    """The current UTC time to the minute (the block changes once a minute, not every turn), as
+    ISO-8601 with the weekday and as unix seconds."""
+    now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(second=0, microsecond=0)
     return (
         f"{DATETIME_MARK}\n# Current date and time\n\nThis turn started at:\n\n"
-        f"- UTC: {now.strftime('%Y-%m-%dT%H:%M:%SZ')} ({now.strftime('%A')}, {now.day} {now.strftime('%B %Y')})\n"
-        f"- Unix time: {int(now.timestamp())} (seconds since 1970-01-01T00:00:00Z)"
+        f"- UTC: {now.strftime('%Y-%m-%dT%H:%MZ')} ({now.strftime('%A')}, {now.day} {now.strftime('%B %Y')})\n"
+        f"- Unix time: {int(now.timestamp())} (seconds since 1970-01-01T00:00:00Z, to the minute)"
     )
 
 
