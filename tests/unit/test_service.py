@@ -270,3 +270,14 @@ def test_a_claim_left_by_a_crash_is_taken_over(service):
     assert int(StateItem.get("unique#bot1", key).memory_id) == memory.id
     again, created_again = service.add_fact("bot1", "crash-proof FACT.")
     assert not created_again and again.id == memory.id
+
+
+def test_ties_come_back_in_the_same_order_every_time(service):
+    """Equal scores are ordered by id, newest first, so the same query always gives the same list."""
+    for i in range(12):
+        service.add_fact("ties", f"apple number{i}")  # one shared word, equal length: equal word scores
+    service.indexer.embedder.down = True  # words only: every hit scores the same
+    runs = [[m.id for m in service.search("ties", "apple", limit=5)] for _ in range(5)]
+    assert all(run == runs[0] for run in runs)
+    all_ids = [m.id for m in service.list("ties", limit=20)]
+    assert runs[0] == all_ids[:5]  # newest first among equals

@@ -29,6 +29,7 @@ INGEST_CHUNK = 50
 MAX_CONTEXT_CHARS = 2000
 MAX_MESSAGE_CHARS = 16_000
 FALLBACK_SCAN = 2000
+TIE_SLACK = 10  # extra hits read so ties at the k-th place are settled by id, not by the engine
 _NAME = re.compile(NAME_PATTERN)
 
 
@@ -441,7 +442,10 @@ class MemoryService:
                 dense = (self.dense_name, vectors[0])
         try:
             with timed("vector-query"):
-                hits = self.index.search(scope, words, dense, k, self.fusion)
+                hits = self.index.search(scope, words, dense, k + TIE_SLACK, self.fusion)
+            # Equal fused scores come back in any order: break ties by id (newest first), so the same
+            # question gets the same answer, then cut to k
+            hits = sorted(hits, key=lambda h: (-h.score, -h.id))[:k]
         except IndexUnavailable as exc:
             self.indexer.last_error = exc.message
             log.warning("index unavailable, searching records by words: %s", exc.message)
