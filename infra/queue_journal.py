@@ -83,6 +83,7 @@ class JournaledSqs:
         self._client = client
         self.journal = journal
         self._handles: dict[str, str] = {}  # receipt handle -> message id, for deletes
+        self._latest: dict[str, str] = {}  # message id -> its newest receipt handle (older ones are void)
         self._lock = threading.Lock()
 
     def __getattr__(self, name):
@@ -105,7 +106,10 @@ class JournaledSqs:
         messages = response.get("Messages", [])
         if messages:
             with self._lock:
-                self._handles.update({m["ReceiptHandle"]: m["MessageId"] for m in messages})
+                for m in messages:  # a message received again (a retry) voids its earlier handle
+                    self._handles.pop(self._latest.get(m["MessageId"], ""), None)
+                    self._handles[m["ReceiptHandle"]] = m["MessageId"]
+                    self._latest[m["MessageId"]] = m["ReceiptHandle"]
             self.journal.received([m["MessageId"] for m in messages])
         return response
 
@@ -123,6 +127,8 @@ class JournaledSqs:
     def _forget(self, handles: list[str]) -> None:
         with self._lock:
             ids = [self._handles.pop(h) for h in handles if h in self._handles]
+            for message_id in ids:
+                self._latest.pop(message_id, None)
         self.journal.remove(ids)
 
     def replay(self, queue_urls: dict[str, str]) -> int:

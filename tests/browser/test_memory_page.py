@@ -13,7 +13,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from tests.integration.test_crash_recovery import KEY, PROXY_KEY, Stack
+from tests.local_process import KEY, PROXY_KEY, Stack
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -4,12 +4,7 @@ lost: records, and every kind of queued job (a dependency held by a gate keeps e
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -17,68 +12,24 @@ from nacl.signing import SigningKey
 
 from tests.fake_discord import ALICE, APP_ID, TOKEN, FakeDiscord
 from tests.fake_upstream import FakeUpstream
-from tests.integration.test_local_stack_process import free_port
+from tests.local_process import PROXY_KEY, Stack
 from tests.support import wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
-KEY, PROXY_KEY = "crash-admin-key", "crash-proxy-key"
 SIGNER = SigningKey.generate()
 
 
-class Stack:
-    """The local stack as a process, with the environment a user would set."""
+@pytest.fixture
+def launch(tmp_path):
+    """Start `make run` on this test's data dir with an environment; every stack started is stopped."""
+    started: list[Stack] = []
 
-    def __init__(self, data_dir: Path, env: dict[str, str]):
-        self.data_dir, self.port = data_dir, free_port()
-        self.env = {**os.environ, "ENGRAM_DATA_DIR": str(data_dir), "ENGRAM_PORT": str(self.port),
-                    "ENGRAM_API_KEY": KEY, "ENGRAM_PROXY_KEY": PROXY_KEY,
-                    "ENGRAM_DYNAMODB_PORT": "0", "ENGRAM_SQS_PORT": "0", **env}
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.api = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
-        self.proc: subprocess.Popen | None = None
-        self.output = ""
+    def start(env: dict[str, str]) -> Stack:
+        started.append(Stack(tmp_path, env).start())
+        return started[-1]
 
-    def start(self) -> "Stack":
-        log = open(self.data_dir / f"stack-{time.monotonic_ns()}.log", "w+")
-        self.proc = subprocess.Popen([sys.executable, "-m", "infra.local_stack"], cwd=ROOT, env=self.env,
-                                     stdout=log, stderr=subprocess.STDOUT, text=True)
-        self._log = log
-        ok = wait_until(lambda: self._answers() or self.proc.poll() is not None, timeout_s=90, every_s=0.1)
-        assert ok and self.proc.poll() is None, self.read_log()
-        return self
-
-    def _answers(self) -> bool:
-        try:
-            return self.api.get("/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def read_log(self) -> str:
-        self._log.flush()
-        self._log.seek(0)
-        return self._log.read()
-
-    def kill(self) -> None:
-        """kill -9: no signal handler, no cleanup."""
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-        self.output += self.read_log()
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        self.api.close()
-
-    def replayed(self) -> int:
-        """How many queued jobs the last start found in the journal and queued again."""
-        for line in reversed(self.read_log().splitlines()):
-            if "queued jobs from before the last stop" in line:
-                return int(line.split(" queued jobs")[0].rsplit(" ", 1)[-1])
-        return 0
+    yield start
+    for stack in started:
+        stack.stop()
 
 
 @pytest.fixture
@@ -130,142 +81,121 @@ def crash_while_held(stack: Stack, fake, what: str) -> None:
     fake.gate.release()
 
 
-def test_acknowledged_writes_survive_kill_9_and_leave_no_orphans(tmp_path, fakes):
+def test_acknowledged_writes_survive_kill_9_and_leave_no_orphans(launch, fakes):
     """A batch of 100 chat messages, kill -9 right after its 200: all 100 are there after the restart,
     once each; the client's retry stores nothing twice; the index has a point for each and no other."""
-    stack = Stack(tmp_path, environment(*fakes)).start()
-    try:
-        batch = [{"id": f"m{i}", "text": f"message number {i} about the harbour", "userId": "u1",
-                  "threadId": "t1", "createdAt": f"2026-11-01T10:{i // 60:02d}:{i % 60:02d}Z"} for i in range(100)]
-        assert stack.api.post("/v1/bots/crash/messages", json={"messages": batch}).status_code in (200, 201)
-        stack.kill()
-        stack.start()
-        listed = stack.api.get("/v1/bots/crash/memories", params={"kind": "message", "limit": 500}).json()["memories"]
-        assert sorted(m["sourceMessageId"] for m in listed) == sorted(f"m{i}" for i in range(100))
-        retry = stack.api.post("/v1/bots/crash/messages", json={"messages": batch}).json()
-        assert retry["created"] == 0
-        assert wait_until(lambda: stack.api.get("/v1/index").json()["last"] is not None)
-        hits = stack.api.get("/v1/bots/crash/memories", params={"kind": "message", "query": "harbour", "limit": 500}).json()
-        ids = [m["id"] for m in hits["memories"]]
-        assert len(ids) == len(set(ids)) == 100
-    finally:
-        stack.stop()
+    stack = launch(environment(*fakes))
+    batch = [{"id": f"m{i}", "text": f"message number {i} about the harbour", "userId": "u1",
+              "threadId": "t1", "createdAt": f"2026-11-01T10:{i // 60:02d}:{i % 60:02d}Z"} for i in range(100)]
+    assert stack.api.post("/v1/bots/crash/messages", json={"messages": batch}).status_code in (200, 201)
+    stack.kill()
+    stack.start()
+    listed = stack.api.get("/v1/bots/crash/memories", params={"kind": "message", "limit": 500}).json()["memories"]
+    assert sorted(m["sourceMessageId"] for m in listed) == sorted(f"m{i}" for i in range(100))
+    retry = stack.api.post("/v1/bots/crash/messages", json={"messages": batch}).json()
+    assert retry["created"] == 0
+    assert wait_until(lambda: stack.api.get("/v1/index").json()["last"] is not None)
+    hits = stack.api.get("/v1/bots/crash/memories", params={"kind": "message", "query": "harbour", "limit": 500}).json()
+    ids = [m["id"] for m in hits["memories"]]
+    assert len(ids) == len(set(ids)) == 100
 
 
-def test_an_extraction_in_flight_completes_after_kill_9(tmp_path, fakes):
+def test_an_extraction_in_flight_completes_after_kill_9(launch, fakes):
     discord, upstream, extractor = fakes
-    stack = Stack(tmp_path, environment(*fakes)).start()
-    try:
-        extractor.gate.hold()
-        turn = httpx.post(f"{stack.url}/oa/v1/chat/completions", timeout=30,
-                          headers={"Authorization": f"Bearer {PROXY_KEY}", "x-librechat-user-id": "alice",
-                                   "x-librechat-conversation-id": "conv-1"},
-                          json={"model": "m", "messages": [{"role": "user", "content": "My home town is Porto."}]})
-        assert turn.status_code == 200
-        crash_while_held(stack, extractor, "the extraction")
-        stack.start()
-        assert stack.replayed() >= 1
-        facts = lambda: stack.api.get("/v1/bots/librechat/memories", params={"userId": "alice"}).json()["memories"]  # noqa: E731
-        assert wait_until(lambda: any("Porto" in m["text"] for m in facts()), timeout_s=60)
-    finally:
-        stack.stop()
+    stack = launch(environment(*fakes))
+    extractor.gate.hold()
+    turn = httpx.post(f"{stack.url}/oa/v1/chat/completions", timeout=30,
+                      headers={"Authorization": f"Bearer {PROXY_KEY}", "x-librechat-user-id": "alice",
+                               "x-librechat-conversation-id": "conv-1"},
+                      json={"model": "m", "messages": [{"role": "user", "content": "My home town is Porto."}]})
+    assert turn.status_code == 200
+    crash_while_held(stack, extractor, "the extraction")
+    stack.start()
+    assert stack.replayed() >= 1
+    facts = lambda: stack.api.get("/v1/bots/librechat/memories", params={"userId": "alice"}).json()["memories"]  # noqa: E731
+    assert wait_until(lambda: any("Porto" in m["text"] for m in facts()), timeout_s=60)
 
 
-def test_a_backfill_in_flight_completes_after_kill_9(tmp_path, fakes):
+def test_a_backfill_in_flight_completes_after_kill_9(launch, fakes):
     discord, _, _ = fakes
-    stack = Stack(tmp_path, environment(*fakes)).start()
-    try:
-        discord.gate.hold()
-        assert interact(stack, memory_command("remember", ALICE, "tok-remember")).json()["type"] == 5
-        crash_while_held(stack, discord, "the remember job")
-        stack.start()
-        assert stack.replayed() >= 1
-        expected = discord.expected_for(ALICE, {"c11", "t14", "c21"})
-        assert wait_until(lambda: stored_messages(stack, ALICE) == expected, timeout_s=90)
-        assert any("Backfill complete" in s.get("content", "") for s in discord.sent if s.get("token") == "tok-remember")
-    finally:
-        stack.stop()
+    stack = launch(environment(*fakes))
+    discord.gate.hold()
+    assert interact(stack, memory_command("remember", ALICE, "tok-remember")).json()["type"] == 5
+    crash_while_held(stack, discord, "the remember job")
+    stack.start()
+    assert stack.replayed() >= 1
+    expected = discord.expected_for(ALICE, {"c11", "t14", "c21"})
+    assert wait_until(lambda: stored_messages(stack, ALICE) == expected, timeout_s=90)
+    assert any("Backfill complete" in s.get("content", "") for s in discord.sent if s.get("token") == "tok-remember")
 
 
-def test_a_catch_up_in_flight_completes_after_kill_9(tmp_path, fakes):
+def test_a_catch_up_in_flight_completes_after_kill_9(launch, fakes):
     discord, _, _ = fakes
-    stack = Stack(tmp_path, environment(*fakes)).start()
-    try:
-        interact(stack, memory_command("remember", ALICE, "tok-remember"))
-        expected = discord.expected_for(ALICE, {"c11", "t14", "c21"})
-        assert wait_until(lambda: stored_messages(stack, ALICE) == expected, timeout_s=90)
-        new = discord.add("c21", {"id": ALICE, "username": "alice"}, "A new message after the backfill.")
-        discord.gate.hold()  # the next catch-up (every 2 s here) reads the channels and waits
-        crash_while_held(stack, discord, "the catch-up")
-        stack.start()
-        assert wait_until(lambda: new["id"] in stored_messages(stack, ALICE), timeout_s=60)
-        assert stored_messages(stack, ALICE) == expected | {new["id"]}
-    finally:
-        stack.stop()
+    stack = launch(environment(*fakes))
+    interact(stack, memory_command("remember", ALICE, "tok-remember"))
+    expected = discord.expected_for(ALICE, {"c11", "t14", "c21"})
+    assert wait_until(lambda: stored_messages(stack, ALICE) == expected, timeout_s=90)
+    new = discord.add("c21", {"id": ALICE, "username": "alice"}, "A new message after the backfill.")
+    discord.gate.hold()  # the next catch-up (every 2 s here) reads the channels and waits
+    crash_while_held(stack, discord, "the catch-up")
+    stack.start()
+    assert wait_until(lambda: new["id"] in stored_messages(stack, ALICE), timeout_s=60)
+    assert stored_messages(stack, ALICE) == expected | {new["id"]}
 
 
-def test_a_reembed_in_flight_completes_after_kill_9(tmp_path, fakes):
+def test_a_reembed_in_flight_completes_after_kill_9(launch, fakes):
     discord, _, _ = fakes
-    stack = Stack(tmp_path, environment(*fakes)).start()
-    try:
-        for i in range(30):
-            assert stack.api.post("/v1/bots/re/memories", json={"text": f"fact {i}: the tide comes in at {i} o'clock"}).status_code == 201
-        discord.gate.hold(after=1)  # the settings check's test embed goes through, the re-embed waits
-        changed = stack.api.patch("/v1/settings", json={"embedder": "remote", "embeddingProvider": "ollama",
-                                                        "embeddingModel": "hash-b"})
-        assert changed.status_code == 200, changed.text
-        crash_while_held(stack, discord, "the re-embed")
-        stack.start()
-        assert stack.replayed() >= 1
+    stack = launch(environment(*fakes))
+    for i in range(30):
+        assert stack.api.post("/v1/bots/re/memories", json={"text": f"fact {i}: the tide comes in at {i} o'clock"}).status_code == 201
+    discord.gate.hold(after=1)  # the settings check's test embed goes through, the re-embed waits
+    changed = stack.api.patch("/v1/settings", json={"embedder": "remote", "embeddingProvider": "ollama",
+                                                    "embeddingModel": "hash-b"})
+    assert changed.status_code == 200, changed.text
+    crash_while_held(stack, discord, "the re-embed")
+    stack.start()
+    assert stack.replayed() >= 1
 
-        def done():
-            p = stack.api.get("/v1/settings/embedding").json()
-            return p["model"] == "hash-b" and p["memoriesWithVectors"] == p["memories"] == 30
+    def done():
+        p = stack.api.get("/v1/settings/embedding").json()
+        return p["model"] == "hash-b" and p["memoriesWithVectors"] == p["memories"] == 30
 
-        assert wait_until(done, timeout_s=60), stack.api.get("/v1/settings/embedding").json()
-    finally:
-        stack.stop()
+    assert wait_until(done, timeout_s=60), stack.api.get("/v1/settings/embedding").json()
 
 
-def test_an_index_rebuild_in_flight_completes_after_kill_9(tmp_path, fakes):
+def test_an_index_rebuild_in_flight_completes_after_kill_9(launch, fakes):
     discord, _, _ = fakes
-    stack = Stack(tmp_path, environment(*fakes)).start()
-    try:
-        for i in range(10):
-            stack.api.post("/v1/bots/rb/memories", json={"text": f"the lighthouse keeper's note number {i}"})
-        discord.gate.hold()  # the rebuild embeds every record again
-        assert stack.api.post("/v1/index/rebuild", params={"bot": "rb"}).status_code == 202
-        crash_while_held(stack, discord, "the rebuild")
-        stack.start()
-        assert stack.replayed() >= 1
-        assert wait_until(lambda: stack.api.get("/v1/index").json()["last"] == "rebuilding", timeout_s=60)
-        status = stack.api.get("/v1/index").json()
-        assert status["records"] == 10 and status["error"] is None
-    finally:
-        stack.stop()
+    stack = launch(environment(*fakes))
+    for i in range(10):
+        stack.api.post("/v1/bots/rb/memories", json={"text": f"the lighthouse keeper's note number {i}"})
+    discord.gate.hold()  # the rebuild embeds every record again
+    assert stack.api.post("/v1/index/rebuild", params={"bot": "rb"}).status_code == 202
+    crash_while_held(stack, discord, "the rebuild")
+    stack.start()
+    assert stack.replayed() >= 1
+    assert wait_until(lambda: stack.api.get("/v1/index").json()["last"] == "rebuilding", timeout_s=60)
+    status = stack.api.get("/v1/index").json()
+    assert status["records"] == 10 and status["error"] is None
 
 
-def test_a_write_never_waits_for_the_cold_local_model_and_its_vector_survives_kill_9(tmp_path, fakes):
+def test_a_write_never_waits_for_the_cold_local_model_and_its_vector_survives_kill_9(launch, fakes):
     """The shipped local model: a write right after start answers without it, and the index job that
     waits for the model is run again after a kill -9 during the load."""
     env = {k: v for k, v in environment(*fakes).items() if not k.startswith("ENGRAM_EMBEDD")}
-    stack = Stack(tmp_path, {**env, "ENGRAM_EMBEDDER": "local"}).start()
-    try:
-        started = time.perf_counter()
-        added = stack.api.post("/v1/bots/cold/memories", json={"text": "Lena plays the oboe in an orchestra."})
-        took = time.perf_counter() - started
-        assert added.status_code == 201 and took < 3.0  # the model takes 3.5 s idle, over 5 s busy
-        warm = stack.api.get("/healthz").json()["embedderWarm"]
-        stack.kill()
-        stack.start()
-        if not warm:
-            assert stack.replayed() >= 1  # the index job was waiting for the model when the stack died
+    stack = launch({**env, "ENGRAM_EMBEDDER": "local"})
+    started = time.perf_counter()
+    added = stack.api.post("/v1/bots/cold/memories", json={"text": "Lena plays the oboe in an orchestra."})
+    took = time.perf_counter() - started
+    assert added.status_code == 201 and took < 3.0  # the model takes 3.5 s idle, over 5 s busy
+    warm = stack.api.get("/healthz").json()["embedderWarm"]
+    stack.kill()
+    stack.start()
+    if not warm:
+        assert stack.replayed() >= 1  # the index job was waiting for the model when the stack died
 
-        def by_meaning():
-            hits = stack.api.get("/v1/bots/cold/memories", params={"query": "musical instrument", "limit": 1}).json()
-            return hits["memories"] and hits["memories"][0]["id"] == added.json()["id"]
+    def by_meaning():
+        hits = stack.api.get("/v1/bots/cold/memories", params={"query": "musical instrument", "limit": 1}).json()
+        return hits["memories"] and hits["memories"][0]["id"] == added.json()["id"]
 
-        assert wait_until(by_meaning, timeout_s=60)
-        assert stack.api.get("/healthz").json()["embedderWarm"] is True
-    finally:
-        stack.stop()
+    assert wait_until(by_meaning, timeout_s=60)
+    assert stack.api.get("/healthz").json()["embedderWarm"] is True

@@ -8,7 +8,7 @@ import pytest
 
 from infra.local_stack import LocalStack
 from tests.integration.conftest import KEY
-from tests.integration.test_crash_recovery import KEY as CRASH_KEY, Stack
+from tests.local_process import KEY as CRASH_KEY, Stack
 from tests.support import wait_until
 
 FACTS = [

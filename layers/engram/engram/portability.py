@@ -46,7 +46,7 @@ def export_lines(service: MemoryService, bot: str, user: str | None = None) -> I
         return
     for kind in KINDS:
         after = None
-        while page := records.oldest_first(bot, kind, after, PAGE):
+        while page := records.page(bot, kind, after, PAGE, oldest_first=True):
             for r in page:
                 yield json.dumps(export_line(r), ensure_ascii=False) + "\n"
             after = int(page[-1].id)

@@ -161,17 +161,14 @@ class RecordStore:
         """Every bot that has records (what register_bot wrote), for jobs that walk every bot."""
         return self._guard(lambda: sorted(i.sk for i in StateItem.query("bots")))
 
-    def page(self, bot: str, kind: str, before_id: int | None, limit: int) -> list[MemoryRecord]:
-        """Up to `limit` records of a kind with ids below `before_id` (all when None), newest first."""
-        condition = MemoryRecord.id < before_id if before_id else None
+    def page(self, bot: str, kind: str, cursor: int | None, limit: int, oldest_first: bool = False) -> list[MemoryRecord]:
+        """Up to `limit` records of a kind past `cursor` (all when None): newest first with ids below it,
+        or with `oldest_first` ids above it."""
+        condition = None
+        if cursor:
+            condition = MemoryRecord.id > cursor if oldest_first else MemoryRecord.id < cursor
         return self._guard(lambda: list(MemoryRecord.by_kind.query(
-            f"{bot}#{kind}", range_key_condition=condition, scan_index_forward=False, limit=limit))[:limit])
-
-    def oldest_first(self, bot: str, kind: str, after_id: int | None, limit: int) -> list[MemoryRecord]:
-        """Up to `limit` records of a kind with ids above `after_id` (all when None), oldest first."""
-        condition = MemoryRecord.id > after_id if after_id else None
-        return self._guard(lambda: list(MemoryRecord.by_kind.query(
-            f"{bot}#{kind}", range_key_condition=condition, scan_index_forward=True, limit=limit))[:limit])
+            f"{bot}#{kind}", range_key_condition=condition, scan_index_forward=oldest_first, limit=limit))[:limit])
 
     def user_ids_oldest_first(self, bot: str, user: str, after_id: int | None, limit: int) -> list[int]:
         """Up to `limit` ids of a user's records above `after_id`, oldest first (the user index)."""
