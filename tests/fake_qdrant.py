@@ -130,8 +130,15 @@ class FakeQdrant(ServedApp):
             body = m.QueryRequest.model_validate(await request.json())
             found = run(lambda: engine.query_points(c, query=body.query, using=body.using, prefetch=body.prefetch,
                                                     query_filter=body.filter, limit=body.limit,
-                                                    with_payload=body.with_payload))
+                                                    with_payload=body.with_payload,
+                                                    with_vectors=body.with_vector or False))
             return _ok(found.model_dump(mode="json"))
+
+        @app.post("/collections/{c}/points/query/batch")
+        async def query_batch(c: str, request: Request):
+            body = m.QueryRequestBatch.model_validate(await request.json())
+            found = run(lambda: engine.query_batch_points(c, requests=body.searches))
+            return _ok([f.model_dump(mode="json") for f in found])
 
     def stop(self) -> None:
         super().stop()

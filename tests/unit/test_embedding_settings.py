@@ -72,7 +72,9 @@ def test_bad_changes_answer_400_and_change_nothing(engine, fake):
 
 def test_switching_models_reembeds_in_the_background_and_drops_the_old_vectors(engine, fake, aws):
     service = engine.service
-    facts = [service.add_fact("b1", t)[0] for t in ("The owner drinks green tea.", "The owner's car is red.", "The cat is called Miso.")]
+    # three owners: a fact saved right after another by the same author carries it as context
+    facts = [service.add_fact("b1", t, user=f"owner{i}")[0]
+             for i, t in enumerate(("The owner drinks green tea.", "The owner's car is red.", "The cat is called Miso."))]
     service.add_fact("b2", "Another bot's fact about tea.")
     old = service.dense_name
     assert engine.embedding.progress()["memoriesWithVectors"] == 4

@@ -1,5 +1,7 @@
 """The memory service's rules, run against both index implementations (edge and qdrant-client)."""
 
+import json
+
 import pytest
 
 from engram.errors import InvalidInput, NotFound, Unavailable
@@ -185,6 +187,29 @@ def test_forget_leaves_nothing_behind_in_either_store(service, aws):
     assert service.forget("bot1", "alice") == {"facts": 0, "messages": 0, "vectors": 0}
 
 
+def test_forget_leaves_no_text_of_the_user_as_anyone_s_context(service, aws):
+    from engram.service import ChatMessage
+
+    service.add_fact("bot1", "Alice keeps bees on the roof.", user="alice", project="p1")
+    service.add_messages("bot1", [ChatMessage(source_id="m1", text="Alice's secret is the blue door.", user="alice", thread="t1")])
+    service.add_messages("bot1", [ChatMessage(source_id="m2", text="Bob says hello.", user="bob", thread="t2")])
+    service.forget("bot1", "alice")
+    state = json.dumps(aws["dynamodb"].scan(TableName="t-state")["Items"])
+    assert "bees" not in state and "blue door" not in state and "Bob says hello." in state
+
+
+def test_a_fact_carries_its_author_s_previous_fact_as_context_when_recent(service):
+    first, _ = service.add_fact("bot1", "Caroline: I went to a support group yesterday.", user="caroline")
+    second, _ = service.add_fact("bot1", "Caroline: It was really powerful.", user="caroline")
+    other, _ = service.add_fact("bot1", "Melanie: That sounds great.", user="melanie")
+    later, _ = service.add_fact("bot1", "Caroline: Painting now.", user="caroline",
+                                created_at=second.created_at + 31 * 60_000)
+    contexts = {m.id: service.records.get("bot1", m.id).context for m in (first, second, other, later)}
+    assert contexts == {first.id: None, second.id: first.text, other.id: None, later.id: None}
+    # the context is part of what the index knows: "support group" finds the reply that follows it too
+    assert second.id in [m.id for m in service.search("bot1", "support group", limit=3)]
+
+
 def test_forget_with_index_down_deletes_nothing(service, engine):
     service.add_fact("bot1", "Alice likes chess.", user="alice")
     engine.service.index.down = True
@@ -281,3 +306,31 @@ def test_ties_come_back_in_the_same_order_every_time(service):
     assert all(run == runs[0] for run in runs)
     all_ids = [m.id for m in service.list("ties", limit=20)]
     assert runs[0] == all_ids[:5]  # newest first among equals
+
+
+def test_two_builds_of_one_index_answer_in_one_order(tmp_path):
+    """Ties on the word side are settled by the meaning side, then by id, in engram: the order points
+    were written in (which the engine's own tie order follows) changes nothing."""
+    from engram.vectors import Fusion, IndexPoint
+    from engram.vectors.edge import EdgeIndex
+    from engram.words import WordVectorizer
+
+    words = WordVectorizer()
+    points = [IndexPoint(i, {"bot": "b", "kind": "fact", "text": f"apple {i}"}, words.document(f"apple pie {i % 3}"),
+                         {"d": [1.0, (i % 4) / 4, 0.5]}) for i in range(1, 40)]
+    answers = []
+    for name, order in (("forward", points), ("backward", points[::-1])):
+        index = EdgeIndex(tmp_path / name)
+        index.ensure_dense("d", 3)
+        for p in order:
+            index.upsert([p])
+        scope = Scope(bot="b")
+        answers.append([
+            [h.id for h in index.search(scope, words.query("apple pie"), dense, 12, Fusion(k=2, words_weight=1.5))]
+            for dense in (None, ("d", [1.0, 0.2, 0.5]))
+        ])
+        index.close()
+    assert answers[0] == answers[1]
+    words_only, hybrid = answers[0]
+    assert words_only == sorted(words_only, reverse=True)  # all equal on words: newest first
+    assert hybrid != words_only  # the meaning side broke the word-side ties

@@ -17,6 +17,7 @@ from .errors import EmbedderUnavailable, IndexUnavailable, Unavailable
 from .jobs import IndexJob, JobQueue
 from .observability import timed
 from .records import KINDS, MemoryRecord, RecordStore, now_ms
+from .retrieval import DEFAULT, Retrieval, date_words
 from .vectors import IndexPoint, Scope, VectorIndex
 from .words import WordVectorizer
 
@@ -25,9 +26,6 @@ PAGE = 200
 # Re-embedding embeds the next chunk while the previous one's vectors are stored (DynamoDB and Qdrant
 # wait on I/O while torch computes): 60 % -> 80 %+ of the embedder's own throughput here.
 PIPELINE_CHUNK = 250
-# How much a chat message's predecessor in its thread counts in its dense vector (measured on LoCoMo:
-# +0.07 R@10 over no context; anything from 0.3 to 0.5 gives the same within 0.01).
-CONTEXT_DENSE_WEIGHT = 0.5
 
 
 def _mix(own: list[float], context: list[float], weight: float) -> list[float]:
@@ -57,8 +55,10 @@ class Indexer:
     finishes it) whenever the index, or the embedder, cannot be had right now."""
 
     def __init__(self, records: RecordStore, index: VectorIndex, embedder: Embedder | NoEmbedder,
-                 queue: JobQueue, words: WordVectorizer, message_vector_chars: int = 8000):
+                 queue: JobQueue, words: WordVectorizer, message_vector_chars: int = 8000,
+                 retrieval: Retrieval = DEFAULT):
         self.records = records
+        self.retrieval = retrieval
         self.index = index
         self.embedder = embedder
         self.queue = queue
@@ -121,7 +121,7 @@ class Indexer:
             self.dense_ready.add(self.dense_name)
         by_text = dict(zip(texts, vectors))
         return {
-            memory_id: _mix(by_text[text], by_text[context[memory_id]], CONTEXT_DENSE_WEIGHT)
+            memory_id: _mix(by_text[text], by_text[context[memory_id]], self.retrieval.dense_context)
             if memory_id in context
             else by_text[text]
             for memory_id, text in own.items()
@@ -149,7 +149,9 @@ class Indexer:
             IndexPoint(
                 id=int(r.id),
                 payload=payload(r),
-                words=self.words.document(r.text, context=r.context),
+                words=self.words.document(
+                    r.text, context=r.context, date=date_words(int(r.created_at)) if self.retrieval.date_terms else None,
+                ),
                 dense={name: dense_by_id[int(r.id)]} if int(r.id) in dense_by_id else {},
             )
             for r in records

@@ -198,14 +198,27 @@ class RecordStore:
         pk = f"thread#{bot}"
         return self._guard(lambda: {i.sk: i.data for i in StateItem.batch_get([(pk, t) for t in dict.fromkeys(threads)])})
 
-    def advance_thread_tail(self, bot: str, thread: str, at: int, text: str) -> None:
+    def advance_thread_tail(self, bot: str, thread: str, at: int, text: str, user: str | None = None) -> None:
         """Remember a thread's newest message, unless a newer one is already remembered."""
-        item = StateItem(f"thread#{bot}", thread, value=at, data={"text": text, "at": at})
+        item = StateItem(f"thread#{bot}", thread, value=at, data={"text": text, "at": at, "user": user})
         try:
             self._guard(lambda: item.save(condition=StateItem.value.does_not_exist() | (StateItem.value <= at)))
         except Unavailable as exc:
             if not _conditional(exc):
                 raise
+
+    def drop_thread_tails(self, bot: str, threads: list[str], user: str) -> None:
+        """Forget the remembered newest text of these threads where that user wrote it."""
+        pk = f"thread#{bot}"
+        mine = [t for t, d in self.thread_tails(bot, threads).items() if (d or {}).get("user") == user]
+
+        def run():
+            with StateItem.batch_write() as batch:
+                for thread in mine:
+                    batch.delete(StateItem(pk, thread))
+
+        if mine:
+            self._guard(run)
 
     # ----- unique keys ---------------------------------------------------------------------------
     # A claim (StateTable item) says which memory holds a unique key: a fact's folded text in its scope,

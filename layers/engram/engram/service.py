@@ -16,7 +16,8 @@ from .jobs import IndexJob, JobQueue
 from .observability import timed
 from .records import KINDS, Duplicate, MemoryRecord, RecordStore, now_ms
 from .text import NAME_PATTERN, check_json, check_text, clean_fact, fold_digest, format_memory_id
-from .vectors import Fusion, Hit, Scope, VectorIndex
+from .retrieval import DEFAULT, Retrieval, feedback_query, feedback_vector
+from .vectors import Hit, Scope, VectorIndex
 from .words import WordVectorizer
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,6 @@ INGEST_CHUNK = 50
 MAX_CONTEXT_CHARS = 2000
 MAX_MESSAGE_CHARS = 16_000
 FALLBACK_SCAN = 2000
-TIE_SLACK = 10  # extra hits read so ties at the k-th place are settled by id, not by the engine
 _NAME = re.compile(NAME_PATTERN)
 
 
@@ -152,9 +152,12 @@ class Memory:
         return out
 
 
-# Weighted RRF with a small k (top ranks dominate) and words counted twice: on LoCoMo R@10 0.725
-# against 0.586 for equal-weight RRF with k=60, which loses to words alone.
-HYBRID = Fusion(k=2, words_weight=2.0, dense_weight=1.0, candidates=50)
+FEEDBACK_MIN_HITS = 10  # pseudo-relevance feedback only when the first search found at least this many
+
+
+def fact_tail(server: str | None, project: str | None, user: str | None) -> str:
+    """Where the newest fact of a scope is remembered ('#' never appears in a thread id)."""
+    return f"fact#{server or ''}#{project or ''}#{user or ''}"
 
 
 class MemoryService:
@@ -166,16 +169,16 @@ class MemoryService:
         index: VectorIndex,
         embedder: Embedder | NoEmbedder,
         queue: JobQueue,
-        words: WordVectorizer | None = None,
-        fusion: Fusion | None = None,
+        retrieval: Retrieval = DEFAULT,
         message_vector_chars: int = 8000,
     ):
         self.records = records
         self.index = index
         self.queue = queue
-        self.words = words or WordVectorizer()
-        self.fusion = fusion or HYBRID
-        self.indexer = Indexer(records, index, embedder, queue, self.words, message_vector_chars)
+        self.retrieval = retrieval
+        self.words = WordVectorizer(retrieval.k1, retrieval.b, context_weight=retrieval.words_context,
+                                    date_weight=retrieval.date_terms)
+        self.indexer = Indexer(records, index, embedder, queue, self.words, message_vector_chars, retrieval)
 
     # The embedder and its state belong to the indexer; these read through for the front doors.
     @property
@@ -222,15 +225,19 @@ class MemoryService:
         stamp = now_ms()
         created, updated = created_at or stamp, updated_at or created_at or stamp
         self.records.register_bot(bot)
+        tail = fact_tail(server, project, user)
+        context = self._fact_context(bot, tail, created)
         record = MemoryRecord(
             bot=bot, id=self.records.next_id(), kind="fact", text=text, server=server, project=project,
-            user=user, saved_by=saved_by, unique_key=key, created_at=created, updated_at=updated,
+            user=user, saved_by=saved_by, unique_key=key, created_at=created, updated_at=updated, context=context,
             bot_user=f"{bot}#{user}" if user else None, bot_kind=f"{bot}#fact", pending_bot=bot,
         )
         try:
             self.records.create(record)
         except Duplicate as dup:  # someone added the same text a moment ago
             return self._wait_for(bot, dup.memory_id), False
+        if self.retrieval.fact_context_minutes:
+            self.records.advance_thread_tail(bot, tail, created, text[:MAX_CONTEXT_CHARS], user)
         self._index(bot, [record], defer_vectors)
         return Memory.from_record(record), True
 
@@ -325,13 +332,23 @@ class MemoryService:
                 tails[m.thread] = m.text
         return contexts
 
+    def _fact_context(self, bot: str, tail: str, created: int) -> str | None:
+        """A fact's context: the fact its author saved just before in the same scope, if recent."""
+        window_ms = self.retrieval.fact_context_minutes * 60_000
+        if not window_ms:
+            return None
+        previous = self.records.thread_tails(bot, [tail]).get(tail)
+        if not previous or not previous.get("text") or abs(created - int(previous.get("at", 0))) > window_ms:
+            return None
+        return str(previous["text"])[:MAX_CONTEXT_CHARS]
+
     def _advance_threads(self, bot: str, written: list[MemoryRecord]) -> None:
         newest: dict[str, MemoryRecord] = {}
         for r in written:
             if r.thread and r.text.strip() and (r.thread not in newest or r.created_at >= newest[r.thread].created_at):
                 newest[r.thread] = r
         for thread, r in newest.items():
-            self.records.advance_thread_tail(bot, thread, int(r.created_at), r.text[:MAX_CONTEXT_CHARS])
+            self.records.advance_thread_tail(bot, thread, int(r.created_at), r.text[:MAX_CONTEXT_CHARS], r.user)
 
     def _wait_for(self, bot: str, memory_id: int, timeout_s: float = 3.0) -> Memory:
         """A memory another request is writing right now: wait briefly for it to land."""
@@ -403,6 +420,10 @@ class MemoryService:
         records = list(found.values())
         vectors = self.index.delete_scope(Scope(bot=bot, user=user))
         self.records.delete(records)
+        # The newest text of a thread (or of a run of facts) is kept as the next memory's context: the
+        # user's goes with them
+        tails = {r.thread for r in records if r.thread} | {fact_tail(r.server, r.project, user) for r in records if r.kind == "fact"}
+        self.records.drop_thread_tails(bot, sorted(tails), user)
         facts = sum(1 for r in records if r.kind == "fact")
         return {"facts": facts, "messages": len(records) - facts, "vectors": vectors}
 
@@ -440,12 +461,20 @@ class MemoryService:
             vectors = self.indexer.embed([query])
             if vectors:
                 dense = (self.dense_name, vectors[0])
+        fusion = self.retrieval.fusion(len(words.indices))
         try:
             with timed("vector-query"):
-                hits = self.index.search(scope, words, dense, k + TIE_SLACK, self.fusion)
-            # Equal fused scores come back in any order: break ties by id (newest first), so the same
-            # question gets the same answer, then cut to k
-            hits = sorted(hits, key=lambda h: (-h.score, -h.id))[:k]
+                settings = self.retrieval
+                moving = bool(settings.feedback_docs and settings.feedback_dense and dense)
+                hits = self.index.search(scope, words, dense, max(k, FEEDBACK_MIN_HITS), fusion, with_vector=moving)
+                # Feedback needs a crowd: in a handful of memories the top three are most of the scope
+                if settings.feedback_docs and len(hits) >= FEEDBACK_MIN_HITS:
+                    # Pseudo-relevance feedback: what the best hits agree on, asked again (no new embed)
+                    more_words = feedback_query(words, hits, settings) if words.indices else None
+                    more_dense = feedback_vector(dense, hits, settings)
+                    if more_words is not None or more_dense is not None:
+                        hits = self.index.search(scope, more_words or words, more_dense or dense, k, fusion)
+            hits = hits[:k]  # the index ranks equal scores by id: the same question, the same answer
         except IndexUnavailable as exc:
             self.indexer.last_error = exc.message
             log.warning("index unavailable, searching records by words: %s", exc.message)
@@ -460,7 +489,7 @@ class MemoryService:
         vectors = self.indexer.embed([text])
         if not vectors:
             return None
-        hits = self.index.search(scope, None, (name, vectors[0]), 1, self.fusion)
+        hits = self.index.search(scope, None, (name, vectors[0]), 1, self.retrieval.fusion(0))
         return (Memory.from_hit(hits[0]), hits[0].score) if hits else None
 
     def _words_fallback(self, scope: Scope, query: str, k: int) -> list[Memory]:

@@ -9,6 +9,9 @@ from ..config import Settings
 from ..words import SparseVector
 
 WORDS = "words"
+# Each side is read this many past what fusion needs, so equal scores at the cut are ordered by id
+TIE_MARGIN = 10
+MAX_TIE_READ = 10_000
 SCOPE_FIELDS = ("bot", "kind", "server", "project", "user")
 
 
@@ -44,6 +47,7 @@ class Hit:
     id: int
     score: float
     payload: dict[str, Any]
+    vector: list[float] | None = None  # the dense vector, when asked for
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,52 @@ class Fusion:
     words_weight: float = 1.0
     dense_weight: float = 1.0
     candidates: int = 50
+
+
+def _close(score: float) -> float:
+    # Scores are compared to 5 significant digits: the engine's float sums differ in the last bits
+    # between two builds of the same index, which would otherwise reorder equal matches
+    return float(f"{score:.5g}")
+
+
+def ranked(hits: list[Hit], second: dict[int, float] | None = None) -> list[Hit]:
+    """Best first; equal scores by the other side's score when given (a tie on words is settled by
+    meaning), then by id, newest first: one order for the same question, every time."""
+    second = second or {}
+    return sorted(hits, key=lambda h: (-_close(h.score), -second.get(h.id, float("-inf")), -h.id))
+
+
+def deep_enough(fetch, need: int) -> list[Hit]:
+    """One side's best `need` hits, read past the cut while the score at the cut keeps repeating, so
+    which of many equal hits make the cut is decided by `ranked`, not by where the engine stored them."""
+    size = need + TIE_MARGIN
+    while True:
+        hits = fetch(size)
+        if len(hits) < size or len(hits) < need:
+            return hits
+        order = ranked(hits)
+        if _close(order[-1].score) != _close(order[need - 1].score) or size >= MAX_TIE_READ:
+            return hits
+        size *= 4
+
+
+def fuse(legs: list[tuple[list[Hit], float]], fusion: Fusion, limit: int) -> list[Hit]:
+    """Weighted reciprocal rank fusion of each side's hits (Qdrant's formula: weight / (k + rank), the best
+    at rank 0), done here rather than by the engine so that equal scores on one side are ranked by the
+    other side, then by id, not by where the engine happened to store them."""
+    if len(legs) == 1:
+        return ranked(legs[0][0])[:limit]
+    sides = [{h.id: h.score for h in hits} for hits, _ in legs]
+    scores: dict[int, float] = {}
+    best: dict[int, Hit] = {}
+    depth = max(fusion.candidates, limit)  # as Qdrant's prefetch: a long page reads deeper
+    for n, (hits, weight) in enumerate(legs):
+        for rank, hit in enumerate(ranked(hits, sides[1 - n])[:depth]):
+            scores[hit.id] = scores.get(hit.id, 0.0) + weight / (fusion.k + rank)
+            if hit.id not in best or (hit.vector is not None and best[hit.id].vector is None):
+                best[hit.id] = hit
+    fused = [Hit(i, score, best[i].payload, best[i].vector) for i, score in scores.items()]
+    return ranked(fused)[:limit]
 
 
 class VectorIndex(Protocol):
@@ -87,8 +137,10 @@ class VectorIndex(Protocol):
         dense: tuple[str, list[float]] | None,
         limit: int,
         fusion: Fusion,
+        with_vector: bool = False,
     ) -> list[Hit]:
-        """Best first; the scope filter sits on every prefetch and on the root query."""
+        """Best first; the scope filter sits on every prefetch and on the root query; `with_vector`: each
+        hit carries its dense vector of the model asked with."""
 
     def delete_dense(self, name: str) -> None:
         """Drop a named dense vector from every point (the records are untouched)."""

@@ -10,7 +10,7 @@ import qdrant_edge as qe
 
 from ..errors import IndexUnavailable
 from ..words import SparseVector
-from . import WORDS, Fusion, Hit, IndexPoint, Scope
+from . import WORDS, Fusion, Hit, IndexPoint, Scope, deep_enough, fuse
 
 _KEYWORD_FIELDS = ("bot", "kind", "server", "project", "user")
 
@@ -21,6 +21,13 @@ def _filter(scope: Scope) -> qe.Filter:
 
 def _sparse(vector: SparseVector) -> qe.SparseVector:
     return qe.SparseVector(vector.indices, vector.values)
+
+
+def _dense_of(vector, names: list[str] | None) -> list[float] | None:
+    """The one named dense vector a point came back with, if it was asked for and has it."""
+    if not names or not isinstance(vector, dict) or names[0] not in vector:
+        return None
+    return list(vector[names[0]])
 
 
 class EdgeIndex:
@@ -115,28 +122,27 @@ class EdgeIndex:
             flt = qe.Filter(must=[flt, qe.HasVectorCondition(dense)])
         return self._run(lambda s: s.count(qe.CountRequest(exact=True, filter=flt)))
 
-    def search(self, scope, words, dense, limit, fusion: Fusion) -> list[Hit]:
-        """Hybrid when both sides are given, else whichever one is."""
+    def search(self, scope, words, dense, limit, fusion: Fusion, with_vector: bool = False) -> list[Hit]:
+        """Each side's best (words, meaning), fused here (see `fuse`)."""
         flt = _filter(scope)
         legs = []
         if words is not None and words.indices:
-            legs.append((qe.Query.Nearest(_sparse(words), using=WORDS), fusion.words_weight))
+            legs.append((qe.Query.Nearest(_sparse(words), using=WORDS), None, fusion.words_weight))
         if dense is not None:
-            legs.append((qe.Query.Nearest(dense[1], using=dense[0]), fusion.dense_weight))
+            legs.append((qe.Query.Nearest(dense[1], using=dense[0]), [dense[0]] if with_vector else None,
+                         fusion.dense_weight))
         if not legs:
             return []
-        if len(legs) == 1:
-            request = qe.QueryRequest(limit=limit, query=legs[0][0], filter=flt, with_payload=True)
-        else:
-            request = qe.QueryRequest(
-                limit=limit,
-                prefetches=[qe.Prefetch(limit=max(fusion.candidates, limit), query=q, filter=flt) for q, _ in legs],
-                query=qe.Fusion.Rrf(k=fusion.k, weights=[w for _, w in legs]),
-                filter=flt,
-                with_payload=True,
-            )
-        points = self._run(lambda s: s.query(request))
-        return [Hit(int(p.id), float(p.score), dict(p.payload or {})) for p in points]
+        need = max(fusion.candidates, limit) if len(legs) > 1 else limit
+        out = []
+        for query, vectors, weight in legs:
+            def fetch(size, query=query, vectors=vectors):
+                request = qe.QueryRequest(limit=size, query=query, filter=flt, with_payload=True, with_vector=vectors)
+                return [Hit(int(p.id), float(p.score), dict(p.payload or {}), _dense_of(p.vector, vectors))
+                        for p in self._run(lambda s: s.query(request))]
+
+            out.append((deep_enough(fetch, need), weight))
+        return fuse(out, fusion, limit)
 
     def existing(self, ids: list[int]) -> set[int]:
         """Which of these point ids the shard holds."""

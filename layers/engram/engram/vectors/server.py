@@ -14,7 +14,7 @@ import httpx
 
 from ..errors import IndexUnavailable
 from ..words import SparseVector
-from . import SCOPE_FIELDS, WORDS, Fusion, Hit, IndexPoint, Scope
+from . import SCOPE_FIELDS, TIE_MARGIN, WORDS, Fusion, Hit, IndexPoint, Scope, deep_enough, fuse
 
 
 def _filter(scope: Scope) -> dict:
@@ -126,27 +126,39 @@ class QdrantServerIndex:
             flt = {"must": [flt, {"has_vector": dense}]}
         return int(self._call("POST", "/points/count", {"filter": flt, "exact": True})["count"])
 
-    def search(self, scope, words, dense, limit, fusion: Fusion) -> list[Hit]:
-        """Hybrid when both sides are given, else whichever one is; the scope filter on every level."""
+    def search(self, scope, words, dense, limit, fusion: Fusion, with_vector: bool = False) -> list[Hit]:
+        """Each side's best (words, meaning) in one batch request, fused here (see `fuse`)."""
         flt = _filter(scope)
         legs = []
         if words is not None and words.indices:
-            legs.append((_sparse(words), WORDS, fusion.words_weight))
+            legs.append(({"query": _sparse(words), "using": WORDS}, fusion.words_weight))
         if dense is not None:
-            legs.append((list(dense[1]), dense[0], fusion.dense_weight))
+            leg = {"query": list(dense[1]), "using": dense[0]}
+            if with_vector:
+                leg["with_vector"] = [dense[0]]
+            legs.append((leg, fusion.dense_weight))
         if not legs:
             return []
-        if len(legs) == 1:
-            query, using, _ = legs[0]
-            body = {"query": query, "using": using, "filter": flt, "limit": limit, "with_payload": True}
-        else:
-            body = {
-                "prefetch": [{"query": q, "using": u, "filter": flt, "limit": max(fusion.candidates, limit)} for q, u, _ in legs],
-                "query": {"rrf": {"k": fusion.k, "weights": [w for _, _, w in legs]}},
-                "filter": flt, "limit": limit, "with_payload": True,
-            }
-        points = self._call("POST", "/points/query", body)["points"]
-        return [Hit(int(p["id"]), float(p["score"]), dict(p.get("payload") or {})) for p in points]
+        need = max(fusion.candidates, limit) if len(legs) > 1 else limit
+        name = dense[0] if with_vector and dense is not None else None
+
+        def hits_of(result) -> list[Hit]:
+            return [Hit(int(p["id"]), float(p["score"]), dict(p.get("payload") or {}),
+                        (p.get("vector") or {}).get(name) if name and isinstance(p.get("vector"), dict) else None)
+                    for p in result["points"]]
+
+        # Both sides in one round trip; a side whose cut falls inside a run of equal scores reads deeper
+        searches = [{**leg, "filter": flt, "limit": need + TIE_MARGIN, "with_payload": True} for leg, _ in legs]
+        first = [hits_of(r) for r in self._call("POST", "/points/query/batch", {"searches": searches})]
+        out = []
+        for search, hits, (_, weight) in zip(searches, first, legs):
+            def fetch(size, search=search, hits=hits):
+                if size == search["limit"]:
+                    return hits
+                return hits_of(self._call("POST", "/points/query", {**search, "limit": size}))
+
+            out.append((deep_enough(fetch, need), weight))
+        return fuse(out, fusion, limit)
 
     def existing(self, ids: list[int]) -> set[int]:
         """Which of these point ids the collection holds."""
