@@ -352,3 +352,21 @@ def test_keys_are_separated_by_power(stack, upstream):
     assert httpx.get(f"{stack.url}/v1/bots/librechat/memories", headers=admin).status_code == 200
     assert httpx.get(f"{stack.url}/oa/v1/models", headers=admin).status_code == 401
     assert httpx.post(f"{stack.url}/mcp", json={}, headers=admin).status_code == 401
+
+
+@pytest.mark.parametrize("mode", ["relevant", "newest", "both"])
+def test_recall_mode_decides_what_the_model_is_told(stack, upstream, monkeypatch, mode):
+    # MEMORY_RECALL_MODE as the environment sets it, on the running proxy, through the openai SDK
+    monkeypatch.setenv("MEMORY_RECALL_MODE", mode)
+    settings = stack.proxy.settings.model_copy(update={"recall_mode": ProxySettings().recall_mode, "recall_limit": 2})
+    monkeypatch.setattr(stack.proxy, "settings", settings)
+    monkeypatch.setattr(stack.proxy.memory, "settings", settings)
+    user = f"mode-{mode}"
+    c = oa(stack, user=user)
+    for text in ("My dog is called Biscuit.", "I live in Lyon.", "I play the oboe.", "I am allergic to peanuts."):
+        c.chat.completions.create(model="m", messages=[{"role": "user", "content": f"/memory save {text}"}])
+    c.chat.completions.create(model="m", messages=[{"role": "user", "content": "What is my dog's name?"}])
+    told = system_of(upstream.chats()[-1])
+    assert ("Biscuit" in told, "peanuts" in told and "oboe" in told) == {
+        "relevant": (True, False), "newest": (False, True), "both": (True, True)}[mode]
+    assert len(told.split("<!-- engram:memory -->", 1)[1]) <= settings.max_context_chars

@@ -1,6 +1,7 @@
 """The proxy's parts on their own: wire formats, blocks, extraction parsing, scoping, project lookup."""
 
 import json
+import re
 from datetime import datetime, timezone
 
 import httpx
@@ -36,6 +37,39 @@ def test_memory_block_quotes_memories_as_data_within_budget():
     assert json.dumps(evil) in block and "\n<!-- engram:datetime -->\n" not in block.split("\n\n", 2)[-1]
     assert "mem:1" in block and "mem:2" not in block  # the second does not fit
     assert memory_block([], 4000) == ""
+
+
+def test_both_modes_share_one_budget_relevant_first_then_newest_not_repeated():
+    relevant = [memory(1, "r" * 100), memory(2, "s" * 100), memory(3, "t" * 100)]
+    newest = [memory(2, "s" * 100), memory(4, "n" * 100), memory(5, "o" * 100)]
+    block = memory_block(relevant, 1000, newest=newest)
+    assert len(block) <= 1000
+    head, rest = block.split("Most relevant to this turn:\n")
+    shown_relevant, shown_newest = rest.split("\nNewest:\n")
+    # the relevant half of the room holds two; the newest fill the rest, mem:2 not said twice
+    assert "mem:1" in shown_relevant and "mem:2" in shown_relevant and "mem:3" not in block
+    assert "mem:2" not in shown_newest and "mem:4" in shown_newest
+    # nothing relevant: the newest have the whole room, under the plain heading
+    alone = memory_block([], 1000, newest=newest)
+    assert "Newest:" not in alone and all(f"mem:{i}" in alone for i in (2, 4, 5))
+    assert memory_block([], 800, newest=[]) == ""
+
+
+@pytest.mark.parametrize("mode", ["relevant", "newest", "both"])
+def test_recall_modes_from_the_environment(engine, monkeypatch, mode):
+    monkeypatch.setenv("MEMORY_RECALL_MODE", mode)
+    chat = ChatMemory(ProxySettings(MEMORY_RECALL_LIMIT="2"), engine.service, ProjectResolver(None))
+    turn = Turn(f"u-{mode}", "c", None, authorized=True)
+    for text in ("The user's dog is called Biscuit.", "The user lives in Lyon.", "The user plays the oboe.",
+                 "The user is allergic to peanuts."):
+        chat.save(turn, text)
+    block, found = chat.context(turn, "What is my dog's name?")
+    texts = {"dog": "Biscuit" in block, "newest": "peanuts" in block and "oboe" in block}
+    assert texts == {"relevant": {"dog": True, "newest": False}, "newest": {"dog": False, "newest": True},
+                     "both": {"dog": True, "newest": True}}[mode]
+    assert len(block) <= chat.settings.max_context_chars and found == len(set(re.findall(r"mem:\d+", block)))
+    with pytest.raises(ValidationError):
+        ProxySettings(MEMORY_RECALL_MODE="everything")
 
 
 def test_inject_system_in_both_formats():

@@ -19,7 +19,7 @@ from ..errors import EngramError
 from ..jobs import ExtractJob
 from . import wire
 from ..text import scrub
-from .memory import Turn, datetime_block, explicit_fact, is_command, memory_block
+from .memory import Turn, datetime_block, explicit_fact, is_command
 from .runtime import Proxy, get_proxy
 from .telemetry import TurnTrace
 
@@ -172,11 +172,10 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
                 memory_on, _ = await run_in_threadpool(proxy.memory.enabled, turn)
             if memory_on and s.recall_enabled:
                 query = scrub("\n".join(wire.user_turns(body)[-s.query_message_count :]))
-                if query.strip():
-                    with trace.span("recall") as span:
-                        found = await timed(proxy, "recall", lambda: proxy.memory.recall(turn, query))
-                        span.update(metadata={"results": len(found)})
-                    block = memory_block(found, s.max_context_chars)
+                if query.strip() or s.recall_mode != "relevant":
+                    with trace.span("recall", mode=s.recall_mode) as span:
+                        block, found = await timed(proxy, "recall", lambda: proxy.memory.context(turn, query))
+                        span.update(metadata={"results": found})
                     if block:
                         blocks.append(block)
         except EngramError as exc:  # memory failing never fails the turn

@@ -69,6 +69,7 @@ class ProxySettings(BaseSettings):
     recall_enabled: bool = Field(True, validation_alias="MEMORY_RECALL_ENABLED")
     write_mode: Literal["llm", "explicit", "off"] = Field("llm", validation_alias="MEMORY_WRITE_MODE")
     recall_limit: int = Field(6, ge=1, le=50, validation_alias="MEMORY_RECALL_LIMIT")
+    recall_mode: Literal["relevant", "newest", "both"] = Field("relevant", validation_alias="MEMORY_RECALL_MODE")
     max_context_chars: int = Field(4000, ge=200, validation_alias="MEMORY_MAX_CONTEXT_CHARS")
     query_message_count: int = Field(3, ge=1, le=20, validation_alias="MEMORY_QUERY_MESSAGE_COUNT")
     max_per_turn: int = Field(3, ge=0, le=20, validation_alias="MEMORY_MAX_PER_TURN")
