@@ -21,6 +21,6 @@ def local_embedder():
     """The real all-MiniLM-L6-v2, loaded once per session."""
     from engram.embedders.local import LocalEmbedder
 
-    embedder = LocalEmbedder(threads=1)
+    embedder = LocalEmbedder()
     embedder.load()
     return embedder

@@ -30,6 +30,7 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
 import httpx  # noqa: E402
 
 from tests.bench.locomo import KS, load, evaluate  # noqa: E402
+from tests.bench.leaveout import speaker_id  # noqa: E402
 
 KEY = "bench-key"
 
@@ -77,8 +78,11 @@ class PlainBM25:
 
 
 def bench_locomo(stack, path: Path, quick: bool) -> dict:
-    """Ingest every turn as a chat message through HTTP, ask every question through HTTP, and measure
-    the engine's words-only and meaning-only modes and plain BM25 in the same run."""
+    """Every turn stored through HTTP twice — as chat messages (batches with threadId and createdAt) and
+    as facts (one POST per turn, no thread) — and every question asked through HTTP and in-process with
+    the shipped settings, per conversation; the engine's words-only and meaning-only modes and plain
+    BM25 on the messages in the same run."""
+    from engram.text import format_memory_id
     from engram.vectors import Scope
 
     conversations = load(path)
@@ -86,14 +90,14 @@ def bench_locomo(stack, path: Path, quick: bool) -> dict:
         conversations = conversations[:1]
         conversations[0].questions = conversations[0].questions[:40]
     api = httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=60)
-    ingest_s, n_turns = 0.0, 0
+    ingest_s, n_turns, fact_s = 0.0, 0, 0.0
     for conv in conversations:
         bot = f"locomo-{conv.sample_id}"
         for start in range(0, len(conv.turns), 100):
             batch = conv.turns[start : start + 100]
             body = {"messages": [
                 {"id": t.dia_id, "text": t.text, "createdAt": t.created_at.isoformat(), "threadId": conv.sample_id,
-                 "userId": re.sub(r"[^A-Za-z0-9]", "", t.speaker) or None}
+                 "userId": speaker_id(t.speaker)}
                 for t in batch
             ]}
             t0 = time.perf_counter()
@@ -101,24 +105,45 @@ def bench_locomo(stack, path: Path, quick: bool) -> dict:
             ingest_s += time.perf_counter() - t0
             r.raise_for_status()
             n_turns += len(batch)
+        fact_ids = {}
+        for t in conv.turns:
+            t0 = time.perf_counter()
+            r = api.post(f"/v1/bots/{bot}-facts/memories", json={"text": t.text, "userId": speaker_id(t.speaker)})
+            fact_s += time.perf_counter() - t0
+            r.raise_for_status()
+            fact_ids.setdefault(r.json()["id"], t.dia_id)  # the same words twice are one fact
+        conv.fact_ids = fact_ids
 
     latencies: list[float] = []
 
-    def via_api(conv, question, k):
-        t0 = time.perf_counter()
-        r = api.get(f"/v1/bots/locomo-{conv.sample_id}/memories", params={"query": question, "kind": "message", "limit": k})
-        latencies.append(time.perf_counter() - t0)
-        r.raise_for_status()
-        return [m["sourceMessageId"] for m in r.json()["memories"]]
+    def via_api(kind):
+        def search(conv, question, k):
+            bot = f"locomo-{conv.sample_id}" + ("-facts" if kind == "fact" else "")
+            t0 = time.perf_counter()
+            r = api.get(f"/v1/bots/{bot}/memories", params={"query": question, "kind": kind, "limit": k})
+            latencies.append(time.perf_counter() - t0)
+            r.raise_for_status()
+            memories = r.json()["memories"]
+            return [m["sourceMessageId"] for m in memories] if kind == "message" else [conv.fact_ids[m["id"]] for m in memories]
+
+        return search
 
     service = stack.engine.service
+
+    def in_process(kind):
+        def search(conv, question, k):
+            bot = f"locomo-{conv.sample_id}" + ("-facts" if kind == "fact" else "")
+            found = service.recall(Scope(bot=bot, kind=kind), question, k)
+            return [m.source_id for m in found] if kind == "message" else [conv.fact_ids[format_memory_id(m.id)] for m in found]
+
+        return search
 
     def engine_mode(mode):
         def search(conv, question, k):
             scope = Scope(bot=f"locomo-{conv.sample_id}", kind="message")
             words = service.words.query(question) if mode == "words" else None
             dense = (service.dense_name, service.embedder.embed([question])[0]) if mode == "meaning" else None
-            return [h.payload["sourceId"] for h in service.index.search(scope, words, dense, k, service.fusion)]
+            return [h.payload["sourceId"] for h in service.index.search(scope, words, dense, k, service.retrieval.fusion(0))]
 
         return search
 
@@ -127,19 +152,42 @@ def bench_locomo(stack, path: Path, quick: bool) -> dict:
     def plain(conv, question, k):
         return [conv.turns[i].dia_id for i in bm25[conv.sample_id].top(question, k)]
 
-    engram = evaluate(conversations, via_api)
+    messages = evaluate(conversations, via_api("message"))
+    facts = evaluate(conversations, via_api("fact"))
     result = {
         "conversations": len(conversations),
         "turns": n_turns,
-        "engram (HTTP, hybrid)": engram,
+        "engram messages (HTTP)": messages,
+        "engram facts (HTTP)": facts,
+        "engram messages (in-process)": evaluate(conversations, in_process("message")),
+        "engram facts (in-process)": evaluate(conversations, in_process("fact")),
         "engram words only": evaluate(conversations, engine_mode("words")),
         "engram meaning only": evaluate(conversations, engine_mode("meaning")),
         "plain BM25": evaluate(conversations, plain),
+        "R@10 per conversation (HTTP; messages, facts)": {
+            c.sample_id: [evaluate([c], via_api("message"))["R@10"], evaluate([c], via_api("fact"))["R@10"]]
+            for c in conversations
+        },
         "search latency (HTTP)": ms(latencies),
         "ingest messages/s (HTTP, batches of 100)": round(n_turns / ingest_s, 1),
+        "facts/s (HTTP, one per request)": round(n_turns / fact_s, 1),
     }
-    result["R@10 vs plain BM25"] = round(engram["R@10"] / result["plain BM25"]["R@10"], 3)
+    result["R@10 vs plain BM25"] = round(messages["R@10"] / result["plain BM25"]["R@10"], 3)
     return result
+
+
+def bench_leave_out(path: Path, quick: bool, embedder) -> dict:
+    """Leave-conversations-out figures (tests/bench/leaveout.py); quick: two conversations, two steps."""
+    from tests.bench import leaveout
+
+    conversations = load(path)
+    steps = leaveout.STEPS
+    if quick:
+        conversations = conversations[:2]
+        for c in conversations:
+            c.questions = c.questions[:30]
+        steps = steps[:2]
+    return leaveout.run(conversations, embedder=embedder, steps=steps, log=lambda line: print(line, file=sys.stderr))
 
 
 # ----- the proxy's added latency -------------------------------------------------------------------
@@ -538,15 +586,34 @@ def table(results: dict) -> str:
     loc = results.get("locomo")
     if loc:
         lines.append(f"LoCoMo evidence retrieval ({loc['conversations']} conversations, "
-                     f"{loc['engram (HTTP, hybrid)']['questions']} questions)")
-        lines.append(f"  {'system':<24}" + "".join(f"{'R@' + str(k):>8}" for k in KS) + f"{'all@10':>8}")
-        for name in ("engram (HTTP, hybrid)", "engram words only", "engram meaning only", "plain BM25"):
+                     f"{loc['engram messages (HTTP)']['questions']} questions; shipped settings, dev set)")
+        lines.append(f"  {'system':<30}" + "".join(f"{'R@' + str(k):>8}" for k in KS) + f"{'all@10':>8}")
+        for name in ("engram messages (HTTP)", "engram facts (HTTP)", "engram messages (in-process)",
+                     "engram facts (in-process)", "engram words only", "engram meaning only", "plain BM25"):
             r = loc[name]
-            lines.append(f"  {name:<24}" + "".join(f"{r['R@' + str(k)]:>8.3f}" for k in KS) + f"{r['all@10']:>8.3f}")
-        lines.append(f"  R@10 by category (engram): {loc['engram (HTTP, hybrid)']['R@10 by category']}")
+            lines.append(f"  {name:<30}" + "".join(f"{r['R@' + str(k)]:>8.3f}" for k in KS) + f"{r['all@10']:>8.3f}")
+        lines.append(f"  R@10 by category (messages): {loc['engram messages (HTTP)']['R@10 by category']}")
+        lines.append(f"  R@10 per conversation (messages, facts): {loc['R@10 per conversation (HTTP; messages, facts)']}")
         lines.append(f"  engram / plain BM25 at R@10: {loc['R@10 vs plain BM25']}x;  search over HTTP "
                      f"p50 {loc['search latency (HTTP)']['p50_ms']} ms, p95 {loc['search latency (HTTP)']['p95_ms']} ms;"
-                     f"  ingest {loc['ingest messages/s (HTTP, batches of 100)']} messages/s")
+                     f"  ingest {loc['ingest messages/s (HTTP, batches of 100)']} messages/s, "
+                     f"{loc['facts/s (HTTP, one per request)']} facts/s")
+    lo = results.get("leave-out")
+    if lo:
+        lines.append("LoCoMo leave-conversations-out (settings chosen on 4 conversations, R@10 on the 5th, every split)")
+        lines.append(f"  {'step':<52}{'messages':>10}{'facts':>8}  spread messages / facts (min-max)  kept")
+        for st in lo["steps"]:
+            m, f = st["message"], st["fact"]
+            lines.append(f"  {st['step']:<52}{m['R@10']:>10.3f}{f['R@10']:>8.3f}  "
+                         f"{m['spread (min, max, stdev)'][0]:.3f}-{m['spread (min, max, stdev)'][1]:.3f} / "
+                         f"{f['spread (min, max, stdev)'][0]:.3f}-{f['spread (min, max, stdev)'][1]:.3f}"
+                         f"{'  yes' if st['kept'] else '  no'}")
+        lines.append(f"  chosen on all five: {lo['chosen on all five']}")
+        lines.append(f"  shipped: {lo['shipped defaults (engram.retrieval.DEFAULT)']}; on all five (dev): "
+                     f"{lo['shipped on all five (dev figure, not a leave-out one)']}")
+        lines.append("  MEMORY_RECALL_MODE on the facts (6 memories, 4,000 chars): share of the evidence the model is told")
+        for mode, r in lo["recall modes (facts, shipped settings)"].items():
+            lines.append(f"    {mode:<10} {r['evidence in the block']:.3f}  (block {r['block chars (median)']} chars, median)")
     if results.get("recall"):
         lines.append("Recall (scope-filtered hybrid, top 10)   without embed p50/p95 ms   with embed p50/p95 ms")
         for name, r in results["recall"].items():
@@ -568,6 +635,13 @@ def table(results: dict) -> str:
                 lines.append(f"  {name:<44} {r['init_ms']:>6} {r['first_request_ms']:>8} {r['start_to_first_response_ms']:>14}")
             else:
                 lines.append(f"  {name:<44} {r}")
+    if results.get("embedder threads"):
+        lines.append("Local embedder's torch threads (one query alone; under 2 and 4 concurrent searches; batched)")
+        for name, r in results["embedder threads"].items():
+            lines.append(f"  {name:<30} alone {r['alone']['p50_ms']}/{r['alone']['p95_ms']} ms; "
+                         f"2 concurrent {r['2 concurrent']['p50_ms']}/{r['2 concurrent']['p95_ms']} ms "
+                         f"({r['2 concurrent']['queries/s']}/s); 4 concurrent {r['4 concurrent']['p50_ms']}/"
+                         f"{r['4 concurrent']['p95_ms']} ms ({r['4 concurrent']['queries/s']}/s); batched {r['batched texts/s']} texts/s")
     for section in ("throughput", "footprint"):
         if results.get(section):
             lines.append(section.capitalize())
@@ -598,7 +672,7 @@ def main() -> None:
     from engram.embedders.local import LocalEmbedder
     from infra.local_stack import LocalStack
 
-    embedder = LocalEmbedder(threads=1)
+    embedder = LocalEmbedder()
     t0 = time.perf_counter()
     embedder.load()
     embedder.embed(["warm up"])
@@ -618,6 +692,7 @@ def main() -> None:
     try:
         if args.locomo.exists():
             results["locomo"] = bench_locomo(stack, args.locomo, args.quick)
+            results["leave-out"] = bench_leave_out(args.locomo, args.quick, embedder)
         else:
             print(f"LoCoMo data not found at {args.locomo}; skipping retrieval", file=sys.stderr)
         results["proxy"] = bench_proxy(stack, upstream, args.quick)
@@ -627,6 +702,9 @@ def main() -> None:
         stack.stop()
         upstream.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
+    from tests.bench.threads import measure as bench_threads
+
+    results["embedder threads"] = bench_threads(queries=40 if args.quick else 200, quick=args.quick)
     results["throughput"]["Discord backfill (fake Discord, local stack)"] = bench_backfill(embedder)
     results["throughput"]["re-embedding (local model)"] = bench_reembed(embedder, 300 if args.quick else 20_000)
     sizes = [1_000] if args.quick else [1_000, 20_000, 100_000]

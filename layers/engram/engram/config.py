@@ -41,7 +41,7 @@ class Settings(BaseSettings):
     remote_embeddings_url: str | None = None
     remote_embeddings_key: str | None = None
     embed_timeout_s: float = 10.0
-    torch_threads: int = 1
+    torch_threads: int = Field(0, ge=0)  # the local embedder's torch threads; 0: chosen per call
 
     # Memory API key: the value itself locally, an SSM SecureString name on AWS
     api_key: str | None = None

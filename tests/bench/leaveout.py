@@ -1,0 +1,351 @@
+"""Leave-conversations-out retrieval on LoCoMo: every setting is chosen on four conversations and
+judged on the fifth, for each of the five splits, so no figure is the one its settings were picked on.
+
+In-process, through the engine's own indexing (`Indexer.index_records`) and query path
+(`MemoryService.recall`) on an embedded Qdrant Edge index, with embeddings cached by text so that
+many settings can be tried in minutes. Two protocols:
+
+- messages: each turn a chat message in the conversation's thread, at its session's time, with the
+  message before it as context (what `POST /v1/bots/{bot}/messages` with `threadId` stores);
+- facts: each turn one fact saved by its speaker, one after another, no thread (what one
+  `POST /v1/bots/{bot}/memories` per turn stores).
+
+`python tests/bench/leaveout.py` prints the table; `make bench` runs it and keeps the figures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import pickle
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "layers" / "engram"))
+
+from tests.bench.locomo import CATEGORIES, KS, Conversation, load  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data" / "locomo-dev.json"
+CACHE = ROOT / "bench-results" / "embed-cache.pkl"
+INDEX_SIDE = ("k1", "b", "words_context", "dense_context", "fact_context_minutes", "date_terms")
+FACTS_START_MS = 1_767_225_600_000  # 2026-01-01: facts are saved one a second, as a client posting them
+
+
+class CachedEmbedder:
+    """The shipped embedder, remembering every text's vector (kept on disk by a digest, not the text)."""
+
+    def __init__(self, inner):
+        self.inner, self.provider, self.model, self.warm = inner, inner.provider, inner.model, True
+        self.vectors: dict[str, list[float]] = pickle.loads(CACHE.read_bytes()) if CACHE.exists() else {}
+        self.dirty = False
+
+    def embed(self, texts):
+        """Vectors of texts, the embedder asked only for those not seen before."""
+        keys = [hashlib.sha1(f"{self.model}\0{t}".encode()).hexdigest() for t in texts]
+        missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in self.vectors))
+        if missing:
+            for start in range(0, len(missing), 256):
+                chunk = missing[start : start + 256]
+                for t, v in zip(chunk, self.inner.embed(chunk)):
+                    self.vectors[hashlib.sha1(f"{self.model}\0{t}".encode()).hexdigest()] = v
+            self.dirty = True
+        return [self.vectors[k] for k in keys]
+
+    def save(self):
+        """Keep the cache for the next run."""
+        if self.dirty:
+            CACHE.parent.mkdir(exist_ok=True)
+            CACHE.write_bytes(pickle.dumps(self.vectors))
+
+
+class _Marks:
+    """The records side of the indexer, for points written straight to the index."""
+
+    def mark_indexed_many(self, done):
+        return []
+
+
+def speaker_id(speaker: str) -> str:
+    """A conversation's speaker as a userId."""
+    return re.sub(r"[^A-Za-z0-9]", "", speaker) or "someone"
+
+
+def records_of(conv: Conversation, kind: str, settings, first_id: int) -> list:
+    """The conversation's turns as engram would store them under one protocol."""
+    from engram.records import MemoryRecord
+    from engram.service import MAX_CONTEXT_CHARS
+
+    bot = f"locomo-{conv.sample_id}"
+    out, previous_turn, previous_fact = [], None, {}
+    for i, t in enumerate(conv.turns):
+        user = speaker_id(t.speaker)
+        if kind == "message":
+            created = int(t.created_at.timestamp() * 1000) + i  # a session's turns in order
+            context = previous_turn
+            previous_turn = t.text[:MAX_CONTEXT_CHARS]
+        else:
+            created = FACTS_START_MS + i * 1000
+            # MemoryService._fact_context: the author's previous fact in the scope, if recent enough
+            last = previous_fact.get(user)
+            window = settings.fact_context_minutes * 60_000
+            context = last[1] if window and last and created - last[0] <= window else None
+            previous_fact[user] = (created, t.text[:MAX_CONTEXT_CHARS])
+        out.append(MemoryRecord(
+            bot=bot, id=first_id + i, kind=kind, text=t.text, user=user, created_at=created, updated_at=created,
+            source_id=t.dia_id, thread=conv.sample_id if kind == "message" else None, context=context,
+        ))
+    return out
+
+
+@dataclass
+class Built:
+    """One index holding every conversation under one protocol and one set of index-side settings."""
+
+    service: object
+    path: Path
+
+
+def build(conversations, kind: str, settings, embedder, root: Path) -> Built:
+    """Index every conversation's turns with these settings."""
+    from engram.service import MemoryService
+    from engram.vectors.edge import EdgeIndex
+
+    path = Path(tempfile.mkdtemp(prefix="leaveout-", dir=root))
+    index = EdgeIndex(path)
+    service = MemoryService(records=_Marks(), index=index, embedder=embedder, queue=None, retrieval=settings)
+    first = 1
+    for conv in conversations:
+        records = records_of(conv, kind, settings, first)
+        first += len(records) + 1
+        for start in range(0, len(records), 500):
+            service.indexer.index_records(records[start : start + 500])
+    return Built(service, path)
+
+
+def answers(conversations, kind: str, built: Built, settings) -> dict[str, list[list[str]]]:
+    """Each question's top-20 source ids, per conversation, with these query-side settings."""
+    from engram.vectors import Scope
+
+    service = built.service
+    service.retrieval = settings
+    out = {}
+    for conv in conversations:
+        scope = Scope(bot=f"locomo-{conv.sample_id}", kind=kind)
+        out[conv.sample_id] = [[m.source_id for m in service.recall(scope, q.text, max(KS))] for q in conv.questions]
+    return out
+
+
+def recall_at(conv: Conversation, found: list[list[str]], k: int = 10) -> list[float]:
+    """Per-question evidence recall at k."""
+    return [len(q.evidence & set(f[:k])) / len(q.evidence) for q, f in zip(conv.questions, found)]
+
+
+def summary(conversations, found_by_conv: dict[str, list[list[str]]]) -> dict:
+    """R@k, all@10 and R@10 by category over the questions of these conversations."""
+    per_k = {k: [] for k in KS}
+    by_cat: dict[int, list[float]] = {c: [] for c in CATEGORIES}
+    all_hit = []
+    for conv in conversations:
+        for q, f in zip(conv.questions, found_by_conv[conv.sample_id]):
+            for k in KS:
+                per_k[k].append(len(q.evidence & set(f[:k])) / len(q.evidence))
+            all_hit.append(float(q.evidence <= set(f[:10])))
+            by_cat[q.category].append(len(q.evidence & set(f[:10])) / len(q.evidence))
+    return {
+        "questions": len(all_hit),
+        **{f"R@{k}": round(statistics.fmean(v), 4) for k, v in per_k.items()},
+        "all@10": round(statistics.fmean(all_hit), 4),
+        "R@10 by category": {CATEGORIES[c]: round(statistics.fmean(v), 4) for c, v in by_cat.items() if v},
+    }
+
+
+# The settings before this evaluation existed (tuned on all five dev conversations at once)
+TODAY = dict(k1=0.9, b=0.4, words_context=0.3, dense_context=0.5, fact_context_minutes=0.0, date_terms=0.0,
+             fusion_k=2, words_weight=2.0, dense_weight=1.0, candidates=50, feedback_docs=0, feedback_weight=0.0,
+             feedback_dense=0.0, short_query_terms=0, short_query_words=0.5)
+
+# Each change is a family of candidate values, the first "off". Step n's grid is every family kept so
+# far plus its own, so its gain is what it adds once the earlier ones are tuned too; a family is kept
+# only if it raises the held-out R@10 (mean of messages and facts).
+STEPS: list[tuple[str, dict[str, list]]] = [
+    ("today's settings (fixed)", {}),
+    ("fusion weights re-chosen per split", {"words_weight": [2.0, 1.5]}),
+    ("a fact's context: its author's previous fact", {"fact_context_minutes": [0.0, 30.0]}),
+    ("a message's month and year as words", {"date_terms": [0.0, 0.5]}),
+    ("word feedback from the top hits", {"feedback_docs": [0, 3], "feedback_weight": [0.0, 0.15]}),
+    ("meaning feedback from the top hits", {"feedback_docs": [0, 3], "feedback_dense": [0.0, 0.3]}),
+    ("short queries lean on meaning", {"short_query_terms": [0, 2]}),
+]
+KINDS = ("message", "fact")
+
+
+def normal(cfg: dict) -> dict:
+    """A config with the settings that do nothing (feedback off, no short-query rule) at today's values."""
+    cfg = dict(cfg)
+    if not cfg["feedback_docs"] or not (cfg["feedback_weight"] or cfg["feedback_dense"]):
+        cfg.update(feedback_docs=0, feedback_weight=0.0, feedback_dense=0.0)
+    if not cfg["short_query_terms"]:
+        cfg["short_query_words"] = TODAY["short_query_words"]
+    return cfg
+
+
+def grid(families: dict[str, list]) -> list[dict]:
+    """Every distinct combination of the families' values over today's settings, today's first."""
+    names, out = list(families), {}
+    for values in itertools.product(*(families[n] for n in names)):
+        cfg = normal({**TODAY, **dict(zip(names, values))})
+        out.setdefault(key(cfg), cfg)
+    return list(out.values())
+
+
+def key(cfg: dict) -> tuple:
+    """A config's identity."""
+    return tuple(sorted(cfg.items()))
+
+
+def changes(cfg: dict) -> dict:
+    """What a config changes from today's settings."""
+    return {k: v for k, v in cfg.items() if TODAY.get(k) != v}
+
+
+def leave_out(conversations, found: dict[str, dict[tuple, dict]], configs: list[dict]) -> dict:
+    """For each held-out conversation, the one config (for messages and facts alike) best on the other
+    four, judged on the held-out one."""
+    per_kind = {kind: {"splits": [], "found": {}} for kind in found}
+    chosen = []
+    for held in conversations:
+        rest = [c for c in conversations if c is not held]
+
+        def dev_score(cfg):
+            return statistics.fmean(
+                statistics.fmean(v for c in rest for v in recall_at(c, found[kind][key(cfg)][c.sample_id])) for kind in found
+            )
+
+        best = max(configs, key=dev_score)  # ties: the earlier config, closer to today's
+        chosen.append(changes(best))
+        for kind in found:
+            answers_ = found[kind][key(best)][held.sample_id]
+            per_kind[kind]["found"][held.sample_id] = answers_
+            per_kind[kind]["splits"].append(round(statistics.fmean(recall_at(held, answers_)), 4))
+    out = {}
+    for kind, got in per_kind.items():
+        splits = got["splits"]
+        row = summary(conversations, got["found"])
+        row["R@10 per held-out conversation"] = dict(zip((c.sample_id for c in conversations), splits))
+        row["spread (min, max, stdev)"] = [min(splits), max(splits), round(statistics.pstdev(splits), 4)]
+        out[kind] = row
+    out["chosen per split"] = chosen
+    return out
+
+
+def recall_modes(conversations, built: Built, limit: int = 6, budget: int = 4000) -> dict:
+    """What the proxy would tell the model per MEMORY_RECALL_MODE (its defaults: 6 memories, 4,000
+    characters) on the facts: the share of each question's evidence in the block, and the block's size."""
+    from engram.proxy.memory import memory_block
+    from engram.service import Memory
+    from engram.vectors import Scope
+
+    out = {}
+    for mode in ("relevant", "newest", "both"):
+        shares, sizes = [], []
+        for conv in conversations:
+            scope = Scope(bot=f"locomo-{conv.sample_id}", kind="fact")
+            records = records_of(conv, "fact", built.service.retrieval, 1)
+            newest = [Memory.from_record(r) for r in records[::-1][:limit]]
+            by_id = {r.text: r.source_id for r in records}
+            for q in conv.questions:
+                relevant = built.service.recall(scope, q.text, limit) if mode != "newest" else []
+                if mode == "relevant":
+                    block = memory_block(relevant, budget)
+                elif mode == "newest":
+                    block = memory_block(newest, budget)
+                else:
+                    block = memory_block(relevant, budget, newest=newest)
+                told = {by_id[t] for t in by_id if json.dumps(t, ensure_ascii=False) in block}
+                shares.append(len(q.evidence & told) / len(q.evidence))
+                sizes.append(len(block))
+        out[mode] = {"evidence in the block": round(statistics.fmean(shares), 4),
+                     "block chars (median)": int(statistics.median(sizes))}
+    return out
+
+
+def run(conversations=None, embedder=None, steps=STEPS, log=print) -> dict:
+    """Leave-conversations-out figures per step (kept or not), and the settings chosen on all five."""
+    from engram.embedders.local import LocalEmbedder
+    from engram.retrieval import Retrieval
+
+    conversations = conversations or load(DATA)
+    cached = CachedEmbedder(embedder or LocalEmbedder())
+    cached.embed([t.text for c in conversations for t in c.turns] + [q.text for c in conversations for q in c.questions])
+    cached.save()
+    names = {f.name for f in fields(Retrieval)}
+    root = Path(tempfile.mkdtemp(prefix="engram-leaveout-"))
+    found: dict[str, dict[tuple, dict]] = {kind: {} for kind in KINDS}
+    builds: dict[tuple, Built] = {}
+
+    def evaluate_all(configs):
+        for cfg in configs:
+            settings = Retrieval(**{k: v for k, v in cfg.items() if k in names})
+            for kind in KINDS:
+                if key(cfg) in found[kind]:
+                    continue
+                side = (kind, *(cfg[k] for k in INDEX_SIDE))
+                if side not in builds:
+                    builds[side] = build(conversations, kind, settings, cached, root)
+                found[kind][key(cfg)] = answers(conversations, kind, builds[side], settings)
+
+    steps_out, kept, previous = [], {}, None
+    try:
+        for label, family in steps:
+            families = dict(kept)
+            for name, values in family.items():  # two steps may share a setting (feedback_docs)
+                families[name] = list(dict.fromkeys(families.get(name, []) + values))
+            configs = grid(families)
+            evaluate_all(configs)
+            row = leave_out(conversations, found, configs)
+            score = statistics.fmean(row[kind]["R@10"] for kind in KINDS)
+            keep = previous is None or score > previous
+            if keep:
+                kept = families
+                previous = score
+            steps_out.append({"step": label, "kept": keep, "configs": len(configs), **row})
+            log(f"  {label:50s} messages {row['message']['R@10']:.4f}  facts {row['fact']['R@10']:.4f}  "
+                f"{'kept' if keep else 'not kept'} ({len(configs)} configs)")
+        final = grid(kept)
+        best = max(final, key=lambda cfg: statistics.fmean(summary(conversations, found[kind][key(cfg)])["R@10"] for kind in KINDS))
+        shipped = {k: v for k, v in normal(dict(TODAY, **{f.name: getattr(Retrieval(), f.name) for f in fields(Retrieval)
+                                                         if f.name in TODAY})).items()}
+        shipped_settings = Retrieval()
+        side = ("fact", *(getattr(shipped_settings, k) for k in INDEX_SIDE))
+        facts = builds.setdefault(side, builds.get(side) or build(conversations, "fact", shipped_settings, cached, root))
+        facts.service.retrieval = shipped_settings
+        modes = recall_modes(conversations, facts)
+        evaluate_all([shipped])
+        return {
+            "recall modes (facts, shipped settings)": modes,
+            "steps": steps_out,
+            "chosen on all five": changes(best),
+            "shipped defaults (engram.retrieval.DEFAULT)": changes(shipped),
+            "shipped on all five (dev figure, not a leave-out one)": {
+                kind: summary(conversations, found[kind][key(shipped)])["R@10"] for kind in KINDS
+            },
+        }
+    finally:
+        for b in builds.values():
+            b.service.index.close()
+        cached.save()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(run(), indent=1, default=str))
