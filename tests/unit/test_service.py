@@ -317,7 +317,7 @@ def test_two_builds_of_one_index_answer_in_one_order(tmp_path):
 
     words = WordVectorizer()
     points = [IndexPoint(i, {"bot": "b", "kind": "fact", "text": f"apple {i}"}, words.document(f"apple pie {i % 3}"),
-                         {"d": [1.0, (i % 4) / 4, 0.5]}) for i in range(1, 40)]
+                         {"d": [1.0, (i % 4) / 4, 0.5]}) for i in range(1, 16)]
     answers = []
     for name, order in (("forward", points), ("backward", points[::-1])):
         index = EdgeIndex(tmp_path / name)
@@ -326,7 +326,7 @@ def test_two_builds_of_one_index_answer_in_one_order(tmp_path):
             index.upsert([p])
         scope = Scope(bot="b")
         answers.append([
-            [h.id for h in index.search(scope, words.query("apple pie"), dense, 12, Fusion(k=2, words_weight=1.5))]
+            [h.id for h in index.search(scope, words.query("apple pie"), dense, 5, Fusion(k=2, words_weight=1.5))]
             for dense in (None, ("d", [1.0, 0.2, 0.5]))
         ])
         index.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from .vectors import Fusion, Hit
@@ -54,10 +54,6 @@ class Retrieval:
         if self.short_query_terms and query_terms <= self.short_query_terms:
             words *= self.short_query_words
         return Fusion(k=self.fusion_k, words_weight=words, dense_weight=self.dense_weight, candidates=self.candidates)
-
-    def with_(self, **changes) -> "Retrieval":
-        """A copy with some settings changed."""
-        return replace(self, **changes)
 
 
 DEFAULT = Retrieval()

@@ -9,9 +9,9 @@ from ..config import Settings
 from ..words import SparseVector
 
 WORDS = "words"
-# Each side is read this many past what fusion needs, so equal scores at the cut are ordered by id
+# Each side is read this many past what fusion needs, so equal scores at the cut are ordered by
+# `ranked`, not by where the engine stored them (a longer run of equal scores is cut where it cuts it)
 TIE_MARGIN = 10
-MAX_TIE_READ = 10_000
 SCOPE_FIELDS = ("bot", "kind", "server", "project", "user")
 
 
@@ -71,20 +71,6 @@ def ranked(hits: list[Hit], second: dict[int, float] | None = None) -> list[Hit]
     meaning), then by id, newest first: one order for the same question, every time."""
     second = second or {}
     return sorted(hits, key=lambda h: (-_close(h.score), -second.get(h.id, float("-inf")), -h.id))
-
-
-def deep_enough(fetch, need: int) -> list[Hit]:
-    """One side's best `need` hits, read past the cut while the score at the cut keeps repeating, so
-    which of many equal hits make the cut is decided by `ranked`, not by where the engine stored them."""
-    size = need + TIE_MARGIN
-    while True:
-        hits = fetch(size)
-        if len(hits) < size or len(hits) < need:
-            return hits
-        order = ranked(hits)
-        if _close(order[-1].score) != _close(order[need - 1].score) or size >= MAX_TIE_READ:
-            return hits
-        size *= 4
 
 
 def fuse(legs: list[tuple[list[Hit], float]], fusion: Fusion, limit: int) -> list[Hit]:

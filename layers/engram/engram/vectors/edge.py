@@ -10,7 +10,7 @@ import qdrant_edge as qe
 
 from ..errors import IndexUnavailable
 from ..words import SparseVector
-from . import WORDS, Fusion, Hit, IndexPoint, Scope, deep_enough, fuse
+from . import TIE_MARGIN, WORDS, Fusion, Hit, IndexPoint, Scope, fuse
 
 _KEYWORD_FIELDS = ("bot", "kind", "server", "project", "user")
 
@@ -123,26 +123,26 @@ class EdgeIndex:
         return self._run(lambda s: s.count(qe.CountRequest(exact=True, filter=flt)))
 
     def search(self, scope, words, dense, limit, fusion: Fusion, with_vector: bool = False) -> list[Hit]:
-        """Each side's best (words, meaning), fused here (see `fuse`)."""
+        """Each side's best (words, meaning) as ids and scores, fused here (see `fuse`), then the
+        payloads (and asked-for vectors) of just the hits returned."""
         flt = _filter(scope)
         legs = []
         if words is not None and words.indices:
-            legs.append((qe.Query.Nearest(_sparse(words), using=WORDS), None, fusion.words_weight))
+            legs.append((qe.Query.Nearest(_sparse(words), using=WORDS), fusion.words_weight))
         if dense is not None:
-            legs.append((qe.Query.Nearest(dense[1], using=dense[0]), [dense[0]] if with_vector else None,
-                         fusion.dense_weight))
+            legs.append((qe.Query.Nearest(dense[1], using=dense[0]), fusion.dense_weight))
         if not legs:
             return []
-        need = max(fusion.candidates, limit) if len(legs) > 1 else limit
+        size = (max(fusion.candidates, limit) if len(legs) > 1 else limit) + TIE_MARGIN
         out = []
-        for query, vectors, weight in legs:
-            def fetch(size, query=query, vectors=vectors):
-                request = qe.QueryRequest(limit=size, query=query, filter=flt, with_payload=True, with_vector=vectors)
-                return [Hit(int(p.id), float(p.score), dict(p.payload or {}), _dense_of(p.vector, vectors))
-                        for p in self._run(lambda s: s.query(request))]
-
-            out.append((deep_enough(fetch, need), weight))
-        return fuse(out, fusion, limit)
+        for query, weight in legs:
+            request = qe.QueryRequest(limit=size, query=query, filter=flt, with_payload=False, with_vector=False)
+            out.append(([Hit(int(p.id), float(p.score), {}) for p in self._run(lambda s: s.query(request))], weight))
+        hits = fuse(out, fusion, limit)
+        vectors = [dense[0]] if with_vector and dense is not None else False
+        records = {int(r.id): r for r in self._run(lambda s: s.retrieve([h.id for h in hits], True, vectors))}
+        return [Hit(h.id, h.score, dict(records[h.id].payload or {}), _dense_of(records[h.id].vector, vectors or None))
+                for h in hits if h.id in records]
 
     def existing(self, ids: list[int]) -> set[int]:
         """Which of these point ids the shard holds."""

@@ -14,7 +14,7 @@ import httpx
 
 from ..errors import IndexUnavailable
 from ..words import SparseVector
-from . import SCOPE_FIELDS, TIE_MARGIN, WORDS, Fusion, Hit, IndexPoint, Scope, deep_enough, fuse
+from . import SCOPE_FIELDS, TIE_MARGIN, WORDS, Fusion, Hit, IndexPoint, Scope, fuse
 
 
 def _filter(scope: Scope) -> dict:
@@ -139,26 +139,17 @@ class QdrantServerIndex:
             legs.append((leg, fusion.dense_weight))
         if not legs:
             return []
-        need = max(fusion.candidates, limit) if len(legs) > 1 else limit
+        size = (max(fusion.candidates, limit) if len(legs) > 1 else limit) + TIE_MARGIN
         name = dense[0] if with_vector and dense is not None else None
-
-        def hits_of(result) -> list[Hit]:
-            return [Hit(int(p["id"]), float(p["score"]), dict(p.get("payload") or {}),
-                        (p.get("vector") or {}).get(name) if name and isinstance(p.get("vector"), dict) else None)
-                    for p in result["points"]]
-
-        # Both sides in one round trip; a side whose cut falls inside a run of equal scores reads deeper
-        searches = [{**leg, "filter": flt, "limit": need + TIE_MARGIN, "with_payload": True} for leg, _ in legs]
-        first = [hits_of(r) for r in self._call("POST", "/points/query/batch", {"searches": searches})]
-        out = []
-        for search, hits, (_, weight) in zip(searches, first, legs):
-            def fetch(size, search=search, hits=hits):
-                if size == search["limit"]:
-                    return hits
-                return hits_of(self._call("POST", "/points/query", {**search, "limit": size}))
-
-            out.append((deep_enough(fetch, need), weight))
-        return fuse(out, fusion, limit)
+        # Both sides in one round trip, with payloads (a second trip for them would cost more than the bytes)
+        searches = [{**leg, "filter": flt, "limit": size, "with_payload": True} for leg, _ in legs]
+        results = self._call("POST", "/points/query/batch", {"searches": searches})
+        return fuse([
+            ([Hit(int(p["id"]), float(p["score"]), dict(p.get("payload") or {}),
+                  (p.get("vector") or {}).get(name) if name and isinstance(p.get("vector"), dict) else None)
+              for p in result["points"]], weight)
+            for result, (_, weight) in zip(results, legs)
+        ], fusion, limit)
 
     def existing(self, ids: list[int]) -> set[int]:
         """Which of these point ids the collection holds."""
