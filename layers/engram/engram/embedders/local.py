@@ -50,12 +50,14 @@ class LocalEmbedder:
             return self._model
 
     def _threads_for(self, texts: int, busy: int) -> int:
-        """Measured on 2 cores (tests/bench/threads.py): a lone query is 20 % faster and a batch 1.9x
-        faster on every core, but concurrent single queries are faster (and serve 24 % more per second)
-        on one core each. So: every core for a batch or a query alone, one when queries overlap."""
+        """Measured on 2 cores (tests/bench/threads.py, make bench): a lone query is 20 % faster on every
+        core, but concurrent queries are faster (and serve more per second) on one core each; a batch is
+        1.9x faster alone on every core, yet HTTP ingest end to end is slower so (140 against 165
+        messages/s): DynamoDB and the API need the other core while it embeds. So: every core for a
+        query alone, one otherwise."""
         if self.threads:
             return self.threads
-        return self._cores if texts > 1 or busy == 1 else 1
+        return self._cores if texts == 1 and busy == 1 else 1
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Unit-length 384-d vectors, batched."""
