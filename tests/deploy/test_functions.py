@@ -116,7 +116,7 @@ def test_once_qdrant_is_back_the_worker_fills_vectors_and_search_uses_them(deplo
     search["rawQueryString"] = "query=which+beverage"  # no shared word: found by meaning (the fake Ollama)
     found = body(process.invoke(search))["memories"]
     assert found and found[0]["text"] == "The owner drinks green tea." and found[0]["score"] > 0
-    assert ("POST", "/collections/engram/points/query") in deployment.qdrant.requests
+    assert ("POST", "/collections/engram/points/query/batch") in deployment.qdrant.requests  # words and meaning, one trip
     assert_granted(deployment, "WorkerFunction")
 
 
