@@ -17,21 +17,20 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import pickle
 import re
 import shutil
 import statistics
 import sys
 import tempfile
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "layers" / "engram"))
 
-from tests.bench.locomo import CATEGORIES, KS, Conversation, load  # noqa: E402
+from tests.bench.locomo import KS, Conversation, load, score  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "locomo-dev.json"
 CACHE = ROOT / "bench-results" / "embed-cache.pkl"
@@ -105,36 +104,34 @@ def records_of(conv: Conversation, kind: str, settings, first_id: int) -> list:
     return out
 
 
-@dataclass
-class Built:
-    """One index holding every conversation under one protocol and one set of index-side settings."""
+def first_ids(conversations) -> dict[str, int]:
+    """Each conversation's first memory id in a build (ids run on across conversations)."""
+    out, first = {}, 1
+    for conv in conversations:
+        out[conv.sample_id] = first
+        first += len(conv.turns) + 1
+    return out
 
-    service: object
-    path: Path
 
-
-def build(conversations, kind: str, settings, embedder, root: Path) -> Built:
-    """Index every conversation's turns with these settings."""
+def build(conversations, kind: str, settings, embedder, root: Path):
+    """A MemoryService over a fresh index of every conversation's turns, with these settings."""
     from engram.service import MemoryService
     from engram.vectors.edge import EdgeIndex
 
-    path = Path(tempfile.mkdtemp(prefix="leaveout-", dir=root))
-    index = EdgeIndex(path)
+    index = EdgeIndex(Path(tempfile.mkdtemp(prefix="leaveout-", dir=root)))
     service = MemoryService(records=_Marks(), index=index, embedder=embedder, queue=None, retrieval=settings)
-    first = 1
+    firsts = first_ids(conversations)
     for conv in conversations:
-        records = records_of(conv, kind, settings, first)
-        first += len(records) + 1
+        records = records_of(conv, kind, settings, firsts[conv.sample_id])
         for start in range(0, len(records), 500):
             service.indexer.index_records(records[start : start + 500])
-    return Built(service, path)
+    return service
 
 
-def answers(conversations, kind: str, built: Built, settings) -> dict[str, list[list[str]]]:
+def answers(conversations, kind: str, service, settings) -> dict[str, list[list[str]]]:
     """Each question's top-20 source ids, per conversation, with these query-side settings."""
     from engram.vectors import Scope
 
-    service = built.service
     service.retrieval = settings
     out = {}
     for conv in conversations:
@@ -146,25 +143,6 @@ def answers(conversations, kind: str, built: Built, settings) -> dict[str, list[
 def recall_at(conv: Conversation, found: list[list[str]], k: int = 10) -> list[float]:
     """Per-question evidence recall at k."""
     return [len(q.evidence & set(f[:k])) / len(q.evidence) for q, f in zip(conv.questions, found)]
-
-
-def summary(conversations, found_by_conv: dict[str, list[list[str]]]) -> dict:
-    """R@k, all@10 and R@10 by category over the questions of these conversations."""
-    per_k = {k: [] for k in KS}
-    by_cat: dict[int, list[float]] = {c: [] for c in CATEGORIES}
-    all_hit = []
-    for conv in conversations:
-        for q, f in zip(conv.questions, found_by_conv[conv.sample_id]):
-            for k in KS:
-                per_k[k].append(len(q.evidence & set(f[:k])) / len(q.evidence))
-            all_hit.append(float(q.evidence <= set(f[:10])))
-            by_cat[q.category].append(len(q.evidence & set(f[:10])) / len(q.evidence))
-    return {
-        "questions": len(all_hit),
-        **{f"R@{k}": round(statistics.fmean(v), 4) for k, v in per_k.items()},
-        "all@10": round(statistics.fmean(all_hit), 4),
-        "R@10 by category": {CATEGORIES[c]: round(statistics.fmean(v), 4) for c, v in by_cat.items() if v},
-    }
 
 
 # The settings before this evaluation existed (tuned on all five dev conversations at once)
@@ -238,7 +216,7 @@ def leave_out(conversations, found: dict[str, dict[tuple, dict]], configs: list[
     out = {}
     for kind, got in per_kind.items():
         splits = got["splits"]
-        row = summary(conversations, got["found"])
+        row = score(conversations, got["found"])
         row["R@10 per held-out conversation"] = dict(zip((c.sample_id for c in conversations), splits))
         row["spread (min, max, stdev)"] = [min(splits), max(splits), round(statistics.pstdev(splits), 4)]
         out[kind] = row
@@ -246,30 +224,31 @@ def leave_out(conversations, found: dict[str, dict[tuple, dict]], configs: list[
     return out
 
 
-def recall_modes(conversations, built: Built, limit: int = 6, budget: int = 4000) -> dict:
+def recall_modes(conversations, service, limit: int = 6, budget: int = 4000) -> dict:
     """What the proxy would tell the model per MEMORY_RECALL_MODE (its defaults: 6 memories, 4,000
     characters) on the facts: the share of each question's evidence in the block, and the block's size."""
     from engram.proxy.memory import memory_block
     from engram.service import Memory
     from engram.vectors import Scope
 
+    firsts = first_ids(conversations)
     out = {}
     for mode in ("relevant", "newest", "both"):
         shares, sizes = [], []
         for conv in conversations:
             scope = Scope(bot=f"locomo-{conv.sample_id}", kind="fact")
-            records = records_of(conv, "fact", built.service.retrieval, 1)
+            records = records_of(conv, "fact", service.retrieval, firsts[conv.sample_id])
             newest = [Memory.from_record(r) for r in records[::-1][:limit]]
-            by_id = {r.text: r.source_id for r in records}
+            source = {int(r.id): r.source_id for r in records}
             for q in conv.questions:
-                relevant = built.service.recall(scope, q.text, limit) if mode != "newest" else []
+                relevant = service.recall(scope, q.text, limit) if mode != "newest" else []
                 if mode == "relevant":
                     block = memory_block(relevant, budget)
                 elif mode == "newest":
                     block = memory_block(newest, budget)
                 else:
                     block = memory_block(relevant, budget, newest=newest)
-                told = {by_id[t] for t in by_id if json.dumps(t, ensure_ascii=False) in block}
+                told = {source[int(i)] for i in re.findall(r"^- mem:(\d+) ", block, re.MULTILINE)}
                 shares.append(len(q.evidence & told) / len(q.evidence))
                 sizes.append(len(block))
         out[mode] = {"evidence in the block": round(statistics.fmean(shares), 4),
@@ -289,7 +268,7 @@ def run(conversations=None, embedder=None, steps=STEPS, log=print) -> dict:
     names = {f.name for f in fields(Retrieval)}
     root = Path(tempfile.mkdtemp(prefix="engram-leaveout-"))
     found: dict[str, dict[tuple, dict]] = {kind: {} for kind in KINDS}
-    builds: dict[tuple, Built] = {}
+    builds: dict[tuple, object] = {}  # index-side settings -> a MemoryService over its index
 
     def evaluate_all(configs):
         for cfg in configs:
@@ -311,36 +290,33 @@ def run(conversations=None, embedder=None, steps=STEPS, log=print) -> dict:
             configs = grid(families)
             evaluate_all(configs)
             row = leave_out(conversations, found, configs)
-            score = statistics.fmean(row[kind]["R@10"] for kind in KINDS)
-            keep = previous is None or score > previous
+            held_out = statistics.fmean(row[kind]["R@10"] for kind in KINDS)
+            keep = previous is None or held_out > previous
             if keep:
                 kept = families
-                previous = score
+                previous = held_out
             steps_out.append({"step": label, "kept": keep, "configs": len(configs), **row})
             log(f"  {label:50s} messages {row['message']['R@10']:.4f}  facts {row['fact']['R@10']:.4f}  "
                 f"{'kept' if keep else 'not kept'} ({len(configs)} configs)")
         final = grid(kept)
-        best = max(final, key=lambda cfg: statistics.fmean(summary(conversations, found[kind][key(cfg)])["R@10"] for kind in KINDS))
-        shipped = {k: v for k, v in normal(dict(TODAY, **{f.name: getattr(Retrieval(), f.name) for f in fields(Retrieval)
-                                                         if f.name in TODAY})).items()}
-        shipped_settings = Retrieval()
-        side = ("fact", *(getattr(shipped_settings, k) for k in INDEX_SIDE))
-        facts = builds.setdefault(side, builds.get(side) or build(conversations, "fact", shipped_settings, cached, root))
-        facts.service.retrieval = shipped_settings
-        modes = recall_modes(conversations, facts)
+        best = max(final, key=lambda cfg: statistics.fmean(score(conversations, found[kind][key(cfg)])["R@10"] for kind in KINDS))
+        shipped = normal({**TODAY, **{k: getattr(Retrieval(), k) for k in TODAY}})
         evaluate_all([shipped])
+        facts = builds[("fact", *(shipped[k] for k in INDEX_SIDE))]
+        facts.retrieval = Retrieval()  # the build may have answered another query-side setting last
+        modes = recall_modes(conversations, facts)
         return {
             "recall modes (facts, shipped settings)": modes,
             "steps": steps_out,
             "chosen on all five": changes(best),
             "shipped defaults (engram.retrieval.DEFAULT)": changes(shipped),
             "shipped on all five (dev figure, not a leave-out one)": {
-                kind: summary(conversations, found[kind][key(shipped)])["R@10"] for kind in KINDS
+                kind: score(conversations, found[kind][key(shipped)])["R@10"] for kind in KINDS
             },
         }
     finally:
-        for b in builds.values():
-            b.service.index.close()
+        for service in builds.values():
+            service.index.close()
         cached.save()
         shutil.rmtree(root, ignore_errors=True)
 

@@ -70,21 +70,30 @@ def load(path: Path) -> list[Conversation]:
     return out
 
 
-def evaluate(conversations: list[Conversation], search: Callable[[Conversation, str, int], list[str]]) -> dict:
-    """Evidence recall@k, all-evidence hit@10, per category; `search` returns dia ids best first."""
+def ask(conversations: list[Conversation], search: Callable[[Conversation, str, int], list[str]]) -> dict[str, list[list[str]]]:
+    """Every question's top-20 dia ids, best first, per conversation."""
+    return {conv.sample_id: [search(conv, q.text, max(KS)) for q in conv.questions] for conv in conversations}
+
+
+def score(conversations: list[Conversation], found: dict[str, list[list[str]]]) -> dict:
+    """Evidence recall@k, all-evidence hit@10 and R@10 per category of answers already found."""
     per_k = {k: [] for k in KS}
     all_hit = []
     by_cat: dict[int, list[float]] = {c: [] for c in CATEGORIES}
     for conv in conversations:
-        for q in conv.questions:
-            found = search(conv, q.text, max(KS))
+        for q, top in zip(conv.questions, found[conv.sample_id]):
             for k in KS:
-                per_k[k].append(len(q.evidence & set(found[:k])) / len(q.evidence))
-            all_hit.append(float(q.evidence <= set(found[:10])))
-            by_cat[q.category].append(len(q.evidence & set(found[:10])) / len(q.evidence))
+                per_k[k].append(len(q.evidence & set(top[:k])) / len(q.evidence))
+            all_hit.append(float(q.evidence <= set(top[:10])))
+            by_cat[q.category].append(len(q.evidence & set(top[:10])) / len(q.evidence))
     return {
         "questions": len(all_hit),
         **{f"R@{k}": round(statistics.fmean(v), 4) for k, v in per_k.items()},
         "all@10": round(statistics.fmean(all_hit), 4),
         "R@10 by category": {CATEGORIES[c]: round(statistics.fmean(v), 4) for c, v in by_cat.items() if v},
     }
+
+
+def evaluate(conversations: list[Conversation], search: Callable[[Conversation, str, int], list[str]]) -> dict:
+    """Evidence recall@k, all-evidence hit@10, per category; `search` returns dia ids best first."""
+    return score(conversations, ask(conversations, search))

@@ -29,7 +29,7 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
 
 import httpx  # noqa: E402
 
-from tests.bench.locomo import KS, load, evaluate  # noqa: E402
+from tests.bench.locomo import KS, ask, evaluate, load, score  # noqa: E402
 from tests.bench.leaveout import speaker_id  # noqa: E402
 
 KEY = "bench-key"
@@ -91,6 +91,7 @@ def bench_locomo(stack, path: Path, quick: bool) -> dict:
         conversations[0].questions = conversations[0].questions[:40]
     api = httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=60)
     ingest_s, n_turns, fact_s = 0.0, 0, 0.0
+    fact_ids: dict[str, dict[str, str]] = {}  # per conversation: memory id -> the turn it holds
     for conv in conversations:
         bot = f"locomo-{conv.sample_id}"
         for start in range(0, len(conv.turns), 100):
@@ -105,14 +106,13 @@ def bench_locomo(stack, path: Path, quick: bool) -> dict:
             ingest_s += time.perf_counter() - t0
             r.raise_for_status()
             n_turns += len(batch)
-        fact_ids = {}
+        fact_ids[conv.sample_id] = {}
         for t in conv.turns:
             t0 = time.perf_counter()
             r = api.post(f"/v1/bots/{bot}-facts/memories", json={"text": t.text, "userId": speaker_id(t.speaker)})
             fact_s += time.perf_counter() - t0
             r.raise_for_status()
-            fact_ids.setdefault(r.json()["id"], t.dia_id)  # the same words twice are one fact
-        conv.fact_ids = fact_ids
+            fact_ids[conv.sample_id].setdefault(r.json()["id"], t.dia_id)  # the same words twice are one fact
 
     latencies: list[float] = []
 
@@ -124,7 +124,7 @@ def bench_locomo(stack, path: Path, quick: bool) -> dict:
             latencies.append(time.perf_counter() - t0)
             r.raise_for_status()
             memories = r.json()["memories"]
-            return [m["sourceMessageId"] for m in memories] if kind == "message" else [conv.fact_ids[m["id"]] for m in memories]
+            return [m["sourceMessageId"] for m in memories] if kind == "message" else [fact_ids[conv.sample_id][m["id"]] for m in memories]
 
         return search
 
@@ -134,7 +134,7 @@ def bench_locomo(stack, path: Path, quick: bool) -> dict:
         def search(conv, question, k):
             bot = f"locomo-{conv.sample_id}" + ("-facts" if kind == "fact" else "")
             found = service.recall(Scope(bot=bot, kind=kind), question, k)
-            return [m.source_id for m in found] if kind == "message" else [conv.fact_ids[format_memory_id(m.id)] for m in found]
+            return [m.source_id for m in found] if kind == "message" else [fact_ids[conv.sample_id][format_memory_id(m.id)] for m in found]
 
         return search
 
@@ -152,8 +152,9 @@ def bench_locomo(stack, path: Path, quick: bool) -> dict:
     def plain(conv, question, k):
         return [conv.turns[i].dia_id for i in bm25[conv.sample_id].top(question, k)]
 
-    messages = evaluate(conversations, via_api("message"))
-    facts = evaluate(conversations, via_api("fact"))
+    # Asked once over HTTP; scored over all conversations and per conversation
+    asked = {kind: ask(conversations, via_api(kind)) for kind in ("message", "fact")}
+    messages, facts = score(conversations, asked["message"]), score(conversations, asked["fact"])
     result = {
         "conversations": len(conversations),
         "turns": n_turns,
@@ -165,7 +166,7 @@ def bench_locomo(stack, path: Path, quick: bool) -> dict:
         "engram meaning only": evaluate(conversations, engine_mode("meaning")),
         "plain BM25": evaluate(conversations, plain),
         "R@10 per conversation (HTTP; messages, facts)": {
-            c.sample_id: [evaluate([c], via_api("message"))["R@10"], evaluate([c], via_api("fact"))["R@10"]]
+            c.sample_id: [score([c], asked["message"])["R@10"], score([c], asked["fact"])["R@10"]]
             for c in conversations
         },
         "search latency (HTTP)": ms(latencies),
