@@ -126,7 +126,9 @@ def test_a_backfill_in_flight_completes_after_kill_9(launch, fakes):
     assert stack.replayed() >= 1
     expected = discord.expected_for(ALICE, {"c11", "t14", "c21"})
     assert wait_until(lambda: stored_messages(stack, ALICE) == expected, timeout_s=90)
-    assert any("Backfill complete" in s.get("content", "") for s in discord.sent if s.get("token") == "tok-remember")
+    # the completion message follows the last stored page: it may still be on its way
+    assert wait_until(lambda: any("Backfill complete" in s.get("content", "") for s in discord.sent
+                                  if s.get("token") == "tok-remember"), timeout_s=30)
 
 
 def test_a_catch_up_in_flight_completes_after_kill_9(launch, fakes):
