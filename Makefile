@@ -30,8 +30,7 @@ run: $(STAMP) $(NODE_DEPS)
 	$(PY) -m infra.local_stack
 
 test: $(STAMP) $(SAM_VENV)/.installed $(NODE_DEPS)
-	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || { \
-	  echo "tests/browser drive Debian's chromium: apt-get install chromium (.ci/run does)"; exit 1; }
+	@sh infra/install-chromium.sh
 	$(PY) -m pytest -q tests/unit tests/integration tests/deploy tests/browser
 
 test-unit: $(STAMP)
@@ -40,10 +39,11 @@ test-unit: $(STAMP)
 test-integration: $(STAMP) $(NODE_DEPS)
 	$(PY) -m pytest -q tests/integration
 
-# The stack as `sam build` makes it, each function in a fresh runtime Python against moto (tests/deploy).
 test-browser: $(STAMP) $(NODE_DEPS)
+	@sh infra/install-chromium.sh
 	$(PY) -m pytest -q tests/browser
 
+# The stack as `sam build` makes it, each function in a fresh runtime Python against moto (tests/deploy).
 test-deploy: $(STAMP) $(SAM_VENV)/.installed
 	$(PY) -m pytest -q tests/deploy
 

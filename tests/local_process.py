@@ -47,6 +47,15 @@ class Stack:
         assert ok and self.proc.poll() is None, self.read_log()
         return self
 
+    def health(self) -> dict:
+        """What /healthz tells the admin key (embedderWarm among it)."""
+        return self.api.get("/healthz", timeout=5).json()
+
+    def wait_warm(self, timeout_s: float = 120) -> "Stack":
+        """Wait for what the stack reports: the embedder's model loaded (searches use meaning from then on)."""
+        assert wait_until(lambda: self.health().get("embedderWarm"), timeout_s=timeout_s, every_s=0.2), self.read_log()
+        return self
+
     def _answers(self) -> bool:
         try:
             return self.api.get("/healthz", timeout=1).status_code == 200

@@ -20,7 +20,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    s = Stack(tmp_path_factory.mktemp("page"), {}).start()
+    s = Stack(tmp_path_factory.mktemp("page"), {}).start().wait_warm()  # the page's searches use meaning
     api = s.api
     for i in range(25):
         api.post("/v1/bots/garden/memories", json={"text": f"Garden note {i}: plant row {i} in spring.", "userId": "u1" if i % 2 else "u2"})
@@ -88,6 +88,29 @@ def test_newest_first_with_filters_and_paging(page):
     page.get_by_label("User", exact=True).fill("u3")
     page.get_by_role("button", name="Show").click()
     expect(items).to_have_count(1)
+
+
+def test_the_page_loads_with_an_empty_console(browser, stack):
+    """No 404s (the favicon among them), no errors, no warnings: from the first load to a search."""
+    context = browser.new_context()
+    pg = context.new_page()
+    said, failed = [], []
+    pg.on("console", lambda message: said.append(f"{message.type}: {message.text}"))
+    pg.on("pageerror", lambda error: said.append(f"error: {error}"))
+    pg.on("response", lambda response: failed.append(response.url) if response.status >= 400 else None)
+    try:
+        pg.goto(stack.url + "/")
+        pg.wait_for_load_state("networkidle")
+        sign_in(pg)
+        open_bot(pg)
+        pg.get_by_label("Search").fill("tomato sunlight")
+        pg.get_by_label("Search").press("Enter")
+        expect(pg.locator("#memories li .text").first).to_have_text("The tomatoes need six hours of sun.")
+        pg.wait_for_load_state("networkidle")
+        assert said == [] and failed == []
+        assert httpx.get(stack.url + "/favicon.ico").headers["content-type"].startswith("image/svg+xml")
+    finally:
+        context.close()
 
 
 def test_search_by_meaning_shows_scores(page):

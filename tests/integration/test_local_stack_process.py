@@ -10,8 +10,16 @@ from pathlib import Path
 import httpx
 
 from tests.local_process import free_port
+from tests.support import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def warm(port: int, key: str, timeout_s: float = 120) -> None:
+    """Wait for what the stack reports: its model loaded (meaning joins searches from then on)."""
+    auth = {"Authorization": f"Bearer {key}"}
+    assert wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/healthz", headers=auth).json().get("embedderWarm"),
+                      timeout_s=timeout_s, every_s=0.2)
 
 
 def start(data_dir: Path, port: int) -> subprocess.Popen:
@@ -61,12 +69,52 @@ def test_state_survives_a_restart(tmp_path):
         assert (tmp_path / "api-key").read_text().strip() == key  # generated once
         listed = httpx.get(base, headers=auth).json()["memories"]
         assert [m["text"] for m in listed] == ["The garage door code is 4417.", "Lena's birthday is on the ninth of March."]
-        found = httpx.get(base, params={"query": "When was Lena born?", "limit": 1}, headers=auth).json()["memories"]
-        assert found[0]["id"] == first["id"]
+        # Right after the start the model may still be loading: words answer at once, and say so
+        early = httpx.get(base, params={"query": "Lena's birthday", "limit": 1}, headers=auth)
+        assert early.json()["memories"][0]["id"] == first["id"]
+        assert early.headers["x-engram-search"] in ("words", "words+meaning")
+        warm(port, key)
+        found = httpx.get(base, params={"query": "When was Lena born?", "limit": 1}, headers=auth)
+        assert found.json()["memories"][0]["id"] == first["id"] and found.json()["meaning"] is True
         again = httpx.post(base, json={"text": "lena's birthday is on the ninth of march."}, headers=auth)
         assert again.status_code == 200 and again.json()["id"] == first["id"]
         third = httpx.post(base, json={"text": "A new fact after the restart."}, headers=auth).json()
         assert int(third["id"].split(":")[1]) > int(first["id"].split(":")[1])  # ids keep counting
+    finally:
+        stop(proc)
+
+
+def test_a_search_in_the_first_second_answers_by_words_without_waiting_for_the_model(tmp_path):
+    """A restarted stack answers a search at once, by words, while its model loads; meaning joins once it is
+    warm, and a memory written while the model loaded gets its vector within seconds, not at the next sweep."""
+    port = free_port()
+    proc = start(tmp_path, port)
+    key = (tmp_path / "api-key").read_text().strip()
+    auth = {"Authorization": f"Bearer {key}"}
+    base = f"http://127.0.0.1:{port}/v1/bots/first/memories"
+    try:
+        assert httpx.post(base, json={"text": "The spare key hangs behind the blue shutter."}, headers=auth).status_code == 201
+    finally:
+        stop(proc)
+    proc = start(tmp_path, port)
+    try:
+        health = httpx.get(f"http://127.0.0.1:{port}/healthz", headers=auth).json()
+        began = time.monotonic()
+        early = httpx.get(base, params={"query": "spare key", "limit": 3}, headers=auth, timeout=30)
+        took = time.monotonic() - began
+        assert [m["text"] for m in early.json()["memories"]] == ["The spare key hangs behind the blue shutter."]
+        if not health["embedderWarm"]:  # the model takes ~3.5 s to load: it was cold when we asked
+            assert early.headers["x-engram-search"] == "words" and early.json()["meaning"] is False
+            assert took < 2.5, f"a search waited {took:.1f} s for a cold model"
+        # written while the model loads: the words now, the meaning as soon as the model is warm
+        httpx.post(base, json={"text": "The owner drinks green tea, not coffee."}, headers=auth).raise_for_status()
+        warm(port, key)
+
+        def by_meaning():
+            r = httpx.get(base, params={"query": "favourite beverage", "limit": 1}, headers=auth).json()
+            return r["meaning"] and r["memories"] and r["memories"][0]["text"] == "The owner drinks green tea, not coffee."
+
+        assert wait_until(by_meaning, timeout_s=10, every_s=0.2)  # the sweep runs once a minute: not it
     finally:
         stop(proc)
 

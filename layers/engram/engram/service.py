@@ -155,6 +155,13 @@ class Memory:
 FEEDBACK_MIN_HITS = 10  # pseudo-relevance feedback only when the first search found at least this many
 
 
+class Found(list):
+    """Search results, best first, and whether meaning took part (False: words only, because vectors
+    are off, the embedder is down or its model is still loading)."""
+
+    meaning: bool = False
+
+
 def fact_tail(server: str | None, project: str | None, user: str | None) -> str:
     """Where the newest fact of a scope is remembered ('#' never appears in a thread id)."""
     return f"fact#{server or ''}#{project or ''}#{user or ''}"
@@ -442,23 +449,25 @@ class MemoryService:
     def search(
         self, bot: str, query: str, kind: str = "fact", limit: int | None = None, *, server=None, project=None,
         user=None,
-    ) -> list[Memory]:
-        """Best first, by words and (with vectors on) by meaning; words alone when the embedder is down."""
+    ) -> Found:
+        """Best first, by words and (with vectors on) by meaning; words alone when the embedder is down
+        or still loading."""
         scope = Scope(
             bot=check_name("bot", bot), kind=self._kind(kind), server=check_name("serverId", server),
             project=check_name("project", project), user=check_name("userId", user),
         )
         return self.recall(scope, query, check_limit(limit))
 
-    def recall(self, scope: Scope, query: str, k: int) -> list[Memory]:
-        """The top-k memories of a scope for a query: one embed, one vector query."""
+    def recall(self, scope: Scope, query: str, k: int) -> Found:
+        """The top-k memories of a scope for a query: one embed, one vector query. A search never waits
+        for a model to load: until it is warm, words alone answer (`Found.meaning` says which)."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query is empty")
         check_text("query", query)
         words = self.words.query(query)
         dense = None
         if self.dense_name is not None and self.indexer.dense_exists(self.dense_name):
-            vectors = self.indexer.embed([query])
+            vectors = self.indexer.embed([query], wait=False)
             if vectors:
                 dense = (self.dense_name, vectors[0])
         fusion = self.retrieval.fusion(len(words.indices))
@@ -479,7 +488,9 @@ class MemoryService:
             self.indexer.last_error = exc.message
             log.warning("index unavailable, searching records by words: %s", exc.message)
             return self._words_fallback(scope, query, k)
-        return [Memory.from_hit(h) for h in hits]
+        found = Found(Memory.from_hit(h) for h in hits)
+        found.meaning = dense is not None
+        return found
 
     def similar(self, scope: Scope, text: str) -> tuple[Memory, float] | None:
         """The memory closest in meaning to a text and its cosine similarity (None without vectors)."""
@@ -492,13 +503,13 @@ class MemoryService:
         hits = self.index.search(scope, None, (name, vectors[0]), 1, self.retrieval.fusion(0))
         return (Memory.from_hit(hits[0]), hits[0].score) if hits else None
 
-    def _words_fallback(self, scope: Scope, query: str, k: int) -> list[Memory]:
+    def _words_fallback(self, scope: Scope, query: str, k: int) -> Found:
         q = self.words.query(query)
         rows = self.records.newest(scope.bot, scope.kind or "fact", FALLBACK_SCAN, scope.server, scope.project, scope.user)
         scored = [(self.words.score(q, self.words.document(r.text)), r) for r in rows]
         scored = [(s, r) for s, r in scored if s > 0]
         scored.sort(key=lambda pair: (-pair[0], -int(pair[1].id)))
-        out = []
+        out = Found()
         for score, r in scored[:k]:
             memory = Memory.from_record(r)
             memory.score = score

@@ -215,6 +215,10 @@ def create_app(engine_factory: Callable[[], Engine] = get_engine, proxy_factory:
     def memory_page() -> FileResponse:
         return FileResponse(page / "index.html", headers={"cache-control": "no-cache"})
 
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> FileResponse:  # what a browser asks for on a page without a <link rel=icon>
+        return FileResponse(page / "favicon.svg", media_type="image/svg+xml")
+
     if proxy_factory is not None:
         from ..proxy.routes import proxy_router
 

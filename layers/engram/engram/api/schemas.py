@@ -45,6 +45,8 @@ class MemoryList(BaseModel):
     """Newest first, or best first when a query was given."""
 
     memories: list[MemoryOut]
+    meaning: bool | None = Field(None, description="Searches only: whether meaning took part. False: words alone "
+                                 "answered (vectors off, the embedder down, or its model still loading).")
 
 
 class NewMemory(BaseModel):

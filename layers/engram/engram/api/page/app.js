@@ -109,13 +109,14 @@ async function showMemories(more) {
   if (query) params.set("query", query);
   if (more && state.before) params.set("before", state.before);
   try {
-    const { memories } = await api("GET", `/v1/bots/${encodeURIComponent(state.bot)}/memories?${params}`);
+    const { memories, meaning } = await api("GET", `/v1/bots/${encodeURIComponent(state.bot)}/memories?${params}`);
     const list = $("memories");
     if (!more) list.replaceChildren();
     memories.forEach((m) => list.append(row(m)));
     state.before = memories.length ? memories[memories.length - 1].id : null;
     $("older").hidden = Boolean(query) || memories.length < 20;
     if (!more && !memories.length) notice(query ? "Nothing found." : "No memories here yet.");
+    else if (query && meaning === false) notice("Found by words only: meaning is off or its model is still loading.");
   } catch (error) { notice(error.message, true); }
 }
 

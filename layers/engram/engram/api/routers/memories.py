@@ -25,6 +25,7 @@ NOT_FOUND = {404: {"model": ErrorResponse, "description": "No such memory in thi
 def list_memories(
     bot: Bot,
     access: Reader,
+    response: Response,
     query: Annotated[str | None, Query(description="Search by words and meaning, best first.", max_length=2000)] = None,
     limit: Annotated[int | None, Query(ge=1, le=500, description="1-500; 200 when not given.")] = None,
     kind: Annotated[Literal["fact", "message"], Query()] = "fact",
@@ -41,8 +42,9 @@ def list_memories(
     scope = {"user": userId, "server": serverId, "project": project}
     if query is not None and query.strip():
         found = eng.service.search(bot, query, kind, limit, **scope)
-    else:
-        found = eng.service.list(bot, kind, limit, **scope, before=parse_memory_id(before) if before else None)
+        response.headers["x-engram-search"] = "words+meaning" if found.meaning else "words"
+        return {"memories": [m.to_json() for m in found], "meaning": found.meaning}
+    found = eng.service.list(bot, kind, limit, **scope, before=parse_memory_id(before) if before else None)
     return {"memories": [m.to_json() for m in found]}
 
 
