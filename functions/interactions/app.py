@@ -24,7 +24,7 @@ def queue():
 
 @lru_cache(maxsize=1)
 def _bind_tables() -> None:
-    from engram.records import RecordStore
+    from engram.store import RecordStore
 
     RecordStore(get_settings())
 

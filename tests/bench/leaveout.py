@@ -79,7 +79,7 @@ def speaker_id(speaker: str) -> str:
 
 def records_of(conv: Conversation, kind: str, settings, first_id: int) -> list:
     """The conversation's turns as engram would store them under one protocol."""
-    from engram.records import MemoryRecord
+    from engram.store import MemoryRecord
     from engram.service import MAX_CONTEXT_CHARS
 
     bot = f"locomo-{conv.sample_id}"

@@ -336,7 +336,7 @@ def bench_backfill(embedder) -> dict:
     stack = LocalStack(data_dir, port=0, api_key=KEY, embedder=embedder, discord_settings=settings).start()
     try:
         from engram.jobs import DiscordJob
-        from engram.records import now_ms
+        from engram.store import now_ms
 
         t0 = time.perf_counter()
         stack.discord.run(DiscordJob(action="remember", user=ALICE, token="bench", issued_at=now_ms()))

@@ -156,7 +156,9 @@ def test_forget_leaves_nothing_of_the_user(stack, discord):
     assert not [i for i in items if i.get("userId", {}).get("S") == ALICE]
     assert stack.engine.service.index.count(Scope(bot=APP_ID, user=ALICE)) == 0
     state = stack.dynamodb.scan(TableName="engram-state")["Items"]
-    assert not [i for i in state if ALICE in i["sk"]["S"] or ALICE in i["pk"]["S"]]
+    left = [i for i in state if ALICE in i["sk"]["S"] or ALICE in i["pk"]["S"]]
+    # only the tombstone: the user's id and when, which keeps anything queued before from storing them again
+    assert [(i["pk"]["S"], i["sk"]["S"], sorted(i)) for i in left] == [(f"forgotten#{APP_ID}", ALICE, ["pk", "sk", "value"])]
     assert "off for you" in interact(stack, memory_cmd("status", ALICE)).json()["data"]["content"]
 
 

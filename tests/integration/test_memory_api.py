@@ -120,7 +120,11 @@ def test_forget_leaves_nothing_behind(api, bot, stack):
         assert add(api, bot, f"Alice fact number {i} about orchids.", userId="alice", **scope).status_code == 201
     add(api, bot, "Bob grows cacti.", userId="bob")
     r = api.delete(f"/v1/bots/{bot}/users/alice/memories")
-    assert r.status_code == 200 and r.json() == {"deleted": {"facts": 4, "messages": 0, "vectors": 4}}
+    assert r.status_code == 200
+    deleted = r.json()["deleted"]
+    assert {k: deleted[k] for k in ("facts", "messages", "vectors", "contexts", "claims")} == \
+        {"facts": 4, "messages": 0, "vectors": 4, "contexts": 0, "claims": 0}
+    assert set(deleted["state"]) == {"consent", "backfill", "exportLimit", "tokens", "cursors", "chatSettings"}
     assert api.get(f"/v1/bots/{bot}/memories", params={"userId": "alice"}).json()["memories"] == []
     assert [m["userId"] for m in api.get(f"/v1/bots/{bot}/memories", params={"query": "orchids"}).json()["memories"]] == ["bob"]
     items = stack.dynamodb.scan(TableName="engram-memories")["Items"]

@@ -14,7 +14,7 @@ from engram.errors import EngramError
 from engram.proxy.memory import ChatMemory, Turn
 from engram.proxy.projects import ProjectResolver
 from engram.proxy.settings import ProxySettings
-from engram.records import MemoryRecord
+from engram.store import MemoryRecord
 from engram.vectors import Scope
 
 USERS, SERVERS, PROJECTS, BOTS = ["u1", "u2", "u3"], ["s1", "s2", None], ["p1", "p2", None], ["b1", "b2"]

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from engram.errors import InvalidInput, NotFound, Unavailable
-from engram.records import StateItem
+from engram.store.models import StateItem
 from engram.vectors import Scope
 
 
@@ -172,8 +172,8 @@ def test_forget_leaves_nothing_behind_in_either_store(service, aws):
     other_bot, _ = service.add_fact("bot2", "Alice likes chess.", user="alice")
     for i, (server, project) in enumerate([("s1", None), ("s2", None), (None, "p1")]):
         service.add_fact("bot1", f"Alice fact {i} about chess.", user="alice", server=server, project=project)
-    deleted = service.forget("bot1", "alice")
-    assert deleted == {"facts": 3, "messages": 0, "vectors": 3}
+    deleted = service.forget_user("bot1", "alice")
+    assert {k: deleted[k] for k in ("facts", "messages", "vectors")} == {"facts": 3, "messages": 0, "vectors": 3}
     # DynamoDB: no record and no unique key of alice in bot1
     items = aws["dynamodb"].scan(TableName="t-memories")["Items"]
     assert all(not (i["bot"]["S"] == "bot1" and i.get("userId", {}).get("S") == "alice") for i in items)
@@ -184,7 +184,9 @@ def test_forget_leaves_nothing_behind_in_either_store(service, aws):
     assert service.index.count(Scope(bot="bot1", user="alice")) == 0
     assert service.index.count(Scope(bot="bot1", user="bob")) == 1
     assert [m.id for m in service.search("bot2", "chess")] == [other_bot.id]
-    assert service.forget("bot1", "alice") == {"facts": 0, "messages": 0, "vectors": 0}
+    again = service.forget_user("bot1", "alice")
+    assert {k: again[k] for k in ("facts", "messages", "vectors", "contexts", "claims")} == \
+        {"facts": 0, "messages": 0, "vectors": 0, "contexts": 0, "claims": 0}
 
 
 def test_forget_leaves_no_text_of_the_user_as_anyone_s_context(service, aws):
@@ -248,7 +250,8 @@ def test_messages_are_stored_once_by_source_id(service):
     assert len(service.list("bot1", kind="message")) == 4
     assert service.list("bot1") == []  # facts by default
     assert {m.source_id for m in service.search("bot1", "sailing", kind="message")} == {"d0", "d1", "d2", "d3"}
-    assert service.forget("bot1", "u1") == {"facts": 0, "messages": 3, "vectors": 3}
+    gone = service.forget_user("bot1", "u1")
+    assert (gone["facts"], gone["messages"], gone["vectors"]) == (0, 3, 3)
 
 
 @pytest.mark.parametrize(
@@ -286,9 +289,11 @@ def test_thread_context_comes_from_the_previous_message_even_across_batches(serv
 
 
 def test_a_claim_left_by_a_crash_is_taken_over(service):
-    from engram.records import now_ms
+    from engram.store import now_ms
 
-    key = service._fact_key(None, None, None, "Crash-proof fact.")
+    from engram.store import fact_key
+
+    key = fact_key(None, None, None, "Crash-proof fact.")
     StateItem("unique#bot1", key, memory_id=424242, value=now_ms() - 60_000).save()  # its record never landed
     memory, created = service.add_fact("bot1", "Crash-proof fact.")
     assert created and memory.id != 424242

@@ -16,7 +16,6 @@ from .embedders import NoEmbedder, vector_name
 from .text import check_json
 from .errors import EmbedderUnavailable, InvalidInput
 from .jobs import JobQueue, ReembedJob
-from .records import StateItem
 from .vectors import Scope
 from .service import MemoryService
 
@@ -91,11 +90,8 @@ class EmbeddingManager:
         """The stored settings (defaults until someone changes them), refreshed every ttl_s."""
         with self._lock:
             if not self._loaded_at or time.monotonic() - self._loaded_at > self.ttl_s:
-                try:
-                    item = StateItem.get("settings", "embedding")
-                    stored = EmbeddingSettings(**item.data)
-                except StateItem.DoesNotExist:
-                    stored = self.defaults
+                data = self.service.state.embedding_settings()
+                stored = EmbeddingSettings(**data) if data is not None else self.defaults
                 if stored != self._current:
                     self._apply(stored)
                 self._current, self._loaded_at = stored, time.monotonic()
@@ -131,7 +127,7 @@ class EmbeddingManager:
                     raise EmbedderUnavailable("it answered with no vector")
             except EmbedderUnavailable as exc:
                 raise InvalidInput(_explain(exc, chosen)) from exc
-        StateItem("settings", "embedding", data=chosen.model_dump()).save()
+        self.service.state.save_embedding_settings(chosen.model_dump())
         with self._lock:
             self._apply(chosen, embedder)
             self._current, self._loaded_at = chosen, time.monotonic()

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from .config import Settings, get_settings
 from .embedders import build_embedder
 from .jobs import JobQueue, build_queue
-from .records import RecordStore
+from .store import RecordStore
 from .service import MemoryService
 from .singleton import ProcessSingleton
 from .vectors import VectorIndex, build_index

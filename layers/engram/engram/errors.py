@@ -50,3 +50,10 @@ class IndexUnavailable(Unavailable):
     """The vector index (Qdrant) did not answer."""
 
     code = "index_unavailable"
+
+
+class Forgotten(EngramError):
+    """The user was forgotten after this was written, asked for or queued: it is dropped, never stored."""
+
+    status = 409
+    code = "forgotten"

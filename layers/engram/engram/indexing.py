@@ -16,7 +16,7 @@ from .embedders import Embedder, NoEmbedder, vector_name
 from .errors import EmbedderUnavailable, IndexUnavailable, Unavailable
 from .jobs import IndexJob, JobQueue
 from .observability import timed
-from .records import KINDS, MemoryRecord, RecordStore, now_ms
+from .store import KINDS, MemoryRecord, RecordStore, StateStore, now_ms
 from .retrieval import DEFAULT, Retrieval, date_words
 from .vectors import IndexPoint, Scope, VectorIndex
 from .words import WordVectorizer
@@ -56,8 +56,9 @@ class Indexer:
 
     def __init__(self, records: RecordStore, index: VectorIndex, embedder: Embedder | NoEmbedder,
                  queue: JobQueue, words: WordVectorizer, message_vector_chars: int = 8000,
-                 retrieval: Retrieval = DEFAULT):
+                 retrieval: Retrieval = DEFAULT, state: StateStore | None = None):
         self.records = records
+        self.state = state or StateStore()
         self.retrieval = retrieval
         self.index = index
         self.embedder = embedder
@@ -140,6 +141,7 @@ class Indexer:
         """Write the points of records (words always, meaning when the embedder answers; without
         `wait`, only if it is warm; `ahead`: vectors already being made); returns how many are complete.
         Records left incomplete stay pending."""
+        records = self._unforgotten(records)
         if not records:
             return 0
         wanted = [(r, self.vector_text(r)) for r in records]
@@ -169,6 +171,22 @@ class Indexer:
         if complete == len(records):
             self.last_error = None
         return complete
+
+    def _unforgotten(self, records: list[MemoryRecord]) -> list[MemoryRecord]:
+        """Records whose user was not forgotten after they were made. The others are what a forget that
+        stopped half-way (a crash, a DynamoDB error) left: no point is written for them, and they are
+        deleted, finishing that forget, so a reconcile or a rebuild never makes them findable again."""
+        if not records:
+            return records
+        gone = self.state.forgotten(records[0].bot, {r.user for r in records if r.user})
+        if not gone:
+            return records
+        left = [r for r in records if r.user in gone and gone[r.user] >= int(r.created_at)]
+        if left:
+            log.warning("finishing an interrupted forget: %d records", len(left))
+            self.index.delete([int(r.id) for r in left])
+            self.records.delete(left)
+        return [r for r in records if not (r.user in gone and gone[r.user] >= int(r.created_at))]
 
     def index_or_defer(self, bot: str, records: list[MemoryRecord],
                        ahead: "Future[dict[int, list[float]]] | None" = None) -> None:
@@ -282,8 +300,7 @@ class IndexKeeper:
 
     def _reindex(self, records: list[MemoryRecord]) -> None:
         """Write these records' points again; pending first, so if the embedder is down the sweep finishes."""
-        for record in records:
-            self.indexer.records.mark_pending(record)
+        records = [r for r in records if self.indexer.records.mark_pending(r)]  # deleted meanwhile: left alone
         if records:
             self.indexer.index_records(records)
         self.progress.reindexed += len(records)

@@ -35,6 +35,9 @@ class ExtractJob(BaseModel):
     mode: Literal["llm", "explicit"] = "llm"
     user_text: str = Field(max_length=20_000)
     assistant_text: str = Field("", max_length=20_000)
+    # When the turn happened: if its user is forgotten after that, nothing of it is stored (0: unknown,
+    # which any forget of the user refuses).
+    queued_at: int = 0
 
 
 class DiscordJob(BaseModel):
@@ -63,6 +66,8 @@ class BackfillJob(BaseModel):
     run: str
     # Which link of the channel's chain this is: a duplicate delivery of a link already run is dropped.
     step: int = 0
+    # When the run began (consent): a user forgotten since then has nothing of theirs stored by it.
+    origin: int = 0
 
 
 class ReembedJob(BaseModel):

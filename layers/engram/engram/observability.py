@@ -45,7 +45,10 @@ def instrumented(handler: Callable) -> Callable:
     if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):  # locally (the stack's worker) logs stay as they are
         _engram_logs_as_json()
     wrapped = metrics.log_metrics(handler, capture_cold_start_metric=True) if METRICS_ON else handler
-    return logger.inject_lambda_context(tracer().capture_lambda_handler(wrapped))
+    # No bodies in traces: a handler's response (a list, an export) and an error's text can carry memory
+    # text, which a forget could not reach inside X-Ray
+    return logger.inject_lambda_context(tracer().capture_lambda_handler(wrapped, capture_response=False,
+                                                                       capture_error=False))
 
 
 def record_ms(phase: str, ms: float) -> None:

@@ -11,8 +11,8 @@ from typing import Any, Iterable, Iterator, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import EngramError, InvalidInput
-from .records import KINDS, MemoryRecord
+from .errors import EngramError, Forgotten, InvalidInput
+from .store import KINDS, MemoryRecord
 from .service import ChatMessage, MemoryService, _iso, check_name
 from .text import format_memory_id
 
@@ -26,7 +26,8 @@ def export_line(r: MemoryRecord) -> dict[str, Any]:
         "kind": r.kind, "id": format_memory_id(int(r.id)), "text": r.text, "savedBy": r.saved_by,
         "createdAt": _iso(int(r.created_at)), "updatedAt": _iso(int(r.updated_at)),
         "userId": r.user, "serverId": r.server, "project": r.project,
-        "sourceMessageId": r.source_id, "threadId": r.thread, "context": r.context, "content": r.content,
+        "sourceMessageId": r.source_id, "threadId": r.thread, "context": r.context,
+        "contextUserId": r.context_author if r.context else None, "content": r.content,
     }
     return {k: v for k, v in out.items() if v is not None}
 
@@ -68,6 +69,7 @@ class ImportLine(BaseModel):
     sourceMessageId: str | None = None
     threadId: str | None = None
     context: str | None = None
+    contextUserId: str | None = None
     content: dict[str, Any] | None = None
 
 
@@ -107,13 +109,21 @@ def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict
         try:
             line = ImportLine.model_validate_json(raw)
             for field, value in (("userId", line.userId), ("serverId", line.serverId), ("project", line.project),
-                                 ("threadId", line.threadId)):
+                                 ("threadId", line.threadId), ("contextUserId", line.contextUserId)):
                 check_name(field, value)
+            # An export taken before a forget must not bring the forgotten back: what was written before its
+            # user's forget is refused, and a context quoting someone forgotten since is left out
+            gone = service.state.forgotten(bot, {line.userId, line.contextUserId} - {None})
+            written = _ms(line.createdAt) or 0
+            if line.userId in gone and gone[line.userId] >= written:
+                raise Forgotten(f"its user {line.userId!r} was forgotten after it was written")
+            if line.contextUserId in gone and gone[line.contextUserId] >= written:
+                line.context, line.contextUserId = None, None
             if line.kind == "fact":
                 _, created = service.add_fact(
                     bot, line.text, user=line.userId, server=line.serverId, project=line.project,
                     saved_by=line.savedBy, created_at=_ms(line.createdAt), updated_at=_ms(line.updatedAt),
-                    defer_vectors=True,
+                    defer_vectors=True, origin=written or None,
                 )
                 counts["facts"]["created" if created else "existing"] += 1
                 continue
@@ -123,11 +133,12 @@ def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict
                 source_id=line.sourceMessageId, text=line.text, user=line.userId, server=line.serverId,
                 project=line.project, created_at=_ms(line.createdAt), updated_at=_ms(line.updatedAt),
                 content=line.content, saved_by=line.savedBy, thread=line.threadId, context=line.context,
+                context_author=line.contextUserId if line.context else None,
             )
             if message.source_id in seen:  # twice in one batch: the first stands
                 counts["messages"]["existing"] += 1
                 continue
-        except (ValidationError, InvalidInput, ValueError) as exc:  # Unavailable: the caller hears 503
+        except (ValidationError, InvalidInput, ValueError, Forgotten) as exc:  # Unavailable: the caller hears 503
             errors.append({"line": number, "error": _error(exc)})
             continue
         seen.add(message.source_id)

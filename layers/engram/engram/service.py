@@ -10,12 +10,12 @@ from datetime import datetime, timezone
 from typing import Any, Literal
 
 from .embedders import Embedder, NoEmbedder
-from .errors import IndexUnavailable, InvalidInput, NotFound, Unavailable
+from .errors import Forgotten, IndexUnavailable, InvalidInput, NotFound, Unavailable
 from .indexing import Indexer
 from .jobs import IndexJob, JobQueue
 from .observability import timed
-from .records import KINDS, Duplicate, MemoryRecord, RecordStore, now_ms
-from .text import NAME_PATTERN, check_json, check_text, clean_fact, fold_digest, format_memory_id
+from .store import KINDS, Duplicate, MemoryRecord, RecordStore, StateStore, fact_key, fact_tail, new_record, now_ms, source_key
+from .text import NAME_PATTERN, check_json, check_text, clean_fact, format_memory_id
 from .retrieval import DEFAULT, Retrieval, feedback_query, feedback_vector
 from .vectors import Hit, Scope, VectorIndex
 from .words import WordVectorizer
@@ -64,9 +64,12 @@ class ChatMessage:
     content: Any = None
     saved_by: str = "user"
     thread: str | None = None
-    # An import carries these as exported; otherwise they are made at write time.
+    # An import (or a backfill page) carries these; otherwise they are made at write time. Whose words the
+    # context is and from which record, so that forgetting that person reaches them.
     context: str | None = None
     updated_at: int | None = None
+    context_author: str | None = None
+    context_source: int | None = None
 
     def __post_init__(self):
         if not isinstance(self.source_id, str) or not 1 <= len(self.source_id) <= 128:
@@ -162,11 +165,6 @@ class Found(list):
     meaning: bool = False
 
 
-def fact_tail(server: str | None, project: str | None, user: str | None) -> str:
-    """Where the newest fact of a scope is remembered ('#' never appears in a thread id)."""
-    return f"fact#{server or ''}#{project or ''}#{user or ''}"
-
-
 class MemoryService:
     """Adds, changes, removes, lists, searches, recalls and forgets memories across both stores."""
 
@@ -178,14 +176,19 @@ class MemoryService:
         queue: JobQueue,
         retrieval: Retrieval = DEFAULT,
         message_vector_chars: int = 8000,
+        state: StateStore | None = None,
     ):
         self.records = records
+        self.state = state or StateStore()
+        # Called with (bot, user) after a forget: caches that could still serve the user drop them
+        self.forget_hooks: list = []
         self.index = index
         self.queue = queue
         self.retrieval = retrieval
         self.words = WordVectorizer(retrieval.k1, retrieval.b, context_weight=retrieval.words_context,
                                     date_weight=retrieval.date_terms)
-        self.indexer = Indexer(records, index, embedder, queue, self.words, message_vector_chars, retrieval)
+        self.indexer = Indexer(records, index, embedder, queue, self.words, message_vector_chars, retrieval,
+                               state=self.state)
 
     # The embedder and its state belong to the indexer; these read through for the front doors.
     @property
@@ -205,8 +208,10 @@ class MemoryService:
 
     # ----- writes --------------------------------------------------------------------------------
 
-    def _fact_key(self, server: str | None, project: str | None, user: str | None, text: str) -> str:
-        return f"fact#{server or ''}#{project or ''}#{user or ''}#{fold_digest(text)}"
+    def refused(self, bot: str, users, origin: int) -> set[str]:
+        """Which of these users were forgotten at or after `origin` (when the write was made, asked for or
+        queued): their words are dropped, whatever path brings them (tombstones, read at write time)."""
+        return {u for u, at in self.state.forgotten(bot, {u for u in users if u}).items() if at >= origin}
 
     def add_fact(
         self,
@@ -220,12 +225,17 @@ class MemoryService:
         created_at: int | None = None,
         updated_at: int | None = None,
         defer_vectors: bool = False,
+        origin: int | None = None,
     ) -> tuple[Memory, bool]:
-        """Add a fact; (memory, True) when new, (the memory already there, False) for the same text."""
+        """Add a fact; (memory, True) when new, (the memory already there, False) for the same text.
+        `origin`: when the fact was asked for (a job's queue time); Forgotten if its user was forgotten since."""
         bot = check_name("bot", bot)
         user, server, project = check_name("userId", user), check_name("serverId", server), check_name("project", project)
         text = clean_fact(text)
-        key = self._fact_key(server, project, user, text)
+        origin = origin if origin is not None else now_ms()
+        if user and self.refused(bot, {user}, origin):
+            raise Forgotten(f"user {user!r} was forgotten after this was asked for; it is not stored")
+        key = fact_key(server, project, user, text)
         existing = self.records.find_unique(bot, key)
         if existing is not None:
             return Memory.from_record(existing), False
@@ -233,53 +243,73 @@ class MemoryService:
         created, updated = created_at or stamp, updated_at or created_at or stamp
         self.records.register_bot(bot)
         tail = fact_tail(server, project, user)
-        context = self._fact_context(bot, tail, created)
-        record = MemoryRecord(
-            bot=bot, id=self.records.next_id(), kind="fact", text=text, server=server, project=project,
-            user=user, saved_by=saved_by, unique_key=key, created_at=created, updated_at=updated, context=context,
-            bot_user=f"{bot}#{user}" if user else None, bot_kind=f"{bot}#fact", pending_bot=bot,
+        memory_id = self.records.next_id()
+        context, author, source = self._fact_context(bot, tail, created)
+        record = new_record(
+            bot, memory_id, "fact", text, user=user, saved_by=saved_by, created_at=created, updated_at=updated,
+            server=server, project=project, unique_key=key, context=context, context_author=author,
+            context_source=source,
         )
         try:
             self.records.create(record)
         except Duplicate as dup:  # someone added the same text a moment ago
             return self._wait_for(bot, dup.memory_id), False
+        self.records.note_carriers([record])
         if self.retrieval.fact_context_minutes:
-            self.records.advance_thread_tail(bot, tail, created, text[:MAX_CONTEXT_CHARS], user)
+            self.records.advance_thread_tail(bot, tail, created, text[:MAX_CONTEXT_CHARS], user, memory_id)
+        if user and self.refused(bot, {user}, origin):  # a forget landed while we wrote: it wins
+            self._undo(bot, [record])
+            raise Forgotten(f"user {user!r} was forgotten while this was stored; it is not stored")
         self._index(bot, [record], defer_vectors)
         return Memory.from_record(record), True
 
-    def add_messages(self, bot: str, messages: list["ChatMessage"], defer_vectors: bool = False) -> tuple[list[Memory], int]:
+    def add_messages(self, bot: str, messages: list["ChatMessage"], defer_vectors: bool = False,
+                     origin: int | None = None, stored_tails: bool = True) -> tuple[list[Memory], int]:
         """Store chat messages in one batch, idempotent by source message id; returns every message's
         memory (new or already there, in input order) and how many were new. `defer_vectors`: points are
-        written by an index job (an import), not before the answer."""
+        written by an index job (an import), not before the answer. `origin`: when the batch was asked for
+        (a job's queue time); messages of users forgotten since are dropped, and a message whose context
+        quotes one is stored without it. `stored_tails=False` (a page older than what is stored): contexts
+        come from earlier messages of the batch only, never from a thread's newest stored message."""
         bot = check_name("bot", bot)
         if not messages:
             return [], 0
         if len(messages) > MAX_BATCH:
             raise InvalidInput(f"at most {MAX_BATCH} messages per batch")
-        keys = [f"src#{m.source_id}" for m in messages]
+        keys = [source_key(m.source_id) for m in messages]
         if len(set(keys)) != len(keys):
             raise InvalidInput("a batch names the same source message id twice")
+        origin = origin if origin is not None else now_ms()
+        users = {m.user for m in messages} | {m.context_author for m in messages}
+        gone = self.refused(bot, users, origin)
+        if gone:
+            messages = [m for m in messages if m.user not in gone]
+            for m in messages:
+                if m.context_author in gone:
+                    m.context, m.context_author, m.context_source = "", None, None
+            keys = [source_key(m.source_id) for m in messages]
         known = self.records.find_uniques(bot, keys)
         fresh = [m for m, k in zip(messages, keys) if k not in known]
         if fresh:
             self.records.register_bot(bot)
         stamp = now_ms()
-        contexts = [m.context if m.context is not None else c
-                    for m, c in zip(fresh, self._thread_contexts(bot, fresh, stamp))]
+        ids = self.records.next_ids(len(fresh)) if fresh else []
+        contexts = [(m.context, m.context_author, m.context_source) if m.context is not None else c
+                    for m, c in zip(fresh, self._thread_contexts(bot, fresh, ids, stamp, stored_tails))]
         records = [
-            MemoryRecord(
-                bot=bot, id=memory_id, kind="message", text=m.text, content=m.content, server=m.server,
-                project=m.project, user=m.user, saved_by=m.saved_by, source_id=m.source_id,
-                unique_key=f"src#{m.source_id}", created_at=m.created_at or stamp, updated_at=m.updated_at or stamp,
-                thread=m.thread, context=context,
-                bot_user=f"{bot}#{m.user}" if m.user else None, bot_kind=f"{bot}#message", pending_bot=bot,
+            new_record(
+                bot, memory_id, "message", m.text, user=m.user, saved_by=m.saved_by,
+                created_at=m.created_at or stamp, updated_at=m.updated_at or stamp, content=m.content,
+                server=m.server, project=m.project, source_id=m.source_id, unique_key=source_key(m.source_id),
+                thread=m.thread, context=context or None, context_author=author if context else None,
+                context_source=source if context else None,
             )
-            for m, memory_id, context in zip(fresh, self.records.next_ids(len(fresh)) if fresh else [], contexts)
+            for m, memory_id, (context, author, source) in zip(fresh, ids, contexts)
         ]
         if defer_vectors:
             written = self.records.create_many(records)
-            self._advance_threads(bot, written)
+            self._settle(bot, written, origin)
+            written = [r for r in written if not getattr(r, "undone", False)]
             self._index(bot, written, True)
         else:
             # Vectors are made while DynamoDB stores the records, a chunk at a time, so each chunk's points
@@ -287,14 +317,15 @@ class MemoryService:
             chunks = [records[i : i + INGEST_CHUNK] for i in range(0, len(records), INGEST_CHUNK)]
             aheads = [self.indexer.embed_ahead(chunk) for chunk in chunks]
             written = self.records.create_many(records)
-            self._advance_threads(bot, written)
-            stored = {int(r.id) for r in written}
+            self._settle(bot, written, origin)
+            stored = {int(r.id) for r in written if not getattr(r, "undone", False)}
             for chunk, ahead in zip(chunks, aheads):
                 mine = [r for r in chunk if int(r.id) in stored]
                 if mine:
                     self.indexer.index_or_defer(bot, mine, ahead)
                 elif ahead is not None:
                     ahead.cancel()
+            written = [r for r in written if int(r.id) in stored]
         by_key = {r.unique_key: r for r in written}
         missing = [k for k in keys if k not in by_key and k not in known]
         if missing:  # lost a race to a concurrent import of the same messages
@@ -307,6 +338,32 @@ class MemoryService:
             elif known.get(key) in stored:
                 out.append(Memory.from_record(stored[known[key]]))
         return out, len(written)
+
+    def _settle(self, bot: str, written: list[MemoryRecord], origin: int) -> None:
+        """After a batch is written: note whose words each context carries, move the thread tails on, and
+        let a forget that landed meanwhile win (its user's records go, contexts quoting them are cleared)."""
+        self.records.note_carriers(written)
+        gone = self.refused(bot, {r.user for r in written} | {r.context_author for r in written if r.context}, origin)
+        if gone:
+            mine = [r for r in written if r.user in gone]
+            self._undo(bot, mine)
+            for r in mine:
+                r.undone = True
+            quoting = [r for r in written if r.user not in gone and r.context and r.context_author in gone]
+            for r in quoting:
+                self.records.clear_context(r)
+                r.context = r.context_author = r.context_source = None
+        self._advance_threads(bot, [r for r in written if not getattr(r, "undone", False)])
+
+    def _undo(self, bot: str, records: list[MemoryRecord]) -> None:
+        """Take back records just written (their user was forgotten meanwhile): points, records, claims,
+        and the thread tails that quote them."""
+        if not records:
+            return
+        self._delete_records(records)
+        for r in records:
+            threads = [t for t in (r.thread, fact_tail(r.server, r.project, r.user) if r.kind == "fact" else None) if t]
+            self.records.drop_thread_tails(bot, threads, memory_id=int(r.id))
 
     def _index(self, bot: str, records: list[MemoryRecord], defer: bool) -> None:
         """Points now (the usual write), or by an index job (bulk imports: the answer does not wait)."""
@@ -322,32 +379,35 @@ class MemoryService:
         except Exception:  # the records stay pending: the sweep queues them
             log.exception("could not queue index jobs for %d records", len(ids))
 
-    def _thread_contexts(self, bot: str, messages: list[ChatMessage], stamp: int) -> list[str | None]:
-        """Each message's conversation context: the text of the message before it in its thread
-        (earlier in the batch by time, else the newest one stored)."""
-        threads = [m.thread for m in messages if m.thread]
-        tails = {t: d.get("text") for t, d in self.records.thread_tails(bot, threads).items()} if threads else {}
+    def _thread_contexts(self, bot: str, messages: list[ChatMessage], ids: list[int], stamp: int,
+                         stored_tails: bool = True) -> list[tuple[str | None, str | None, int | None]]:
+        """Each message's conversation context — the text of the message before it in its thread (earlier
+        in the batch by time, else the newest one stored) — with whose words it is and which record."""
+        threads = [m.thread for m in messages if m.thread] if stored_tails else []
+        tails = {t: (d.get("text"), d.get("user"), d.get("id"))
+                 for t, d in self.records.thread_tails(bot, threads).items()} if threads else {}
         order = sorted(range(len(messages)), key=lambda i: (messages[i].created_at or stamp, i))
-        contexts: list[str | None] = [None] * len(messages)
+        contexts: list[tuple[str | None, str | None, int | None]] = [(None, None, None)] * len(messages)
         for i in order:
             m = messages[i]
             if not m.thread:
                 continue
-            previous = tails.get(m.thread)
-            contexts[i] = previous[:MAX_CONTEXT_CHARS] if previous else None
+            text, author, source = tails.get(m.thread) or (None, None, None)
+            contexts[i] = (text[:MAX_CONTEXT_CHARS], author, source) if text else (None, None, None)
             if m.text.strip():
-                tails[m.thread] = m.text
+                tails[m.thread] = (m.text, m.user, ids[i])
         return contexts
 
-    def _fact_context(self, bot: str, tail: str, created: int) -> str | None:
-        """A fact's context: the fact its author saved just before in the same scope, if recent."""
+    def _fact_context(self, bot: str, tail: str, created: int) -> tuple[str | None, str | None, int | None]:
+        """A fact's context: the fact its author saved just before in the same scope, if recent (with
+        whose it is and which record)."""
         window_ms = self.retrieval.fact_context_minutes * 60_000
         if not window_ms:
-            return None
+            return None, None, None
         previous = self.records.thread_tails(bot, [tail]).get(tail)
         if not previous or not previous.get("text") or abs(created - int(previous.get("at", 0))) > window_ms:
-            return None
-        return str(previous["text"])[:MAX_CONTEXT_CHARS]
+            return None, None, None
+        return str(previous["text"])[:MAX_CONTEXT_CHARS], previous.get("user"), previous.get("id")
 
     def _advance_threads(self, bot: str, written: list[MemoryRecord]) -> None:
         newest: dict[str, MemoryRecord] = {}
@@ -355,7 +415,7 @@ class MemoryService:
             if r.thread and r.text.strip() and (r.thread not in newest or r.created_at >= newest[r.thread].created_at):
                 newest[r.thread] = r
         for thread, r in newest.items():
-            self.records.advance_thread_tail(bot, thread, int(r.created_at), r.text[:MAX_CONTEXT_CHARS], r.user)
+            self.records.advance_thread_tail(bot, thread, int(r.created_at), r.text[:MAX_CONTEXT_CHARS], r.user, int(r.id))
 
     def _wait_for(self, bot: str, memory_id: int, timeout_s: float = 3.0) -> Memory:
         """A memory another request is writing right now: wait briefly for it to land."""
@@ -380,13 +440,14 @@ class MemoryService:
         return Memory.from_record(record)
 
     def update(self, bot: str, memory_id: int, text: str) -> Memory:
-        """Change a memory's text; if it now says what another memory says, the other one stands."""
+        """Change a memory's text; if it now says what another memory says, the other one stands. The old
+        text leaves every context that quoted it."""
         text = clean_fact(text)
         record = self.records.get(bot, memory_id)
         if record is None:
             raise NotFound(f"bot {bot!r} has no memory {format_memory_id(memory_id)}")
         if record.kind == "fact":
-            key = self._fact_key(record.server, record.project, record.user, text)
+            key = fact_key(record.server, record.project, record.user, text)
         else:
             key = record.unique_key
         if record.text == text:
@@ -398,20 +459,23 @@ class MemoryService:
             self.records.change_text(record, text, key)
         except Duplicate as dup:
             return self._merge_into(record, dup.memory_id)
+        self.release_words(bot, [record])
         self.indexer.index_or_defer(bot, [record])
         return Memory.from_record(record)
 
     def _merge_into(self, changed: MemoryRecord, other_id: int) -> Memory:
         other = self._wait_for(changed.bot, other_id)
         self._delete_records([changed])
+        self.release_words(changed.bot, [changed])
         return other
 
     def remove(self, bot: str, memory_id: int) -> None:
-        """Delete one memory from both stores, or NotFound."""
+        """Delete one memory from both stores, or NotFound; its text leaves every context that quoted it."""
         record = self.records.get(bot, memory_id)
         if record is None:
             raise NotFound(f"bot {bot!r} has no memory {format_memory_id(memory_id)}")
         self._delete_records([record])
+        self.release_words(bot, [record])
 
     def _delete_records(self, records: list[MemoryRecord]) -> None:
         # Vectors first: if Qdrant is down nothing is deleted and the caller hears 503,
@@ -419,20 +483,41 @@ class MemoryService:
         self.index.delete([int(r.id) for r in records])
         self.records.delete(records)
 
-    def forget(self, bot: str, user: str) -> dict[str, int]:
-        """Delete every record and vector of a bot attributed to a user, in every server and project."""
-        bot, user = check_name("bot", bot), check_name("userId", user)
-        ids = list(self.records.iter_user(bot, user))
-        found = self.records.batch_get(bot, ids) if ids else {}
-        records = list(found.values())
-        vectors = self.index.delete_scope(Scope(bot=bot, user=user))
-        self.records.delete(records)
-        # The newest text of a thread (or of a run of facts) is kept as the next memory's context: the
-        # user's goes with them
-        tails = {r.thread for r in records if r.thread} | {fact_tail(r.server, r.project, user) for r in records if r.kind == "fact"}
-        self.records.drop_thread_tails(bot, sorted(tails), user)
-        facts = sum(1 for r in records if r.kind == "fact")
-        return {"facts": facts, "messages": len(records) - facts, "vectors": vectors}
+    def release_words(self, bot: str, records: list[MemoryRecord], author: str | None = None) -> int:
+        """The words of these records (or, with `author`, every record of that author) leave the places that
+        quote them: other records' contexts are cleared and their points made again, and thread tails that
+        hold them are dropped. Returns how many contexts were cleared."""
+        if author is not None:
+            carrier_ids = self.records.carriers(bot, author)
+            notes = {author: carrier_ids}
+        else:
+            notes = {}
+            for r in records:
+                notes.setdefault(r.user, []).extend(self.records.carriers(bot, r.user, source=int(r.id)))
+            carrier_ids = [i for ids in notes.values() for i in ids]
+        cleared = []
+        for start in range(0, len(carrier_ids), 100):
+            for carrier in self.records.batch_get(bot, carrier_ids[start : start + 100]).values():
+                if carrier.context and (author is None or carrier.context_author == author) \
+                        and self.records.clear_context(carrier):
+                    carrier.context = carrier.context_author = carrier.context_source = None
+                    cleared.append(carrier)
+        for start in range(0, len(cleared), 100):
+            self.indexer.index_or_defer(bot, cleared[start : start + 100])
+        for who, ids in notes.items():
+            self.records.drop_carriers(bot, who, ids)
+        for r in records:
+            threads = [t for t in (r.thread, fact_tail(r.server, r.project, r.user) if r.kind == "fact" else None) if t]
+            self.records.drop_thread_tails(bot, threads, user=author, memory_id=int(r.id))
+        return len(cleared)
+
+    def forget_user(self, bot: str, user: str) -> dict:
+        """Forget a user everywhere engram keeps anything of theirs (see engram.forgetting)."""
+        from .forgetting import forget_user
+
+        return forget_user(self, bot, user)
+
+    forget = forget_user
 
     # ----- reads ---------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from .engine import get_engine
+from .errors import Forgotten
 from .jobs import BackfillJob, DiscordJob, ExtractJob, IndexJob, IndexMaintenanceJob, ReembedJob, SweepJob, parse_job
 from .observability import logger, timed
 
@@ -23,7 +24,10 @@ def handle(record: SQSRecord, lambda_context=None) -> None:
     """Run one job; raising marks just this message failed, so SQS retries it and then dead-letters it."""
     job = parse_job(record.body)
     with timed(f"job-{job.kind}"):
-        _run(job, lambda_context)
+        try:
+            _run(job, lambda_context)
+        except Forgotten:  # its user was forgotten after it was queued: deleted from the queue, never retried
+            logger.info("dropped a job of a forgotten user", extra={"kind": job.kind})
 
 
 def _run(job, lambda_context) -> None:

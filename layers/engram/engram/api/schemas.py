@@ -113,9 +113,11 @@ class MessageBatchResult(BaseModel):
 
 
 class ForgetResult(BaseModel):
-    """What a forget deleted."""
+    """What a forget deleted, per store: `facts`, `messages`, `vectors`, `contexts` (other people's
+    records whose context quoted the user, cleared), `claims`, and `state` (consent, backfill, exportLimit,
+    tokens, cursors, chatSettings)."""
 
-    deleted: dict[str, int]
+    deleted: dict[str, int | dict[str, int]]
 
 
 class EmbeddingSettingsOut(BaseModel):

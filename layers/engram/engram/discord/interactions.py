@@ -123,18 +123,9 @@ def seen_once(settings: DiscordSettings, window_s: int = 900) -> Callable[[str],
     record (expiresAt lets DynamoDB's TTL remove it once no signature for it could still be fresh)."""
 
     def first_time(interaction_id: str) -> bool:
-        from pynamodb.exceptions import PutError
+        from ..store import StateStore
 
-        from ..records import StateItem
-
-        item = StateItem(f"discord#{settings.bot}#seen", interaction_id, expires_at=int(time.time()) + window_s)
-        try:
-            item.save(condition=StateItem.pk.does_not_exist())
-            return True
-        except PutError as exc:
-            if "ConditionalCheckFailed" in str(exc.__cause__ or exc):
-                return False
-            raise
+        return StateStore().first_sight(settings.bot, interaction_id, int(time.time()) + window_s)
 
     return first_time
 
@@ -143,21 +134,19 @@ def consent_status(settings: DiscordSettings) -> Callable[[str], str]:
     """The status answer from DynamoDB alone (fast enough for the 3-second window)."""
 
     def status(user: str) -> str:
-        from ..records import MemoryRecord, StateItem
+        from ..store import RecordStore, StateStore
 
-        pk = f"discord#{settings.bot}"
-        try:
-            StateItem.get(pk, f"consent#{user}")
-        except StateItem.DoesNotExist:
+        state = StateStore()
+        if state.consent(settings.bot, user) is None:
             return "Long-term memory is off for you. Use /memory remember to opt in."
-        stored = MemoryRecord.by_user.count(f"{settings.bot}#{user}")
-        try:
-            run = StateItem.get(pk, f"backfill#{user}")
-            total, left = int(run.data.get("channels", 0)), int(run.value or 0)
+        stored = RecordStore.count_user_of(settings.bot, user)
+        run = state.backfill_run(settings.bot, user)
+        if run is None:
+            backfill = "Backfill: not started."
+        else:
+            total, left = int(run.get("channels", 0)), run["left"]
             progress = "complete" if left <= 0 else f"{total - left} of {total} channels done"
             backfill = f"Backfill: {progress}."
-        except StateItem.DoesNotExist:
-            backfill = "Backfill: not started."
         return f"Long-term memory is on for you. {backfill} Memories stored: {stored}."
 
     return status

@@ -9,11 +9,10 @@ import uuid
 from datetime import datetime
 
 import httpx
-from pynamodb.exceptions import PutError, UpdateError
-
+from ..errors import Forgotten
 from ..jobs import BackfillJob, DiscordJob, JobQueue
-from ..records import StateItem, now_ms
 from ..service import ChatMessage, MemoryService
+from ..store import now_ms
 from ..vectors import Scope
 from .attachments import Interpreter, SafeFetcher
 from .rest import DiscordClient, DiscordError, RateLimited
@@ -48,22 +47,19 @@ class DiscordMemory:
     def bot(self) -> str:
         return self.settings.bot
 
+    @property
+    def state(self):
+        return self.service.state
+
     # ----- consent and progress ---------------------------------------------------------------
 
-    def _pk(self) -> str:
-        return f"discord#{self.bot}"
-
     def consented(self, user: str) -> bool:
-        """Whether a user has opted in."""
-        try:
-            StateItem.get(self._pk(), f"consent#{user}")
-            return True
-        except StateItem.DoesNotExist:
-            return False
+        """Whether a user has opted in (read now: a forget may have happened a moment ago)."""
+        return self.state.consent(self.bot, user) is not None
 
     def consenting_users(self) -> set[str]:
         """Everyone who has opted in."""
-        return {i.sk.split("#", 1)[1] for i in StateItem.query(self._pk(), StateItem.sk.startswith("consent#"))}
+        return self.state.consenting(self.bot)
 
     # ----- replies ------------------------------------------------------------------------------
 
@@ -99,19 +95,24 @@ class DiscordMemory:
             self.fan_out_catch_up(job)
 
     def remember(self, job: DiscordJob) -> None:
-        """Record consent (global per user) and fan the backfill out: one job per readable channel."""
+        """Record consent (global per user) and fan the backfill out: one job per readable channel. A
+        remember asked for before the user's last forget (a retry, a DLQ redrive) is dropped: only a new
+        /memory remember opts them back in."""
         user = job.user
-        StateItem(self._pk(), f"consent#{user}", value=1, data={"consentedAt": now_ms()}).save()
+        if self.service.refused(self.bot, {user}, job.issued_at):
+            log.info("dropping a remember asked for before the user was forgotten")
+            return
+        consented_at = now_ms()
+        self.state.give_consent(self.bot, user, consented_at)
         channels = self.readable_channels()
         run = uuid.uuid4().hex[:12]
-        StateItem(self._pk(), f"backfill#{user}", value=len(channels), count=0, tag=run,
-                  data={"channels": len(channels), "issuedAt": job.issued_at}).save()
+        self.state.start_backfill_run(self.bot, user, run, len(channels), job.issued_at)
         self._keep_token(user, run, job.token, job.issued_at)
         if not channels:
             self.reply(job.token, job.issued_at, user, "You're opted in. I can't read any channels yet, so there was nothing to backfill.")
             return
         for guild, channel in channels:
-            self.queue.send(BackfillJob(user=user, guild=guild, channel=channel, run=run))
+            self.queue.send(BackfillJob(user=user, guild=guild, channel=channel, run=run, origin=consented_at))
         self.reply(job.token, job.issued_at, user, f"You're opted in. Backfilling your history from {len(channels)} channels…")
 
     def _keep_token(self, user: str, run: str, token: str | None, issued_at: int) -> None:
@@ -119,37 +120,28 @@ class DiscordMemory:
         minutes): its own item, with a TTL, never in the long-lived backfill record."""
         if token:
             expires = (issued_at or now_ms()) // 1000 + TOKEN_LIFETIME_MS // 1000
-            StateItem(self._pk(), f"token#{user}#{run}", data={"token": token}, expires_at=expires).save()
+            self.state.keep_token(self.bot, user, run, token, expires)
 
     def _token(self, user: str, run: str) -> str | None:
         """The run's interaction token if it is still valid (DynamoDB's TTL deletes late, dynalite never)."""
-        try:
-            item = StateItem.get(self._pk(), f"token#{user}#{run}")
-        except StateItem.DoesNotExist:
-            return None
-        if int(item.expires_at or 0) * 1000 <= now_ms():
-            item.delete()
-            return None
-        return (item.data or {}).get("token")
+        return self.state.token(self.bot, user, run, now_ms() // 1000)
 
     def readable_channels(self) -> list[tuple[str, str]]:
         """(guild, channel) of every channel the bot can read, except the disallowed ones."""
         return [(g["id"], c["id"]) for g in self.client.guilds() for c in self.client.readable_channels(g["id"])
                 if c["id"] not in self.settings.channels_disallowed]
 
-    def _cursor(self, user: str) -> str:
-        return f"discord#{self.bot}#backfill#{user}"
-
     def backfill(self, job: BackfillJob) -> None:
         """A few pages of one channel, older and older, checkpointed; continues itself until done.
         SQS may deliver a job twice: a link of the chain already run is dropped, and a channel is
-        counted done once per run."""
-        cursor_key = (self._cursor(job.user), job.channel)
-        try:
-            cursor = StateItem.get(*cursor_key)
-        except StateItem.DoesNotExist:
-            cursor = StateItem(*cursor_key, data={"before": None, "done": False})
-        state = dict(cursor.data or {})
+        counted done once per run. A link of a run that is no longer the user's (a forget deleted it, or a
+        newer remember replaced it) is dropped: without that, a forget's deleted cursor would start the
+        channel over from its newest page."""
+        current = self.state.backfill_run(self.bot, job.user)
+        if current is None or current.get("run") != job.run or not self.consented(job.user):
+            log.info("dropping a backfill link of a run that is over (forgotten or replaced)")
+            return
+        state = self.state.cursor(self.bot, job.user, job.channel) or {"before": None, "done": False}
         if state.get("run") == job.run and job.step < int(state.get("step", 0)):
             log.info("dropping a duplicate backfill job (%s step %d)", job.channel, job.step)
             return
@@ -160,7 +152,7 @@ class DiscordMemory:
                 try:
                     page = self.client.messages(job.channel, before=state.get("before"))
                 except RateLimited as limited:  # delay this job on the queue; nothing is lost
-                    self._save_cursor(cursor, state)
+                    self.state.save_cursor(self.bot, job.user, job.channel, state)
                     self.queue.send(job, delay_s=int(limited.retry_after) + 1)
                     self._count(job, stored, finished=False)
                     return
@@ -171,55 +163,46 @@ class DiscordMemory:
                     raise
                 if page:
                     self._remember_newest(job.channel, page[0]["id"])
-                stored += self.store_messages(job.guild, job.channel, page, {job.user})
+                stored += self.store_messages(job.guild, job.channel, page, {job.user}, origin=job.origin or 0,
+                                              backfill=True)
                 if len(page) < 100:
                     state["done"] = True
                     break
                 state["before"] = page[-1]["id"]
         state["step"] = job.step + 1
-        self._save_cursor(cursor, state)
+        self.state.save_cursor(self.bot, job.user, job.channel, state)
         if not state.get("done"):
             self.queue.send(job.model_copy(update={"step": job.step + 1}))  # more history: a fresh invocation
             self._count(job, stored, finished=False)
             return
         self._count(job, stored, finished=True)
 
-    @staticmethod
-    def _save_cursor(cursor: StateItem, state: dict) -> None:
-        cursor.data = state
-        cursor.save()
-
     def _count(self, job: BackfillJob, stored: int, finished: bool) -> None:
         """Add to the run's count; the job that finishes the last channel sends the one final message.
         One conditional update, so a channel finished twice (a duplicate delivery) is counted once."""
-        run = StateItem(self._pk(), f"backfill#{job.user}")
-        actions = [StateItem.count.add(stored)]
-        condition = StateItem.tag == job.run
-        if finished:
-            actions += [StateItem.value.add(-1), StateItem.members.add({job.channel})]
-            condition &= ~StateItem.members.contains(job.channel)
-        try:
-            run.update(actions=actions, condition=condition)
-        except UpdateError:  # a newer run (or a forget) replaced this one, or this channel was counted already
+        run = self.state.count_backfill(self.bot, job.user, job.run, job.channel, stored, finished)
+        if run is None:  # a newer run (or a forget) replaced this one, or this channel was counted already
             return
-        if finished and int(run.value) == 0:
-            total = int(run.count or 0)
-            self.reply(self._token(job.user, job.run), int(run.data.get("issuedAt") or 0), job.user,
-                       f"Backfill complete: {total} messages stored.")
+        if finished and run["left"] == 0:
+            self.reply(self._token(job.user, job.run), int(run.get("issuedAt") or 0), job.user,
+                       f"Backfill complete: {run['count']} messages stored.")
 
     def _remember_newest(self, channel: str, message_id: str) -> None:
         """The newest message id seen per channel: where catch-up starts."""
-        item = StateItem(f"discord#{self.bot}#channels", channel, data={"newest": message_id})
-        try:
-            current = StateItem.get(f"discord#{self.bot}#channels", channel)
-            if int(current.data.get("newest", 0)) >= int(message_id):
-                return
-        except StateItem.DoesNotExist:
-            pass
-        item.save()
+        self.state.remember_newest(self.bot, channel, message_id)
 
-    def store_messages(self, guild: str, channel: str, page: list[dict], users: set[str]) -> int:
-        """Store the messages of consenting users and the bot's replies to them; returns how many were new."""
+    def store_messages(self, guild: str, channel: str, page: list[dict], users: set[str], origin: int | None = None,
+                       backfill: bool = False) -> int:
+        """Store the messages of consenting users and the bot's replies to them; returns how many were new.
+        Consent is read again right before the write, and the write itself refuses users forgotten since
+        `origin` (when the job was queued): a forget between the fetch and the store wins. A backfill page
+        is older than what is stored: its oldest message's context is not the channel's newest one."""
+        if not page:
+            return 0
+        checked_at = now_ms()
+        users = self.state.consenting(self.bot, set(users))
+        if not users:
+            return 0
         batch = []
         for message in page:
             owner, saved_by = self._owner(message, users)
@@ -236,7 +219,8 @@ class DiscordMemory:
             ))
         if not batch:
             return 0
-        _, created = self.service.add_messages(self.bot, batch)
+        origin = checked_at if origin is None else min(origin, checked_at)
+        _, created = self.service.add_messages(self.bot, batch, origin=origin, stored_tails=not backfill)
         return created
 
     def _owner(self, message: dict, users: set[str]) -> tuple[str | None, str]:
@@ -268,15 +252,8 @@ class DiscordMemory:
         }
 
     def forget(self, job: DiscordJob) -> None:
-        """Delete everything of the user in every server, in both stores, and their consent."""
-        deleted = self.service.forget(self.bot, job.user)
-        StateItem(self._pk(), f"consent#{job.user}").delete()
-        StateItem(self._pk(), f"backfill#{job.user}").delete()
-        StateItem(self._pk(), f"export#{job.user}").delete()
-        for token in StateItem.query(self._pk(), StateItem.sk.startswith(f"token#{job.user}#")):
-            token.delete()
-        for cursor in StateItem.query(self._cursor(job.user)):
-            cursor.delete()
+        """Delete everything of the user, everywhere: the same forget_user the Memory API runs."""
+        deleted = self.service.forget_user(self.bot, job.user)
         self.reply(job.token, job.issued_at, job.user,
                    f"Forgotten: {deleted['messages']} messages and {deleted['facts']} facts deleted, and your consent removed.")
 
@@ -288,19 +265,17 @@ class DiscordMemory:
         limits = (f"Limits: one export every {EXPORT_EVERY_S // 60} minutes, files up to "
                   f"{EXPORT_MAX_BYTES // 1_000_000} MB.")
         now = now_ms()
-        try:
-            StateItem(self._pk(), f"export#{job.user}", value=now, expires_at=now // 1000 + EXPORT_EVERY_S).save(
-                condition=StateItem.sk.does_not_exist() | (StateItem.value < now - EXPORT_EVERY_S * 1000))
-        except PutError:
+        if not self.state.take_export_slot(self.bot, job.user, now, EXPORT_EVERY_S):
             self.reply(job.token, job.issued_at, job.user, f"You asked for an export a moment ago. {limits}")
             return
         header = []
-        for name in ("consent", "backfill"):
-            try:
-                item = StateItem.get(self._pk(), f"{name}#{job.user}")
-                header.append({"kind": name, "value": int(item.value or 0), **(item.data or {})})
-            except StateItem.DoesNotExist:
-                pass
+        consent = self.state.consent(self.bot, job.user)
+        if consent is not None:
+            header.append({"kind": "consent", **consent})
+        run = self.state.backfill_run(self.bot, job.user)
+        if run is not None:
+            header.append({"kind": "backfill", "value": run["left"], "channels": run.get("channels"),
+                           "issuedAt": run.get("issuedAt")})
         for entry in header:
             entry.pop("token", None)
         out, count = bytearray(), 0
@@ -342,11 +317,7 @@ class DiscordMemory:
             channels = self.readable_channels()
         stored = 0
         for guild, channel in channels:
-            try:
-                newest = StateItem.get(f"discord#{self.bot}#channels", channel).data.get("newest")
-            except StateItem.DoesNotExist:
-                newest = None
-            after = newest or "0"
+            after = self.state.channel_newest(self.bot, channel) or "0"
             while True:
                 page = self.client.messages(channel, after=after)
                 if not page:
@@ -369,11 +340,11 @@ class DiscordMemory:
         except (RateLimited, DiscordError) as exc:
             log.warning("catch-up before /ask skipped: %s", exc)
         if consented:
-            self.service.add_messages(self.bot, [ChatMessage(
+            self.service.add_messages(self.bot, [ChatMessage(  # refused if the user was forgotten since /ask
                 source_id=f"interaction-{job.interaction_id}", text=job.prompt, user=job.user, server=job.guild,
                 thread=job.channel, created_at=job.issued_at or None,
                 content={"authorId": job.user, "message": job.prompt, "channelId": job.channel, "serverId": job.guild, "viaCommand": "/ask"},
-            )])
+            )], origin=job.issued_at or 0)
         recent = []
         try:
             recent = list(reversed(self.client.messages(job.channel, limit=self.settings.context_messages)))
@@ -406,4 +377,4 @@ class DiscordMemory:
                 source_id=posted["id"], text=answer[:2000], user=job.user, server=job.guild, thread=job.channel,
                 saved_by="bot", content={"authorId": self.settings.application_id, "isBot": True, "message": answer[:2000],
                                           "channelId": job.channel, "serverId": job.guild, "inReplyTo": job.user},
-            )])
+            )], origin=job.issued_at or 0)

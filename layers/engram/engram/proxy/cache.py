@@ -21,16 +21,20 @@ class StatsCache:
 
     def get_or(self, key: Hashable, load: Callable[[], Any]) -> Any:
         """The cached value, or load() stored for next time."""
+        return self.lookup(key, load)[0]
+
+    def lookup(self, key: Hashable, load: Callable[[], Any]) -> tuple[Any, bool]:
+        """(the cached value, True), or (load() stored for next time, False)."""
         with self._lock:
             value = self._cache.get(key, _MISSING)
             if value is not _MISSING:
                 self.hits += 1
-                return value
+                return value, True
             self.misses += 1
         value = load()
         with self._lock:
             self._cache[key] = value
-        return value
+        return value, False
 
     def discard(self, key: Hashable) -> None:
         """Forget one entry."""

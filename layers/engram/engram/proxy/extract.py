@@ -9,6 +9,7 @@ import re
 
 import httpx
 
+from ..errors import Forgotten
 from ..jobs import ExtractJob
 from ..service import MemoryService
 from ..vectors import Scope
@@ -114,13 +115,21 @@ class Extractor:
         else:
             candidates = self._ask(job)
         stored = []
+        if self.service.refused(job.bot, {job.user}, job.queued_at):
+            log.info("extraction dropped: its user was forgotten after the turn")
+            return stored
         for fact in candidates[: self.settings.max_per_turn]:
             if looks_secret(fact):
                 log.info("extraction dropped a fact that looks like a secret")
                 continue
             if len(fact) > 1000 or self._known(job, fact):
                 continue
-            _, created = self.service.add_fact(job.bot, fact, user=job.user, project=job.project, saved_by="bot")
+            try:  # the check again at the moment of writing: a forget during the model call wins
+                _, created = self.service.add_fact(job.bot, fact, user=job.user, project=job.project, saved_by="bot",
+                                                   origin=job.queued_at)
+            except Forgotten:
+                log.info("extraction dropped: its user was forgotten while it ran")
+                return stored
             if created:
                 stored.append(fact)
         return stored
@@ -141,7 +150,8 @@ class Extractor:
             answer = self._complete(job, system, exchange + '\n\nReply with only the JSON object {"memories": [...]}.')
             facts = parse_memories(answer or "")
         if facts is None:
-            log.warning("extraction dropped: the model's answer was not JSON even after a retry: %r", (answer or "")[:200])
+            # never the answer itself: it quotes what the user said (README: no log line carries memory text)
+            log.warning("extraction dropped: the model's answer was not JSON even after a retry (%d chars)", len(answer or ""))
             return []
         return facts
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from ..errors import EngramError, NotFound
-from ..records import StateItem
 from ..service import Memory, MemoryService
+from ..store import now_ms
 from ..text import format_memory_id, parse_memory_id
 from ..vectors import Scope
 from .cache import StatsCache
@@ -97,15 +97,31 @@ class ChatMemory:
         self.projects = projects
         self.recall_cache = StatsCache(settings.cache_recall_ttl_ms, settings.cache_max_entries)
         self.settings_cache = StatsCache(settings.cache_settings_ttl_ms, settings.cache_max_entries)
+        if service is not None:
+            service.forget_hooks.append(self._forgotten)
+
+    def _forgotten(self, bot: str, user: str) -> None:
+        """A forget in this process: nothing cached may still serve that user."""
+        self.forget_caches()
+        self.settings_cache.discard(("settings", user))
+
+    def _cached(self, key, users: set, load) -> list[Memory]:
+        """A recall through the cache that never outlives a forget, whichever instance ran it: a hit is
+        served only if none of the users it could show (the asker, the memories' owners) was forgotten
+        since it was cached — one read of their tombstones."""
+        (stamp, memories), hit = self.recall_cache.lookup(key, lambda: (now_ms(), load()))
+        if hit:
+            owners = (users | {m.user for m in memories}) - {None}
+            if any(at >= stamp for at in self.service.state.forgotten(self.bot, owners).values()):
+                self.recall_cache.discard(key)
+                stamp, memories = self.recall_cache.get_or(key, lambda: (now_ms(), load()))
+        return memories
 
     @property
     def bot(self) -> str:
         return self.settings.bot
 
     # ----- on / off ------------------------------------------------------------------------------
-
-    def _pk(self, user: str) -> str:
-        return f"lcmem#{self.bot}#{user}"
 
     def enabled(self, turn: Turn) -> tuple[bool, str]:
         """Whether memory is on for this chat and why: chat, then user default, then the server default."""
@@ -114,23 +130,18 @@ class ChatMemory:
         if self.settings.projectless == "off" and turn.project is None:
             return False, "memory is off in chats outside a project (MEMORY_PROJECTLESS=off)"
         stored = self.settings_cache.get_or(
-            ("settings", turn.user), lambda: {i.sk: i.value for i in StateItem.query(self._pk(turn.user))}
+            ("settings", turn.user), lambda: self.service.state.chat_settings(self.bot, turn.user)
         )
-        chat = stored.get(f"chat#{turn.conversation}") if turn.conversation else None
+        chat = stored.get(turn.conversation) if turn.conversation else None
         if chat is not None:
             return bool(chat), "this chat's setting"
-        if stored.get("default") is not None:
-            return bool(stored["default"]), "your default"
+        if stored.get(None) is not None:
+            return bool(stored[None]), "your default"
         return self.settings.default_enabled, "the server default"
 
     def set_enabled(self, turn: Turn, enabled: bool | None, for_chat: bool = True) -> None:
         """Set (or with None, drop) the chat's or the user's default setting."""
-        sk = f"chat#{turn.conversation}" if for_chat else "default"
-        item = StateItem(self._pk(turn.user), sk, value=int(enabled) if enabled is not None else None)
-        if enabled is None:
-            item.delete()
-        else:
-            item.save()
+        self.service.state.set_chat_setting(self.bot, turn.user, turn.conversation if for_chat else None, enabled)
         self.settings_cache.discard(("settings", turn.user))
 
     # ----- recall ------------------------------------------------------------------------------
@@ -156,14 +167,14 @@ class ChatMemory:
                 found.sort(key=lambda m: -((m.score or 0) + (top if m.project == boost else 0)))
             return found[:k]
 
-        return self.recall_cache.get_or((scope, boost, query), load)
+        return self._cached((scope, boost, query), {turn.user}, load)
 
     def newest(self, turn: Turn) -> list[Memory]:
         """The newest memories this turn may recall (cached like a recall, dropped after a write)."""
         scope, _ = self.scope(turn)
         k = self.settings.recall_limit
-        return self.recall_cache.get_or(
-            ("newest", scope),
+        return self._cached(
+            ("newest", scope), {turn.user},
             lambda: self.service.list(scope.bot, "fact", k, project=scope.project, user=scope.user),
         )
 

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import EngramError
+from ..store import now_ms
 from ..jobs import ExtractJob
 from . import wire
 from ..text import scrub
@@ -231,6 +232,7 @@ def queue_extraction(proxy: Proxy, turn: Turn, upstream: str, model: str, mode: 
         job = ExtractJob(
             bot=proxy.settings.bot, user=turn.user, conversation=turn.conversation, project=turn.project,
             upstream=upstream, model=model or None, mode=mode, user_text=user_text[:20_000], assistant_text=assistant_text[:20_000],
+            queued_at=now_ms(),
         )
         proxy.engine.queue.send(job)
     except Exception:

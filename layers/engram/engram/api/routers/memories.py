@@ -107,8 +107,10 @@ def remove_memory(bot: Bot, memory_id: MemoryId, eng: Admin) -> Response:
 
 @router.delete("/v1/bots/{bot}/users/{user_id}/memories", response_model=ForgetResult)
 def forget_user(bot: Bot, user_id: Annotated[str, Path(pattern=NAME_PATTERN)], eng: Admin) -> dict:
-    """Forget a user: every record and vector of this bot attributed to them, everywhere."""
-    return {"deleted": eng.service.forget(bot, user_id)}
+    """Forget a user everywhere (the same call as Discord's /memory forget): their records and vectors, the
+    contexts of others' records that quote them, consent, backfill state, tokens, settings; and a tombstone,
+    so nothing queued before the forget can store anything of theirs after it."""
+    return {"deleted": eng.service.forget_user(bot, user_id)}
 
 
 NDJSON = "application/x-ndjson"

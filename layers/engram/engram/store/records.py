@@ -1,19 +1,19 @@
-"""DynamoDB, the system of record (pynamodb): memory records, unique keys and counters."""
+"""DynamoDB, the system of record (pynamodb): memory records, unique keys, counters, thread tails and
+the index of which records carry whose words."""
 
 from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
-from pynamodb.attributes import JSONAttribute, NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.exceptions import PynamoDBException
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, KeysOnlyProjection
-from pynamodb.models import Model
 
-from .config import Settings
-from .errors import Unavailable
+from ..config import Settings
+from ..errors import Unavailable
+from . import keys
+from .models import MemoryRecord, StateItem
 
 
 KINDS = ("fact", "message")
@@ -22,90 +22,6 @@ KINDS = ("fact", "message")
 def now_ms() -> int:
     """Wall-clock time in epoch milliseconds, how records keep time."""
     return int(time.time() * 1000)
-
-
-class ByUser(GlobalSecondaryIndex):
-    """Every record a user is attributed to, per bot: what forget walks."""
-
-    class Meta:
-        index_name = "byUser"
-        projection = KeysOnlyProjection()
-
-    bot_user = UnicodeAttribute(hash_key=True, attr_name="botUser")
-    id = NumberAttribute(range_key=True)
-
-
-class ByKind(GlobalSecondaryIndex):
-    """Records of one kind per bot, newest (highest id) first when read backwards."""
-
-    class Meta:
-        index_name = "byKind"
-        projection = AllProjection()
-
-    bot_kind = UnicodeAttribute(hash_key=True, attr_name="botKind")
-    id = NumberAttribute(range_key=True)
-
-
-class Pending(GlobalSecondaryIndex):
-    """Sparse: only records whose vectors still have to be written appear here."""
-
-    class Meta:
-        index_name = "pending"
-        projection = KeysOnlyProjection()
-
-    pending_bot = UnicodeAttribute(hash_key=True, attr_name="pendingBot")
-    id = NumberAttribute(range_key=True)
-
-
-class MemoryRecord(Model):
-    """One memory: a fact, or a stored chat message with its whole content."""
-
-    class Meta:
-        table_name = "engram-memories"
-        region = "us-east-1"
-
-    bot = UnicodeAttribute(hash_key=True)
-    id = NumberAttribute(range_key=True)
-    kind = UnicodeAttribute()
-    text = UnicodeAttribute()
-    content = JSONAttribute(null=True)
-    server = UnicodeAttribute(null=True, attr_name="serverId")
-    project = UnicodeAttribute(null=True)
-    user = UnicodeAttribute(null=True, attr_name="userId")
-    saved_by = UnicodeAttribute(attr_name="savedBy")
-    source_id = UnicodeAttribute(null=True, attr_name="sourceId")
-    unique_key = UnicodeAttribute(null=True, attr_name="uniqueKey")
-    thread = UnicodeAttribute(null=True)
-    context = UnicodeAttribute(null=True)
-    # the model of the dense vector its point was written with (re-embedding asks the index, not this)
-    vector_model = UnicodeAttribute(null=True, attr_name="vectorModel")
-    created_at = NumberAttribute(attr_name="createdAt")
-    updated_at = NumberAttribute(attr_name="updatedAt")
-    bot_user = UnicodeAttribute(null=True, attr_name="botUser")
-    bot_kind = UnicodeAttribute(attr_name="botKind")
-    pending_bot = UnicodeAttribute(null=True, attr_name="pendingBot")
-
-    by_user = ByUser()
-    by_kind = ByKind()
-    pending = Pending()
-
-
-class StateItem(Model):
-    """Everything that is not a memory: unique keys, counters, settings, consent, cursors."""
-
-    class Meta:
-        table_name = "engram-state"
-        region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True)
-    sk = UnicodeAttribute(range_key=True)
-    memory_id = NumberAttribute(null=True, attr_name="memoryId")
-    value = NumberAttribute(null=True)
-    count = NumberAttribute(null=True)
-    tag = UnicodeAttribute(null=True)
-    data = JSONAttribute(null=True)
-    members = UnicodeSetAttribute(null=True)  # e.g. the channels of a backfill run already counted done
-    expires_at = NumberAttribute(null=True, attr_name="expiresAt")
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +40,15 @@ def _conditional(exc: Exception) -> bool:
     return "ConditionalCheckFailed" in str(exc.__cause__ or exc)
 
 
-def _unique_pk(bot: str) -> str:
-    return f"unique#{bot}"
+_unique_pk = keys.unique_pk
+
+
+def new_record(bot: str, memory_id: int, kind: str, text: str, *, user: str | None = None,
+               saved_by: str = "owner", created_at: int, updated_at: int, **fields: Any) -> MemoryRecord:
+    """A record not yet written, its index keys filled in (and marked pending: its point comes next)."""
+    return MemoryRecord(bot=bot, id=memory_id, kind=kind, text=text, user=user, saved_by=saved_by,
+                        created_at=created_at, updated_at=updated_at, bot_user=keys.bot_user(bot, user),
+                        bot_kind=keys.bot_kind(bot, kind), pending_bot=bot, **fields)
 
 
 class RecordStore:
@@ -154,7 +77,7 @@ class RecordStore:
         """Remember that a bot has records (once per process), for jobs that walk every bot."""
         if bot in self._bots:
             return
-        self._guard(lambda: StateItem("bots", bot).save())
+        self._guard(lambda: StateItem(*keys.bot_registered(bot)).save())
         self._bots.add(bot)
 
     def bots(self) -> list[str]:
@@ -168,13 +91,13 @@ class RecordStore:
         if cursor:
             condition = MemoryRecord.id > cursor if oldest_first else MemoryRecord.id < cursor
         return self._guard(lambda: list(MemoryRecord.by_kind.query(
-            f"{bot}#{kind}", range_key_condition=condition, scan_index_forward=oldest_first, limit=limit))[:limit])
+            keys.bot_kind(bot, kind), range_key_condition=condition, scan_index_forward=oldest_first, limit=limit))[:limit])
 
     def user_ids_oldest_first(self, bot: str, user: str, after_id: int | None, limit: int) -> list[int]:
         """Up to `limit` ids of a user's records above `after_id`, oldest first (the user index)."""
         condition = MemoryRecord.id > after_id if after_id else None
         return self._guard(lambda: [int(r.id) for r in MemoryRecord.by_user.query(
-            f"{bot}#{user}", range_key_condition=condition, scan_index_forward=True, limit=limit)][:limit])
+            keys.bot_user(bot, user), range_key_condition=condition, scan_index_forward=True, limit=limit)][:limit])
 
     def next_id(self) -> int:
         """A new memory id from an atomic counter."""
@@ -184,7 +107,7 @@ class RecordStore:
         """`n` new consecutive memory ids from one atomic counter update."""
 
         def bump():
-            counter = StateItem("counter", "memory")
+            counter = StateItem(*keys.MEMORY_COUNTER)
             counter.update(actions=[StateItem.value.add(n)])
             top = int(counter.value)
             return list(range(top - n + 1, top + 1))
@@ -192,25 +115,31 @@ class RecordStore:
         return self._guard(bump)
 
     def thread_tails(self, bot: str, threads: list[str]) -> dict[str, dict]:
-        """The newest stored message text of each thread: {"text", "at"}."""
+        """The newest stored message text of each thread: {"text", "at", "user", "id"}."""
         if not threads:
             return {}
-        pk = f"thread#{bot}"
+        pk = keys.thread_pk(bot)
         return self._guard(lambda: {i.sk: i.data for i in StateItem.batch_get([(pk, t) for t in dict.fromkeys(threads)])})
 
-    def advance_thread_tail(self, bot: str, thread: str, at: int, text: str, user: str | None = None) -> None:
-        """Remember a thread's newest message, unless a newer one is already remembered."""
-        item = StateItem(f"thread#{bot}", thread, value=at, data={"text": text, "at": at, "user": user})
+    def advance_thread_tail(self, bot: str, thread: str, at: int, text: str, user: str | None = None,
+                            memory_id: int | None = None) -> None:
+        """Remember a thread's newest message (whose words, and which record), unless a newer one is."""
+        item = StateItem(keys.thread_pk(bot), thread, value=at,
+                         data={"text": text, "at": at, "user": user, "id": memory_id})
         try:
             self._guard(lambda: item.save(condition=StateItem.value.does_not_exist() | (StateItem.value <= at)))
         except Unavailable as exc:
             if not _conditional(exc):
                 raise
 
-    def drop_thread_tails(self, bot: str, threads: list[str], user: str) -> None:
-        """Forget the remembered newest text of these threads where that user wrote it."""
-        pk = f"thread#{bot}"
-        mine = [t for t, d in self.thread_tails(bot, threads).items() if (d or {}).get("user") == user]
+    def drop_thread_tails(self, bot: str, threads: list[str], user: str | None = None,
+                          memory_id: int | None = None) -> int:
+        """Forget the remembered newest text of these threads where that user wrote it (or where it is
+        that record's text); returns how many were dropped."""
+        pk = keys.thread_pk(bot)
+        mine = [t for t, d in self.thread_tails(bot, threads).items()
+                if (user is not None and (d or {}).get("user") == user)
+                or (memory_id is not None and (d or {}).get("id") == memory_id)]
 
         def run():
             with StateItem.batch_write() as batch:
@@ -219,6 +148,53 @@ class RecordStore:
 
         if mine:
             self._guard(run)
+        return len(mine)
+
+    # ----- contexts: which records quote whose words -----------------------------------------------
+
+    def note_carriers(self, records: list[MemoryRecord]) -> None:
+        """For every record whose context quotes someone else, an item under that author: so a forget, a
+        delete or a change can find the records that carry those words."""
+        notes = [r for r in records if r.context and r.context_source is not None]
+
+        def run():
+            with StateItem.batch_write() as batch:
+                for r in notes:
+                    batch.save(StateItem(keys.carriers_pk(r.bot, r.context_author), keys.carrier_sk(int(r.id)),
+                                         memory_id=int(r.context_source)))
+
+        if notes:
+            self._guard(run)
+
+    def carriers(self, bot: str, author: str | None, source: int | None = None) -> list[int]:
+        """Ids of records whose context quotes this author (only from this source record, if given)."""
+        condition = StateItem.memory_id == source if source is not None else None
+        return self._guard(lambda: [int(i.sk) for i in StateItem.query(keys.carriers_pk(bot, author),
+                                                                         filter_condition=condition)])
+
+    def drop_carriers(self, bot: str, author: str | None, carrier_ids: list[int]) -> None:
+        """The carriers no longer quote this author."""
+
+        def run():
+            with StateItem.batch_write() as batch:
+                for carrier in carrier_ids:
+                    batch.delete(StateItem(keys.carriers_pk(bot, author), keys.carrier_sk(carrier)))
+
+        if carrier_ids:
+            self._guard(run)
+
+    def clear_context(self, record: MemoryRecord) -> bool:
+        """Drop a record's context (and mark it pending: its point is made again without it); False when
+        the record no longer exists."""
+        actions = [MemoryRecord.context.remove(), MemoryRecord.context_author.remove(),
+                   MemoryRecord.context_source.remove(), MemoryRecord.pending_bot.set(record.bot)]
+        try:
+            self._guard(lambda: record.update(actions=actions, condition=MemoryRecord.id.exists()))
+        except Unavailable as exc:
+            if _conditional(exc):
+                return False
+            raise
+        return True
 
     # ----- unique keys ---------------------------------------------------------------------------
     # A claim (StateTable item) says which memory holds a unique key: a fact's folded text in its scope,
@@ -388,9 +364,17 @@ class RecordStore:
         marked = list(self._pool.map(lambda pair: self.mark_indexed(*pair), done))
         return [record for (record, _), ok in zip(done, marked) if not ok]
 
-    def mark_pending(self, record: MemoryRecord) -> None:
-        """The record still needs its point (or its dense vector) written."""
-        self._guard(lambda: record.update(actions=[MemoryRecord.pending_bot.set(record.bot)]))
+    def mark_pending(self, record: MemoryRecord) -> bool:
+        """The record still needs its point (or its dense vector) written; False when it no longer exists
+        (an update without the condition would write a stub of a deleted memory back)."""
+        try:
+            self._guard(lambda: record.update(actions=[MemoryRecord.pending_bot.set(record.bot)],
+                                              condition=MemoryRecord.id.exists()))
+        except Unavailable as exc:
+            if _conditional(exc):
+                return False
+            raise
+        return True
 
     def pending_ids(self, bot: str, limit: int) -> list[int]:
         """Ids of a bot's records waiting for vectors, oldest first."""
@@ -424,7 +408,7 @@ class RecordStore:
             # A filter is applied after a page is read: read full pages when one is set, or a narrow
             # scope walks the kind's index 50 items per round trip
             rows = MemoryRecord.by_kind.query(
-                f"{bot}#{kind}", range_key_condition=below, filter_condition=condition, scan_index_forward=False,
+                keys.bot_kind(bot, kind), range_key_condition=below, filter_condition=condition, scan_index_forward=False,
                 page_size=500 if condition is not None else min(limit, 500),
             )
             out = []
@@ -450,7 +434,7 @@ class RecordStore:
                     out.append(r)
             return len(out) >= limit
 
-        for row in MemoryRecord.by_user.query(f"{bot}#{user}", range_key_condition=below, scan_index_forward=False,
+        for row in MemoryRecord.by_user.query(keys.bot_user(bot, user), range_key_condition=below, scan_index_forward=False,
                                               page_size=500):
             ids.append(int(row.id))
             if len(ids) == 100:
@@ -463,5 +447,36 @@ class RecordStore:
 
     def iter_user(self, bot: str, user: str) -> Iterator[int]:
         """Ids of every record of a bot attributed to a user."""
-        return self._guard(lambda: [int(r.id) for r in MemoryRecord.by_user.query(f"{bot}#{user}")])
+        return self._guard(lambda: [int(r.id) for r in MemoryRecord.by_user.query(keys.bot_user(bot, user))])
+
+    def count_user(self, bot: str, user: str) -> int:
+        """How many records of a bot are attributed to a user (the user index, keys only)."""
+        return self.count_user_of(bot, user)
+
+    @staticmethod
+    def count_user_of(bot: str, user: str) -> int:
+        """count_user without a store object (the lean interactions function binds the tables once)."""
+        try:
+            return MemoryRecord.by_user.count(keys.bot_user(bot, user))
+        except PynamoDBException as exc:
+            raise Unavailable(f"DynamoDB failed: {exc.msg}") from exc
+
+    def user_claims(self, bot: str, user: str) -> list[str]:
+        """The fact claims made in a user's name (their scope is in the key), whether or not their
+        record still exists: a forget releases them all, leftovers of a crash included."""
+        # DynamoDB filters no key attribute: the partition's fact claims are read (keys only) and matched here
+        return self._guard(lambda: [i.sk for i in StateItem.query(
+            keys.unique_pk(bot), StateItem.sk.startswith(keys.FACT_CLAIM_PREFIX),
+            attributes_to_get=["pk", "sk"]) if i.sk.rsplit("#", 2)[-2] == user])
+
+    def drop_claims(self, bot: str, claim_keys: list[str]) -> None:
+        """Delete these claims outright."""
+
+        def run():
+            with StateItem.batch_write() as batch:
+                for key in claim_keys:
+                    batch.delete(StateItem(keys.unique_pk(bot), key))
+
+        if claim_keys:
+            self._guard(run)
 

@@ -1,0 +1,215 @@
+"""Everything in StateTable that is not a record's bookkeeping: embedder settings, Discord consent,
+backfill runs, cursors, tokens, seen interactions, export limits, LibreChat users' memory settings, and
+the tombstones forgets leave. Domain code reaches them only through `StateStore`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pynamodb.exceptions import PutError, PynamoDBException, UpdateError
+
+from ..errors import Unavailable
+from . import keys
+from .models import StateItem
+
+
+def _conditional(exc: Exception) -> bool:
+    return "ConditionalCheckFailed" in str(exc.__cause__ or exc)
+
+
+def _get(pk: str, sk: str) -> StateItem | None:
+    try:
+        return StateItem.get(pk, sk, consistent_read=True)
+    except StateItem.DoesNotExist:
+        return None
+
+
+class StateStore:
+    """Reads and writes StateTable items by what they mean; every key comes from `keys`."""
+
+    def _guard(self, fn):
+        try:
+            return fn()
+        except PynamoDBException as exc:
+            raise Unavailable(f"DynamoDB failed: {exc.msg}") from exc
+
+    # ----- embedder settings -------------------------------------------------------------------------
+
+    def embedding_settings(self) -> dict | None:
+        """The stored embedder settings, or None (the environment's defaults apply)."""
+        item = self._guard(lambda: _get(*keys.EMBEDDING_SETTINGS))
+        return item.data if item is not None else None
+
+    def save_embedding_settings(self, data: dict) -> None:
+        self._guard(lambda: StateItem(*keys.EMBEDDING_SETTINGS, data=data).save())
+
+    # ----- tombstones ----------------------------------------------------------------------------------
+
+    def mark_forgotten(self, bot: str, user: str, at: int) -> None:
+        """Leave the tombstone of a forget (kept: it is what a restore from backup re-applies)."""
+        self._guard(lambda: StateItem(*keys.tombstone(bot, user), value=at).save())
+
+    def forgotten(self, bot: str, users: set[str] | list[str]) -> dict[str, int]:
+        """When each of these users was last forgotten in this bot (users never forgotten left out)."""
+        users = [u for u in dict.fromkeys(users) if u]
+        if not users:
+            return {}
+        if len(users) == 1:
+            item = self._guard(lambda: _get(*keys.tombstone(bot, users[0])))
+            return {users[0]: int(item.value)} if item is not None else {}
+        return self._guard(lambda: {i.sk: int(i.value) for i in StateItem.batch_get(
+            [keys.tombstone(bot, u) for u in users], consistent_read=True)})
+
+    def tombstones(self, bot: str) -> dict[str, int]:
+        """Every forget of a bot: user -> when (what the README's restore procedure replays)."""
+        return self._guard(lambda: {i.sk: int(i.value) for i in StateItem.query(keys.tombstone(bot, "")[0])})
+
+    # ----- Discord: consent and backfill ---------------------------------------------------------------
+
+    def consent(self, bot: str, user: str) -> dict | None:
+        """A user's consent ({"consentedAt"}), or None."""
+        item = self._guard(lambda: _get(*keys.consent(bot, user)))
+        return {"value": int(item.value or 0), **(item.data or {})} if item is not None else None
+
+    def consenting(self, bot: str, users: set[str] | None = None) -> set[str]:
+        """Everyone who has opted in (or which of `users` have), read now, not cached."""
+        if users is not None:
+            wanted = [u for u in users if u]
+            if not wanted:
+                return set()
+            found = self._guard(lambda: list(StateItem.batch_get([keys.consent(bot, u) for u in wanted],
+                                                                 consistent_read=True)))
+        else:
+            found = self._guard(lambda: list(StateItem.query(
+                keys.discord_pk(bot), StateItem.sk.startswith(keys.CONSENT_PREFIX), consistent_read=True)))
+        return {i.sk.split("#", 1)[1] for i in found}
+
+    def give_consent(self, bot: str, user: str, at: int) -> None:
+        self._guard(lambda: StateItem(*keys.consent(bot, user), value=1, data={"consentedAt": at}).save())
+
+    def backfill_run(self, bot: str, user: str) -> dict | None:
+        """The user's latest backfill run: {"run", "left", "count", "channels", "issuedAt"}, or None."""
+        item = self._guard(lambda: _get(*keys.backfill_run(bot, user)))
+        if item is None:
+            return None
+        return {"run": item.tag, "left": int(item.value or 0), "count": int(item.count or 0), **(item.data or {})}
+
+    def start_backfill_run(self, bot: str, user: str, run: str, channels: int, issued_at: int) -> None:
+        self._guard(lambda: StateItem(*keys.backfill_run(bot, user), value=channels, count=0, tag=run,
+                                      data={"channels": channels, "issuedAt": issued_at}).save())
+
+    def count_backfill(self, bot: str, user: str, run: str, channel: str, stored: int, finished: bool) -> dict | None:
+        """Add to a run's count (and, once per channel, count the channel done): one conditional update.
+        None when a newer run (or a forget) replaced it, or this channel was counted already."""
+        item = StateItem(*keys.backfill_run(bot, user))
+        actions = [StateItem.count.add(stored)]
+        condition = StateItem.tag == run
+        if finished:
+            actions += [StateItem.value.add(-1), StateItem.members.add({channel})]
+            condition &= ~StateItem.members.contains(channel)
+        try:
+            item.update(actions=actions, condition=condition)
+        except UpdateError as exc:
+            if _conditional(exc):
+                return None
+            raise Unavailable(f"DynamoDB failed: {exc.msg}") from exc
+        return {"left": int(item.value), "count": int(item.count or 0), **(item.data or {})}
+
+    def keep_token(self, bot: str, user: str, run: str, token: str, expires_s: int) -> None:
+        """An interaction token for a run's last word, in its own item with a TTL."""
+        self._guard(lambda: StateItem(*keys.token(bot, user, run), data={"token": token}, expires_at=expires_s).save())
+
+    def token(self, bot: str, user: str, run: str, now_s: int) -> str | None:
+        """The run's token while it is valid (DynamoDB's TTL deletes late, dynalite never)."""
+        item = self._guard(lambda: _get(*keys.token(bot, user, run)))
+        if item is None:
+            return None
+        if int(item.expires_at or 0) <= now_s:
+            self._guard(item.delete)
+            return None
+        return (item.data or {}).get("token")
+
+    def cursor(self, bot: str, user: str, channel: str) -> dict | None:
+        """A user's backfill cursor in one channel ({"before", "done", "run", "step"}), or None."""
+        item = self._guard(lambda: _get(keys.cursors_pk(bot, user), channel))
+        return dict(item.data or {}) if item is not None else None
+
+    def save_cursor(self, bot: str, user: str, channel: str, state: dict) -> None:
+        self._guard(lambda: StateItem(keys.cursors_pk(bot, user), channel, data=state).save())
+
+    def channel_newest(self, bot: str, channel: str) -> str | None:
+        """The newest message id seen in a channel (where catch-up starts)."""
+        item = self._guard(lambda: _get(*keys.channel_newest(bot, channel)))
+        return (item.data or {}).get("newest") if item is not None else None
+
+    def remember_newest(self, bot: str, channel: str, message_id: str) -> None:
+        """Move a channel's newest seen id forward (never back)."""
+        current = self.channel_newest(bot, channel)
+        if current is not None and int(current) >= int(message_id):
+            return
+        self._guard(lambda: StateItem(*keys.channel_newest(bot, channel), data={"newest": message_id}).save())
+
+    def first_sight(self, bot: str, interaction_id: str, expires_s: int) -> bool:
+        """True the first time an interaction id is seen (a conditional write of a short-lived item)."""
+        try:
+            StateItem(*keys.seen_interaction(bot, interaction_id), expires_at=expires_s).save(
+                condition=StateItem.pk.does_not_exist())
+            return True
+        except PutError as exc:
+            if _conditional(exc):
+                return False
+            raise Unavailable(f"DynamoDB failed: {exc.msg}") from exc
+
+    def take_export_slot(self, bot: str, user: str, now: int, every_s: int) -> bool:
+        """At most one export per `every_s` per user: False when one was taken too recently."""
+        try:
+            StateItem(*keys.export_limit(bot, user), value=now, expires_at=now // 1000 + every_s).save(
+                condition=StateItem.sk.does_not_exist() | (StateItem.value < now - every_s * 1000))
+            return True
+        except PutError as exc:
+            if _conditional(exc):
+                return False
+            raise Unavailable(f"DynamoDB failed: {exc.msg}") from exc
+
+    # ----- LibreChat users' memory settings -----------------------------------------------------------
+
+    def chat_settings(self, bot: str, user: str) -> dict[str | None, Any]:
+        """{conversation: 0|1} as stored, the user's default under None."""
+        items = self._guard(lambda: list(StateItem.query(keys.chat_settings_pk(bot, user))))
+        return {keys.conversation_of(i.sk): i.value for i in items}
+
+    def set_chat_setting(self, bot: str, user: str, conversation: str | None, enabled: bool | None) -> None:
+        """Set (or with None, drop) a chat's setting, or the user's default (conversation None)."""
+        item = StateItem(keys.chat_settings_pk(bot, user), keys.chat_setting_sk(conversation),
+                         value=int(enabled) if enabled is not None else None)
+        self._guard(item.delete if enabled is None else item.save)
+
+    # ----- forget ---------------------------------------------------------------------------------------
+
+    def forget_user(self, bot: str, user: str) -> dict[str, int]:
+        """Delete every state item about a user of a bot: Discord consent, backfill run, export limit,
+        tokens and cursors; LibreChat memory settings. Returns how many of each kind went."""
+        discord = keys.discord_pk(bot)
+        singles = {"consent": keys.consent(bot, user), "backfill": keys.backfill_run(bot, user),
+                   "exportLimit": keys.export_limit(bot, user)}
+
+        def run() -> dict[str, int]:
+            out = {}
+            present = {(i.pk, i.sk) for i in StateItem.batch_get(list(singles.values()))}
+            groups = {
+                "tokens": list(StateItem.query(discord, StateItem.sk.startswith(keys.tokens_prefix(user)))),
+                "cursors": list(StateItem.query(keys.cursors_pk(bot, user))),
+                "chatSettings": list(StateItem.query(keys.chat_settings_pk(bot, user))),
+            }
+            with StateItem.batch_write() as batch:
+                for name, key in singles.items():
+                    out[name] = int(key in present)
+                    if key in present:
+                        batch.delete(StateItem(*key))
+                for name, items in groups.items():
+                    out[name] = len(items)
+                    for item in items:
+                        batch.delete(item)
+            return out
+
+        return self._guard(run)

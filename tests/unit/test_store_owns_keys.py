@@ -1,0 +1,74 @@
+"""One store owns DynamoDB: outside `engram.store` nothing imports pynamodb, touches the table models or
+builds a key — so `forget_user` can reach every item kind the code can write (httpx pins its public
+surface with a test that walks the exports; this one walks the imports)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "layers" / "engram" / "engram"
+FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
+# Every prefix `engram.store.keys` builds: a string starting with one of them outside the store is a key
+KEY_PREFIXES = ("unique#", "thread#", "discord#", "lcmem#", "consent#", "backfill#", "token#", "export#",
+                "forgotten#", "ctx#", "src#", "fact#", "chat#")
+
+
+def modules():
+    for path in sorted(PACKAGE.rglob("*.py")) + sorted(FUNCTIONS.rglob("*.py")):
+        if PACKAGE / "store" not in path.parents:
+            yield path, ast.parse(path.read_text(), filename=str(path))
+
+
+def literal_starts(node) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+        return str(node.values[0].value)
+    return None
+
+
+def test_nothing_outside_the_store_imports_pynamodb_or_the_table_models():
+    offences = []
+    for path, tree in modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                offences += [f"{path.name}: import {a.name}" for a in node.names if a.name.split(".")[0] == "pynamodb"]
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if module.split(".")[0] == "pynamodb" or module.endswith("store.models") or module.endswith("records"):
+                    offences.append(f"{path.name}: from {module} import ...")
+                if any(a.name in ("StateItem", "MemoryRecord") for a in node.names) and module.endswith("models"):
+                    offences.append(f"{path.name}: the table models")
+            elif isinstance(node, ast.Name) and node.id == "StateItem":
+                offences.append(f"{path.name}:{node.lineno}: StateItem")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "MemoryRecord":
+                offences.append(f"{path.name}:{node.lineno}: builds a MemoryRecord (use store.new_record)")
+            elif isinstance(node, ast.Attribute) and node.attr in ("by_user", "by_kind", "pending") \
+                    and isinstance(node.value, ast.Name) and node.value.id == "MemoryRecord":
+                offences.append(f"{path.name}:{node.lineno}: queries a table index")
+    assert offences == []
+
+
+def test_nothing_outside_the_store_builds_a_key():
+    offences = []
+    for path, tree in modules():
+        for node in ast.walk(tree):
+            text = literal_starts(node)
+            if text and text.startswith(KEY_PREFIXES):
+                offences.append(f"{path.name}:{node.lineno}: {text!r}")
+    assert offences == []
+
+
+def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_person():
+    """Each key builder of `engram.store.keys` is either deleted per user by forget (records, claims,
+    tails, consent, backfill, tokens, cursors, export limits, chat settings, carriers) or holds no one's
+    words (counters, settings, bots, channel ids, seen interaction ids, the tombstone itself)."""
+    from engram.store import keys
+
+    builders = {name for name, value in vars(keys).items() if callable(value) and not name.startswith("_")} - {"fold_digest"}
+    reached = {"bot_user", "bot_kind", "unique_pk", "fact_key", "source_key", "thread_pk", "fact_tail",
+               "carriers_pk", "carrier_sk", "consent", "backfill_run", "export_limit", "token", "tokens_prefix",
+               "cursors_pk", "chat_settings_pk", "chat_setting_sk", "conversation_of", "discord_pk"}
+    nobody = {"bot_registered", "channel_newest", "seen_interaction", "tombstone"}
+    assert builders == reached | nobody, builders ^ (reached | nobody)
