@@ -136,6 +136,12 @@ class LocalStack:
         self.sqs = JournaledSqs(boto3.client("sqs", endpoint_url=moto_endpoint, region_name=region), self.journal)
         # The local worker is not a 180 s Lambda: a failed job comes back after 5 minutes, not 18.
         queues = create_queues(self.sqs, "engram", visibility_s=300)
+        from infra.aws_template import load_template
+
+        for logical_id, resource in load_template()["Resources"].items():  # SQS forgets what outlives retention
+            retention = (resource.get("Properties") or {}).get("MessageRetentionPeriod")
+            if resource["Type"] == "AWS::SQS::Queue" and retention:
+                self.journal.expire(f"engram-{logical_id}", float(retention))
         replayed = self.sqs.replay({url.rsplit("/", 1)[-1]: url for url in queues.values()})
         if replayed:
             log.info("%d queued jobs from before the last stop are queued again", replayed)
@@ -153,6 +159,8 @@ class LocalStack:
         )
         self.engine = build_engine(self.settings, embedder=self.embedder, sqs_client=self.sqs)
         set_engine(self.engine)
+        # A forgotten user's queued jobs leave the journal at once (they would be dropped when run anyway)
+        self.engine.service.forget_hooks.append(lambda bot, user: self.journal.forget_user(user, bot))
 
         # Two pollers on one worker handler, like the two event source mappings on AWS: interactive jobs
         # never wait behind a backfill.

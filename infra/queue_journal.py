@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 SCHEMA = """
@@ -19,7 +20,8 @@ CREATE TABLE IF NOT EXISTS messages (
     queue TEXT NOT NULL,          -- queue name (URLs change with moto's port)
     message_id TEXT NOT NULL UNIQUE,
     body TEXT NOT NULL,
-    receives INTEGER NOT NULL DEFAULT 0
+    receives INTEGER NOT NULL DEFAULT 0,
+    sent_at REAL                  -- unix seconds: a dead-lettered row is kept only as long as the DLQ keeps it
 )"""
 
 
@@ -37,13 +39,40 @@ class QueueJournal:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(messages)")}
+        if "sent_at" not in columns:  # a journal from before dead-lettered rows expired
+            self._db.execute("ALTER TABLE messages ADD COLUMN sent_at REAL")
+            self._db.execute("UPDATE messages SET sent_at = ?", (time.time(),))
         self._lock = threading.Lock()
 
     def add(self, queue_url: str, message_id: str, body: str) -> None:
         """Record a sent message."""
         with self._lock:
-            self._db.execute("INSERT OR IGNORE INTO messages (queue, message_id, body) VALUES (?, ?, ?)",
-                             (_queue_name(queue_url), message_id, body))
+            self._db.execute("INSERT OR IGNORE INTO messages (queue, message_id, body, sent_at) VALUES (?, ?, ?, ?)",
+                             (_queue_name(queue_url), message_id, body, time.time()))
+
+    def expire(self, queue_name: str, retention_s: float, now: float | None = None) -> int:
+        """Drop a queue's rows older than its retention (as SQS drops the messages); returns how many."""
+        cutoff = (now or time.time()) - retention_s
+        with self._lock:
+            return self._db.execute("DELETE FROM messages WHERE queue = ? AND sent_at < ?", (queue_name, cutoff)).rowcount
+
+    def forget_user(self, user: str, bot: str | None = None) -> int:
+        """Drop every journaled job of a user (of this bot, or of any Discord job): after a forget they would
+        be dropped when they ran, but their bodies (chat text, for extractions and /ask) must not stay on
+        disk, least of all in a dead-letter queue for 14 days. Returns how many rows went."""
+        with self._lock:
+            rows = list(self._db.execute("SELECT seq, body FROM messages"))
+            doomed = []
+            for seq, body in rows:
+                try:
+                    job = json.loads(body)
+                except ValueError:
+                    continue
+                if isinstance(job, dict) and job.get("user") == user and job.get("bot", bot) in (bot, None):
+                    doomed.append((seq,))
+            self._db.executemany("DELETE FROM messages WHERE seq = ?", doomed)
+            return len(doomed)
 
     def received(self, message_ids: list[str]) -> None:
         """Count one more receive of these messages."""

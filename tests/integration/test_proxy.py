@@ -302,7 +302,8 @@ def test_mcp_tools(stack):
 
     init, tools, saved, found, status = anyio.run(run)
     assert "automatic" in (init.instructions or "")
-    assert tools == {"search_memory", "save_memory", "update_memory", "forget_memory", "memory_status", "set_memory_enabled"}
+    assert tools == {"search_memory", "save_memory", "update_memory", "forget_memory", "forget_me", "memory_status",
+                     "set_memory_enabled"}
     assert saved.content[0].text.startswith("Saved as mem:")
     assert "oboe" in found.content[0].text
     assert "Memory is on" in status.content[0].text

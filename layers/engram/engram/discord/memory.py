@@ -99,15 +99,19 @@ class DiscordMemory:
         remember asked for before the user's last forget (a retry, a DLQ redrive) is dropped: only a new
         /memory remember opts them back in."""
         user = job.user
+        channels = self.readable_channels()
         if self.service.refused(self.bot, {user}, job.issued_at):
             log.info("dropping a remember asked for before the user was forgotten")
             return
         consented_at = now_ms()
         self.state.give_consent(self.bot, user, consented_at)
-        channels = self.readable_channels()
         run = uuid.uuid4().hex[:12]
         self.state.start_backfill_run(self.bot, user, run, len(channels), job.issued_at)
         self._keep_token(user, run, job.token, job.issued_at)
+        if self.service.refused(self.bot, {user}, job.issued_at):  # a forget landed meanwhile: it wins
+            self.state.forget_user(self.bot, user)
+            log.info("a remember undone: the user was forgotten while it ran")
+            return
         if not channels:
             self.reply(job.token, job.issued_at, user, "You're opted in. I can't read any channels yet, so there was nothing to backfill.")
             return

@@ -75,6 +75,15 @@ def build_mcp_server(proxy_factory: Callable[[], Proxy]) -> MCPServer:
         return f"Forgot {format_memory_id(memory.id)}: {memory.text}"
 
     @server.tool()
+    async def forget_me(confirm: bool, ctx: Context) -> str:
+        """Forget everything engram keeps about this user (every memory, settings, anything queued), for
+        good; needs confirm=true. The same forget as the Memory API's and Discord's."""
+        proxy, turn = await turn_of(ctx)
+        if confirm is not True:
+            return "Nothing forgotten: call forget_me with confirm=true to forget everything about you."
+        return await call(proxy.memory.forget_me, turn)
+
+    @server.tool()
     async def memory_status(ctx: Context) -> str:
         """Whether automatic memory is on for this chat, why, and the chat's project."""
         proxy, turn = await turn_of(ctx)

@@ -228,6 +228,12 @@ class ChatMemory:
         self.forget_caches()
         return memory
 
+    def forget_me(self, turn: Turn) -> str:
+        """Forget this user everywhere (forget_user: the Memory API's and Discord's forget), in words."""
+        deleted = self.service.forget_user(self.bot, turn.user)
+        return (f"Forgotten: {deleted['facts']} memories and your memory settings deleted; nothing said before "
+                f"now will be stored.")
+
     def status(self, turn: Turn) -> str:
         """Where memory stands for this chat, in words."""
         on, source = self.enabled(turn)
@@ -279,6 +285,8 @@ class ChatMemory:
             if not found:
                 return "Nothing found."
             return "\n".join(f"- {format_memory_id(m.id)}: {m.text}" for m in found)
+        if verb == "forget" and rest.lower() == "everything":
+            return self.forget_me(turn)
         if verb == "forget" and rest:
             memory = self.forget(turn, rest)
             return f"Forgot {format_memory_id(memory.id)}: {memory.text}"
@@ -287,7 +295,8 @@ class ChatMemory:
             f"- {p} on | off: memory for this chat\n- {p} status: the setting, its source and the project\n"
             f"- {p} default on | off: your default for chats without their own setting\n"
             f"- {p} reset: drop this chat's setting\n- {p} save <text>: remember something now\n"
-            f"- {p} search <query>: search memory without the model\n- {p} forget <id>: delete a memory (mem:12)"
+            f"- {p} search <query>: search memory without the model\n- {p} forget <id>: delete a memory (mem:12)\n"
+            f"- {p} forget everything: forget all engram keeps about you, for good"
         )
 
 

@@ -76,9 +76,17 @@ def carrier_sk(carrier_id: int) -> str:
 # ----- forgetting ----------------------------------------------------------------------------------
 
 
+TOMBSTONE_PREFIX = "forgotten#"
+
+
 def tombstone(bot: str, user: str) -> tuple[str, str]:
     """(bot, user, when): a forget, checked by every write path at the moment it writes."""
-    return f"forgotten#{bot}", user
+    return f"{TOMBSTONE_PREFIX}{bot}", user
+
+
+def tombstone_bot(pk: str) -> str | None:
+    """The bot a tombstone's pk names (None: not a tombstone)."""
+    return pk[len(TOMBSTONE_PREFIX):] if pk.startswith(TOMBSTONE_PREFIX) else None
 
 
 # ----- Discord -------------------------------------------------------------------------------------

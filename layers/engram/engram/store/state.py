@@ -60,6 +60,20 @@ class StateStore:
         return self._guard(lambda: {i.sk: int(i.value) for i in StateItem.batch_get(
             [keys.tombstone(bot, u) for u in users], consistent_read=True)})
 
+    @staticmethod
+    def tombstones_in_table(dynamodb_client, table: str) -> list[tuple[str, str, int]]:
+        """Every forget recorded in a state table, any bot: (bot, user, when). Read with a plain client, so
+        it works on a table the stack is not bound to (the live one, while a restored copy is checked)."""
+        out = []
+        for page in dynamodb_client.get_paginator("scan").paginate(
+                TableName=table, FilterExpression="begins_with(pk, :p)",
+                ExpressionAttributeValues={":p": {"S": keys.TOMBSTONE_PREFIX}}):
+            for item in page["Items"]:
+                bot = keys.tombstone_bot(item["pk"]["S"])
+                if bot is not None:
+                    out.append((bot, item["sk"]["S"], int(item["value"]["N"])))
+        return sorted(out, key=lambda t: t[2])
+
     def tombstones(self, bot: str) -> dict[str, int]:
         """Every forget of a bot: user -> when (what the README's restore procedure replays)."""
         return self._guard(lambda: {i.sk: int(i.value) for i in StateItem.query(keys.tombstone(bot, "")[0])})

@@ -1,0 +1,221 @@
+"""Forget leaves nothing behind, proved the way a careful user would check it: `make run` as a process with
+a fake Discord, a fake model and a fake extractor; a user's words carry unique canary words through every
+front door (Discord backfill and /ask, a LibreChat turn and its extraction, the Memory API's facts and chat
+messages, other people's replies that quote them); the user is forgotten; then every store the stack has
+is searched for the canaries — search, list and export over HTTP, what the model is told, and, with the
+stack stopped, every DynamoDB item (the local DynamoDB scanned), every Qdrant point (payloads and sparse
+word indices), the SQS journal and the stack's own log."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+
+import httpx
+import pytest
+
+from engram.words import term_index, terms
+from infra.local_dynamodb import LocalDynamoDB
+from tests.fake_discord import ALICE, APP_ID, BOB, FakeDiscord
+from tests.fake_upstream import FakeUpstream
+from tests.integration.test_crash_recovery import SIGNER, environment, interact, memory_command
+from tests.local_process import PROXY_KEY, Stack
+from tests.support import wait_until
+
+# One canary per path a person's words take into engram
+CANARIES = {
+    "discord backfill": "vexmorrow",
+    "discord reply context": "glimtharn",
+    "discord /ask prompt": "plonkquist",
+    "librechat turn": "brazzelwick",
+    "memory api fact": "umbertrix",
+    "memory api fact context": "sollivane",
+    "memory api message": "drabbenfoy",
+    # not forgotten: one memory deleted, one changed; their old text must leave the next fact's context too
+    "memory api deleted fact": "qwibbleton",
+    "memory api changed fact": "zentravia",
+}
+BOTS = (APP_ID, "librechat", "notes")
+
+
+def turn(stack: Stack, user: str, text: str, conversation: str = "conv-1") -> httpx.Response:
+    return httpx.post(f"{stack.url}/oa/v1/chat/completions", timeout=30,
+                      headers={"Authorization": f"Bearer {PROXY_KEY}", "x-librechat-user-id": user,
+                               "x-librechat-conversation-id": conversation},
+                      json={"model": "m", "messages": [{"role": "user", "content": text}]})
+
+
+def ask(stack: Stack, user: str, prompt: str, token: str) -> httpx.Response:
+    body = memory_command("remember", user, token)
+    body["data"] = {"name": "ask", "options": [{"type": 3, "name": "prompt", "value": prompt}]}
+    body["channel_id"], body["guild_id"] = "c21", "g2"
+    return interact(stack, body)
+
+
+def everything_over_http(stack: Stack) -> str:
+    """Every list, search and export the Memory API gives, as one text."""
+    out = []
+    for bot in BOTS:
+        for kind in ("fact", "message"):
+            out.append(stack.api.get(f"/v1/bots/{bot}/memories", params={"kind": kind, "limit": 500}).text)
+            for canary in CANARIES.values():
+                out.append(stack.api.get(f"/v1/bots/{bot}/memories", params={"kind": kind, "query": canary}).text)
+        out.append(stack.api.get(f"/v1/bots/{bot}/export").text)
+    return "\n".join(out)
+
+
+def found(text: str) -> list[str]:
+    return [path for path, canary in CANARIES.items() if canary in text.lower()]
+
+
+@pytest.fixture(scope="module")
+def fakes():
+    discord, upstream, extractor = FakeDiscord().start(), FakeUpstream().start(), FakeUpstream().start()
+    # Alice says something with a canary in Beta; Bob answers right after (his reply's context quotes her)
+    alice, bob = {"id": ALICE, "username": "alice"}, {"id": BOB, "username": "bob"}
+    discord.add("c21", alice, f"My locker code is {CANARIES['discord backfill']}, don't tell anyone")
+    discord.add("c21", alice, f"and the spare one is {CANARIES['discord reply context']}")
+    discord.add("c21", bob, "noted, I will keep it to myself")
+    yield discord, upstream, extractor
+    for fake in (discord, upstream, extractor):
+        fake.gate.release()
+        fake.stop()
+
+
+@pytest.fixture(scope="module")
+def forgotten(tmp_path_factory, fakes):
+    """A stack that held Alice's words through every door, then forgot her; stopped at the end."""
+    discord, upstream, extractor = fakes
+    data = tmp_path_factory.mktemp("residue")
+    stack = Stack(data, environment(discord, upstream, extractor)).start()
+    api = stack.api
+    # Discord: both opt in; the backfill stores Alice's canaries and Bob's reply that quotes them
+    for user in (ALICE, BOB):
+        interact(stack, memory_command("remember", user, f"tok-remember-{user}"))
+        assert wait_until(lambda: any("Backfill complete" in s.get("content", "") for s in discord.sent
+                                      if s.get("token") == f"tok-remember-{user}"), timeout_s=90)
+    assert ask(stack, ALICE, f"What did I say about {CANARIES['discord /ask prompt']}?", "tok-ask").json()["type"] == 5
+    assert wait_until(lambda: any(s.get("token") == "tok-ask" for s in discord.sent), timeout_s=60)
+    # LibreChat: a turn whose extraction stores a fact, a chat setting, a warm recall cache
+    assert turn(stack, "alice", f"My favourite dessert is {CANARIES['librechat turn']}.").status_code == 200
+    facts = lambda: api.get("/v1/bots/librechat/memories", params={"userId": "alice"}).json()["memories"]  # noqa: E731
+    assert wait_until(lambda: any(CANARIES["librechat turn"] in m["text"] for m in facts()), timeout_s=60)
+    assert turn(stack, "alice", "What do I like for dessert?").status_code == 200  # recall, cached
+    assert turn(stack, "alice", "/memory off", conversation="conv-2").status_code == 200
+    # Memory API: two facts in a row (the second's context is the first), a thread Bob answers in
+    for text in (f"My cat is called {CANARIES['memory api fact']}.", f"My dog is called {CANARIES['memory api fact context']}."):
+        assert api.post("/v1/bots/notes/memories", json={"text": text, "userId": "alice"}).status_code == 201
+    assert api.post("/v1/bots/notes/messages", json={"messages": [
+        {"id": "n1", "text": f"The wifi password is {CANARIES['memory api message']}", "userId": "alice", "threadId": "t1",
+         "createdAt": "2026-11-01T10:00:00Z"},
+        {"id": "n2", "text": "thanks, connected", "userId": "bob", "threadId": "t1", "createdAt": "2026-11-01T10:01:00Z"},
+    ]}).status_code == 200
+    # Carol is not forgotten: she deletes one fact and changes another, each quoted by her next fact
+    deleted = api.post("/v1/bots/notes/memories", json={"text": f"My boat is the {CANARIES['memory api deleted fact']}.",
+                                                        "userId": "carol"}).json()
+    api.post("/v1/bots/notes/memories", json={"text": "It has two masts.", "userId": "carol"})
+    changed = api.post("/v1/bots/notes/memories", json={"text": f"My tent is a {CANARIES['memory api changed fact']}.",
+                                                        "userId": "carol"}).json()
+    api.post("/v1/bots/notes/memories", json={"text": "It sleeps four.", "userId": "carol"})
+    before = everything_over_http(stack)
+    assert set(found(before)) == set(CANARIES), "every canary must be stored somewhere before the forget"
+
+    assert api.delete(f"/v1/bots/notes/memories/{deleted['id']}").status_code == 204
+    assert api.patch(f"/v1/bots/notes/memories/{changed['id']}", json={"text": "My tent is a dome."}).status_code == 200
+    # Forget Alice through three doors: Discord's /memory forget, the proxy's command, the Memory API
+    interact(stack, memory_command("forget", ALICE, "tok-forget"))
+    assert wait_until(lambda: any("Forgotten" in s.get("content", "") for s in discord.sent if s.get("token") == "tok-forget"))
+    assert "Forgotten" in turn(stack, "alice", "/memory forget everything").text
+    gone = api.delete("/v1/bots/notes/users/alice/memories")
+    assert gone.status_code == 200
+    time.sleep(5)  # two catch-up ticks (every 2 s) and the pollers' next rounds: nothing may come back
+    yield stack, data, upstream, gone.json()["deleted"]
+    stack.stop()
+
+
+def test_search_list_and_export_find_none_of_the_forgotten_words(forgotten):
+    stack, _, _, deleted = forgotten
+    assert found(everything_over_http(stack)) == []
+    assert deleted["contexts"] == 1 and deleted["facts"] == 2 and deleted["messages"] == 1  # Bob's reply, cleared
+    # what stays of the others: Bob's reply, its context gone
+    bob = stack.api.get("/v1/bots/notes/memories", params={"kind": "message", "userId": "bob"}).json()["memories"]
+    assert [m["text"] for m in bob] == ["thanks, connected"]
+    exported = [json.loads(line) for line in stack.api.get("/v1/bots/notes/export").text.splitlines()]
+    assert [line.get("context") for line in exported if line.get("userId") == "bob"] == [None]
+
+
+def test_a_deleted_or_changed_memory_leaves_the_context_of_the_next(forgotten):
+    stack = forgotten[0]
+    carol = [json.loads(line) for line in stack.api.get("/v1/bots/notes/export", params={"userId": "carol"}).text.splitlines()]
+    assert [(line["text"], line.get("context")) for line in carol] == [
+        ("It has two masts.", None), ("My tent is a dome.", "It has two masts."), ("It sleeps four.", None)]
+    masts = stack.api.get("/v1/bots/notes/memories", params={"query": CANARIES["memory api deleted fact"]}).json()
+    assert masts["memories"] == []
+
+
+def test_the_model_is_told_nothing_of_the_forgotten_user(forgotten):
+    stack, _, upstream, _ = forgotten
+    told = len(upstream.chats())
+    assert turn(stack, "alice", "What do I like for dessert?").status_code == 200  # the cached recall of before
+    sent = json.dumps(upstream.chats()[told:])
+    assert sent and found(sent) == []
+
+
+def test_discord_says_the_user_is_off_and_stores_nothing_new(forgotten, fakes):
+    stack, _, _, _ = forgotten
+    discord = fakes[0]
+    status = interact(stack, memory_command("status", ALICE, "tok-status")).json()["data"]["content"]
+    assert "off for you" in status
+    new = discord.add("c21", {"id": ALICE, "username": "alice"}, "a message after the forget")
+    time.sleep(4)  # two catch-up ticks
+    listed = stack.api.get(f"/v1/bots/{APP_ID}/memories", params={"kind": "message", "userId": ALICE}).json()
+    assert listed["memories"] == [] and new["id"] not in json.dumps(listed)
+
+
+def test_no_store_on_disk_holds_the_forgotten_words(forgotten):
+    """With the stack stopped: every item of the local DynamoDB, every point of the index (payloads and
+    sparse word indices), every row of the SQS journal, and the stack's log."""
+    stack, data, _, _ = forgotten
+    stack.stop()
+    log = "".join(p.read_text() for p in data.glob("stack-*.log"))
+    assert found(log) == []
+
+    journal = sqlite3.connect(data / "queue-journal.sqlite")
+    rows = [row[0] for row in journal.execute("SELECT body FROM messages")]
+    journal.close()
+    assert found("\n".join(rows)) == []
+
+    dynamodb = LocalDynamoDB(data / "dynamodb").start()
+    try:
+        import boto3
+
+        client = boto3.client("dynamodb", endpoint_url=dynamodb.endpoint, region_name="us-east-1")
+        items = []
+        for table in client.list_tables()["TableNames"]:
+            for page in client.get_paginator("scan").paginate(TableName=table):
+                items += page["Items"]
+    finally:
+        dynamodb.stop()
+    assert items and found(json.dumps(items)) == []
+    # the tombstones are all that names Alice in the state table: her id and when
+    named = [i for i in items if "pk" in i and i["sk"]["S"] in (ALICE, "alice")]
+    assert {i["pk"]["S"] for i in named} == {f"forgotten#{APP_ID}", "forgotten#librechat", "forgotten#notes"}
+
+    from engram.vectors.edge import EdgeIndex, qe
+
+    index = EdgeIndex(data / "qdrant" / "engram")  # the collection ENGRAM_COLLECTION names
+    try:
+        points, after = [], None
+        while True:
+            page, after = index._shard.scroll(qe.ScrollRequest(offset=after, limit=500, filter=None,
+                                                               with_payload=True, with_vector=True))
+            points += page
+            if after is None:
+                break
+    finally:
+        index.close()
+    assert points and found(json.dumps([dict(p.payload or {}) for p in points])) == []
+    canary_terms = {term_index(t): path for path, canary in CANARIES.items() for t in terms(canary)}
+    in_index = {canary_terms[i] for p in points for i in p.vector["words"].indices if i in canary_terms}
+    assert in_index == set()

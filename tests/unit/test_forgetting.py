@@ -1,0 +1,123 @@
+"""forget_user and its tombstone, on moto and both index engines: what a forget reaches, that writes made
+or asked for before it are refused at the moment they write, and re-applying forgets after a restore."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engram.errors import Forgotten
+from engram.service import ChatMessage
+from engram.store import now_ms
+from engram.vectors import Scope
+
+
+def everything(aws) -> str:
+    out = []
+    for table in ("t-memories", "t-state"):
+        out += aws["dynamodb"].scan(TableName=table)["Items"]
+    return json.dumps(out)
+
+
+def test_forget_user_reaches_the_contexts_of_other_people_and_every_state_kind(service, aws):
+    service.add_messages("bot1", [
+        ChatMessage(source_id="a1", text="my locker code is vexmorrow", user="alice", thread="t", created_at=1000),
+        ChatMessage(source_id="b1", text="noted", user="bob", thread="t", created_at=2000)])
+    service.state.give_consent("bot1", "alice", 1)
+    service.state.start_backfill_run("bot1", "alice", "run1", 3, 1)
+    service.state.save_cursor("bot1", "alice", "c1", {"before": "5"})
+    service.state.keep_token("bot1", "alice", "run1", "tok", now_ms() // 1000 + 900)
+    service.state.take_export_slot("bot1", "alice", now_ms(), 600)
+    service.state.set_chat_setting("bot1", "alice", "conv-1", False)
+    assert "vexmorrow" in everything(aws)
+    bob = service.search("bot1", "vexmorrow", kind="message")
+    assert [m.source_id for m in bob][:2] == ["a1", "b1"]  # Bob's reply is found by Alice's words, via its context
+    deleted = service.forget_user("bot1", "alice")
+    assert (deleted["messages"], deleted["contexts"]) == (1, 1)
+    assert deleted["state"] == {"consent": 1, "backfill": 1, "exportLimit": 1, "tokens": 1, "cursors": 1, "chatSettings": 1}
+    assert "vexmorrow" not in everything(aws)
+    from engram.embedders import NoEmbedder
+
+    service.indexer.embedder = NoEmbedder()  # words alone: the meaning side matches everything a little
+    assert service.search("bot1", "vexmorrow", kind="message") == []
+    assert [m.text for m in service.list("bot1", kind="message")] == ["noted"]
+    assert service.records.get("bot1", bob[1].id).context is None
+    assert service.state.forgotten("bot1", ["alice", "bob"]).keys() == {"alice"}
+
+
+def test_writes_asked_for_before_a_forget_are_refused_and_new_ones_are_not(service):
+    asked = now_ms()
+    service.add_fact("bot1", "Alice likes chess.", user="alice")
+    service.forget_user("bot1", "alice")
+    with pytest.raises(Forgotten):
+        service.add_fact("bot1", "Alice likes go.", user="alice", origin=asked)
+    stored, created = service.add_messages("bot1", [ChatMessage(source_id="m1", text="old words", user="alice"),
+                                                    ChatMessage(source_id="m2", text="bob's words", user="bob")], origin=asked)
+    assert created == 1 and [m.user for m in stored] == ["bob"]
+    assert service.list("bot1", user="alice") == []
+    fresh, created = service.add_fact("bot1", "Alice is back and likes go.", user="alice")  # asked for now
+    assert created and service.list("bot1", user="alice")[0].id == fresh.id
+
+
+def test_a_write_racing_a_forget_is_taken_back(service, monkeypatch):
+    """The forget lands between a write's check and its records: the write's second look sees the tombstone."""
+    original = service.records.create_many
+
+    def create_then_forget(records):
+        written = original(records)
+        service.state.mark_forgotten("bot1", "alice", now_ms())
+        return written
+
+    monkeypatch.setattr(service.records, "create_many", create_then_forget)
+    _, created = service.add_messages("bot1", [ChatMessage(source_id="m1", text="racing words", user="alice")])
+    assert created == 0
+    assert service.list("bot1", kind="message") == [] and service.index.count(Scope(bot="bot1")) == 0
+
+
+def test_an_interrupted_forget_is_finished_by_the_next_index_pass(service, engine):
+    memory, _ = service.add_fact("bot1", "Alice keeps bees.", user="alice")
+    # a forget that stopped after its tombstone and the vectors: the record is still there, unindexed
+    service.state.mark_forgotten("bot1", "alice", now_ms())
+    service.index.delete([memory.id])
+    engine.keeper.reconcile("bot1")
+    assert service.records.get("bot1", memory.id) is None and service.index.count(Scope(bot="bot1")) == 0
+
+
+def test_forgets_are_applied_again_to_a_restored_table(service, aws):
+    from engram.store.models import StateItem
+    from infra.reapply_forgets import reapply
+
+    service.add_fact("bot1", "Alice likes chess.", user="alice")
+    service.forget_user("bot1", "alice")
+    tombstones = [i for i in aws["dynamodb"].scan(TableName="t-state")["Items"] if i["pk"]["S"].startswith("forgotten#")]
+    # a restore to before the forget: Alice's record back, her tombstone gone (it lives on in the old table)
+    aws["dynamodb"].create_table(TableName="t-state-old", KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                                 {"AttributeName": "sk", "KeyType": "RANGE"}], BillingMode="PAY_PER_REQUEST",
+                                 AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                                       {"AttributeName": "sk", "AttributeType": "S"}])
+    for item in tombstones:
+        aws["dynamodb"].put_item(TableName="t-state-old", Item=item)
+        StateItem(item["pk"]["S"], item["sk"]["S"]).delete()
+    restored, _ = service.add_fact("bot1", "Alice likes chess.", user="alice", created_at=1)
+    done = reapply(aws["dynamodb"], "t-state-old", service)
+    assert [(bot, user) for bot, user, _ in done] == [("bot1", "alice")]
+    assert service.list("bot1", user="alice") == []
+
+
+def test_a_cached_recall_never_outlives_a_forget_made_by_another_instance(engine):
+    """Two proxy instances share DynamoDB and the index, not their caches: a forget on one leaves a
+    tombstone the other's cache hit reads before serving."""
+    from engram.proxy.memory import ChatMemory, Turn
+    from engram.proxy.projects import ProjectResolver
+    from engram.proxy.settings import ProxySettings
+
+    service = engine.service
+    here = ChatMemory(ProxySettings(), service, ProjectResolver(None))
+    turn = Turn("alice", "conv-1", authorized=True)
+    service.add_fact("librechat", "The user's locker code is vexmorrow.", user="alice")
+    assert [m.text for m in here.recall(turn, "locker code")] == ["The user's locker code is vexmorrow."]
+    service.forget_hooks.clear()  # the forget runs elsewhere: nothing tells this instance's cache
+    service.forget_user("librechat", "alice")
+    assert here.recall(turn, "locker code") == []
+    assert here.recall_cache.hits >= 1  # it was a hit, refused by the tombstone, then recalled afresh
