@@ -154,13 +154,13 @@ def test_an_ask_in_flight_stores_neither_prompt_nor_answer_after_the_forget(stac
 def test_an_extraction_in_flight_or_redriven_stores_nothing_after_the_forget(stack, fakes):
     extractor = fakes[2]
     extractor.gate.hold()
-    assert chat(stack, "alice", "My secret island is Vexholm.").status_code == 200
+    assert chat(stack, "alice", "My favourite island is Vexholm.").status_code == 200
     held(extractor, "the extraction")
     forget(stack, "librechat", "alice")
     extractor.gate.release()
     # the same extraction delivered again from before the forget (a DLQ redrive)
     send_job(stack, ExtractJob(bot="librechat", user="alice", conversation="conv-1", upstream="oa", model="m",
-                               user_text="My secret island is Vexholm.", queued_at=1), "JobsQueue")
+                               user_text="My favourite island is Vexholm.", queued_at=1), "JobsQueue")
     time.sleep(SETTLE_S)
     assert facts(stack, "librechat", "alice") == []
     # what the user says after the forget is new, and is remembered
@@ -205,7 +205,7 @@ def test_an_import_of_an_export_taken_before_the_forget_brings_nothing_back(stac
 def test_a_journal_replayed_after_kill_9_brings_nothing_back(stack, fakes):
     extractor = fakes[2]
     extractor.gate.hold()
-    assert chat(stack, "alice", "My locker code is 9182.").status_code == 200
+    assert chat(stack, "alice", "My home port is Kirkenes.").status_code == 200
     held(extractor, "the extraction")
     forget(stack, "librechat", "alice")
     stack.kill()  # the extraction never finished: its job is in the journal... or was, before the forget
@@ -213,4 +213,4 @@ def test_a_journal_replayed_after_kill_9_brings_nothing_back(stack, fakes):
     stack.start()
     time.sleep(SETTLE_S)
     assert facts(stack, "librechat", "alice") == []
-    assert "9182" not in stack.api.get("/v1/bots/librechat/export").text
+    assert "Kirkenes" not in stack.api.get("/v1/bots/librechat/export").text
