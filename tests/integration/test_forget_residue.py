@@ -19,7 +19,7 @@ from engram.words import term_index, terms
 from infra.local_dynamodb import LocalDynamoDB
 from tests.fake_discord import ALICE, APP_ID, BOB, FakeDiscord
 from tests.fake_upstream import FakeUpstream
-from tests.integration.test_crash_recovery import SIGNER, environment, interact, memory_command
+from tests.integration.test_crash_recovery import environment, interact, memory_command
 from tests.local_process import PROXY_KEY, Stack
 from tests.support import wait_until
 

@@ -10,7 +10,7 @@ import math
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 from .embedders import Embedder, NoEmbedder, vector_name
 from .errors import EmbedderUnavailable, IndexUnavailable, Unavailable
@@ -18,6 +18,7 @@ from .jobs import IndexJob, JobQueue
 from .observability import timed
 from .store import KINDS, MemoryRecord, RecordStore, StateStore, now_ms
 from .retrieval import DEFAULT, Retrieval, date_words
+from .shapes import payload
 from .vectors import IndexPoint, Scope, VectorIndex
 from .words import WordVectorizer
 
@@ -33,16 +34,6 @@ def _mix(own: list[float], context: list[float], weight: float) -> list[float]:
     mixed = [a + weight * b for a, b in zip(own, context)]
     norm = math.sqrt(sum(x * x for x in mixed)) or 1.0
     return [x / norm for x in mixed]
-
-
-def payload(r: MemoryRecord) -> dict[str, Any]:
-    """What a point carries: enough to filter and render a hit without reading the record."""
-    out = {
-        "bot": r.bot, "kind": r.kind, "text": r.text, "savedBy": r.saved_by,
-        "createdAt": int(r.created_at), "updatedAt": int(r.updated_at),
-        "server": r.server, "project": r.project, "user": r.user, "sourceId": r.source_id, "content": r.content,
-    }
-    return {k: v for k, v in out.items() if v is not None}
 
 
 def is_warm(embedder) -> bool:

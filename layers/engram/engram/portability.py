@@ -12,24 +12,12 @@ from typing import Any, Iterable, Iterator, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import EngramError, Forgotten, InvalidInput
-from .store import KINDS, MemoryRecord
-from .service import ChatMessage, MemoryService, _iso, check_name
-from .text import format_memory_id
+from .store import KINDS
+from .service import ChatMessage, MemoryService, check_name
+from .shapes import export_line
 
 PAGE = 200
 BATCH = 200  # messages stored per add_messages call while importing
-
-
-def export_line(r: MemoryRecord) -> dict[str, Any]:
-    """One record with every field it has, as the Memory API names them (plus its thread context)."""
-    out = {
-        "kind": r.kind, "id": format_memory_id(int(r.id)), "text": r.text, "savedBy": r.saved_by,
-        "createdAt": _iso(int(r.created_at)), "updatedAt": _iso(int(r.updated_at)),
-        "userId": r.user, "serverId": r.server, "project": r.project,
-        "sourceMessageId": r.source_id, "threadId": r.thread, "context": r.context,
-        "contextUserId": r.context_author if r.context else None, "content": r.content,
-    }
-    return {k: v for k, v in out.items() if v is not None}
 
 
 def export_lines(service: MemoryService, bot: str, user: str | None = None) -> Iterator[str]:

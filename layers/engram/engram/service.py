@@ -6,7 +6,6 @@ import logging
 import re
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any, Literal
 
 from .embedders import Embedder, NoEmbedder
@@ -16,6 +15,7 @@ from .jobs import IndexJob, JobQueue
 from .observability import timed
 from .store import KINDS, Duplicate, MemoryRecord, RecordStore, StateStore, fact_key, fact_tail, new_record, now_ms, source_key
 from .text import NAME_PATTERN, check_json, check_text, clean_fact, format_memory_id
+from .shapes import api_json, from_payload
 from .retrieval import DEFAULT, Retrieval, feedback_query, feedback_vector
 from .vectors import Hit, Scope, VectorIndex
 from .words import WordVectorizer
@@ -91,10 +91,6 @@ class ChatMessage:
             check_text(f"message {self.source_id!r} context", self.context)
 
 
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 @dataclass(slots=True)
 class Memory:
     """A memory as the front doors show it."""
@@ -125,31 +121,15 @@ class Memory:
     @classmethod
     def from_hit(cls, hit: Hit) -> "Memory":
         """From a search hit's payload (no second round trip)."""
-        p = hit.payload
-        return cls(
-            id=hit.id, bot=p["bot"], kind=p["kind"], text=p["text"], saved_by=p.get("savedBy", "owner"),
-            created_at=int(p.get("createdAt", 0)), updated_at=int(p.get("updatedAt", 0)), user=p.get("user"),
-            server=p.get("server"), project=p.get("project"), source_id=p.get("sourceId"),
-            content=p.get("content"), score=hit.score,
-        )
+        fields = from_payload(hit.payload)
+        fields.setdefault("saved_by", "owner")
+        fields.setdefault("created_at", 0)
+        fields.setdefault("updated_at", 0)
+        return cls(id=hit.id, score=hit.score, **{k: v for k, v in fields.items() if k in cls.__slots__})
 
     def to_json(self) -> dict[str, Any]:
-        """The Memory API's JSON shape."""
-        out: dict[str, Any] = {
-            "id": format_memory_id(self.id),
-            "text": self.text,
-            "kind": self.kind,
-            "savedBy": self.saved_by,
-            "createdAt": _iso(self.created_at),
-            "updatedAt": _iso(self.updated_at),
-            "userId": self.user,
-            "serverId": self.server,
-            "project": self.project,
-        }
-        if self.source_id is not None:
-            out["sourceMessageId"] = self.source_id
-        if self.content is not None:
-            out["content"] = self.content
+        """The Memory API's JSON shape (engram.shapes)."""
+        out = api_json(self)
         if self.score is not None:
             out["score"] = round(self.score, 6)
         return out

@@ -9,7 +9,6 @@ import uuid
 from datetime import datetime
 
 import httpx
-from ..errors import Forgotten
 from ..jobs import BackfillJob, DiscordJob, JobQueue
 from ..service import ChatMessage, MemoryService
 from ..store import now_ms
