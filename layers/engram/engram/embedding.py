@@ -13,11 +13,11 @@ from pydantic import BaseModel, Field, ValidationError
 
 from .config import Settings
 from .embedders import NoEmbedder, vector_name
-from .text import check_json
 from .errors import EmbedderUnavailable, InvalidInput
 from .jobs import JobQueue, ReembedJob
-from .vectors import Scope
 from .service import MemoryService
+from .text import check_json
+from .vectors import Scope
 
 log = logging.getLogger(__name__)
 PAGE = 500

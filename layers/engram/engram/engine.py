@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 from .config import Settings, get_settings
 from .embedders import build_embedder
 from .jobs import JobQueue, build_queue
-from .store import RecordStore
 from .service import MemoryService
 from .singleton import ProcessSingleton
+from .store import RecordStore
 from .vectors import VectorIndex, build_index
 
 if TYPE_CHECKING:

@@ -16,9 +16,9 @@ from .embedders import Embedder, NoEmbedder, vector_name
 from .errors import EmbedderUnavailable, IndexUnavailable, Unavailable
 from .jobs import IndexJob, JobQueue
 from .observability import timed
-from .store import KINDS, MemoryRecord, RecordStore, StateStore, now_ms
 from .retrieval import DEFAULT, Retrieval, date_words
 from .shapes import payload
+from .store import KINDS, MemoryRecord, RecordStore, StateStore, now_ms
 from .vectors import IndexPoint, Scope, VectorIndex
 from .words import WordVectorizer
 

@@ -12,9 +12,9 @@ from typing import Any, Iterable, Iterator, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import EngramError, Forgotten, InvalidInput
-from .store import KINDS
 from .service import ChatMessage, MemoryService, check_name
 from .shapes import export_line
+from .store import KINDS
 
 PAGE = 200
 BATCH = 200  # messages stored per add_messages call while importing

@@ -7,7 +7,16 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from .engine import get_engine
 from .errors import Forgotten
-from .jobs import BackfillJob, DiscordJob, ExtractJob, IndexJob, IndexMaintenanceJob, ReembedJob, SweepJob, parse_job
+from .jobs import (
+    BackfillJob,
+    DiscordJob,
+    ExtractJob,
+    IndexJob,
+    IndexMaintenanceJob,
+    ReembedJob,
+    SweepJob,
+    parse_job,
+)
 from .observability import logger, timed
 
 # A batch whose every job failed (Qdrant down, say) is reported record by record like any other, not

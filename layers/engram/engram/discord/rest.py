@@ -3,9 +3,9 @@ A 429 becomes RateLimited so the job is delayed on the queue instead of sleeping
 
 from __future__ import annotations
 
+import json
 import re
 import threading
-import json
 import time
 
 import httpx

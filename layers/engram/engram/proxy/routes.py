@@ -16,10 +16,10 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import EngramError
-from ..store import now_ms
 from ..jobs import ExtractJob
-from . import wire
+from ..store import now_ms
 from ..text import scrub
+from . import wire
 from .memory import Turn, datetime_block, explicit_fact, is_command
 from .runtime import Proxy, get_proxy
 from .telemetry import TurnTrace

@@ -15,7 +15,6 @@ from ..errors import Unavailable
 from . import keys
 from .models import MemoryRecord, StateItem
 
-
 KINDS = ("fact", "message")
 
 

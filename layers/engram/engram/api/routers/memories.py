@@ -13,7 +13,18 @@ from ...portability import export_lines, import_lines
 from ...service import ChatMessage
 from ...text import MEMORY_ID_PATTERN, NAME_PATTERN, format_memory_id, parse_memory_id
 from ..deps import ERRORS, MESSAGES_BODY, SMALL_BODY, Admin, Bot, Reader
-from ..schemas import BotList, ErrorResponse, ForgetResult, ImportResult, MemoryChange, MemoryList, MemoryOut, MessageBatch, MessageBatchResult, NewMemory
+from ..schemas import (
+    BotList,
+    ErrorResponse,
+    ForgetResult,
+    ImportResult,
+    MemoryChange,
+    MemoryList,
+    MemoryOut,
+    MessageBatch,
+    MessageBatchResult,
+    NewMemory,
+)
 
 router = APIRouter(tags=["memories"], responses=ERRORS)
 MemoryId = Annotated[str, Path(examples=["mem:12"], pattern=MEMORY_ID_PATTERN)]

@@ -1,0 +1,113 @@
+"""Opt-in and backfill: consent, then a user's history in bounded, checkpointed jobs per channel."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from ..jobs import BackfillJob, DiscordJob
+from ..store import now_ms
+from .rest import DiscordError, RateLimited
+
+log = logging.getLogger(__name__)
+TOKEN_LIFETIME_MS = 15 * 60 * 1000
+
+
+class Backfill:
+    """remember and backfill, for DiscordMemory."""
+
+    def remember(self, job: DiscordJob) -> None:
+        """Record consent (global per user) and fan the backfill out: one job per readable channel. A
+        remember asked for before the user's last forget (a retry, a DLQ redrive) is dropped: only a new
+        /memory remember opts them back in."""
+        user = job.user
+        channels = self.readable_channels()
+        if self.service.refused(self.bot, {user}, job.issued_at):
+            log.info("dropping a remember asked for before the user was forgotten")
+            return
+        consented_at = now_ms()
+        self.state.give_consent(self.bot, user, consented_at)
+        run = uuid.uuid4().hex[:12]
+        self.state.start_backfill_run(self.bot, user, run, len(channels), job.issued_at)
+        self._keep_token(user, run, job.token, job.issued_at)
+        if self.service.refused(self.bot, {user}, job.issued_at):  # a forget landed meanwhile: it wins
+            self.state.forget_user(self.bot, user)
+            log.info("a remember undone: the user was forgotten while it ran")
+            return
+        if not channels:
+            self.reply(job.token, job.issued_at, user, "You're opted in. I can't read any channels yet, so there was nothing to backfill.")
+            return
+        for guild, channel in channels:
+            self.queue.send(BackfillJob(user=user, guild=guild, channel=channel, run=run, origin=consented_at))
+        self.reply(job.token, job.issued_at, user, f"You're opted in. Backfilling your history from {len(channels)} channels…")
+
+    def _keep_token(self, user: str, run: str, token: str | None, issued_at: int) -> None:
+        """Keep the interaction token for the backfill's last word only while Discord honours it (15
+        minutes): its own item, with a TTL, never in the long-lived backfill record."""
+        if token:
+            expires = (issued_at or now_ms()) // 1000 + TOKEN_LIFETIME_MS // 1000
+            self.state.keep_token(self.bot, user, run, token, expires)
+
+    def _token(self, user: str, run: str) -> str | None:
+        """The run's interaction token if it is still valid (DynamoDB's TTL deletes late, dynalite never)."""
+        return self.state.token(self.bot, user, run, now_ms() // 1000)
+
+    def backfill(self, job: BackfillJob) -> None:
+        """A few pages of one channel, older and older, checkpointed; continues itself until done.
+        SQS may deliver a job twice: a link of the chain already run is dropped, and a channel is
+        counted done once per run. A link of a run that is no longer the user's (a forget deleted it, or a
+        newer remember replaced it) is dropped: without that, a forget's deleted cursor would start the
+        channel over from its newest page."""
+        current = self.state.backfill_run(self.bot, job.user)
+        if current is None or current.get("run") != job.run or not self.consented(job.user):
+            log.info("dropping a backfill link of a run that is over (forgotten or replaced)")
+            return
+        state = self.state.cursor(self.bot, job.user, job.channel) or {"before": None, "done": False}
+        if state.get("run") == job.run and job.step < int(state.get("step", 0)):
+            log.info("dropping a duplicate backfill job (%s step %d)", job.channel, job.step)
+            return
+        state["run"] = job.run
+        stored = 0
+        if not state.get("done"):
+            for _ in range(self.settings.pages_per_job):
+                try:
+                    page = self.client.messages(job.channel, before=state.get("before"))
+                except RateLimited as limited:  # delay this job on the queue; nothing is lost
+                    self.state.save_cursor(self.bot, job.user, job.channel, state)
+                    self.queue.send(job, delay_s=int(limited.retry_after) + 1)
+                    self._count(job, stored, finished=False)
+                    return
+                except DiscordError as exc:
+                    if exc.status in (403, 404):  # lost access: that channel is done
+                        state["done"] = True
+                        break
+                    raise
+                if page:
+                    self._remember_newest(job.channel, page[0]["id"])
+                stored += self.store_messages(job.guild, job.channel, page, {job.user}, origin=job.origin or 0,
+                                              backfill=True)
+                if len(page) < 100:
+                    state["done"] = True
+                    break
+                state["before"] = page[-1]["id"]
+        state["step"] = job.step + 1
+        self.state.save_cursor(self.bot, job.user, job.channel, state)
+        if not state.get("done"):
+            self.queue.send(job.model_copy(update={"step": job.step + 1}))  # more history: a fresh invocation
+            self._count(job, stored, finished=False)
+            return
+        self._count(job, stored, finished=True)
+
+    def _count(self, job: BackfillJob, stored: int, finished: bool) -> None:
+        """Add to the run's count; the job that finishes the last channel sends the one final message.
+        One conditional update, so a channel finished twice (a duplicate delivery) is counted once."""
+        run = self.state.count_backfill(self.bot, job.user, job.run, job.channel, stored, finished)
+        if run is None:  # a newer run (or a forget) replaced this one, or this channel was counted already
+            return
+        if finished and run["left"] == 0:
+            self.reply(self._token(job.user, job.run), int(run.get("issuedAt") or 0), job.user,
+                       f"Backfill complete: {run['count']} messages stored.")
+
+    def _remember_newest(self, channel: str, message_id: str) -> None:
+        """The newest message id seen per channel: where catch-up starts."""
+        self.state.remember_newest(self.bot, channel, message_id)
