@@ -1,0 +1,71 @@
+"""Forgetting under random interleavings (hypothesis): writes asked for at some moment and run at a later
+one (a queued job, a retry, a redrive), forgets in between, chat messages that quote each other, deletes.
+Every write asked for before its user's last forget is refused, and every one after it is stored; after
+the program nothing written before a user's last forget is left in DynamoDB — not as their records, not in
+anyone's context, not in a thread tail or a claim."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import engram.forgetting
+import engram.writes
+from engram.errors import Forgotten
+from engram.service import ChatMessage
+
+USERS = ["u1", "u2", "u3"]
+# ("write", user, kind, how many steps ago it was asked for) | ("forget", user) | ("remove", nth write)
+write = st.tuples(st.just("write"), st.sampled_from(USERS), st.sampled_from(["fact", "message"]), st.integers(0, 3))
+forget = st.tuples(st.just("forget"), st.sampled_from(USERS))
+remove = st.tuples(st.just("remove"), st.integers(0, 10))
+program = st.lists(st.one_of(write, write, write, forget, remove), min_size=3, max_size=16)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(steps=program)
+def test_nothing_asked_for_before_a_forget_is_stored_after_it(service, aws, monkeypatch, steps):
+    run = uuid.uuid4().hex[:6]
+    bot = f"b-{run}"
+    clock = {"now": 10_000_000}
+    monkeypatch.setattr(engram.forgetting, "now_ms", lambda: clock["now"])
+    last_forget: dict[str, int] = {}
+    written: list[tuple[str, int, str, int]] = []  # (user, asked at, word, memory id)
+    for n, step in enumerate(steps):
+        clock["now"] += 1000
+        if step[0] == "forget":
+            service.forget_user(bot, step[1])
+            last_forget[step[1]] = clock["now"]
+        elif step[0] == "remove":
+            if written:
+                user, asked, word, memory_id = written.pop(step[1] % len(written))
+                try:
+                    service.remove(bot, memory_id)
+                except Exception:
+                    pass
+        else:
+            _, user, kind, ago = step
+            asked = clock["now"] - ago * 1000
+            word = f"canary{run}{n}"
+            try:
+                if kind == "fact":
+                    memory, _ = service.add_fact(bot, f"Note {word} from {user}.", user=user, origin=asked)
+                    ids = [memory.id]
+                else:
+                    memories, _ = service.add_messages(bot, [ChatMessage(
+                        source_id=f"{run}-{n}", text=f"say {word}", user=user, thread="t", created_at=clock["now"])],
+                        origin=asked)
+                    ids = [m.id for m in memories]
+            except Forgotten:
+                ids = []
+            refused = user in last_forget and last_forget[user] >= asked
+            assert bool(ids) != refused, (step, last_forget)
+            written += [(user, asked, word, i) for i in ids]
+    # nothing from before a user's last forget, anywhere in either store
+    items = json.dumps(aws["dynamodb"].scan(TableName="t-memories")["Items"] + aws["dynamodb"].scan(TableName="t-state")["Items"])
+    for user, asked, word, _ in written:
+        if user in last_forget and asked <= last_forget[user]:
+            assert word not in items
