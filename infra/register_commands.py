@@ -14,11 +14,17 @@ import sys
 
 import httpx
 
+# interactions/application-commands.mdx: `contexts` — where a command shows (0 a server, 1 the bot's DM, 2 a
+# group DM) and `integration_types` — how the app is installed (0 to a server); without them a command shows
+# everywhere. /memory works wherever the user is (consent is global per user); /ask only in a server.
+GUILD_INSTALL, IN_A_SERVER, IN_THE_BOTS_DM = 0, 0, 1
 COMMANDS = [
     {
         "name": "memory",
         "description": "Long-term memory: opt in, opt out, or see where it stands",
         "type": 1,
+        "contexts": [IN_A_SERVER, IN_THE_BOTS_DM],
+        "integration_types": [GUILD_INSTALL],
         "options": [
             {"type": 1, "name": "remember", "description": "Opt in: remember my messages (and backfill my history)"},
             {"type": 1, "name": "forget", "description": "Opt out: delete everything remembered about me, everywhere"},
@@ -30,6 +36,8 @@ COMMANDS = [
         "name": "ask",
         "description": "Ask the bot, with what it remembers from this server",
         "type": 1,
+        "contexts": [IN_A_SERVER],
+        "integration_types": [GUILD_INSTALL],
         "options": [{"type": 3, "name": "prompt", "description": "What do you want to ask?", "required": True, "max_length": 6000}],
     },
 ]

@@ -29,6 +29,15 @@ class FakeDiscord(ServedApp):
         self.embed_requests: list[dict] = []
         self.history_reads: list[str] = []
         self.rate_limited_once = {"c21"}
+        # The Message Content intent (developers/events/gateway.mdx, "Message Content Intent"): privileged and
+        # off until the operator turns it on; without it REST messages come back with empty content,
+        # attachments and embeds, except the app's own, DMs with it and messages that mention it
+        self.content_intent = True
+        self.answer = "Here is what I remember."
+        self.fail_guilds = 0  # answer the next n guild lists with a 500, as Discord sometimes does
+        # topics/opcodes-and-status-codes.mdx, JSON error codes: 50007 "Cannot send messages to this user"
+        # (the user's DMs are closed to the server's members)
+        self.closed_dms: set[str] = set()
         self.next_id = 10_000_000
         self.guilds = [{"id": "g1", "name": "Alpha"}, {"id": "g2", "name": "Beta"}]
         self.channels = {
@@ -71,6 +80,10 @@ class FakeDiscord(ServedApp):
             self.add("c21", alice, f"alice in Beta {i} about sailing boats")
             self.add("c21", bob, f"bob in Beta {i}")
 
+    def find(self, message_id: str) -> dict | None:
+        """A message of the history by id."""
+        return next((m for ms in self.history.values() for m in ms if m["id"] == message_id), None)
+
     def expected_for(self, user: str, allowed: set[str]) -> set[str]:
         """Message ids the backfill must store for a user."""
         out = set()
@@ -90,10 +103,28 @@ class FakeDiscord(ServedApp):
         def bot_auth(request: Request):
             return request.headers.get("authorization") == f"Bot {TOKEN}"
 
+        @app.get("/applications/@me")
+        async def application(request: Request):
+            # flags (resources/application.mdx): GATEWAY_MESSAGE_CONTENT 1 << 19, _LIMITED 1 << 18
+            if not bot_auth(request):
+                return JSONResponse({"message": "401: Unauthorized"}, status_code=401)
+            return {"id": APP_ID, "name": "engram", "flags": (1 << 19) if self.content_intent else 0}
+
+        def as_seen(message: dict) -> dict:
+            """A message as the app is given it: without the intent, others' messages lose their content."""
+            mine = message["author"]["id"] == APP_ID
+            mentioned = any(u.get("id") == APP_ID for u in message.get("mentions", []))
+            if self.content_intent or mine or mentioned:
+                return message
+            return {**message, "content": "", "attachments": [], "embeds": []}
+
         @app.get("/users/@me/guilds")
         async def guilds(request: Request):
             if not bot_auth(request):
                 return JSONResponse({"message": "401: Unauthorized"}, status_code=401)
+            if self.fail_guilds > 0:
+                self.fail_guilds -= 1
+                return JSONResponse({"message": "500: Internal Server Error", "code": 0}, status_code=500)
             return self.guilds
 
         @app.get("/guilds/{guild}/channels")
@@ -117,8 +148,8 @@ class FakeDiscord(ServedApp):
                 items = [m for m in items if int(m["id"]) < int(before)]
             if after:
                 items = [m for m in items if int(m["id"]) > int(after)]
-                return list(reversed(items[:limit]))
-            return list(reversed(items[-limit:])) if items else []
+                return [as_seen(m) for m in reversed(items[:limit])]
+            return [as_seen(m) for m in reversed(items[-limit:])] if items else []
 
         @app.patch("/webhooks/{app_id}/{token}/messages/@original")
         async def edit(app_id: str, token: str, request: Request):
@@ -139,6 +170,8 @@ class FakeDiscord(ServedApp):
 
         @app.post("/channels/{channel}/messages")
         async def post(channel: str, request: Request):
+            if channel.startswith("dm-") and channel[3:] in self.closed_dms:
+                return JSONResponse({"message": "Cannot send messages to this user", "code": 50007}, status_code=403)
             if request.headers.get("content-type", "").startswith("multipart/form-data"):
                 form = await request.form()
                 body = json.loads(form["payload_json"])
@@ -184,4 +217,4 @@ class FakeDiscord(ServedApp):
             self.chat_requests.append(body)
             if any(m.get("images") for m in body["messages"]):
                 return {"model": body["model"], "message": {"role": "assistant", "content": "A grey cat asleep on a windowsill."}, "done": True}
-            return {"model": body["model"], "message": {"role": "assistant", "content": "Here is what I remember."}, "done": True}
+            return {"model": body["model"], "message": {"role": "assistant", "content": self.answer}, "done": True}

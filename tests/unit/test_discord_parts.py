@@ -93,6 +93,17 @@ def test_register_commands_puts_both_commands():
     assert seen[0][:3] == ("PUT", "/api/v10/applications/900/guilds/g1/commands", "Bot tok")
     assert {o["name"] for o in COMMANDS[0]["options"]} == {"remember", "forget", "status", "export"}
     assert COMMANDS[1]["options"][0]["required"] is True
+    # where each shows: /memory in a server and the bot's DM, /ask only in a server; installed to servers
+    assert [(c["name"], c["contexts"], c["integration_types"]) for c in COMMANDS] == [("memory", [0, 1], [0]), ("ask", [0], [0])]
+
+
+def test_long_answers_are_split_at_word_boundaries_within_discord_s_limit():
+    from engram.discord.ask import split_message
+
+    parts = split_message(" ".join(f"word{i}" for i in range(1000)))
+    assert all(len(p) <= 2000 for p in parts) and len(parts) == 4
+    assert " ".join(parts).split() == [f"word{i}" for i in range(1000)]
+    assert split_message("short") == ["short"] and [len(p) for p in split_message("x" * 4100)] == [2000, 2000, 100]
 
 
 def test_rate_limits_delay_instead_of_breaking_them():

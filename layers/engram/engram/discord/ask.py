@@ -7,6 +7,7 @@ import logging
 
 import httpx
 
+from ..domain import MAX_MESSAGE_CHARS
 from ..jobs import DiscordJob
 from ..service import ChatMessage
 from ..vectors import Scope
@@ -58,10 +59,29 @@ class Ask:
             log.warning("the chat model failed: %s", exc)
             self.reply(job.token, job.issued_at, job.user, "I couldn't reach the model just now; please try again.")
             return
-        posted = self.reply(job.token, job.issued_at, job.user, answer)
+        parts = split_message(answer)  # Discord takes 2,000 characters a message: the rest as followups
+        posted = self.reply(job.token, job.issued_at, job.user, parts[0])
+        for part in parts[1:]:
+            try:
+                self.client.followup(job.token, part)
+            except DiscordError as exc:
+                log.warning("could not send the rest of an answer: %s", exc)
+                break
         if consented and posted and posted.get("id"):
+            whole = answer[:MAX_MESSAGE_CHARS]
             self.service.add_messages(self.bot, [ChatMessage(
-                source_id=posted["id"], text=answer[:2000], user=job.user, server=job.guild, thread=job.channel,
-                saved_by="bot", content={"authorId": self.settings.application_id, "isBot": True, "message": answer[:2000],
+                source_id=posted["id"], text=whole, user=job.user, server=job.guild, thread=job.channel,
+                saved_by="bot", content={"authorId": self.settings.application_id, "isBot": True, "message": whole,
                                           "channelId": job.channel, "serverId": job.guild, "inReplyTo": job.user},
             )], origin=job.issued_at or 0)
+
+
+def split_message(text: str, limit: int = 2000) -> list[str]:
+    """Text in pieces of at most `limit` characters, cut at a line break or a space where there is one."""
+    parts = []
+    while len(text) > limit:
+        cut = max(text.rfind("\n", 0, limit), text.rfind(" ", 0, limit))
+        cut = cut if cut > limit // 2 else limit
+        parts.append(text[:cut].rstrip())
+        text = text[cut:].lstrip()
+    return parts + [text] if text or not parts else parts

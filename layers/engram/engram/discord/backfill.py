@@ -7,6 +7,7 @@ import uuid
 
 from ..jobs import BackfillJob, DiscordJob
 from ..store import now_ms
+from .intents import INTENT_OFF, has_content_intent
 from .rest import DiscordError, RateLimited
 
 log = logging.getLogger(__name__)
@@ -21,7 +22,17 @@ class Backfill:
         remember asked for before the user's last forget (a retry, a DLQ redrive) is dropped: only a new
         /memory remember opts them back in."""
         user = job.user
-        channels = self.readable_channels()
+        try:
+            channels = self.readable_channels()
+            intent = self.check_content_intent()
+        except RateLimited as limited:  # delay this job on the queue; never sleep in Lambda
+            self.queue.send(job, delay_s=int(limited.retry_after) + 1)
+            return
+        except DiscordError as exc:  # answered now, not after the queue's retries outlive the token
+            log.warning("remember could not list the channels: %s", exc)
+            self.reply(job.token, job.issued_at, user, "I couldn't reach Discord to plan your backfill "
+                       f"(it answered {exc.status}), so you're not opted in yet. Try /memory remember again in a minute.")
+            return
         if self.service.refused(self.bot, {user}, job.issued_at):
             log.info("dropping a remember asked for before the user was forgotten")
             return
@@ -39,7 +50,20 @@ class Backfill:
             return
         for guild, channel in channels:
             self.queue.send(BackfillJob(user=user, guild=guild, channel=channel, run=run, origin=consented_at))
-        self.reply(job.token, job.issued_at, user, f"You're opted in. Backfilling your history from {len(channels)} channels…")
+        warning = "" if intent is not False else " " + INTENT_OFF
+        self.reply(job.token, job.issued_at, user,
+                   f"You're opted in. Backfilling your history from {len(channels)} channels…{warning}")
+
+    def check_content_intent(self) -> bool | None:
+        """Ask Discord whether the app has the Message Content intent (its application flags), and note
+        it for /memory status; None when Discord would not say."""
+        try:
+            on = has_content_intent(self.client.application())
+        except DiscordError as exc:
+            log.warning("could not read the application's flags: %s", exc)
+            return None
+        self.state.note_content_intent(self.bot, on, "flags", now_ms())
+        return on
 
     def _keep_token(self, user: str, run: str, token: str | None, issued_at: int) -> None:
         """Keep the interaction token for the backfill's last word only while Discord honours it (15
@@ -105,8 +129,10 @@ class Backfill:
         if run is None:  # a newer run (or a forget) replaced this one, or this channel was counted already
             return
         if finished and run["left"] == 0:
+            intent = self.state.content_intent(self.bot)
+            warning = " " + INTENT_OFF if intent is not None and not intent["on"] else ""
             self.reply(self._token(job.user, job.run), int(run.get("issuedAt") or 0), job.user,
-                       f"Backfill complete: {run['count']} messages stored.")
+                       f"Backfill complete: {run['count']} messages stored.{warning}")
 
     def _remember_newest(self, channel: str, message_id: str) -> None:
         """The newest message id seen per channel: where catch-up starts."""

@@ -7,6 +7,7 @@ import logging
 
 from ..jobs import DiscordJob
 from ..store import now_ms
+from .rest import DiscordError
 
 log = logging.getLogger(__name__)
 EXPORT_EVERY_S = 10 * 60
@@ -48,7 +49,14 @@ class Export:
                            f"Everything stored about you is more than {EXPORT_MAX_BYTES // 1_000_000} MB, too big for a "
                            f"Discord file; the bot's operator can export it for you (GET /v1/bots/{self.bot}/export?userId={job.user}). {limits}")
                 return
-        self.client.direct_file(job.user, f"Everything I store about you: {count} memories.",
-                                f"engram-{job.user}.ndjson", bytes(out), "application/x-ndjson")
+        try:
+            self.client.direct_file(job.user, f"Everything I store about you: {count} memories.",
+                                    f"engram-{job.user}.ndjson", bytes(out), "application/x-ndjson")
+        except DiscordError as exc:  # closed DMs (50007) and the like: said now, and the slot given back
+            self.state.release_export_slot(self.bot, job.user)
+            self.reply(job.token, job.issued_at, job.user,
+                       f"I couldn't send you a DM (Discord answered {exc.status}). Allow direct messages from this "
+                       "server's members (Privacy Settings), then ask again.")
+            return
         self.reply(job.token, job.issued_at, job.user,
                    f"Sent you a DM with everything I store about you ({count} memories, {len(out) // 1024 + 1} KB). {limits}")

@@ -135,6 +135,7 @@ def consent_status(settings: DiscordSettings) -> Callable[[str], str]:
 
     def status(user: str) -> str:
         from ..store import RecordStore, StateStore
+        from .intents import INTENT_OFF
 
         state = StateStore()
         if state.consent(settings.bot, user) is None:
@@ -147,6 +148,8 @@ def consent_status(settings: DiscordSettings) -> Callable[[str], str]:
             total, left = int(run.get("channels", 0)), run["left"]
             progress = "complete" if left <= 0 else f"{total - left} of {total} channels done"
             backfill = f"Backfill: {progress}."
-        return f"Long-term memory is on for you. {backfill} Memories stored: {stored}."
+        intent = state.content_intent(settings.bot)
+        warning = f" {INTENT_OFF}" if intent is not None and not intent["on"] else ""
+        return f"Long-term memory is on for you. {backfill} Memories stored: {stored}.{warning}"
 
     return status

@@ -16,10 +16,11 @@ from .attachments import Interpreter, SafeFetcher
 from .backfill import TOKEN_LIFETIME_MS, Backfill
 from .catchup import CatchUp
 from .export import EXPORT_EVERY_S, EXPORT_MAX_BYTES, Export  # noqa: F401
-from .rest import DiscordClient, DiscordError, RateLimited
+from .rest import PERSON_MESSAGE_TYPES, DiscordClient, DiscordError, RateLimited
 from .settings import DiscordSettings
 
 log = logging.getLogger(__name__)
+EMPTY_PAGE_SIGN = 5  # this many messages of others, every one empty: the intent is missing
 
 
 def _ms(timestamp: str | None) -> int | None:
@@ -105,6 +106,8 @@ class DiscordMemory(Backfill, CatchUp, Export, Ask):
         is older than what is stored: its oldest message's context is not the channel's newest one."""
         if not page:
             return 0
+        page = [m for m in page if int(m.get("type") or 0) in PERSON_MESSAGE_TYPES]  # no system messages
+        self._notice_missing_content(page)
         checked_at = now_ms()
         users = self.state.consenting(self.bot, set(users))
         if not users:
@@ -128,6 +131,15 @@ class DiscordMemory(Backfill, CatchUp, Export, Ask):
         origin = checked_at if origin is None else min(origin, checked_at)
         _, created = self.service.add_messages(self.bot, batch, origin=origin, stored_tails=not backfill)
         return created
+
+    def _notice_missing_content(self, page: list[dict]) -> None:
+        """A page of other people's messages that all came back empty (no text, attachments or embeds):
+        the sign of a missing Message Content intent, noted for /memory status and the backfill's reply."""
+        others = [m for m in page if not (m.get("author") or {}).get("bot")
+                  and (m.get("author") or {}).get("id") != self.settings.application_id]
+        if len(others) >= EMPTY_PAGE_SIGN and not any(m.get("content") or m.get("attachments") or m.get("embeds")
+                                                     for m in others):
+            self.state.note_content_intent(self.bot, False, "empty page", now_ms())
 
     def _owner(self, message: dict, users: set[str]) -> tuple[str | None, str]:
         author = message.get("author") or {}

@@ -30,6 +30,10 @@ class DiscordError(Exception):
 
 TEXT_CHANNELS = {0, 5}  # text and announcement channels
 THREADS = {10, 11, 12}
+# resources/message.mdx, message types a person writes (DEFAULT, REPLY, and the two command kinds); the rest
+# (THREAD_CREATED 18, pins, joins, boosts ...) are system messages, never stored
+PERSON_MESSAGE_TYPES = {0, 19, 20, 23}
+
 
 
 class RateLimits:
@@ -99,6 +103,10 @@ class DiscordClient:
         if response.status_code >= 400:
             raise DiscordError(response.status_code, response.text)
         return response.json() if response.content else None
+
+    def application(self) -> dict:
+        """The application itself (`GET /applications/@me`): its flags say which privileged intents it has."""
+        return self._call("GET", "/applications/@me")
 
     def guilds(self) -> list[dict]:
         """Every guild the bot is in (paginated by id)."""

@@ -129,6 +129,11 @@ def channel_newest(bot: str, channel: str) -> tuple[str, str]:
     return f"discord#{bot}#channels", channel
 
 
+def content_intent(bot: str) -> tuple[str, str]:
+    """What engram last learnt about the app's Message Content intent (no one's words)."""
+    return discord_pk(bot), "intent#content"
+
+
 def seen_interaction(bot: str, interaction_id: str) -> tuple[str, str]:
     return f"discord#{bot}#seen", interaction_id
 

@@ -163,6 +163,16 @@ class StateStore:
             return
         self._guard(lambda: StateItem(*keys.channel_newest(bot, channel), data={"newest": message_id}).save())
 
+    def note_content_intent(self, bot: str, on: bool, how: str, at: int) -> None:
+        """Remember whether the app can read message text, and how that was learnt (flags, or a page of
+        other people's messages that all came back empty)."""
+        self._guard(lambda: StateItem(*keys.content_intent(bot), value=int(on), data={"how": how, "at": at}).save())
+
+    def content_intent(self, bot: str) -> dict | None:
+        """{"on", "how", "at"} as last noted, or None (never checked)."""
+        item = self._guard(lambda: _get(*keys.content_intent(bot)))
+        return {"on": bool(item.value), **(item.data or {})} if item is not None else None
+
     def first_sight(self, bot: str, interaction_id: str, expires_s: int) -> bool:
         """True the first time an interaction id is seen (a conditional write of a short-lived item)."""
         try:
@@ -184,6 +194,10 @@ class StateStore:
             if _conditional(exc):
                 return False
             raise Unavailable(f"DynamoDB failed: {exc.msg}") from exc
+
+    def release_export_slot(self, bot: str, user: str) -> None:
+        """Give the export slot back (the export could not be delivered)."""
+        self._guard(StateItem(*keys.export_limit(bot, user)).delete)
 
     # ----- LibreChat users' memory settings -----------------------------------------------------------
 

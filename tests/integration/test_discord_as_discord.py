@@ -1,0 +1,88 @@
+"""Discord as Discord really behaves, against a fake that follows Discord's documentation: the Message
+Content intent off (others' messages come back empty: developers/events/gateway.mdx), system messages
+(resources/message.mdx, message types), a DM that cannot be sent (50007), an answer longer than a message
+may be (2,000 characters), and a Discord error while a remember plans its backfill — each through the
+signed webhook and the real worker."""
+
+from __future__ import annotations
+
+import pytest
+from engram.discord.settings import DiscordSettings
+
+from infra.local_stack import LocalStack
+from tests.fake_discord import ALICE, APP_ID, BOB, TOKEN, FakeDiscord
+from tests.integration.conftest import KEY
+from tests.integration.test_discord import SIGNER, command, interact, memory_cmd, stored_ids
+from tests.support import wait_until
+
+
+@pytest.fixture
+def discord():
+    fake = FakeDiscord().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def stack(tmp_path, local_embedder, discord):
+    settings = DiscordSettings(
+        DISCORD_APPLICATION_ID=APP_ID, DISCORD_PUBLIC_KEY=SIGNER.verify_key.encode().hex(), DISCORD_BOT_TOKEN=TOKEN,
+        DISCORD_API_BASE=discord.url, OLLAMA_URL=discord.url, OLLAMA_CHAT_MODEL="chat", DISCORD_BACKFILL_PAGES_PER_JOB="2",
+    )
+    s = LocalStack(tmp_path, port=0, api_key=KEY, embedder=local_embedder, discord_settings=settings).start()
+    yield s
+    s.stop()
+
+
+def replies(discord, token):
+    return [s["content"] for s in discord.sent if s.get("token") == token]
+
+
+def test_without_the_message_content_intent_remember_and_status_say_so(stack, discord):
+    discord.content_intent = False
+    interact(stack, memory_cmd("remember", ALICE, token="tok-remember"))
+    assert wait_until(lambda: any("Backfill complete" in r for r in replies(discord, "tok-remember")), timeout_s=90)
+    said = replies(discord, "tok-remember")
+    assert all("Message Content intent is off" in r for r in said)  # the first answer and the final one
+    assert not [m for m in stored_ids(stack, ALICE) if not m.startswith("interaction-")
+                and discord.find(m)["author"]["id"] == ALICE]  # none of her own words: Discord gave none
+    status = interact(stack, memory_cmd("status", ALICE)).json()["data"]["content"]
+    assert "Message Content intent is off" in status
+
+
+def test_with_the_intent_nothing_is_said_and_system_messages_are_not_stored(stack, discord):
+    thread_created = discord.add("c11", {"id": ALICE, "username": "alice"}, "a thread", type=18)
+    interact(stack, memory_cmd("remember", ALICE, token="tok-remember"))
+    assert wait_until(lambda: any("Backfill complete" in r for r in replies(discord, "tok-remember")), timeout_s=90)
+    assert not any("intent" in r for r in replies(discord, "tok-remember"))
+    assert "intent" not in interact(stack, memory_cmd("status", ALICE)).json()["data"]["content"]
+    assert thread_created["id"] not in stored_ids(stack, ALICE)
+
+
+def test_a_discord_error_while_planning_a_remember_is_answered_and_leaves_no_consent(stack, discord):
+    discord.fail_guilds = 1
+    interact(stack, memory_cmd("remember", BOB, token="tok-bob"))
+    assert wait_until(lambda: replies(discord, "tok-bob"), timeout_s=30)
+    assert "not opted in" in replies(discord, "tok-bob")[-1]
+    assert "off for you" in interact(stack, memory_cmd("status", BOB)).json()["data"]["content"]
+
+
+def test_an_export_to_closed_dms_says_so_and_may_be_asked_again(stack, discord):
+    interact(stack, memory_cmd("remember", ALICE, token="tok-remember"))
+    assert wait_until(lambda: any("Backfill complete" in r for r in replies(discord, "tok-remember")), timeout_s=90)
+    discord.closed_dms.add(ALICE)
+    interact(stack, memory_cmd("export", ALICE, token="tok-export"))
+    assert wait_until(lambda: replies(discord, "tok-export"), timeout_s=30)
+    assert "couldn't send you a DM" in replies(discord, "tok-export")[-1]
+    discord.closed_dms.clear()
+    interact(stack, memory_cmd("export", ALICE, token="tok-export-2"))
+    assert wait_until(lambda: replies(discord, "tok-export-2"), timeout_s=30)
+    assert replies(discord, "tok-export-2")[-1].startswith("Sent you a DM")
+
+
+def test_an_answer_longer_than_a_message_comes_in_several(stack, discord):
+    discord.answer = " ".join(f"part{i}" for i in range(700))  # ~5,500 characters
+    interact(stack, command("ask", ALICE, options=[{"name": "prompt", "type": 3, "value": "Tell me everything."}], token="tok-ask"))
+    assert wait_until(lambda: len(replies(discord, "tok-ask")) >= 3, timeout_s=60)
+    parts = replies(discord, "tok-ask")
+    assert all(len(p) <= 2000 for p in parts) and " ".join(parts).split() == discord.answer.split()
