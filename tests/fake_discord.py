@@ -38,6 +38,8 @@ class FakeDiscord(ServedApp):
         # topics/opcodes-and-status-codes.mdx, JSON error codes: 50007 "Cannot send messages to this user"
         # (the user's DMs are closed to the server's members)
         self.closed_dms: set[str] = set()
+        self.forbidden: set[str] = set()  # channels without View Channel for the bot
+        self.no_history: set[str] = set()  # channels without Read Message History for the bot
         self.next_id = 10_000_000
         self.guilds = [{"id": "g1", "name": "Alpha"}, {"id": "g2", "name": "Beta"}]
         self.channels = {
@@ -129,7 +131,11 @@ class FakeDiscord(ServedApp):
 
         @app.get("/guilds/{guild}/channels")
         async def channels(guild: str, request: Request):
-            return self.channels[guild] if bot_auth(request) else JSONResponse({}, status_code=401)
+            # every channel is listed, whatever the bot may see in it; each carries its newest message id
+            # (resources/channel.mdx, `last_message_id`)
+            if not bot_auth(request):
+                return JSONResponse({}, status_code=401)
+            return [{**c, "last_message_id": (self.history.get(c["id"]) or [{}])[-1].get("id")} for c in self.channels[guild]]
 
         @app.get("/guilds/{guild}/threads/active")
         async def threads(guild: str):
@@ -140,6 +146,12 @@ class FakeDiscord(ServedApp):
             if not bot_auth(request):
                 return JSONResponse({}, status_code=401)
             self.history_reads.append(channel)
+            # topics/permissions.mdx: without VIEW_CHANNEL a channel's messages answer 403 (50001 Missing
+            # Access); without READ_MESSAGE_HISTORY they answer 200 with an empty list
+            if channel in self.forbidden:
+                return JSONResponse({"message": "Missing Access", "code": 50001}, status_code=403)
+            if channel in self.no_history:
+                return []
             if channel in self.rate_limited_once:
                 self.rate_limited_once.discard(channel)
                 return JSONResponse({"message": "You are being rate limited.", "retry_after": 0.2, "global": False}, status_code=429)

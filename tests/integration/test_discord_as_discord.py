@@ -86,3 +86,28 @@ def test_an_answer_longer_than_a_message_comes_in_several(stack, discord):
     assert wait_until(lambda: len(replies(discord, "tok-ask")) >= 3, timeout_s=60)
     parts = replies(discord, "tok-ask")
     assert all(len(p) <= 2000 for p in parts) and " ".join(parts).split() == discord.answer.split()
+
+
+def test_channels_the_bot_may_not_read_are_recorded_skipped_and_shown(stack, discord):
+    """A 403 channel and one without history (200 []) are read once, marked, and not asked again every
+    catch-up tick (each refusal counts toward Discord's 10,000 invalid requests per 10 minutes); no DLQ."""
+    from engram.jobs import DiscordJob
+
+    alice = {"id": ALICE, "username": "alice"}
+    discord.channels["g1"] += [{"id": "c15", "type": 0, "name": "staff"}, {"id": "c16", "type": 0, "name": "archive"}]
+    discord.history.update({"c15": [], "c16": []})
+    discord.add("c15", alice, "staff only")
+    discord.add("c16", alice, "old news")
+    discord.forbidden.add("c15")
+    discord.no_history.add("c16")
+    interact(stack, memory_cmd("remember", ALICE, token="tok-remember"))
+    assert wait_until(lambda: any("Backfill complete" in r for r in replies(discord, "tok-remember")), timeout_s=90)
+    for _ in range(3):  # three catch-up ticks
+        stack.engine.queue.send(DiscordJob(action="catchup"))
+        stack.poller.drain()
+    assert discord.history_reads.count("c15") == 1 and discord.history_reads.count("c16") == 1
+    status = interact(stack, memory_cmd("status", ALICE)).json()["data"]["content"]
+    assert "Channels I may not read: 2" in status
+    dlq = stack.sqs.get_queue_url(QueueName="engram-JobsDeadLetterQueue")["QueueUrl"]
+    assert stack.sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["ApproximateNumberOfMessages"])[
+        "Attributes"]["ApproximateNumberOfMessages"] == "0"

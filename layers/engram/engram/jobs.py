@@ -53,6 +53,10 @@ class DiscordJob(BaseModel):
     interaction_id: str | None = None
     prompt: str | None = Field(None, max_length=6000)
     issued_at: int = 0
+    # catch-up of a channel marked unreadable, tried again: readable now means unmarked
+    recheck: bool = False
+    # the channel's newest message id when it was listed: history answering [] then means no permission
+    last_message_id: str | None = None
 
 
 class BackfillJob(BaseModel):
@@ -68,6 +72,7 @@ class BackfillJob(BaseModel):
     step: int = 0
     # When the run began (consent): a user forgotten since then has nothing of theirs stored by it.
     origin: int = 0
+    last_message_id: str | None = None  # as listed: a first page of [] then means no Read Message History
 
 
 class ReembedJob(BaseModel):

@@ -23,7 +23,8 @@ class Backfill:
         /memory remember opts them back in."""
         user = job.user
         try:
-            channels = self.readable_channels()
+            fresh, due, skipped = self.split_unreadable(self.readable_channels())
+            channels = fresh + due
             intent = self.check_content_intent()
         except RateLimited as limited:  # delay this job on the queue; never sleep in Lambda
             self.queue.send(job, delay_s=int(limited.retry_after) + 1)
@@ -49,10 +50,12 @@ class Backfill:
             self.reply(job.token, job.issued_at, user, "You're opted in. I can't read any channels yet, so there was nothing to backfill.")
             return
         for guild, channel in channels:
-            self.queue.send(BackfillJob(user=user, guild=guild, channel=channel, run=run, origin=consented_at))
+            self.queue.send(BackfillJob(user=user, guild=guild, channel=channel, run=run, origin=consented_at,
+                                        last_message_id=self.last_message_ids.get(channel)))
         warning = "" if intent is not False else " " + INTENT_OFF
+        unread = f" ({skipped} more I may not read are skipped; /memory status counts them)" if skipped else ""
         self.reply(job.token, job.issued_at, user,
-                   f"You're opted in. Backfilling your history from {len(channels)} channels…{warning}")
+                   f"You're opted in. Backfilling your history from {len(channels)} channels…{unread}{warning}")
 
     def check_content_intent(self) -> bool | None:
         """Ask Discord whether the app has the Message Content intent (its application flags), and note
@@ -102,10 +105,16 @@ class Backfill:
                     self._count(job, stored, finished=False)
                     return
                 except DiscordError as exc:
-                    if exc.status in (403, 404):  # lost access: that channel is done
+                    if exc.status in (403, 404):  # no access: that channel is done, and skipped for a while
+                        self.unreadable_now(job.channel, f"Discord answered {exc.status}")
                         state["done"] = True
                         break
                     raise
+                if not page and state.get("before") is None and job.last_message_id:
+                    # 200 [] for a channel that has messages: Read Message History is missing
+                    self.unreadable_now(job.channel, "no Read Message History (an empty history of a channel with messages)")
+                    state["done"] = True
+                    break
                 if page:
                     self._remember_newest(job.channel, page[0]["id"])
                 stored += self.store_messages(job.guild, job.channel, page, {job.user}, origin=job.origin or 0,

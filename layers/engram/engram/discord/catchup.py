@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from ..jobs import DiscordJob
-from .rest import RateLimited
+from .rest import DiscordError, RateLimited
 
 log = logging.getLogger(__name__)
 
@@ -22,13 +22,18 @@ class CatchUp:
         except RateLimited as limited:
             self.queue.send(job, delay_s=int(limited.retry_after) + 1)
             return 0
-        for guild, channel in channels:
-            self.queue.send(DiscordJob(action="catchup", guild=guild, channel=channel, issued_at=job.issued_at))
-        return len(channels)
+        fresh, due, _ = self.split_unreadable(channels)
+        for (guild, channel), recheck in [(c, False) for c in fresh] + [(c, True) for c in due]:
+            self.queue.send(DiscordJob(action="catchup", guild=guild, channel=channel, issued_at=job.issued_at,
+                                       recheck=recheck, last_message_id=self.last_message_ids.get(channel)))
+        return len(fresh) + len(due)
 
-    def catch_up(self, channels: list[tuple[str, str]] | None = None) -> int:
+    def catch_up(self, channels: list[tuple[str, str]] | None = None, recheck: bool = False,
+                 last_message_id: str | None = None) -> int:
         """Fetch messages newer than the newest seen, per channel, and store those of consenting users.
-        Idempotent: messages are keyed by their Discord id."""
+        Idempotent: messages are keyed by their Discord id. A channel Discord refuses (403, 404), or whose
+        history answers [] although it has messages (no Read Message History), is marked unreadable and
+        skipped, never failed: failing would retry it into the DLQ every tick."""
         users = self.consenting_users()
         if not users:
             return 0
@@ -36,9 +41,23 @@ class CatchUp:
             channels = self.readable_channels()
         stored = 0
         for guild, channel in channels:
-            after = self.state.channel_newest(self.bot, channel) or "0"
+            newest = self.state.channel_newest(self.bot, channel)
+            after = newest or "0"
+            first = True
             while True:
-                page = self.client.messages(channel, after=after)
+                try:
+                    page = self.client.messages(channel, after=after)
+                except DiscordError as exc:
+                    if exc.status not in (403, 404):
+                        raise
+                    self.unreadable_now(channel, f"Discord answered {exc.status}")
+                    break
+                if first and recheck:
+                    self.state.readable_again(self.bot, channel)
+                if first and not page and newest is None and last_message_id:
+                    self.unreadable_now(channel, "no Read Message History (an empty history of a channel with messages)")
+                    break
+                first = False
                 if not page:
                     break
                 stored += self.store_messages(guild, channel, page, users)

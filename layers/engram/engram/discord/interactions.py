@@ -150,6 +150,8 @@ def consent_status(settings: DiscordSettings) -> Callable[[str], str]:
             backfill = f"Backfill: {progress}."
         intent = state.content_intent(settings.bot)
         warning = f" {INTENT_OFF}" if intent is not None and not intent["on"] else ""
-        return f"Long-term memory is on for you. {backfill} Memories stored: {stored}.{warning}"
+        unreadable = len(state.unreadable(settings.bot))
+        unread = f" Channels I may not read: {unreadable} (View Channel or Read Message History missing)." if unreadable else ""
+        return f"Long-term memory is on for you. {backfill} Memories stored: {stored}.{unread}{warning}"
 
     return status

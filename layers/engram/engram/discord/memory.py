@@ -21,6 +21,7 @@ from .settings import DiscordSettings
 
 log = logging.getLogger(__name__)
 EMPTY_PAGE_SIGN = 5  # this many messages of others, every one empty: the intent is missing
+UNREADABLE_RETRY_S = 3600  # a channel Discord refused is tried again after an hour
 
 
 def _ms(timestamp: str | None) -> int | None:
@@ -38,6 +39,7 @@ class DiscordMemory(Backfill, CatchUp, Export, Ask):
         self.service = service
         self.queue = queue
         self.client = client
+        self.last_message_ids: dict[str, str | None] = {}
         self.ollama = ollama or httpx.Client(base_url=settings.ollama_url.rstrip("/"), timeout=120)
         self.interpreter = interpreter or Interpreter(
             SafeFetcher(allow=sorted(settings.fetch_allow_networks)), self.ollama, settings.vision_model)
@@ -87,16 +89,37 @@ class DiscordMemory(Backfill, CatchUp, Export, Ask):
             self.export(job)
         elif job.action == "catchup" and job.channel:
             try:
-                self.catch_up([(job.guild, job.channel)])
+                self.catch_up([(job.guild, job.channel)], recheck=job.recheck, last_message_id=job.last_message_id)
             except RateLimited as limited:  # delay this channel's job on the queue; never sleep in Lambda
                 self.queue.send(job, delay_s=int(limited.retry_after) + 1)
         elif job.action == "catchup":
             self.fan_out_catch_up(job)
 
     def readable_channels(self) -> list[tuple[str, str]]:
-        """(guild, channel) of every channel the bot can read, except the disallowed ones."""
-        return [(g["id"], c["id"]) for g in self.client.guilds() for c in self.client.readable_channels(g["id"])
-                if c["id"] not in self.settings.channels_disallowed]
+        """(guild, channel) of every channel the bot can read, except the disallowed ones (each channel's
+        newest message id kept in `last_message_ids`)."""
+        out = []
+        for g in self.client.guilds():
+            for c in self.client.readable_channels(g["id"]):
+                if c["id"] not in self.settings.channels_disallowed:
+                    out.append((g["id"], c["id"]))
+                    self.last_message_ids[c["id"]] = c.get("last_message_id")
+        return out
+
+    def split_unreadable(self, channels: list[tuple[str, str]]) -> tuple[list, list, int]:
+        """(channels to read, channels marked unreadable whose hour is up, how many stay skipped): a channel
+        Discord refused is not asked again every tick (every 401/403/429 counts toward Discord's 10,000
+        invalid requests per 10 minutes per IP)."""
+        marked = self.state.unreadable(self.bot)
+        now_s = now_ms() // 1000
+        fresh = [(g, c) for g, c in channels if c not in marked]
+        due = [(g, c) for g, c in channels if c in marked and marked[c]["retryAt"] <= now_s]
+        return fresh, due, len(channels) - len(fresh) - len(due)
+
+    def unreadable_now(self, channel: str, reason: str) -> None:
+        """Mark a channel unreadable, to be tried again in UNREADABLE_RETRY_S."""
+        log.info("channel %s cannot be read (%s): skipped for an hour", channel, reason)
+        self.state.mark_unreadable(self.bot, channel, reason, now_ms() // 1000 + UNREADABLE_RETRY_S)
 
     def store_messages(self, guild: str, channel: str, page: list[dict], users: set[str], origin: int | None = None,
                        backfill: bool = False) -> int:

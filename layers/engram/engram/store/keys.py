@@ -134,6 +134,11 @@ def content_intent(bot: str) -> tuple[str, str]:
     return discord_pk(bot), "intent#content"
 
 
+def unreadable_pk(bot: str) -> str:
+    """Channels the bot may not read (403, or 200 [] without Read Message History), sk: the channel id."""
+    return f"discord#{bot}#unreadable"
+
+
 def seen_interaction(bot: str, interaction_id: str) -> tuple[str, str]:
     return f"discord#{bot}#seen", interaction_id
 

@@ -173,6 +173,18 @@ class StateStore:
         item = self._guard(lambda: _get(*keys.content_intent(bot)))
         return {"on": bool(item.value), **(item.data or {})} if item is not None else None
 
+    def mark_unreadable(self, bot: str, channel: str, reason: str, retry_at_s: int) -> None:
+        """A channel Discord would not let the bot read, and when to try it again."""
+        self._guard(lambda: StateItem(keys.unreadable_pk(bot), channel, value=retry_at_s, tag=reason).save())
+
+    def unreadable(self, bot: str) -> dict[str, dict]:
+        """Every channel marked unreadable: {channel: {"reason", "retryAt"}} (one query)."""
+        return self._guard(lambda: {i.sk: {"reason": i.tag, "retryAt": int(i.value or 0)}
+                                    for i in StateItem.query(keys.unreadable_pk(bot))})
+
+    def readable_again(self, bot: str, channel: str) -> None:
+        self._guard(StateItem(keys.unreadable_pk(bot), channel).delete)
+
     def first_sight(self, bot: str, interaction_id: str, expires_s: int) -> bool:
         """True the first time an interaction id is seen (a conditional write of a short-lived item)."""
         try:
