@@ -1,4 +1,5 @@
-"""Register engram's slash commands with Discord: `/memory remember|forget|status|export` and `/ask prompt`.
+"""Register engram's commands with Discord: `/memory remember|forget|status|export`, `/ask prompt` and the
+message command "Forget this message".
 
     DISCORD_APPLICATION_ID=... DISCORD_BOT_TOKEN=... python -m infra.register_commands [--guild ID]
 
@@ -39,6 +40,12 @@ COMMANDS = [
         "contexts": [IN_A_SERVER],
         "integration_types": [GUILD_INSTALL],
         "options": [{"type": 3, "name": "prompt", "description": "What do you want to ask?", "required": True, "max_length": 6000}],
+    },
+    {   # a message's context menu (type 3): no description, no options; it needs no Message Content intent
+        "name": "Forget this message",
+        "type": 3,
+        "contexts": [IN_A_SERVER],
+        "integration_types": [GUILD_INSTALL],
     },
 ]
 

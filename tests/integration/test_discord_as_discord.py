@@ -111,3 +111,22 @@ def test_channels_the_bot_may_not_read_are_recorded_skipped_and_shown(stack, dis
     dlq = stack.sqs.get_queue_url(QueueName="engram-JobsDeadLetterQueue")["QueueUrl"]
     assert stack.sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["ApproximateNumberOfMessages"])[
         "Attributes"]["ApproximateNumberOfMessages"] == "0"
+
+
+def test_forget_this_message_removes_one_stored_message_of_its_owner_only(stack, discord):
+    interact(stack, memory_cmd("remember", ALICE, token="tok-remember"))
+    assert wait_until(lambda: any("Backfill complete" in r for r in replies(discord, "tok-remember")), timeout_s=90)
+    mine = next(m for m in discord.history["c21"] if m["author"]["id"] == ALICE)
+    assert mine["id"] in stored_ids(stack, ALICE)
+
+    def forget_message(user, token):
+        body = command("Forget this message", user, guild="g2", channel="c21", token=token)
+        body["data"] = {"name": "Forget this message", "type": 3, "target_id": mine["id"]}
+        return interact(stack, body)
+
+    assert forget_message(BOB, "tok-bob").json() == {"type": 5, "data": {"flags": 64}}
+    assert wait_until(lambda: replies(discord, "tok-bob"), timeout_s=30)
+    assert "isn't yours" in replies(discord, "tok-bob")[-1] and mine["id"] in stored_ids(stack, ALICE)
+    forget_message(ALICE, "tok-alice")
+    assert wait_until(lambda: replies(discord, "tok-alice"), timeout_s=30)
+    assert replies(discord, "tok-alice")[-1].startswith("Forgotten") and mine["id"] not in stored_ids(stack, ALICE)

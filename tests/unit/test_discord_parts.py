@@ -89,12 +89,13 @@ def test_register_commands_puts_both_commands():
         return httpx.Response(200, json=json.loads(request.content))
 
     done = register("900", "tok", "https://discord.test/api/v10", guild="g1", transport=httpx.MockTransport(handle))
-    assert [c["name"] for c in done] == ["memory", "ask"]
+    assert [c["name"] for c in done] == ["memory", "ask", "Forget this message"]
     assert seen[0][:3] == ("PUT", "/api/v10/applications/900/guilds/g1/commands", "Bot tok")
     assert {o["name"] for o in COMMANDS[0]["options"]} == {"remember", "forget", "status", "export"}
     assert COMMANDS[1]["options"][0]["required"] is True
     # where each shows: /memory in a server and the bot's DM, /ask only in a server; installed to servers
-    assert [(c["name"], c["contexts"], c["integration_types"]) for c in COMMANDS] == [("memory", [0, 1], [0]), ("ask", [0], [0])]
+    assert [(c["name"], c["type"], c["contexts"], c["integration_types"]) for c in COMMANDS] == [
+        ("memory", 1, [0, 1], [0]), ("ask", 1, [0], [0]), ("Forget this message", 3, [0], [0])]
 
 
 def test_long_answers_are_split_at_word_boundaries_within_discord_s_limit():

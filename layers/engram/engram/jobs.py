@@ -45,7 +45,7 @@ class DiscordJob(BaseModel):
     (without a channel: fan out one catch-up job per readable channel; with one: that channel)."""
 
     kind: Literal["discord"] = "discord"
-    action: Literal["remember", "forget", "ask", "catchup", "export"]
+    action: Literal["remember", "forget", "ask", "catchup", "export", "forget-message"]
     user: str | None = None
     guild: str | None = None
     channel: str | None = None
@@ -53,6 +53,7 @@ class DiscordJob(BaseModel):
     interaction_id: str | None = None
     prompt: str | None = Field(None, max_length=6000)
     issued_at: int = 0
+    target_id: str | None = None  # forget-message: the Discord message id
     # catch-up of a channel marked unreadable, tried again: readable now means unmarked
     recheck: bool = False
     # the channel's newest message id when it was listed: history answering [] then means no permission
@@ -136,7 +137,7 @@ class DroppingQueue:
         self.dropped.append(json.dumps(job.model_dump()))
 
 
-INTERACTIVE_ACTIONS = ("remember", "forget", "ask", "export")
+INTERACTIVE_ACTIONS = ("remember", "forget", "ask", "export", "forget-message")
 
 
 def is_interactive(job: BaseModel) -> bool:

@@ -9,7 +9,7 @@ from .domain import FALLBACK_SCAN, FEEDBACK_MIN_HITS, Found, Memory, check_limit
 from .errors import IndexUnavailable, InvalidInput, NotFound
 from .observability import timed
 from .retrieval import feedback_query, feedback_vector
-from .store import KINDS
+from .store import KINDS, source_key
 from .text import check_text, format_memory_id
 from .vectors import Scope
 
@@ -22,6 +22,11 @@ class MemoryReads:
     def bots(self) -> list[str]:
         """Every bot that has memories (or had: a bot is registered at its first write)."""
         return sorted(self.records.bots())
+
+    def by_source(self, bot: str, source_id: str) -> Memory | None:
+        """The chat message stored under a source message id (a Discord message id), or None."""
+        record = self.records.find_unique(bot, source_key(source_id))
+        return Memory.from_record(record) if record is not None else None
 
     def get(self, bot: str, memory_id: int) -> Memory:
         """One memory, or NotFound."""

@@ -18,6 +18,8 @@ log = logging.getLogger(__name__)
 
 PING, APPLICATION_COMMAND = 1, 2
 PONG, CHANNEL_MESSAGE, DEFERRED = 1, 4, 5
+MESSAGE_COMMAND = 3
+FORGET_THIS_MESSAGE = "Forget this message"
 EPHEMERAL = 64
 
 
@@ -48,7 +50,9 @@ class _Option(BaseModel):
 
 class _Data(BaseModel):
     name: str = Field("", max_length=64)
+    type: int = 1  # 1 a slash command, 3 a message's context menu (interactions/application-commands.mdx)
     options: list[_Option] = Field(default_factory=list, max_length=25)
+    target_id: str | None = Field(None, pattern=_ID)  # the message a context-menu command was used on
 
 
 class Interaction(BaseModel):
@@ -98,6 +102,11 @@ def handle_interaction(raw: bytes, headers: Mapping[str, str], settings: Discord
     job = dict(user=user.id, guild=body.guild_id, channel=body.channel_id, token=body.token,
                interaction_id=body.id, issued_at=int(time.time() * 1000))
     data = body.data or _Data()
+    if data.type == MESSAGE_COMMAND and data.name == FORGET_THIS_MESSAGE:
+        if not data.target_id:
+            return 400, {"error": "a message command needs its target message"}
+        queue().send(DiscordJob(action="forget-message", target_id=data.target_id, **job))
+        return 200, {"type": DEFERRED, "data": {"flags": EPHEMERAL}}
     if data.name == "memory" and data.options:
         sub = data.options[0].name
         if sub == "status":

@@ -87,6 +87,8 @@ class DiscordMemory(Backfill, CatchUp, Export, Ask):
             self.ask(job)
         elif job.action == "export":
             self.export(job)
+        elif job.action == "forget-message":
+            self.forget_message(job)
         elif job.action == "catchup" and job.channel:
             try:
                 self.catch_up([(job.guild, job.channel)], recheck=job.recheck, last_message_id=job.last_message_id)
@@ -94,6 +96,20 @@ class DiscordMemory(Backfill, CatchUp, Export, Ask):
                 self.queue.send(job, delay_s=int(limited.retry_after) + 1)
         elif job.action == "catchup":
             self.fan_out_catch_up(job)
+
+    def forget_message(self, job: DiscordJob) -> None:
+        """The "Forget this message" command: one stored message gone at once, if it is the user's (theirs,
+        or the bot's reply attributed to them). Works without the Message Content intent: it needs only
+        the message id."""
+        memory = self.service.by_source(self.bot, job.target_id)
+        if memory is None:
+            said = "I don't remember that message."
+        elif memory.user != job.user:
+            said = "That message isn't yours to forget: I keep it as someone else's."
+        else:
+            self.service.remove(self.bot, memory.id)
+            said = "Forgotten: I no longer remember that message."
+        self.reply(job.token, job.issued_at, job.user, said)
 
     def readable_channels(self) -> list[tuple[str, str]]:
         """(guild, channel) of every channel the bot can read, except the disallowed ones (each channel's
