@@ -6,6 +6,8 @@ signed webhook and the real worker."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from engram.discord.settings import DiscordSettings
 
@@ -57,6 +59,12 @@ def test_with_the_intent_nothing_is_said_and_system_messages_are_not_stored(stac
     assert not any("intent" in r for r in replies(discord, "tok-remember"))
     assert "intent" not in interact(stack, memory_cmd("status", ALICE)).json()["data"]["content"]
     assert thread_created["id"] not in stored_ids(stack, ALICE)
+    # a reply keeps what it answers (ids only, never that message's words); no roles, which REST never gives
+    listed = stack.engine.service.list(APP_ID, kind="message", user=ALICE, limit=500)
+    reply = next(m for m in listed if m.saved_by == "bot")
+    answered = discord.find(reply.content["replyTo"]["messageId"])
+    assert answered["author"]["id"] == reply.content["replyTo"]["authorId"] == ALICE
+    assert answered["content"] not in json.dumps(reply.content) and "roles" not in reply.content
 
 
 def test_a_discord_error_while_planning_a_remember_is_answered_and_leaves_no_consent(stack, discord):

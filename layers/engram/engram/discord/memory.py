@@ -194,19 +194,27 @@ class DiscordMemory(Backfill, CatchUp, Export, Ask):
         return author["id"], "user"
 
     def _content(self, guild: str, channel: str, message: dict) -> dict:
+        # No roles: a message read over REST carries no member object (resources/message.mdx: `member` only
+        # on Gateway events), so there is nothing true to store. A reply keeps which message it answers and
+        # whose it was — ids only, never that message's text, which is someone else's words.
         author = message.get("author") or {}
-        return {
+        content = {
             "author": author.get("username"),
             "displayName": author.get("global_name") or author.get("username"),
             "authorId": author.get("id"),
             "isBot": bool(author.get("bot")),
             "timestamp": message.get("timestamp"),
-            "roles": (message.get("member") or {}).get("roles", []),
             "channelId": channel,
             "serverId": guild,
             "message": message.get("content") or "",
             "attachments": self.interpreter.attachments(message),
         }
+        replied = message.get("referenced_message") or {}
+        reference = message.get("message_reference") or {}
+        if replied.get("id") or reference.get("message_id"):
+            content["replyTo"] = {"messageId": replied.get("id") or reference.get("message_id"),
+                                  "authorId": (replied.get("author") or {}).get("id")}
+        return content
 
     def forget(self, job: DiscordJob) -> None:
         """Delete everything of the user, everywhere: the same forget_user the Memory API runs."""
