@@ -47,7 +47,11 @@ class FakeDiscord(ServedApp):
                    {"id": "c13", "type": 2, "name": "voice"}],
             "g2": [{"id": "c21", "type": 0, "name": "lobby"}],
         }
-        self.threads = {"g1": [{"id": "t14", "type": 11, "name": "a thread"}], "g2": []}
+        self.threads = {"g1": [{"id": "t14", "type": 11, "name": "a thread", "parent_id": "c11"}], "g2": []}
+        # topics/permissions.mdx: @everyone is the role whose id is the guild's; permissions are decimal strings
+        everyone = str((1 << 10) | (1 << 11) | (1 << 16))  # VIEW_CHANNEL, SEND_MESSAGES, READ_MESSAGE_HISTORY
+        self.roles = {g: [{"id": g, "name": "@everyone", "permissions": everyone}] for g in ("g1", "g2")}
+        self.members: dict[tuple[str, str], list[str]] = {}  # (guild, user) -> role ids
         self.history: dict[str, list[dict]] = {c: [] for c in ("c11", "c12", "t14", "c21")}
         self._make_history()
         self._routes()
@@ -136,6 +140,18 @@ class FakeDiscord(ServedApp):
             if not bot_auth(request):
                 return JSONResponse({}, status_code=401)
             return [{**c, "last_message_id": (self.history.get(c["id"]) or [{}])[-1].get("id")} for c in self.channels[guild]]
+
+        @app.get("/guilds/{guild}/roles")
+        async def roles(guild: str, request: Request):
+            return self.roles[guild] if bot_auth(request) else JSONResponse({}, status_code=401)
+
+        @app.get("/guilds/{guild}/members/{user}")
+        async def member(guild: str, user: str, request: Request):
+            if not bot_auth(request):
+                return JSONResponse({}, status_code=401)
+            if (guild, user) not in self.members:
+                return JSONResponse({"message": "Unknown Member", "code": 10007}, status_code=404)
+            return {"user": {"id": user}, "roles": self.members[(guild, user)]}
 
         @app.get("/guilds/{guild}/threads/active")
         async def threads(guild: str):

@@ -138,3 +138,29 @@ def test_forget_this_message_removes_one_stored_message_of_its_owner_only(stack,
     forget_message(ALICE, "tok-alice")
     assert wait_until(lambda: replies(discord, "tok-alice"), timeout_s=30)
     assert replies(discord, "tok-alice")[-1].startswith("Forgotten") and mine["id"] not in stored_ids(stack, ALICE)
+
+
+def test_ask_recalls_only_what_everyone_who_sees_the_answer_may_read(stack, discord):
+    """#staff is private (@everyone denied, the staff role allowed): an /ask in #general carries nothing of
+    it, even asked by staff; an /ask in #staff may."""
+    view = 1 << 10
+    discord.roles["g1"].append({"id": "r-staff", "name": "staff", "permissions": "0"})
+    discord.channels["g1"].append({"id": "c17", "type": 0, "name": "staff", "permission_overwrites": [
+        {"id": "g1", "type": 0, "allow": "0", "deny": str(view)}, {"id": "r-staff", "type": 0, "allow": str(view), "deny": "0"}]})
+    discord.members[("g1", ALICE)] = ["r-staff"]
+    discord.history["c17"] = []
+    discord.add("c17", {"id": ALICE, "username": "alice"}, "the staff gardening rota is secret: Tuesdays")
+    interact(stack, memory_cmd("remember", ALICE, token="tok-remember"))
+    assert wait_until(lambda: any("Backfill complete" in r for r in replies(discord, "tok-remember")), timeout_s=90)
+
+    def told(channel, token):
+        asked = len(discord.chat_requests)
+        interact(stack, command("ask", ALICE, guild="g1", channel=channel, token=token,
+                                options=[{"name": "prompt", "type": 3, "value": "What is the gardening rota?"}]))
+        assert wait_until(lambda: replies(discord, token), timeout_s=60)
+        system = [m["content"] for r in discord.chat_requests[asked:] for m in r["messages"] if m["role"] == "system"]
+        return " ".join(system)
+
+    in_general = told("c11", "tok-general")
+    assert "gardening" in in_general and "Tuesdays" not in in_general  # memories, but none from #staff
+    assert "Tuesdays" in told("c17", "tok-staff")

@@ -38,7 +38,7 @@ class Ask:
             recent = list(reversed(self.client.messages(job.channel, limit=self.settings.context_messages)))
         except (RateLimited, DiscordError) as exc:
             log.warning("no rolling context: %s", exc)
-        memories = self.service.recall(Scope(bot=self.bot, kind="message", server=job.guild), job.prompt, self.settings.top_k)
+        memories = self.readable_memories(job)
         messages = []
         if memories:
             stored = [m.content or {"message": m.text} for m in memories]
@@ -74,6 +74,21 @@ class Ask:
                 saved_by="bot", content={"authorId": self.settings.application_id, "isBot": True, "message": whole,
                                           "channelId": job.channel, "serverId": job.guild, "inReplyTo": job.user},
             )], origin=job.issued_at or 0)
+
+
+    def readable_memories(self, job: DiscordJob) -> list:
+        """The server's best memories for the prompt that everyone who sees the answer's channel may read
+        (engram.discord.visibility): asked for five times over, kept in order; none when Discord cannot say
+        who may read what."""
+        k = self.settings.top_k
+        found = self.service.recall(Scope(bot=self.bot, kind="message", server=job.guild), job.prompt, k * 5)
+        channels = {(m.content or {}).get("channelId") for m in found} - {None}
+        try:
+            allowed = self.visibility.allowed(job.guild, job.channel, channels)
+        except (RateLimited, DiscordError) as exc:
+            log.warning("no memories for /ask: who may read what is unknown (%s)", exc)
+            return []
+        return [m for m in found if (m.content or {}).get("channelId") in allowed][:k]
 
 
 def split_message(text: str, limit: int = 2000) -> list[str]:

@@ -18,6 +18,7 @@ from .catchup import CatchUp
 from .export import EXPORT_EVERY_S, EXPORT_MAX_BYTES, Export  # noqa: F401
 from .rest import PERSON_MESSAGE_TYPES, DiscordClient, DiscordError, RateLimited
 from .settings import DiscordSettings
+from .visibility import Visibility
 
 log = logging.getLogger(__name__)
 EMPTY_PAGE_SIGN = 5  # this many messages of others, every one empty: the intent is missing
@@ -40,6 +41,7 @@ class DiscordMemory(Backfill, CatchUp, Export, Ask):
         self.queue = queue
         self.client = client
         self.last_message_ids: dict[str, str | None] = {}
+        self.visibility = Visibility(client)
         self.ollama = ollama or httpx.Client(base_url=settings.ollama_url.rstrip("/"), timeout=120)
         self.interpreter = interpreter or Interpreter(
             SafeFetcher(allow=sorted(settings.fetch_allow_networks)), self.ollama, settings.vision_model)

@@ -127,6 +127,22 @@ class DiscordClient:
             threads = []
         return channels + [t for t in threads if t.get("type") in THREADS]
 
+    def roles(self, guild_id: str) -> list[dict]:
+        """The guild's roles with their permissions (@everyone's id is the guild's)."""
+        return self._call("GET", f"/guilds/{guild_id}/roles")
+
+    def all_channels(self, guild_id: str) -> list[dict]:
+        """Every channel of the guild, with its permission overwrites."""
+        return self._call("GET", f"/guilds/{guild_id}/channels")
+
+    def active_threads(self, guild_id: str) -> list[dict]:
+        """The guild's active threads (each names its parent channel)."""
+        return (self._call("GET", f"/guilds/{guild_id}/threads/active") or {}).get("threads", [])
+
+    def member(self, guild_id: str, user_id: str) -> dict:
+        """One member of the guild (their roles)."""
+        return self._call("GET", f"/guilds/{guild_id}/members/{user_id}")
+
     def messages(self, channel_id: str, before: str | None = None, after: str | None = None, limit: int = 100) -> list[dict]:
         """Up to `limit` messages, newest first (Discord's order)."""
         params = {"limit": limit}

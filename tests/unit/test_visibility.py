@@ -1,0 +1,68 @@
+"""Channel visibility the way Discord computes it (topics/permissions.mdx), and the /ask rule built on it:
+a memory may go into an answer only if everyone who can see the answer's channel may read the memory's."""
+
+from __future__ import annotations
+
+from engram.discord.visibility import ADMINISTRATOR, READ, VIEW_CHANNEL, READ_MESSAGE_HISTORY, Guild, can_read, \
+    readable_by_everyone_who_sees as ok
+
+G = "g1"
+STAFF, MUTED, MOD = "r-staff", "r-muted", "r-mod"
+
+
+def guild(overwrites, roles=None, parents=None, members=None) -> Guild:
+    base = {G: READ, STAFF: 0, MUTED: 0, MOD: 0, **(roles or {})}
+    return Guild(G, base, {c: list(o) for c, o in overwrites.items()}, parents or {}, members or {})
+
+
+def role(id_, allow=0, deny=0):
+    return {"id": id_, "type": 0, "allow": str(allow), "deny": str(deny)}
+
+
+def member(id_, allow=0, deny=0):
+    return {"id": id_, "type": 1, "allow": str(allow), "deny": str(deny)}
+
+
+PRIVATE = [role(G, deny=VIEW_CHANNEL), role(STAFF, allow=VIEW_CHANNEL)]
+
+
+def test_discords_order_everyone_then_roles_then_the_member():
+    g = guild({"staff": PRIVATE, "general": []})
+    assert can_read(g, "general", set()) and not can_read(g, "staff", set())
+    assert can_read(g, "staff", {STAFF})
+    # a role deny loses to another role's allow (deny then allow over all roles), a member overwrite wins last
+    g = guild({"c": [role(MUTED, deny=VIEW_CHANNEL), role(STAFF, allow=VIEW_CHANNEL)]})
+    assert can_read(g, "c", {MUTED, STAFF}) and not can_read(g, "c", {MUTED})
+    g = guild({"c": [role(STAFF, allow=VIEW_CHANNEL), member("u9", deny=VIEW_CHANNEL)]})
+    assert not can_read(g, "c", {STAFF}, "u9") and can_read(g, "c", {STAFF}, "u8")
+    # ADMINISTRATOR sees everything, overwrites or not; no history permission is no reading
+    g = guild({"staff": PRIVATE}, roles={MOD: ADMINISTRATOR})
+    assert can_read(g, "staff", {MOD})
+    g = guild({"c": [role(G, deny=READ_MESSAGE_HISTORY)]})
+    assert not can_read(g, "c", set())
+
+
+def test_a_public_answer_carries_nothing_from_a_private_channel_and_a_private_one_may():
+    g = guild({"staff": PRIVATE, "general": [], "lobby": []})
+    assert not ok(g, "general", "staff")  # #staff words never reach #general, whoever asks
+    assert ok(g, "staff", "general") and ok(g, "general", "lobby") and ok(g, "staff", "staff")
+
+
+def test_a_role_denied_the_memorys_channel_who_can_see_the_answer_blocks_it():
+    g = guild({"general": [], "news": [role(MUTED, deny=VIEW_CHANNEL)]})
+    assert not ok(g, "general", "news")  # a muted member reads #general but not #news
+    assert ok(g, "news", "general")
+
+
+def test_a_member_an_overwrite_lets_in_must_read_the_memory_too():
+    g = guild({"staff": PRIVATE, "ops": PRIVATE + [member("u7", allow=VIEW_CHANNEL)]}, members={"u7": []})
+    assert not ok(g, "ops", "staff")  # u7 sees #ops through their own overwrite, not #staff
+    assert ok(g, "staff", "ops")
+    g = guild({"staff": PRIVATE, "ops": PRIVATE + [member("u7", allow=VIEW_CHANNEL)]}, members={"u7": [STAFF]})
+    assert ok(g, "ops", "staff")  # ... unless they are staff anyway
+
+
+def test_threads_follow_their_parent_and_unknown_channels_never_pass():
+    g = guild({"staff": PRIVATE, "general": []}, parents={"t-staff": "staff", "t-gen": "general"})
+    assert not ok(g, "general", "t-staff") and ok(g, "t-gen", "general") and ok(g, "t-staff", "t-gen")
+    assert not ok(g, "general", "archived-thread-we-never-saw")
