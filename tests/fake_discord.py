@@ -39,6 +39,10 @@ class FakeDiscord(ServedApp):
         # (the user's DMs are closed to the server's members)
         self.closed_dms: set[str] = set()
         self.forbidden: set[str] = set()  # channels without View Channel for the bot
+        # resources/channel.mdx, "List Public/Private Archived Threads": per parent channel, newest first,
+        # paged by archive timestamp; private ones need Manage Threads (403 without)
+        self.archived: dict[str, dict[str, list[dict]]] = {}
+        self.private_threads_forbidden = False
         self.no_history: set[str] = set()  # channels without Read Message History for the bot
         self.next_id = 10_000_000
         self.guilds = [{"id": "g1", "name": "Alpha"}, {"id": "g2", "name": "Beta"}]
@@ -152,6 +156,17 @@ class FakeDiscord(ServedApp):
             if (guild, user) not in self.members:
                 return JSONResponse({"message": "Unknown Member", "code": 10007}, status_code=404)
             return {"user": {"id": user}, "roles": self.members[(guild, user)]}
+
+        @app.get("/channels/{channel}/threads/archived/{kind}")
+        async def archived(channel: str, kind: str, request: Request, limit: int = 50, before: str | None = None):
+            if not bot_auth(request):
+                return JSONResponse({}, status_code=401)
+            if kind == "private" and self.private_threads_forbidden:
+                return JSONResponse({"message": "Missing Permissions", "code": 50013}, status_code=403)
+            threads = self.archived.get(channel, {}).get(kind, [])
+            if before:
+                threads = [t for t in threads if t["thread_metadata"]["archive_timestamp"] < before]
+            return {"threads": threads[:limit], "members": [], "has_more": len(threads) > limit}
 
         @app.get("/guilds/{guild}/threads/active")
         async def threads(guild: str):

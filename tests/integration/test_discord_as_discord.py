@@ -164,3 +164,29 @@ def test_ask_recalls_only_what_everyone_who_sees_the_answer_may_read(stack, disc
     in_general = told("c11", "tok-general")
     assert "gardening" in in_general and "Tuesdays" not in in_general  # memories, but none from #staff
     assert "Tuesdays" in told("c17", "tok-staff")
+
+
+def test_archived_threads_forum_posts_and_voice_chat_are_read(stack, discord):
+    """Threads archive after inactivity (most thread history is there), forum posts are threads, and voice
+    channels have a text chat: a backfill reads them all; private archived threads need Manage Threads."""
+    alice = {"id": ALICE, "username": "alice"}
+    discord.channels["g1"].append({"id": "c18", "type": 15, "name": "ideas"})  # a forum
+    for thread in ("t19", "t20", "t22"):
+        discord.history[thread] = []
+    discord.history["c13"] = []
+    post = discord.add("t19", alice, "a forum post about raised beds, archived long ago")
+    old = discord.add("t20", alice, "an archived public thread about seed swaps")
+    hidden = discord.add("t22", alice, "an archived private thread")
+    voice = discord.add("c13", alice, "typed in the voice channel's chat")
+    meta = {"archived": True, "archive_timestamp": "2026-10-01T00:00:00+00:00"}
+    discord.archived = {"c18": {"public": [{"id": "t19", "type": 11, "parent_id": "c18", "thread_metadata": meta}]},
+                        "c11": {"public": [{"id": "t20", "type": 11, "parent_id": "c11", "thread_metadata": meta}],
+                                "private": [{"id": "t22", "type": 12, "parent_id": "c11", "thread_metadata": meta}]}}
+    discord.private_threads_forbidden = True
+    interact(stack, memory_cmd("remember", ALICE, token="tok-remember"))
+    assert wait_until(lambda: any("Backfill complete" in r for r in replies(discord, "tok-remember")), timeout_s=90)
+    stored = set(stored_ids(stack, ALICE))
+    assert {post["id"], old["id"], voice["id"]} <= stored and hidden["id"] not in stored
+    # an archived thread's messages keep their channel, so /ask can tell who may read them
+    kept = stack.engine.service.by_source(APP_ID, old["id"])
+    assert kept.content["channelId"] == "t20" and kept.content["parentId"] == "c11"

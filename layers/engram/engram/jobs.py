@@ -58,6 +58,7 @@ class DiscordJob(BaseModel):
     recheck: bool = False
     # the channel's newest message id when it was listed: history answering [] then means no permission
     last_message_id: str | None = None
+    parent_id: str | None = None  # a thread's channel, stored with its messages (whose permissions apply)
 
 
 class BackfillJob(BaseModel):
@@ -74,6 +75,7 @@ class BackfillJob(BaseModel):
     # When the run began (consent): a user forgotten since then has nothing of theirs stored by it.
     origin: int = 0
     last_message_id: str | None = None  # as listed: a first page of [] then means no Read Message History
+    parent_id: str | None = None  # a thread's channel, stored with its messages (whose permissions apply)
 
 
 class ReembedJob(BaseModel):

@@ -83,8 +83,10 @@ class Ask:
         k = self.settings.top_k
         found = self.service.recall(Scope(bot=self.bot, kind="message", server=job.guild), job.prompt, k * 5)
         channels = {(m.content or {}).get("channelId") for m in found} - {None}
+        parents = {(m.content or {}).get("channelId"): (m.content or {}).get("parentId") for m in found
+                   if (m.content or {}).get("parentId")}
         try:
-            allowed = self.visibility.allowed(job.guild, job.channel, channels)
+            allowed = self.visibility.allowed(job.guild, job.channel, channels, parents)
         except (RateLimited, DiscordError) as exc:
             log.warning("no memories for /ask: who may read what is unknown (%s)", exc)
             return []

@@ -23,7 +23,7 @@ class Backfill:
         /memory remember opts them back in."""
         user = job.user
         try:
-            fresh, due, skipped = self.split_unreadable(self.readable_channels())
+            fresh, due, skipped = self.split_unreadable(self.readable_channels(archived=True))
             channels = fresh + due
             intent = self.check_content_intent()
         except RateLimited as limited:  # delay this job on the queue; never sleep in Lambda
@@ -51,7 +51,8 @@ class Backfill:
             return
         for guild, channel in channels:
             self.queue.send(BackfillJob(user=user, guild=guild, channel=channel, run=run, origin=consented_at,
-                                        last_message_id=self.last_message_ids.get(channel)))
+                                        last_message_id=self.last_message_ids.get(channel),
+                                        parent_id=self.thread_parents.get(channel)))
         warning = "" if intent is not False else " " + INTENT_OFF
         unread = f" ({skipped} more I may not read are skipped; /memory status counts them)" if skipped else ""
         self.reply(job.token, job.issued_at, user,
@@ -89,6 +90,8 @@ class Backfill:
         if current is None or current.get("run") != job.run or not self.consented(job.user):
             log.info("dropping a backfill link of a run that is over (forgotten or replaced)")
             return
+        if job.parent_id:
+            self.thread_parents[job.channel] = job.parent_id
         state = self.state.cursor(self.bot, job.user, job.channel) or {"before": None, "done": False}
         if state.get("run") == job.run and job.step < int(state.get("step", 0)):
             log.info("dropping a duplicate backfill job (%s step %d)", job.channel, job.step)

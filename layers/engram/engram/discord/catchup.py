@@ -25,7 +25,8 @@ class CatchUp:
         fresh, due, _ = self.split_unreadable(channels)
         for (guild, channel), recheck in [(c, False) for c in fresh] + [(c, True) for c in due]:
             self.queue.send(DiscordJob(action="catchup", guild=guild, channel=channel, issued_at=job.issued_at,
-                                       recheck=recheck, last_message_id=self.last_message_ids.get(channel)))
+                                       recheck=recheck, last_message_id=self.last_message_ids.get(channel),
+                                       parent_id=self.thread_parents.get(channel)))
         return len(fresh) + len(due)
 
     def catch_up(self, channels: list[tuple[str, str]] | None = None, recheck: bool = False,

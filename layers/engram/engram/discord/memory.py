@@ -41,6 +41,7 @@ class DiscordMemory(Backfill, CatchUp, Export, Ask):
         self.queue = queue
         self.client = client
         self.last_message_ids: dict[str, str | None] = {}
+        self.thread_parents: dict[str, str] = {}  # a thread's channel: whose permissions it follows
         self.visibility = Visibility(client)
         self.ollama = ollama or httpx.Client(base_url=settings.ollama_url.rstrip("/"), timeout=120)
         self.interpreter = interpreter or Interpreter(
@@ -92,6 +93,8 @@ class DiscordMemory(Backfill, CatchUp, Export, Ask):
         elif job.action == "forget-message":
             self.forget_message(job)
         elif job.action == "catchup" and job.channel:
+            if job.parent_id:
+                self.thread_parents[job.channel] = job.parent_id
             try:
                 self.catch_up([(job.guild, job.channel)], recheck=job.recheck, last_message_id=job.last_message_id)
             except RateLimited as limited:  # delay this channel's job on the queue; never sleep in Lambda
@@ -113,15 +116,18 @@ class DiscordMemory(Backfill, CatchUp, Export, Ask):
             said = "Forgotten: I no longer remember that message."
         self.reply(job.token, job.issued_at, job.user, said)
 
-    def readable_channels(self) -> list[tuple[str, str]]:
+    def readable_channels(self, archived: bool = False) -> list[tuple[str, str]]:
         """(guild, channel) of every channel the bot can read, except the disallowed ones (each channel's
-        newest message id kept in `last_message_ids`)."""
+        newest message id kept in `last_message_ids`); with `archived`, archived threads too (a backfill:
+        a catch-up needs none, as a new message in a thread makes it active again)."""
         out = []
         for g in self.client.guilds():
-            for c in self.client.readable_channels(g["id"]):
+            for c in self.client.readable_channels(g["id"], archived=archived):
                 if c["id"] not in self.settings.channels_disallowed:
                     out.append((g["id"], c["id"]))
                     self.last_message_ids[c["id"]] = c.get("last_message_id")
+                    if c.get("parent_id") and c.get("type") in (10, 11, 12):
+                        self.thread_parents[c["id"]] = c["parent_id"]
         return out
 
     def split_unreadable(self, channels: list[tuple[str, str]]) -> tuple[list, list, int]:
@@ -211,6 +217,8 @@ class DiscordMemory(Backfill, CatchUp, Export, Ask):
             "message": message.get("content") or "",
             "attachments": self.interpreter.attachments(message),
         }
+        if channel in self.thread_parents:  # so /ask can place an archived thread's memories
+            content["parentId"] = self.thread_parents[channel]
         replied = message.get("referenced_message") or {}
         reference = message.get("message_reference") or {}
         if replied.get("id") or reference.get("message_id"):

@@ -28,7 +28,10 @@ class DiscordError(Exception):
         self.status = status
 
 
-TEXT_CHANNELS = {0, 5}  # text and announcement channels
+# resources/channel.mdx, channel types: text (0), announcement (5), and the text chat of voice (2) and stage
+# (13) channels hold messages; forum (15) and media (16) channels hold only posts, which are threads
+TEXT_CHANNELS = {0, 5, 2, 13}
+THREAD_PARENTS = {0, 5, 15, 16}
 THREADS = {10, 11, 12}
 # resources/message.mdx, message types a person writes (DEFAULT, REPLY, and the two command kinds); the rest
 # (THREAD_CREATED 18, pins, joins, boosts ...) are system messages, never stored
@@ -118,14 +121,48 @@ class DiscordClient:
                 return out
             after = page[-1]["id"]
 
-    def readable_channels(self, guild_id: str) -> list[dict]:
-        """Text and announcement channels plus active threads of a guild."""
-        channels = [c for c in self._call("GET", f"/guilds/{guild_id}/channels") if c.get("type") in TEXT_CHANNELS]
+    def readable_channels(self, guild_id: str, archived: bool = False) -> list[dict]:
+        """A guild's channels that hold messages (text, announcement, voice and stage chat) and its active
+        threads (forum and media posts among them); with `archived`, the archived threads too."""
+        listed = self._call("GET", f"/guilds/{guild_id}/channels")
+        channels = [c for c in listed if c.get("type") in TEXT_CHANNELS]
         try:
             threads = self._call("GET", f"/guilds/{guild_id}/threads/active").get("threads", [])
         except DiscordError:
             threads = []
-        return channels + [t for t in threads if t.get("type") in THREADS]
+        if archived:  # threads archive after a day or a week of silence: most thread history is in these
+            for parent in listed:
+                if parent.get("type") in THREAD_PARENTS:
+                    threads += self.archived_threads(parent["id"])
+        seen, out = set(), []
+        for c in channels + [t for t in threads if t.get("type") in THREADS]:
+            if c["id"] not in seen:
+                seen.add(c["id"])
+                out.append(c)
+        return out
+
+    def archived_threads(self, channel_id: str) -> list[dict]:
+        """A channel's archived threads, public and private (private ones need Manage Threads: without it
+        Discord answers 403 and they are left out), paged by archive time (resources/channel.mdx)."""
+        out = []
+        for kind in ("public", "private"):
+            before = None
+            while True:
+                params = {"limit": 100, **({"before": before} if before else {})}
+                try:
+                    page = self._call("GET", f"/channels/{channel_id}/threads/archived/{kind}", params=params)
+                except DiscordError as exc:
+                    if exc.status in (403, 404):
+                        break
+                    raise
+                threads = page.get("threads", [])
+                out += threads
+                if not page.get("has_more") or not threads:
+                    break
+                before = (threads[-1].get("thread_metadata") or {}).get("archive_timestamp")
+                if not before:
+                    break
+        return out
 
     def roles(self, guild_id: str) -> list[dict]:
         """The guild's roles with their permissions (@everyone's id is the guild's)."""

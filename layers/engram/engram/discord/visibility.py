@@ -124,7 +124,10 @@ class Visibility:
         self._cache[guild_id] = (self.clock(), found)
         return found
 
-    def allowed(self, guild_id: str, answer_channel: str, memory_channels: set[str]) -> set[str]:
-        """Which of these channels' memories may go into an answer posted in `answer_channel`."""
-        guild = self.guild(guild_id)
+    def allowed(self, guild_id: str, answer_channel: str, memory_channels: set[str],
+                parents: dict[str, str] | None = None) -> set[str]:
+        """Which of these channels' memories may go into an answer posted in `answer_channel` (`parents`:
+        threads' channels as stored with their memories, for threads no longer active)."""
+        known = self.guild(guild_id)
+        guild = Guild(known.id, known.roles, known.overwrites, {**(parents or {}), **known.parents}, known.member_roles)
         return {c for c in memory_channels if readable_by_everyone_who_sees(guild, answer_channel, c)}
