@@ -170,7 +170,8 @@ class FakeDiscord(ServedApp):
 
         @app.get("/guilds/{guild}/threads/active")
         async def threads(guild: str):
-            return {"threads": self.threads[guild], "members": []}
+            return {"threads": [{**t, "last_message_id": (self.history.get(t["id"]) or [{}])[-1].get("id")}
+                                for t in self.threads[guild]], "members": []}
 
         @app.get("/channels/{channel}/messages")
         async def messages(channel: str, request: Request, limit: int = 50, before: str | None = None, after: str | None = None):

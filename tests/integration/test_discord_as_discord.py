@@ -7,6 +7,7 @@ signed webhook and the real worker."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from engram.discord.settings import DiscordSettings
@@ -190,3 +191,25 @@ def test_archived_threads_forum_posts_and_voice_chat_are_read(stack, discord):
     # an archived thread's messages keep their channel, so /ask can tell who may read them
     kept = stack.engine.service.by_source(APP_ID, old["id"])
     assert kept.content["channelId"] == "t20" and kept.content["parentId"] == "c11"
+
+
+def test_a_catch_up_tick_reads_only_channels_with_new_messages(stack, discord):
+    """The channel list carries each channel's last_message_id: a quiet channel costs no job and no read."""
+    from engram.jobs import DiscordJob
+
+    interact(stack, memory_cmd("remember", ALICE, token="tok-remember"))
+    assert wait_until(lambda: any("Backfill complete" in r for r in replies(discord, "tok-remember")), timeout_s=90)
+    def tick():  # the jobs run on the stack's own pollers too: wait until the queue is quiet
+        stack.engine.queue.send(DiscordJob(action="catchup"))
+        time.sleep(1.5)
+        stack.poller.drain()
+        time.sleep(1.5)
+
+    tick()  # a first tick reads what the backfill left
+    before = len(discord.history_reads)
+    tick()
+    assert discord.history_reads[before:] == []  # nothing moved: nothing read
+    new = discord.add("c21", {"id": ALICE, "username": "alice"}, "something new in the lobby")
+    tick()
+    assert wait_until(lambda: new["id"] in stored_ids(stack, ALICE), timeout_s=20)
+    assert discord.history_reads[before:] == ["c21"]

@@ -23,11 +23,21 @@ class CatchUp:
             self.queue.send(job, delay_s=int(limited.retry_after) + 1)
             return 0
         fresh, due, _ = self.split_unreadable(channels)
+        # Only channels whose newest message moved since the last read: the listing carries each channel's
+        # last_message_id, so a quiet channel costs nothing more (no job, no read of its history)
+        seen = self.state.channels_newest(self.bot, [c for _, c in fresh])
+        fresh = [(g, c) for g, c in fresh if self._moved(self.last_message_ids.get(c), seen.get(c))]
         for (guild, channel), recheck in [(c, False) for c in fresh] + [(c, True) for c in due]:
             self.queue.send(DiscordJob(action="catchup", guild=guild, channel=channel, issued_at=job.issued_at,
                                        recheck=recheck, last_message_id=self.last_message_ids.get(channel),
                                        parent_id=self.thread_parents.get(channel)))
         return len(fresh) + len(due)
+
+    @staticmethod
+    def _moved(listed: str | None, seen: str | None) -> bool:
+        """Whether a channel has messages newer than the newest one read. `last_message_id` is null for a
+        channel without messages (resources/channel.mdx), so nothing to read there."""
+        return listed is not None and (seen is None or int(listed) > int(seen))
 
     def catch_up(self, channels: list[tuple[str, str]] | None = None, recheck: bool = False,
                  last_message_id: str | None = None) -> int:

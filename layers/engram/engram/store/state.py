@@ -156,6 +156,16 @@ class StateStore:
         item = self._guard(lambda: _get(*keys.channel_newest(bot, channel)))
         return (item.data or {}).get("newest") if item is not None else None
 
+    def channels_newest(self, bot: str, channels: list[str]) -> dict[str, str]:
+        """The newest message id seen in each of these channels (batched reads; unseen ones left out)."""
+        wanted = list(dict.fromkeys(channels))
+        out = {}
+        for start in range(0, len(wanted), 100):
+            items = self._guard(lambda: list(StateItem.batch_get(
+                [keys.channel_newest(bot, c) for c in wanted[start : start + 100]])))
+            out.update({i.sk: (i.data or {}).get("newest") for i in items if (i.data or {}).get("newest")})
+        return out
+
     def remember_newest(self, bot: str, channel: str, message_id: str) -> None:
         """Move a channel's newest seen id forward (never back)."""
         current = self.channel_newest(bot, channel)
