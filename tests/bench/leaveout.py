@@ -72,6 +72,13 @@ class _Marks:
         return []
 
 
+class _NoForgets:
+    """The state side: no one was ever forgotten here (the bench has no DynamoDB)."""
+
+    def forgotten(self, bot, users):
+        return {}
+
+
 def speaker_id(speaker: str) -> str:
     """A conversation's speaker as a userId."""
     return re.sub(r"[^A-Za-z0-9]", "", speaker) or "someone"
@@ -119,7 +126,8 @@ def build(conversations, kind: str, settings, embedder, root: Path):
     from engram.vectors.edge import EdgeIndex
 
     index = EdgeIndex(Path(tempfile.mkdtemp(prefix="leaveout-", dir=root)))
-    service = MemoryService(records=_Marks(), index=index, embedder=embedder, queue=None, retrieval=settings)
+    service = MemoryService(records=_Marks(), index=index, embedder=embedder, queue=None, retrieval=settings,
+                            state=_NoForgets())
     firsts = first_ids(conversations)
     for conv in conversations:
         records = records_of(conv, kind, settings, firsts[conv.sample_id])
