@@ -72,13 +72,6 @@ class _Marks:
         return []
 
 
-class _NoForgets:
-    """The state side: no one was ever forgotten here (the bench has no DynamoDB)."""
-
-    def forgotten(self, bot, users):
-        return {}
-
-
 def speaker_id(speaker: str) -> str:
     """A conversation's speaker as a userId."""
     return re.sub(r"[^A-Za-z0-9]", "", speaker) or "someone"
@@ -86,8 +79,8 @@ def speaker_id(speaker: str) -> str:
 
 def records_of(conv: Conversation, kind: str, settings, first_id: int) -> list:
     """The conversation's turns as engram would store them under one protocol."""
-    from engram.store import MemoryRecord
     from engram.service import MAX_CONTEXT_CHARS
+    from engram.store import MemoryRecord
 
     bot = f"locomo-{conv.sample_id}"
     out, previous_turn, previous_fact = [], None, {}
@@ -126,8 +119,7 @@ def build(conversations, kind: str, settings, embedder, root: Path):
     from engram.vectors.edge import EdgeIndex
 
     index = EdgeIndex(Path(tempfile.mkdtemp(prefix="leaveout-", dir=root)))
-    service = MemoryService(records=_Marks(), index=index, embedder=embedder, queue=None, retrieval=settings,
-                            state=_NoForgets())
+    service = MemoryService(records=_Marks(), index=index, embedder=embedder, queue=None, retrieval=settings)
     firsts = first_ids(conversations)
     for conv in conversations:
         records = records_of(conv, kind, settings, firsts[conv.sample_id])

@@ -41,10 +41,15 @@ def replies(discord, token):
     return [s["content"] for s in discord.sent if s.get("token") == token]
 
 
-def test_without_the_message_content_intent_remember_and_status_say_so(stack, discord):
-    discord.content_intent = False
+def remembered(stack, discord) -> None:
+    """Alice opts in, and her backfill is complete."""
     interact(stack, memory_cmd("remember", ALICE, token="tok-remember"))
     assert wait_until(lambda: any("Backfill complete" in r for r in replies(discord, "tok-remember")), timeout_s=90)
+
+
+def test_without_the_message_content_intent_remember_and_status_say_so(stack, discord):
+    discord.content_intent = False
+    remembered(stack, discord)
     said = replies(discord, "tok-remember")
     assert all("Message Content intent is off" in r for r in said)  # the first answer and the final one
     assert not [m for m in stored_ids(stack, ALICE) if not m.startswith("interaction-")
@@ -55,8 +60,7 @@ def test_without_the_message_content_intent_remember_and_status_say_so(stack, di
 
 def test_with_the_intent_nothing_is_said_and_system_messages_are_not_stored(stack, discord):
     thread_created = discord.add("c11", {"id": ALICE, "username": "alice"}, "a thread", type=18)
-    interact(stack, memory_cmd("remember", ALICE, token="tok-remember"))
-    assert wait_until(lambda: any("Backfill complete" in r for r in replies(discord, "tok-remember")), timeout_s=90)
+    remembered(stack, discord)
     assert not any("intent" in r for r in replies(discord, "tok-remember"))
     assert "intent" not in interact(stack, memory_cmd("status", ALICE)).json()["data"]["content"]
     assert thread_created["id"] not in stored_ids(stack, ALICE)
@@ -77,8 +81,7 @@ def test_a_discord_error_while_planning_a_remember_is_answered_and_leaves_no_con
 
 
 def test_an_export_to_closed_dms_says_so_and_may_be_asked_again(stack, discord):
-    interact(stack, memory_cmd("remember", ALICE, token="tok-remember"))
-    assert wait_until(lambda: any("Backfill complete" in r for r in replies(discord, "tok-remember")), timeout_s=90)
+    remembered(stack, discord)
     discord.closed_dms.add(ALICE)
     interact(stack, memory_cmd("export", ALICE, token="tok-export"))
     assert wait_until(lambda: replies(discord, "tok-export"), timeout_s=30)
@@ -109,8 +112,7 @@ def test_channels_the_bot_may_not_read_are_recorded_skipped_and_shown(stack, dis
     discord.add("c16", alice, "old news")
     discord.forbidden.add("c15")
     discord.no_history.add("c16")
-    interact(stack, memory_cmd("remember", ALICE, token="tok-remember"))
-    assert wait_until(lambda: any("Backfill complete" in r for r in replies(discord, "tok-remember")), timeout_s=90)
+    remembered(stack, discord)
     for _ in range(3):  # three catch-up ticks
         stack.engine.queue.send(DiscordJob(action="catchup"))
         stack.poller.drain()
@@ -123,8 +125,7 @@ def test_channels_the_bot_may_not_read_are_recorded_skipped_and_shown(stack, dis
 
 
 def test_forget_this_message_removes_one_stored_message_of_its_owner_only(stack, discord):
-    interact(stack, memory_cmd("remember", ALICE, token="tok-remember"))
-    assert wait_until(lambda: any("Backfill complete" in r for r in replies(discord, "tok-remember")), timeout_s=90)
+    remembered(stack, discord)
     mine = next(m for m in discord.history["c21"] if m["author"]["id"] == ALICE)
     assert mine["id"] in stored_ids(stack, ALICE)
 
@@ -151,8 +152,7 @@ def test_ask_recalls_only_what_everyone_who_sees_the_answer_may_read(stack, disc
     discord.members[("g1", ALICE)] = ["r-staff"]
     discord.history["c17"] = []
     discord.add("c17", {"id": ALICE, "username": "alice"}, "the staff gardening rota is secret: Tuesdays")
-    interact(stack, memory_cmd("remember", ALICE, token="tok-remember"))
-    assert wait_until(lambda: any("Backfill complete" in r for r in replies(discord, "tok-remember")), timeout_s=90)
+    remembered(stack, discord)
 
     def told(channel, token):
         asked = len(discord.chat_requests)
@@ -184,8 +184,7 @@ def test_archived_threads_forum_posts_and_voice_chat_are_read(stack, discord):
                         "c11": {"public": [{"id": "t20", "type": 11, "parent_id": "c11", "thread_metadata": meta}],
                                 "private": [{"id": "t22", "type": 12, "parent_id": "c11", "thread_metadata": meta}]}}
     discord.private_threads_forbidden = True
-    interact(stack, memory_cmd("remember", ALICE, token="tok-remember"))
-    assert wait_until(lambda: any("Backfill complete" in r for r in replies(discord, "tok-remember")), timeout_s=90)
+    remembered(stack, discord)
     stored = set(stored_ids(stack, ALICE))
     assert {post["id"], old["id"], voice["id"]} <= stored and hidden["id"] not in stored
     # an archived thread's messages keep their channel, so /ask can tell who may read them
@@ -197,8 +196,7 @@ def test_a_catch_up_tick_reads_only_channels_with_new_messages(stack, discord):
     """The channel list carries each channel's last_message_id: a quiet channel costs no job and no read."""
     from engram.jobs import DiscordJob
 
-    interact(stack, memory_cmd("remember", ALICE, token="tok-remember"))
-    assert wait_until(lambda: any("Backfill complete" in r for r in replies(discord, "tok-remember")), timeout_s=90)
+    remembered(stack, discord)
     def tick():  # the jobs run on the stack's own pollers too: wait until the queue is quiet
         stack.engine.queue.send(DiscordJob(action="catchup"))
         time.sleep(1.5)

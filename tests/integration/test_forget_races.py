@@ -49,6 +49,12 @@ def send_job(stack: Stack, job, queue: str) -> None:
     sqs.send_message(QueueUrl=url, MessageBody=job.model_dump_json())
 
 
+def remembered(stack: Stack, discord) -> None:
+    """Alice opts in, and her backfill is complete."""
+    interact(stack, memory_command("remember", ALICE, "tok-remember"))
+    assert wait_until(lambda: any("Backfill complete" in s.get("content", "") for s in discord.sent), timeout_s=90)
+
+
 def forget(stack: Stack, bot: str, user: str) -> dict:
     r = stack.api.delete(f"/v1/bots/{bot}/users/{user}/memories")
     assert r.status_code == 200, r.text
@@ -111,8 +117,7 @@ def test_a_remember_in_flight_or_retried_after_the_forget_does_not_opt_the_user_
 
 def test_a_backfill_link_and_a_catch_up_made_before_the_forget_store_nothing_after_it(stack, fakes):
     discord = fakes[0]
-    interact(stack, memory_command("remember", ALICE, "tok-remember"))
-    assert wait_until(lambda: any("Backfill complete" in s.get("content", "") for s in discord.sent), timeout_s=90)
+    remembered(stack, discord)
     forget(stack, APP_ID, ALICE)
     assert discord_messages(stack) == []
     discord.add("c21", {"id": ALICE, "username": "alice"}, "written just after the forget")
@@ -124,8 +129,7 @@ def test_a_backfill_link_and_a_catch_up_made_before_the_forget_store_nothing_aft
 
 def test_a_catch_up_in_flight_stores_nothing_after_the_forget(stack, fakes):
     discord = fakes[0]
-    interact(stack, memory_command("remember", ALICE, "tok-remember"))
-    assert wait_until(lambda: any("Backfill complete" in s.get("content", "") for s in discord.sent), timeout_s=90)
+    remembered(stack, discord)
     discord.add("c21", {"id": ALICE, "username": "alice"}, "a new message the catch-up will read")
     discord.gate.hold()  # the next catch-up tick (every 2 s) waits on Discord
     held(discord, "the catch-up")
@@ -137,8 +141,7 @@ def test_a_catch_up_in_flight_stores_nothing_after_the_forget(stack, fakes):
 
 def test_an_ask_in_flight_stores_neither_prompt_nor_answer_after_the_forget(stack, fakes):
     discord = fakes[0]
-    interact(stack, memory_command("remember", ALICE, "tok-remember"))
-    assert wait_until(lambda: any("Backfill complete" in s.get("content", "") for s in discord.sent), timeout_s=90)
+    remembered(stack, discord)
     body = memory_command("remember", ALICE, "tok-ask")
     body["data"] = {"name": "ask", "options": [{"type": 3, "name": "prompt", "value": "what about the quokka plan?"}]}
     discord.gate.hold()

@@ -69,7 +69,7 @@ def test_no_scope_ever_sees_another_and_forget_leaves_nothing(service, steps, as
                 service.remove(bot, memory_id)
             elif step[0] == "forget":
                 _, b, user = step
-                service.forget(bot_of[b], user)
+                service.forget_user(bot_of[b], user)
                 forgotten.add((bot_of[b], user))
         except EngramError as exc:
             assert exc.status in (400, 404), exc  # a message already stored, a memory already gone: never a 5xx

@@ -195,7 +195,7 @@ def test_forget_leaves_no_text_of_the_user_as_anyone_s_context(service, aws):
     service.add_fact("bot1", "Alice keeps bees on the roof.", user="alice", project="p1")
     service.add_messages("bot1", [ChatMessage(source_id="m1", text="Alice's secret is the blue door.", user="alice", thread="t1")])
     service.add_messages("bot1", [ChatMessage(source_id="m2", text="Bob says hello.", user="bob", thread="t2")])
-    service.forget("bot1", "alice")
+    service.forget_user("bot1", "alice")
     state = json.dumps(aws["dynamodb"].scan(TableName="t-state")["Items"])
     assert "bees" not in state and "blue door" not in state and "Bob says hello." in state
 
@@ -216,7 +216,7 @@ def test_forget_with_index_down_deletes_nothing(service, engine):
     service.add_fact("bot1", "Alice likes chess.", user="alice")
     engine.service.index.down = True
     with pytest.raises(Unavailable):
-        service.forget("bot1", "alice")
+        service.forget_user("bot1", "alice")
     engine.service.index.down = False
     assert len(service.list("bot1", user="alice")) == 1
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+from .domain import check_name
 from .store import now_ms
 from .vectors import Scope
 
@@ -21,8 +22,6 @@ def forget_user(service, bot: str, user: str) -> dict:
     from here on (every write path reads it at the moment it writes); then consent (Discord stops reading
     them); vectors before records (nothing stays findable if the index fails half-way: the call fails and
     is retried); vectors once more at the end, for an index job that raced the first pass."""
-    from .service import check_name
-
     bot, user = check_name("bot", bot), check_name("userId", user)
     service.state.mark_forgotten(bot, user, now_ms())
     state = service.state.forget_user(bot, user)

@@ -132,7 +132,6 @@ class Indexer:
         """Write the points of records (words always, meaning when the embedder answers; without
         `wait`, only if it is warm; `ahead`: vectors already being made); returns how many are complete.
         Records left incomplete stay pending."""
-        records = self._unforgotten(records)
         if not records:
             return 0
         wanted = [(r, self.vector_text(r)) for r in records]
@@ -163,10 +162,12 @@ class Indexer:
             self.last_error = None
         return complete
 
-    def _unforgotten(self, records: list[MemoryRecord]) -> list[MemoryRecord]:
+    def unforgotten(self, records: list[MemoryRecord]) -> list[MemoryRecord]:
         """Records whose user was not forgotten after they were made. The others are what a forget that
         stopped half-way (a crash, a DynamoDB error) left: no point is written for them, and they are
-        deleted, finishing that forget, so a reconcile or a rebuild never makes them findable again."""
+        deleted, finishing that forget, so a reconcile or a rebuild never makes them findable again.
+        Asked by the paths that index records they did not just write (index jobs, re-embedding, reconcile
+        and rebuild); a write has read the tombstones itself."""
         if not records:
             return records
         gone = self.state.forgotten(records[0].bot, {r.user for r in records if r.user})
@@ -204,9 +205,10 @@ class Indexer:
         (re-embedding: a switch back reuses them); records still pending are indexed whole. Returns how
         many now have it (or need none). Which points have it is asked of the index, so re-embedding
         writes nothing to DynamoDB; the next chunk is embedded while the last one is stored."""
-        pending = [r for r in records if r.pending_bot]
+        waiting = [r for r in records if r.pending_bot]
+        pending = self.unforgotten(waiting)  # what an interrupted forget left needs no vector: counted done
         indexed = [r for r in records if not r.pending_bot]
-        done = self.index_records(pending) if pending else 0
+        done = (self.index_records(pending) if pending else 0) + len(waiting) - len(pending)
         name = self.dense_name
         have = self.index.with_dense(name, [int(r.id) for r in indexed]) if indexed and self.dense_exists(name) else set()
         todo = [r for r in indexed if int(r.id) not in have and self.vector_text(r)]
@@ -229,7 +231,7 @@ class Indexer:
 
     def fill_vectors(self, bot: str, ids: list[int]) -> int:
         """Index job: write points for records that still exist; returns how many are complete."""
-        records = list(self.records.batch_get(bot, ids).values())
+        records = self.unforgotten(list(self.records.batch_get(bot, ids).values()))
         return self.index_records(records)
 
     def sweep(self, batch: int = 100, grace_ms: int = 60_000) -> int:
@@ -291,7 +293,8 @@ class IndexKeeper:
 
     def _reindex(self, records: list[MemoryRecord]) -> None:
         """Write these records' points again; pending first, so if the embedder is down the sweep finishes."""
-        records = [r for r in records if self.indexer.records.mark_pending(r)]  # deleted meanwhile: left alone
+        records = [r for r in self.indexer.unforgotten(records)
+                   if self.indexer.records.mark_pending(r)]  # deleted meanwhile: left alone
         if records:
             self.indexer.index_records(records)
         self.progress.reindexed += len(records)

@@ -315,5 +315,3 @@ class MemoryWrites:
         from .forgetting import forget_user
 
         return forget_user(self, bot, user)
-
-    forget = forget_user

@@ -15,7 +15,7 @@ from .ask import Ask
 from .attachments import Interpreter, SafeFetcher
 from .backfill import TOKEN_LIFETIME_MS, Backfill
 from .catchup import CatchUp
-from .export import EXPORT_EVERY_S, EXPORT_MAX_BYTES, Export  # noqa: F401
+from .export import Export
 from .rest import PERSON_MESSAGE_TYPES, DiscordClient, DiscordError, RateLimited
 from .settings import DiscordSettings
 from .visibility import Visibility

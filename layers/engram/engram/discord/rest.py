@@ -124,10 +124,10 @@ class DiscordClient:
     def readable_channels(self, guild_id: str, archived: bool = False) -> list[dict]:
         """A guild's channels that hold messages (text, announcement, voice and stage chat) and its active
         threads (forum and media posts among them); with `archived`, the archived threads too."""
-        listed = self._call("GET", f"/guilds/{guild_id}/channels")
+        listed = self.all_channels(guild_id)
         channels = [c for c in listed if c.get("type") in TEXT_CHANNELS]
         try:
-            threads = self._call("GET", f"/guilds/{guild_id}/threads/active").get("threads", [])
+            threads = self.active_threads(guild_id)
         except DiscordError:
             threads = []
         if archived:  # threads archive after a day or a week of silence: most thread history is in these

@@ -8,11 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from pynamodb.exceptions import PynamoDBException
-
 from ..config import Settings
 from ..errors import Unavailable
 from . import keys
+from .dynamo import attempt, guard, update_if_exists
 from .models import MemoryRecord, StateItem
 
 KINDS = ("fact", "message")
@@ -32,11 +31,6 @@ class Duplicate(Exception):
 
 # A claim younger than this whose record is missing belongs to a write still in flight.
 CLAIM_IN_FLIGHT_MS = 30_000
-
-
-def _conditional(exc: Exception) -> bool:
-    """Whether a wrapped DynamoDB error is a failed condition (someone else got there first)."""
-    return "ConditionalCheckFailed" in str(exc.__cause__ or exc)
 
 
 _unique_pk = keys.unique_pk
@@ -64,13 +58,7 @@ class RecordStore:
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="dynamodb")
         self._bots: set[str] = set()
 
-    def _guard(self, fn):
-        try:
-            return fn()
-        except Duplicate:
-            raise
-        except PynamoDBException as exc:
-            raise Unavailable(f"DynamoDB failed: {exc.msg}") from exc
+    _guard = staticmethod(guard)
 
     def register_bot(self, bot: str) -> None:
         """Remember that a bot has records (once per process), for jobs that walk every bot."""
@@ -125,11 +113,7 @@ class RecordStore:
         """Remember a thread's newest message (whose words, and which record), unless a newer one is."""
         item = StateItem(keys.thread_pk(bot), thread, value=at,
                          data={"text": text, "at": at, "user": user, "id": memory_id})
-        try:
-            self._guard(lambda: item.save(condition=StateItem.value.does_not_exist() | (StateItem.value <= at)))
-        except Unavailable as exc:
-            if not _conditional(exc):
-                raise
+        attempt(lambda: item.save(condition=StateItem.value.does_not_exist() | (StateItem.value <= at)))
 
     def drop_thread_tails(self, bot: str, threads: list[str], user: str | None = None,
                           memory_id: int | None = None) -> int:
@@ -185,15 +169,8 @@ class RecordStore:
     def clear_context(self, record: MemoryRecord) -> bool:
         """Drop a record's context (and mark it pending: its point is made again without it); False when
         the record no longer exists."""
-        actions = [MemoryRecord.context.remove(), MemoryRecord.context_author.remove(),
-                   MemoryRecord.context_source.remove(), MemoryRecord.pending_bot.set(record.bot)]
-        try:
-            self._guard(lambda: record.update(actions=actions, condition=MemoryRecord.id.exists()))
-        except Unavailable as exc:
-            if _conditional(exc):
-                return False
-            raise
-        return True
+        return update_if_exists(record, [MemoryRecord.context.remove(), MemoryRecord.context_author.remove(),
+                                         MemoryRecord.context_source.remove(), MemoryRecord.pending_bot.set(record.bot)])
 
     # ----- unique keys ---------------------------------------------------------------------------
     # A claim (StateTable item) says which memory holds a unique key: a fact's folded text in its scope,
@@ -233,13 +210,9 @@ class RecordStore:
         written with it right now), else None."""
         pk = _unique_pk(bot)
         for _ in range(3):
-            try:
-                self._guard(lambda: StateItem(pk, key, memory_id=memory_id, value=now_ms()).save(
-                    condition=StateItem.pk.does_not_exist()))
+            if attempt(lambda: StateItem(pk, key, memory_id=memory_id, value=now_ms()).save(
+                    condition=StateItem.pk.does_not_exist())):
                 return None
-            except Unavailable as exc:
-                if not _conditional(exc):
-                    raise
             try:
                 current = self._guard(lambda: StateItem.get(pk, key))
             except StateItem.DoesNotExist:
@@ -249,22 +222,15 @@ class RecordStore:
                 return holder
             if now_ms() - int(current.value or 0) < CLAIM_IN_FLIGHT_MS:
                 return holder  # its record is being written right now
-            try:  # a claim whose memory is gone or says something else now: take it over
-                self._guard(lambda: StateItem(pk, key, memory_id=memory_id, value=now_ms()).save(
-                    condition=StateItem.memory_id == holder))
+            # a claim whose memory is gone or says something else now: take it over
+            if attempt(lambda: StateItem(pk, key, memory_id=memory_id, value=now_ms()).save(
+                    condition=StateItem.memory_id == holder)):
                 return None
-            except Unavailable as exc:
-                if not _conditional(exc):
-                    raise
         raise Unavailable(f"could not settle which memory holds {key!r}; try again")
 
     def release(self, bot: str, key: str, memory_id: int) -> None:
         """Drop a claim if this memory still holds it."""
-        try:
-            self._guard(lambda: StateItem(_unique_pk(bot), key).delete(condition=StateItem.memory_id == memory_id))
-        except Unavailable as exc:
-            if not _conditional(exc):
-                raise
+        attempt(lambda: StateItem(_unique_pk(bot), key).delete(condition=StateItem.memory_id == memory_id))
 
     # ----- records -------------------------------------------------------------------------------
 
@@ -346,17 +312,10 @@ class RecordStore:
     def mark_indexed(self, record: MemoryRecord, vector_model: str | None) -> bool:
         """The record's point is written (with a dense vector of that model, when given);
         False when the record no longer exists."""
-        actions = [
+        return update_if_exists(record, [
             MemoryRecord.pending_bot.remove(),
             MemoryRecord.vector_model.set(vector_model) if vector_model else MemoryRecord.vector_model.remove(),
-        ]
-        try:
-            self._guard(lambda: record.update(actions=actions, condition=MemoryRecord.id.exists()))
-        except Unavailable as exc:
-            if _conditional(exc):
-                return False
-            raise
-        return True
+        ])
 
     def mark_indexed_many(self, done: list[tuple[MemoryRecord, str | None]]) -> list[MemoryRecord]:
         """mark_indexed for many records, several requests in flight; returns the records that no longer exist."""
@@ -366,14 +325,7 @@ class RecordStore:
     def mark_pending(self, record: MemoryRecord) -> bool:
         """The record still needs its point (or its dense vector) written; False when it no longer exists
         (an update without the condition would write a stub of a deleted memory back)."""
-        try:
-            self._guard(lambda: record.update(actions=[MemoryRecord.pending_bot.set(record.bot)],
-                                              condition=MemoryRecord.id.exists()))
-        except Unavailable as exc:
-            if _conditional(exc):
-                return False
-            raise
-        return True
+        return update_if_exists(record, [MemoryRecord.pending_bot.set(record.bot)])
 
     def pending_ids(self, bot: str, limit: int) -> list[int]:
         """Ids of a bot's records waiting for vectors, oldest first."""
@@ -448,17 +400,11 @@ class RecordStore:
         """Ids of every record of a bot attributed to a user."""
         return self._guard(lambda: [int(r.id) for r in MemoryRecord.by_user.query(keys.bot_user(bot, user))])
 
-    def count_user(self, bot: str, user: str) -> int:
-        """How many records of a bot are attributed to a user (the user index, keys only)."""
-        return self.count_user_of(bot, user)
-
     @staticmethod
     def count_user_of(bot: str, user: str) -> int:
-        """count_user without a store object (the lean interactions function binds the tables once)."""
-        try:
-            return MemoryRecord.by_user.count(keys.bot_user(bot, user))
-        except PynamoDBException as exc:
-            raise Unavailable(f"DynamoDB failed: {exc.msg}") from exc
+        """How many records of a bot are attributed to a user (the user index, keys only); static, so the
+        lean interactions function needs no store object."""
+        return guard(lambda: MemoryRecord.by_user.count(keys.bot_user(bot, user)))
 
     def user_claims(self, bot: str, user: str) -> list[str]:
         """The fact claims made in a user's name (their scope is in the key), whether or not their

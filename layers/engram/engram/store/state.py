@@ -6,15 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pynamodb.exceptions import PutError, PynamoDBException, UpdateError
-
-from ..errors import Unavailable
 from . import keys
+from .dynamo import attempt, guard
 from .models import StateItem
-
-
-def _conditional(exc: Exception) -> bool:
-    return "ConditionalCheckFailed" in str(exc.__cause__ or exc)
 
 
 def _get(pk: str, sk: str) -> StateItem | None:
@@ -27,11 +21,7 @@ def _get(pk: str, sk: str) -> StateItem | None:
 class StateStore:
     """Reads and writes StateTable items by what they mean; every key comes from `keys`."""
 
-    def _guard(self, fn):
-        try:
-            return fn()
-        except PynamoDBException as exc:
-            raise Unavailable(f"DynamoDB failed: {exc.msg}") from exc
+    _guard = staticmethod(guard)
 
     # ----- embedder settings -------------------------------------------------------------------------
 
@@ -73,10 +63,6 @@ class StateStore:
                 if bot is not None:
                     out.append((bot, item["sk"]["S"], int(item["value"]["N"])))
         return sorted(out, key=lambda t: t[2])
-
-    def tombstones(self, bot: str) -> dict[str, int]:
-        """Every forget of a bot: user -> when (what the README's restore procedure replays)."""
-        return self._guard(lambda: {i.sk: int(i.value) for i in StateItem.query(keys.tombstone(bot, "")[0])})
 
     # ----- Discord: consent and backfill ---------------------------------------------------------------
 
@@ -121,12 +107,8 @@ class StateStore:
         if finished:
             actions += [StateItem.value.add(-1), StateItem.members.add({channel})]
             condition &= ~StateItem.members.contains(channel)
-        try:
-            item.update(actions=actions, condition=condition)
-        except UpdateError as exc:
-            if _conditional(exc):
-                return None
-            raise Unavailable(f"DynamoDB failed: {exc.msg}") from exc
+        if not attempt(lambda: item.update(actions=actions, condition=condition)):
+            return None
         return {"left": int(item.value), "count": int(item.count or 0), **(item.data or {})}
 
     def keep_token(self, bot: str, user: str, run: str, token: str, expires_s: int) -> None:
@@ -197,25 +179,13 @@ class StateStore:
 
     def first_sight(self, bot: str, interaction_id: str, expires_s: int) -> bool:
         """True the first time an interaction id is seen (a conditional write of a short-lived item)."""
-        try:
-            StateItem(*keys.seen_interaction(bot, interaction_id), expires_at=expires_s).save(
-                condition=StateItem.pk.does_not_exist())
-            return True
-        except PutError as exc:
-            if _conditional(exc):
-                return False
-            raise Unavailable(f"DynamoDB failed: {exc.msg}") from exc
+        return attempt(lambda: StateItem(*keys.seen_interaction(bot, interaction_id), expires_at=expires_s).save(
+            condition=StateItem.pk.does_not_exist()))
 
     def take_export_slot(self, bot: str, user: str, now: int, every_s: int) -> bool:
         """At most one export per `every_s` per user: False when one was taken too recently."""
-        try:
-            StateItem(*keys.export_limit(bot, user), value=now, expires_at=now // 1000 + every_s).save(
-                condition=StateItem.sk.does_not_exist() | (StateItem.value < now - every_s * 1000))
-            return True
-        except PutError as exc:
-            if _conditional(exc):
-                return False
-            raise Unavailable(f"DynamoDB failed: {exc.msg}") from exc
+        return attempt(lambda: StateItem(*keys.export_limit(bot, user), value=now, expires_at=now // 1000 + every_s).save(
+            condition=StateItem.sk.does_not_exist() | (StateItem.value < now - every_s * 1000)))
 
     def release_export_slot(self, bot: str, user: str) -> None:
         """Give the export slot back (the export could not be delivered)."""
