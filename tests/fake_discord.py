@@ -4,6 +4,7 @@ history, a 429 on first touch of one channel, interaction webhooks and DMs; reco
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -45,6 +46,9 @@ class FakeDiscord(ServedApp):
         self.private_threads_forbidden = False
         self.no_history: set[str] = set()  # channels without Read Message History for the bot
         self.next_id = 10_000_000
+        # resources/channel.mdx: `last_message_id` is the last message *sent* ("may not point to an existing or
+        # valid message"): a deletion does not move it back, and an edit does not move it at all
+        self.last_sent: dict[str, str] = {}
         self.guilds = [{"id": "g1", "name": "Alpha"}, {"id": "g2", "name": "Beta"}]
         self.channels = {
             "g1": [{"id": "c11", "type": 0, "name": "general"}, {"id": "c12", "type": 0, "name": "secret"},
@@ -55,7 +59,8 @@ class FakeDiscord(ServedApp):
         # topics/permissions.mdx: @everyone is the role whose id is the guild's; permissions are decimal strings
         everyone = str((1 << 10) | (1 << 11) | (1 << 16))  # VIEW_CHANNEL, SEND_MESSAGES, READ_MESSAGE_HISTORY
         self.roles = {g: [{"id": g, "name": "@everyone", "permissions": everyone}] for g in ("g1", "g2")}
-        self.members: dict[tuple[str, str], list[str]] = {}  # (guild, user) -> role ids
+        # (guild, user) -> role ids; Get Guild Member answers 404 (10007 Unknown Member) for anyone else
+        self.members: dict[tuple[str, str], list[str]] = {(g, u): [] for g in ("g1", "g2") for u in (ALICE, BOB)}
         self.history: dict[str, list[dict]] = {c: [] for c in ("c11", "c12", "t14", "c21")}
         self._make_history()
         self._routes()
@@ -67,9 +72,22 @@ class FakeDiscord(ServedApp):
     def add(self, channel: str, author: dict, content: str, **extra) -> dict:
         """Append a message (newest last internally)."""
         message = {"id": self._id(), "channel_id": channel, "author": author, "content": content,
-                   "timestamp": "2026-11-01T10:00:00+00:00", "attachments": [], **extra}
+                   "timestamp": "2026-11-01T10:00:00+00:00", "edited_timestamp": None, "attachments": [], **extra}
         self.history[channel].append(message)
+        self.last_sent[channel] = message["id"]
         return message
+
+    def edit(self, message_id: str, content: str) -> dict:
+        """A message edited by its author (resources/message.mdx: `edited_timestamp` is set, `id` kept)."""
+        message = self.find(message_id)
+        message["content"] = content
+        message["edited_timestamp"] = datetime.now(timezone.utc).isoformat()
+        return message
+
+    def delete(self, message_id: str) -> None:
+        """A message deleted on Discord: gone from the history, the channel's last_message_id unchanged."""
+        for messages in self.history.values():
+            messages[:] = [m for m in messages if m["id"] != message_id]
 
     def _make_history(self):
         alice, bob, other = _user(ALICE, "alice"), _user(BOB, "bob"), _user("77", "otherbot", bot=True)
@@ -143,7 +161,7 @@ class FakeDiscord(ServedApp):
             # (resources/channel.mdx, `last_message_id`)
             if not bot_auth(request):
                 return JSONResponse({}, status_code=401)
-            return [{**c, "last_message_id": (self.history.get(c["id"]) or [{}])[-1].get("id")} for c in self.channels[guild]]
+            return [{**c, "last_message_id": self.last_sent.get(c["id"])} for c in self.channels[guild]]
 
         @app.get("/guilds/{guild}/roles")
         async def roles(guild: str, request: Request):
@@ -170,8 +188,8 @@ class FakeDiscord(ServedApp):
 
         @app.get("/guilds/{guild}/threads/active")
         async def threads(guild: str):
-            return {"threads": [{**t, "last_message_id": (self.history.get(t["id"]) or [{}])[-1].get("id")}
-                                for t in self.threads[guild]], "members": []}
+            return {"threads": [{**t, "last_message_id": self.last_sent.get(t["id"])} for t in self.threads[guild]],
+                    "members": []}
 
         @app.get("/channels/{channel}/messages")
         async def messages(channel: str, request: Request, limit: int = 50, before: str | None = None, after: str | None = None):

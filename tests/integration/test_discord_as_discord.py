@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime, timezone
 
 import pytest
 from engram.discord.settings import DiscordSettings
@@ -211,3 +212,75 @@ def test_a_catch_up_tick_reads_only_channels_with_new_messages(stack, discord):
     tick()
     assert wait_until(lambda: new["id"] in stored_ids(stack, ALICE), timeout_s=20)
     assert discord.history_reads[before:] == ["c21"]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def tick(stack):
+    """One catch-up tick, with every job it queues run (on the stack's own pollers too)."""
+    from engram.jobs import DiscordJob
+
+    stack.engine.queue.send(DiscordJob(action="catchup"))
+    time.sleep(1.5)
+    stack.poller.drain()
+    time.sleep(1.5)
+    stack.poller.drain()
+
+
+def test_edits_and_deletions_on_discord_reach_memory(stack, discord):
+    """resources/message.mdx: an edit keeps the id and sets edited_timestamp; a deleted message is gone from
+    the history while the channel's last_message_id still names it. A webhook bot gets no event for
+    either: the catch-up re-reads the newest page of a channel it stored from lately."""
+    from engram.store.models import MemoryRecord
+
+    remembered(stack, discord)
+    alice = {"id": ALICE, "username": "alice"}
+    moved = discord.add("c21", alice, "I live in Lisbon by the river", timestamp=_now())
+    gone = discord.add("c21", alice, "my locker combination is cobalt-walrus", timestamp=_now())
+    after = discord.add("c21", alice, "and I cycle to the harbour", timestamp=_now())
+    tick(stack)
+    assert wait_until(lambda: {moved["id"], gone["id"], after["id"]} <= set(stored_ids(stack, ALICE)), timeout_s=20)
+
+    discord.edit(moved["id"], "I live in Porto now, by the sea")
+    discord.delete(gone["id"])
+    reads = len(discord.history_reads)
+    tick(stack)  # nothing new was sent: last_message_id did not move, the window is re-read anyway
+    assert "c21" in discord.history_reads[reads:]
+    assert wait_until(lambda: gone["id"] not in stored_ids(stack, ALICE), timeout_s=20)
+    kept = stack.engine.service.by_source(APP_ID, moved["id"])
+    assert kept.text == "I live in Porto now, by the sea" and kept.content["message"] == kept.text
+    found = stack.engine.service.search(APP_ID, "Porto", user=ALICE, kind="message")
+    assert moved["id"] in [m.source_id for m in found]
+    # the deleted words are nowhere: not in any record, context or content
+    assert wait_until(lambda: not [r for r in MemoryRecord.scan() if "cobalt-walrus" in json.dumps(
+        {"t": r.text, "c": r.context, "x": r.content})], timeout_s=20)
+    assert not [m for m in stack.engine.service.search(APP_ID, "Lisbon", user=ALICE, kind="message") if "Lisbon" in m.text]
+
+
+def test_a_new_channel_is_paged_in_bounded_jobs_and_ask_reads_one_page(stack, discord):
+    """A channel with no newest id read yet is not walked inside /ask: /ask reads its newest page, and the
+    rest is paged by catch-up jobs of a few pages each."""
+    remembered(stack, discord)
+    alice = {"id": ALICE, "username": "alice"}
+    discord.channels["g2"].append({"id": "c23", "type": 0, "name": "new"})
+    discord.history["c23"] = []
+    written = [discord.add("c23", alice, f"alice in the new channel, note {i}") for i in range(430)]
+    reads = len(discord.history_reads)
+    interact(stack, command("ask", ALICE, guild="g2", channel="c23", token="tok-ask-new",
+                            options=[{"name": "prompt", "type": 3, "value": "What did I note?"}]))
+    assert wait_until(lambda: replies(discord, "tok-ask-new"), timeout_s=60)
+    assert wait_until(lambda: {m["id"] for m in written} <= set(stored_ids(stack, ALICE)), timeout_s=60)
+    # /ask: its newest page and the rolling context; then 3.3 more pages in jobs of at most two pages
+    assert discord.history_reads[reads:].count("c23") == 2 + 4
+
+
+def test_a_backfill_reads_only_the_guilds_the_user_is_in(stack, discord):
+    """Get Guild Member answers 404 (10007 Unknown Member) for a guild the user is not in: its channels and
+    threads are never listed for that user's backfill."""
+    del discord.members[("g2", ALICE)]
+    reads = len(discord.history_reads)
+    remembered(stack, discord)
+    assert "c21" not in discord.history_reads[reads:]
+    assert not {m["id"] for m in discord.history["c21"] if m["author"]["id"] == ALICE} & set(stored_ids(stack, ALICE))

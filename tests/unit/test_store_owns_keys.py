@@ -70,5 +70,6 @@ def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_pe
     reached = {"bot_user", "bot_kind", "unique_pk", "fact_key", "source_key", "thread_pk", "fact_tail",
                "carriers_pk", "carrier_sk", "consent", "backfill_run", "export_limit", "token", "tokens_prefix",
                "cursors_pk", "chat_settings_pk", "chat_setting_sk", "conversation_of", "discord_pk"}
-    nobody = {"bot_registered", "channel_newest", "seen_interaction", "tombstone", "tombstone_bot", "content_intent", "unreadable_pk"}
+    nobody = {"bot_registered", "channel_newest", "seen_interaction", "tombstone", "tombstone_bot", "content_intent", "unreadable_pk",
+              "recent_pk"}
     assert builders == reached | nobody, builders ^ (reached | nobody)

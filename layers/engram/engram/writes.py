@@ -74,13 +74,15 @@ class MemoryWrites:
         return Memory.from_record(record), True
 
     def add_messages(self, bot: str, messages: list["ChatMessage"], defer_vectors: bool = False,
-                     origin: int | None = None, stored_tails: bool = True) -> tuple[list[Memory], int]:
+                     origin: int | None = None, stored_tails: bool = True,
+                     fresh_out: list[Memory] | None = None) -> tuple[list[Memory], int]:
         """Store chat messages in one batch, idempotent by source message id; returns every message's
         memory (new or already there, in input order) and how many were new. `defer_vectors`: points are
         written by an index job (an import), not before the answer. `origin`: when the batch was asked for
         (a job's queue time); messages of users forgotten since are dropped, and a message whose context
         quotes one is stored without it. `stored_tails=False` (a page older than what is stored): contexts
-        come from earlier messages of the batch only, never from a thread's newest stored message."""
+        come from earlier messages of the batch only, never from a thread's newest stored message.
+        `fresh_out`, when given, receives the memories this call created."""
         bot = check_name("bot", bot)
         if not messages:
             return [], 0
@@ -145,6 +147,8 @@ class MemoryWrites:
         for key in keys:
             if key in by_key:
                 out.append(Memory.from_record(by_key[key]))
+                if fresh_out is not None:
+                    fresh_out.append(out[-1])
             elif known.get(key) in stored:
                 out.append(Memory.from_record(stored[known[key]]))
         return out, len(written)
@@ -259,6 +263,20 @@ class MemoryWrites:
         except Duplicate as dup:
             return self._merge_into(record, dup.memory_id)
         self.release_words(bot, [record])
+        self.indexer.index_or_defer(bot, [record])
+        return Memory.from_record(record)
+
+    def edit_message(self, bot: str, memory_id: int, text: str, content: dict | None) -> Memory | None:
+        """A stored chat message edited at its source: its text and content follow, the old words leave
+        every context that quoted them, and its point is made again. None when it is no longer stored."""
+        record = self.records.get(bot, memory_id)
+        if record is None or record.kind != "message":
+            return None
+        if record.text == text and (content is None or record.content == content):
+            return Memory.from_record(record)
+        if not self.records.change_message(record, text, content):
+            return None
+        self.release_words(bot, [record])  # the old words leave the contexts and the tail that quote them
         self.indexer.index_or_defer(bot, [record])
         return Memory.from_record(record)
 

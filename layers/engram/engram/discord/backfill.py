@@ -23,7 +23,7 @@ class Backfill:
         /memory remember opts them back in."""
         user = job.user
         try:
-            fresh, due, skipped = self.split_unreadable(self.readable_channels(archived=True))
+            fresh, due, skipped = self.split_unreadable(self.readable_channels(archived=True, member=user))
             channels = fresh + due
             intent = self.check_content_intent()
         except RateLimited as limited:  # delay this job on the queue; never sleep in Lambda

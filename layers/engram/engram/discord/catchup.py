@@ -1,20 +1,25 @@
-"""Catch-up: what consenting users wrote since the newest message seen, one job per channel."""
+"""Catch-up: what consenting users wrote since the newest message seen, one job per channel that moved (or
+whose recent window is due a re-read for edits and deletions); a gap is paged in bounded jobs."""
 
 from __future__ import annotations
 
 import logging
 
 from ..jobs import DiscordJob
+from ..store import now_ms
 from .rest import DiscordError, RateLimited
+from .window import WINDOW_DAYS
 
 log = logging.getLogger(__name__)
+PAGE = 100  # Discord's largest page of messages (resources/message.mdx, Get Channel Messages)
 
 
 class CatchUp:
-    """fan_out_catch_up and catch_up, for DiscordMemory."""
+    """fan_out_catch_up, catch_up and catch_up_gap, for DiscordMemory."""
 
     def fan_out_catch_up(self, job: DiscordJob) -> int:
-        """One catch-up job per readable channel (each its own invocation, retried on its own)."""
+        """One catch-up job per readable channel that moved or is due a window re-read (each its own
+        invocation, retried on its own)."""
         if not self.consenting_users():
             return 0
         try:
@@ -23,10 +28,14 @@ class CatchUp:
             self.queue.send(job, delay_s=int(limited.retry_after) + 1)
             return 0
         fresh, due, _ = self.split_unreadable(channels)
-        # Only channels whose newest message moved since the last read: the listing carries each channel's
-        # last_message_id, so a quiet channel costs nothing more (no job, no read of its history)
-        seen = self.state.channels_newest(self.bot, [c for _, c in fresh])
-        fresh = [(g, c) for g, c in fresh if self._moved(self.last_message_ids.get(c), seen.get(c))]
+        # Only channels whose newest message moved since the last read (the listing carries each channel's
+        # last_message_id, so a quiet channel costs no job and no read), and quiet channels holding messages
+        # stored lately whose window is due: an edit or a deletion moves no last_message_id
+        seen = self.state.channels_seen(self.bot, [c for _, c in fresh])
+        now = now_ms()
+        fresh = [(g, c) for g, c in fresh
+                 if self._moved(self.last_message_ids.get(c), (seen.get(c) or {}).get("newest"))
+                 or self._window_due(seen.get(c) or {}, now)]
         for (guild, channel), recheck in [(c, False) for c in fresh] + [(c, True) for c in due]:
             self.queue.send(DiscordJob(action="catchup", guild=guild, channel=channel, issued_at=job.issued_at,
                                        recheck=recheck, last_message_id=self.last_message_ids.get(channel),
@@ -39,12 +48,21 @@ class CatchUp:
         channel without messages (resources/channel.mdx), so nothing to read there."""
         return listed is not None and (seen is None or int(listed) > int(seen))
 
+    def _window_due(self, seen: dict, now: int) -> bool:
+        """A quiet channel is re-read while it holds messages stored in the last WINDOW_DAYS, at most every
+        `window_every_s`."""
+        stored_at = int(seen.get("storedAt") or 0)
+        return stored_at > now - WINDOW_DAYS * 86_400_000 and \
+            int(seen.get("windowAt") or 0) <= now // 1000 - self.settings.window_every_s
+
     def catch_up(self, channels: list[tuple[str, str]] | None = None, recheck: bool = False,
                  last_message_id: str | None = None) -> int:
-        """Fetch messages newer than the newest seen, per channel, and store those of consenting users.
-        Idempotent: messages are keyed by their Discord id. A channel Discord refuses (403, 404), or whose
-        history answers [] although it has messages (no Read Message History), is marked unreadable and
-        skipped, never failed: failing would retry it into the DLQ every tick."""
+        """Read each channel's newest page: store what consenting users wrote since the newest message seen,
+        apply edits and deletions to what is stored from that window, and queue a bounded job for any older
+        unread gap (never walked here: /ask calls this). Idempotent: messages are keyed by their Discord id.
+        A channel Discord refuses (403, 404), or whose history answers [] although it has messages (no Read
+        Message History), is marked unreadable and skipped, never failed: failing would retry it into the
+        DLQ every tick."""
         users = self.consenting_users()
         if not users:
             return 0
@@ -53,27 +71,50 @@ class CatchUp:
         stored = 0
         for guild, channel in channels:
             newest = self.state.channel_newest(self.bot, channel)
-            after = newest or "0"
-            first = True
-            while True:
-                try:
-                    page = self.client.messages(channel, after=after)
-                except DiscordError as exc:
-                    if exc.status not in (403, 404):
-                        raise
-                    self.unreadable_now(channel, f"Discord answered {exc.status}")
-                    break
-                if first and recheck:
-                    self.state.readable_again(self.bot, channel)
-                if first and not page and newest is None and last_message_id:
+            try:
+                page = self.client.messages(channel, limit=PAGE)
+            except DiscordError as exc:
+                if exc.status not in (403, 404):
+                    raise
+                self.unreadable_now(channel, f"Discord answered {exc.status}")
+                continue
+            if recheck:
+                self.state.readable_again(self.bot, channel)
+            if not page:
+                if newest is None and last_message_id:
                     self.unreadable_now(channel, "no Read Message History (an empty history of a channel with messages)")
-                    break
-                first = False
-                if not page:
-                    break
-                stored += self.store_messages(guild, channel, page, users)
-                after = max(page, key=lambda m: int(m["id"]))["id"]
-                self._remember_newest(channel, after)
-                if len(page) < 100:
-                    break
+                continue  # an empty page never deletes: it is also what a lost permission looks like
+            self.apply_window(guild, channel, page, whole=len(page) < PAGE)
+            new = [m for m in page if newest is None or int(m["id"]) > int(newest)]
+            stored += self.store_messages(guild, channel, new, users)
+            self.state.see_channel(self.bot, channel, newest=max(page, key=lambda m: int(m["id"]))["id"],
+                                   windowAt=now_ms() // 1000)
+            oldest = min(page, key=lambda m: int(m["id"]))["id"]
+            if len(page) == PAGE and (newest is None or int(oldest) > int(newest)):
+                # older unread messages remain (a new channel, or a burst of more than a page): bounded jobs
+                self.queue.send(DiscordJob(action="catchup", guild=guild, channel=channel, before=oldest, until=newest,
+                                           issued_at=now_ms(), parent_id=self.thread_parents.get(channel)))
+        return stored
+
+    def catch_up_gap(self, job: DiscordJob) -> int:
+        """A few pages of a catch-up gap, older and older from `before` down to `until`; continues itself."""
+        users = self.consenting_users()
+        if not users:
+            return 0
+        before, stored = job.before, 0
+        for _ in range(self.settings.pages_per_job):
+            try:
+                page = self.client.messages(job.channel, before=before, limit=PAGE)
+            except DiscordError as exc:
+                if exc.status not in (403, 404):
+                    raise
+                self.unreadable_now(job.channel, f"Discord answered {exc.status}")
+                return stored
+            older = [m for m in page if job.until is None or int(m["id"]) > int(job.until)]
+            stored += self.store_messages(job.guild, job.channel, older, users, origin=job.issued_at or None,
+                                          backfill=True)
+            if len(page) < PAGE or len(older) < len(page):
+                return stored  # the channel's first message, or the newest one read before: done
+            before = min(page, key=lambda m: int(m["id"]))["id"]
+        self.queue.send(job.model_copy(update={"before": before}))
         return stored

@@ -4,7 +4,6 @@ status and /ask with server-scoped recall. Everything slow runs here, in the wor
 from __future__ import annotations
 
 import logging
-from datetime import datetime
 
 import httpx
 
@@ -19,19 +18,15 @@ from .export import Export
 from .rest import PERSON_MESSAGE_TYPES, DiscordClient, DiscordError, RateLimited
 from .settings import DiscordSettings
 from .visibility import Visibility
+from .window import Window, timestamp_ms
 
 log = logging.getLogger(__name__)
 EMPTY_PAGE_SIGN = 5  # this many messages of others, every one empty: the intent is missing
 UNREADABLE_RETRY_S = 3600  # a channel Discord refused is tried again after an hour
 
 
-def _ms(timestamp: str | None) -> int | None:
-    if not timestamp:
-        return None
-    return int(datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000)
 
-
-class DiscordMemory(Backfill, CatchUp, Export, Ask):
+class DiscordMemory(Backfill, CatchUp, Window, Export, Ask):
     """Consent, backfill, catch-up, forget, status and /ask for one Discord application."""
 
     def __init__(self, settings: DiscordSettings, service: MemoryService, queue: JobQueue, client: DiscordClient,
@@ -96,7 +91,10 @@ class DiscordMemory(Backfill, CatchUp, Export, Ask):
             if job.parent_id:
                 self.thread_parents[job.channel] = job.parent_id
             try:
-                self.catch_up([(job.guild, job.channel)], recheck=job.recheck, last_message_id=job.last_message_id)
+                if job.before:
+                    self.catch_up_gap(job)
+                else:
+                    self.catch_up([(job.guild, job.channel)], recheck=job.recheck, last_message_id=job.last_message_id)
             except RateLimited as limited:  # delay this channel's job on the queue; never sleep in Lambda
                 self.queue.send(job, delay_s=int(limited.retry_after) + 1)
         elif job.action == "catchup":
@@ -116,12 +114,15 @@ class DiscordMemory(Backfill, CatchUp, Export, Ask):
             said = "Forgotten: I no longer remember that message."
         self.reply(job.token, job.issued_at, job.user, said)
 
-    def readable_channels(self, archived: bool = False) -> list[tuple[str, str]]:
+    def readable_channels(self, archived: bool = False, member: str | None = None) -> list[tuple[str, str]]:
         """(guild, channel) of every channel the bot can read, except the disallowed ones (each channel's
         newest message id kept in `last_message_ids`); with `archived`, archived threads too (a backfill:
-        a catch-up needs none, as a new message in a thread makes it active again)."""
+        a catch-up needs none, as a new message in a thread makes it active again); with `member`, only
+        the guilds that user is a member of (a backfill: nothing of theirs is anywhere else)."""
         out = []
         for g in self.client.guilds():
+            if member is not None and not self._is_member(g["id"], member):
+                continue
             for c in self.client.readable_channels(g["id"], archived=archived):
                 if c["id"] not in self.settings.channels_disallowed:
                     out.append((g["id"], c["id"]))
@@ -129,6 +130,15 @@ class DiscordMemory(Backfill, CatchUp, Export, Ask):
                     if c.get("parent_id") and c.get("type") in (10, 11, 12):
                         self.thread_parents[c["id"]] = c["parent_id"]
         return out
+
+    def _is_member(self, guild: str, user: str) -> bool:
+        """Whether a user is in a guild (Get Guild Member answers 404, 10007 Unknown Member, when not). One
+        request per guild instead of listing its channels and threads; any other answer reads the guild."""
+        try:
+            self.client.member(guild, user)
+            return True
+        except DiscordError as exc:
+            return exc.status != 404
 
     def split_unreadable(self, channels: list[tuple[str, str]]) -> tuple[list, list, int]:
         """(channels to read, channels marked unreadable whose hour is up, how many stay skipped): a channel
@@ -170,13 +180,15 @@ class DiscordMemory(Backfill, CatchUp, Export, Ask):
                 continue  # empty, or image-only without vision
             batch.append(ChatMessage(
                 source_id=message["id"], text=text, user=owner, server=guild, thread=channel,
-                created_at=_ms(message.get("timestamp")), saved_by=saved_by,
+                created_at=timestamp_ms(message.get("timestamp")), saved_by=saved_by,
                 content=self._content(guild, channel, message),
             ))
         if not batch:
             return 0
         origin = checked_at if origin is None else min(origin, checked_at)
-        _, created = self.service.add_messages(self.bot, batch, origin=origin, stored_tails=not backfill)
+        fresh = []
+        _, created = self.service.add_messages(self.bot, batch, origin=origin, stored_tails=not backfill, fresh_out=fresh)
+        self.note_stored(channel, page, fresh)
         return created
 
     def _notice_missing_content(self, page: list[dict]) -> None:

@@ -31,6 +31,9 @@ class DiscordSettings(BaseSettings):
     vision_model: str | None = Field(None, validation_alias="OLLAMA_VISION_MODEL")
     top_k: int = Field(5, ge=1, le=50, validation_alias="MEMORY_TOP_K")
     pages_per_job: int = Field(5, ge=1, le=50, validation_alias="DISCORD_BACKFILL_PAGES_PER_JOB")
+    # a quiet channel holding messages stored in the last WINDOW_DAYS is re-read for edits and deletions at
+    # most this often (0: every catch-up tick); a channel with new messages is re-read with them, for free
+    window_every_s: int = Field(0, ge=0, validation_alias="DISCORD_WINDOW_EVERY_S")
     context_messages: int = Field(20, ge=1, le=100, validation_alias="DISCORD_CONTEXT_MESSAGES")
     max_signature_age_s: int = Field(300, validation_alias="DISCORD_MAX_SIGNATURE_AGE_S")
     max_signature_future_s: int = Field(30, validation_alias="DISCORD_MAX_SIGNATURE_FUTURE_S")

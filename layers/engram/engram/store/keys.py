@@ -129,6 +129,12 @@ def channel_newest(bot: str, channel: str) -> tuple[str, str]:
     return f"discord#{bot}#channels", channel
 
 
+def recent_pk(bot: str, channel: str) -> str:
+    """A channel's messages stored lately (sk: the Discord message id; the record id and the edit time
+    Discord gave): the window a catch-up re-reads for edits and deletions. Ids and times, no words."""
+    return f"discord#{bot}#recent#{channel}"
+
+
 def content_intent(bot: str) -> tuple[str, str]:
     """What engram last learnt about the app's Message Content intent (no one's words)."""
     return discord_pk(bot), "intent#content"

@@ -295,6 +295,15 @@ class RecordStore:
         if old_key and old_key != unique_key:
             self.release(record.bot, old_key, int(record.id))
 
+    def change_message(self, record: MemoryRecord, text: str, content: dict | None) -> bool:
+        """A chat message edited where it was written: new text and content, its point to be made again;
+        False when the record is gone (forgotten or deleted meanwhile)."""
+        actions = [MemoryRecord.text.set(text), MemoryRecord.updated_at.set(now_ms()),
+                   MemoryRecord.vector_model.remove(), MemoryRecord.pending_bot.set(record.bot)]
+        if content is not None:
+            actions.append(MemoryRecord.content.set(content))
+        return self._guard(lambda: update_if_exists(record, actions))
+
     def delete(self, records: list[MemoryRecord]) -> None:
         """Delete records (25 per batch), then the unique keys they held."""
 

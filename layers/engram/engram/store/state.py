@@ -135,25 +135,75 @@ class StateStore:
 
     def channel_newest(self, bot: str, channel: str) -> str | None:
         """The newest message id seen in a channel (where catch-up starts)."""
-        item = self._guard(lambda: _get(*keys.channel_newest(bot, channel)))
-        return (item.data or {}).get("newest") if item is not None else None
+        return self.channel_seen(bot, channel).get("newest")
 
-    def channels_newest(self, bot: str, channels: list[str]) -> dict[str, str]:
-        """The newest message id seen in each of these channels (batched reads; unseen ones left out)."""
+    def channel_seen(self, bot: str, channel: str) -> dict:
+        """What catch-up knows of a channel: {"newest": id, "storedAt": ms of the newest message stored
+        from it, "windowAt": s of its last window re-read}, each key only once known."""
+        item = self._guard(lambda: _get(*keys.channel_newest(bot, channel)))
+        return dict(item.data or {}) if item is not None else {}
+
+    def channels_seen(self, bot: str, channels: list[str]) -> dict[str, dict]:
+        """channel_seen of each of these channels (batched reads; unseen ones left out)."""
         wanted = list(dict.fromkeys(channels))
         out = {}
         for start in range(0, len(wanted), 100):
             items = self._guard(lambda: list(StateItem.batch_get(
                 [keys.channel_newest(bot, c) for c in wanted[start : start + 100]])))
-            out.update({i.sk: (i.data or {}).get("newest") for i in items if (i.data or {}).get("newest")})
+            out.update({i.sk: dict(i.data or {}) for i in items})
         return out
+
+    def channels_newest(self, bot: str, channels: list[str]) -> dict[str, str]:
+        """The newest message id seen in each of these channels (unseen ones left out)."""
+        return {c: d["newest"] for c, d in self.channels_seen(bot, channels).items() if d.get("newest")}
+
+    def see_channel(self, bot: str, channel: str, **changes) -> None:
+        """Merge what was just learnt of a channel (newest never moves back, storedAt never either)."""
+        # One small item per channel, written by that channel's catch-up job; a lost race costs one re-read
+        current = self.channel_seen(bot, channel)
+        merged = {**current, **changes}
+        if current.get("newest") and changes.get("newest") and int(current["newest"]) > int(changes["newest"]):
+            merged["newest"] = current["newest"]  # never back
+        if current.get("storedAt") and changes.get("storedAt"):
+            merged["storedAt"] = max(int(current["storedAt"]), int(changes["storedAt"]))
+        if merged != current:
+            self._guard(lambda: StateItem(*keys.channel_newest(bot, channel), data=merged).save())
 
     def remember_newest(self, bot: str, channel: str, message_id: str) -> None:
         """Move a channel's newest seen id forward (never back)."""
-        current = self.channel_newest(bot, channel)
-        if current is not None and int(current) >= int(message_id):
+        self.see_channel(bot, channel, newest=message_id)
+
+    def note_recent(self, bot: str, channel: str, entries: list[tuple[str, int, str, int]], stored_at: int) -> None:
+        """Messages just stored (or edited) from a channel: (message id, record id, edited time, expires s)."""
+        if not entries:
             return
-        self._guard(lambda: StateItem(*keys.channel_newest(bot, channel), data={"newest": message_id}).save())
+        pk = keys.recent_pk(bot, channel)
+
+        def run():
+            with StateItem.batch_write() as batch:
+                for message, record, edited, expires in entries:
+                    batch.save(StateItem(pk, message, memory_id=record, tag=edited, expires_at=expires))
+        self._guard(run)
+        self.see_channel(bot, channel, storedAt=stored_at)
+
+    def recent(self, bot: str, channel: str, now_s: int) -> dict[str, tuple[int, str]]:
+        """{message id: (record id, edited time)} of a channel's messages stored lately and not expired
+        (DynamoDB's TTL deletes late, dynalite never)."""
+        return self._guard(lambda: {i.sk: (int(i.memory_id), i.tag or "")
+                                    for i in StateItem.query(keys.recent_pk(bot, channel))
+                                    if int(i.expires_at or 0) > now_s})
+
+    def drop_recent(self, bot: str, channel: str, messages: list[str]) -> None:
+        """Stop watching these messages of a channel (deleted, or out of the window)."""
+        if not messages:
+            return
+        pk = keys.recent_pk(bot, channel)
+
+        def run():
+            with StateItem.batch_write() as batch:
+                for message in messages:
+                    batch.delete(StateItem(pk, message))
+        self._guard(run)
 
     def note_content_intent(self, bot: str, on: bool, how: str, at: int) -> None:
         """Remember whether the app can read message text, and how that was learnt (flags, or a page of

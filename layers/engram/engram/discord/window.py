@@ -1,0 +1,97 @@
+"""Edits and deletions: a channel's newest page, re-read, is compared with what is stored from it."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from ..errors import NotFound
+from ..store import now_ms
+
+log = logging.getLogger(__name__)
+# Messages stored from a channel are watched for edits and deletions while they are among its newest 100
+# and younger than this (REST has no edit or delete events for a webhook bot: only a re-read shows them)
+WINDOW_DAYS = 7
+
+
+def timestamp_ms(timestamp: str | None) -> int | None:
+    if not timestamp:
+        return None
+    return int(datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+class Window:
+    """apply_window and note_stored, for DiscordMemory."""
+
+    def note_stored(self, channel: str, page: list[dict], memories) -> None:
+        """Watch the messages just stored from a channel while they are young enough for the window."""
+        by_id = {m["id"]: m for m in page}
+        horizon = now_ms() - WINDOW_DAYS * 86_400_000
+        entries, newest = [], 0
+        for memory in memories:
+            message = by_id.get(memory.source_id)
+            sent = timestamp_ms((message or {}).get("timestamp")) or 0
+            if message is None or sent <= horizon:
+                continue
+            expires = (sent + WINDOW_DAYS * 86_400_000) // 1000
+            entries.append((message["id"], int(memory.id), message.get("edited_timestamp") or "", expires))
+            newest = max(newest, sent)
+        if entries:
+            self.state.note_recent(self.bot, channel, entries, newest)
+
+    def apply_window(self, guild: str, channel: str, page: list[dict], whole: bool) -> tuple[int, int]:
+        """(The caller notes the re-read's time with the channel's newest id.) Compare the channel's newest page with the messages stored from it: one gone from Discord is
+        deleted (its words leave other contexts too), one edited takes its new text, attachments and
+        vectors. `whole`: the page is the channel's entire history. Returns (edited, deleted)."""
+        watched = self.state.recent(self.bot, channel, now_ms() // 1000)
+        if not watched:
+            return 0, 0
+        ids = [int(m["id"]) for m in page]
+        low, high = (0 if whole else min(ids)), max(ids)
+        by_id = {m["id"]: m for m in page}
+        done, edited, deleted, renoted = [], 0, 0, []
+        for message_id, (memory_id, seen_edit) in watched.items():
+            if int(message_id) > high:
+                continue  # stored after this page was read
+            if int(message_id) < low:
+                done.append(message_id)  # older than the window: no longer watched
+                continue
+            message = by_id.get(message_id)
+            if message is None:  # deleted on Discord: its owner deleted it, so do we
+                try:
+                    self.service.remove(self.bot, memory_id)
+                    deleted += 1
+                except NotFound:
+                    pass
+                done.append(message_id)
+                continue
+            if (message.get("edited_timestamp") or "") == seen_edit:
+                continue
+            if self._apply_edit(guild, channel, memory_id, message):
+                edited += 1
+                renoted.append(message)
+            else:
+                done.append(message_id)
+        self.state.drop_recent(self.bot, channel, done)
+        if renoted:
+            self.note_stored(channel, renoted, [_Stored(m["id"], watched[m["id"]][0]) for m in renoted])
+        if edited or deleted:
+            log.info("window of %s: %d edited, %d deleted", channel, edited, deleted)
+        return edited, deleted
+
+    def _apply_edit(self, guild: str, channel: str, memory_id: int, message: dict) -> bool:
+        """Give a stored message its edited text and attachments; False when there is nothing to keep
+        (it is no longer stored). A message whose content came back empty is left as it is: without the
+        Message Content intent every message of others looks empty, which is no edit."""
+        text = (message.get("content") or "").strip()
+        if not text and not message.get("attachments"):
+            return True
+        edited = self.service.edit_message(self.bot, memory_id, text, self._content(guild, channel, message))
+        return edited is not None
+
+
+class _Stored:
+    """The two fields note_stored reads of a memory."""
+
+    def __init__(self, source_id: str, memory_id: int):
+        self.source_id, self.id = source_id, memory_id
