@@ -29,6 +29,8 @@ class FakeDiscord(ServedApp):
         self.chat_requests: list[dict] = []
         self.embed_requests: list[dict] = []
         self.history_reads: list[str] = []
+        self.requests: list[str] = []  # every request, "GET /channels/c11/messages"
+        self.routes: list[str] = []  # and its route, "GET /channels/{channel}/messages" (counted by the bench)
         self.rate_limited_once = {"c21"}
         # The Message Content intent (developers/events/gateway.mdx, "Message Content Intent"): privileged and
         # off until the operator turns it on; without it REST messages come back with empty content,
@@ -127,6 +129,14 @@ class FakeDiscord(ServedApp):
 
     def _routes(self):
         app = self.app
+
+        @app.middleware("http")
+        async def count(request: Request, call_next):
+            response = await call_next(request)
+            route = request.scope.get("route")
+            self.requests.append(f"{request.method} {request.url.path}")
+            self.routes.append(f"{request.method} {getattr(route, 'path', request.url.path)}")
+            return response
 
         def bot_auth(request: Request):
             return request.headers.get("authorization") == f"Bot {TOKEN}"

@@ -615,6 +615,11 @@ def table(results: dict) -> str:
         lines.append("  MEMORY_RECALL_MODE on the facts (6 memories, 4,000 chars): share of the evidence the model is told")
         for mode, r in lo["recall modes (facts, shipped settings)"].items():
             lines.append(f"    {mode:<10} {r['evidence in the block']:.3f}  (block {r['block chars (median)']} chars, median)")
+    if results.get("discord at scale"):
+        scale = dict(results["discord at scale"])
+        lines.append(f"Discord at scale ({scale.pop('world')}): requests / SQS jobs / DynamoDB reads / writes")
+        for name, r in scale.items():
+            lines.append(f"  {name:<52} {r['Discord requests']:>6} / {r['SQS jobs']:>5} / {r['DynamoDB reads']:>6} / {r['DynamoDB writes']:>6}")
     if results.get("recall"):
         lines.append("Recall (scope-filtered hybrid, top 10)   without embed p50/p95 ms   with embed p50/p95 ms")
         for name, r in results["recall"].items():
@@ -707,6 +712,11 @@ def main() -> None:
 
     results["embedder threads"] = bench_threads(queries=40 if args.quick else 200, quick=args.quick)
     results["throughput"]["Discord backfill (fake Discord, local stack)"] = bench_backfill(embedder)
+    from tests.bench.discord_costs import bench_discord_costs
+    from tests.support import HashEmbedder
+
+    # what is counted does not depend on the embedder: a hashing one keeps this part fast
+    results["discord at scale"] = bench_discord_costs(HashEmbedder(), *((10, 2) if args.quick else (50, 10)))
     results["throughput"]["re-embedding (local model)"] = bench_reembed(embedder, 300 if args.quick else 20_000)
     sizes = [1_000] if args.quick else [1_000, 20_000, 100_000]
     results["recall"] = bench_recall(sizes, embedder, queries=40 if args.quick else 200, with_client_mode=not args.quick)

@@ -284,3 +284,16 @@ def test_a_backfill_reads_only_the_guilds_the_user_is_in(stack, discord):
     remembered(stack, discord)
     assert "c21" not in discord.history_reads[reads:]
     assert not {m["id"] for m in discord.history["c21"] if m["author"]["id"] == ALICE} & set(stored_ids(stack, ALICE))
+    # nor does a catch-up read a server where no consenting user is, however busy it is
+    discord.add("c21", {"id": BOB, "username": "bob"}, "bob keeps talking in Beta")
+    reads = len(discord.requests)
+    tick(stack)
+    assert not [r for r in discord.requests[reads:] if "/guilds/g2/" in r or "c21" in r]
+    # she joins Beta: her first /ask there makes it hers, and the catch-up reads it from then on
+    discord.members[("g2", ALICE)] = []
+    interact(stack, command("ask", ALICE, guild="g2", channel="c21", token="tok-ask-beta",
+                            options=[{"name": "prompt", "type": 3, "value": "Anything about boats?"}]))
+    assert wait_until(lambda: replies(discord, "tok-ask-beta"), timeout_s=60)
+    joined = discord.add("c21", {"id": ALICE, "username": "alice"}, "alice now sails in Beta")
+    tick(stack)
+    assert wait_until(lambda: joined["id"] in stored_ids(stack, ALICE), timeout_s=20)

@@ -111,7 +111,7 @@ def test_rate_limits_delay_instead_of_breaking_them():
     from engram.discord.rest import DiscordClient, RateLimited, RateLimits
 
     now = [100.0]
-    limits = RateLimits(clock=lambda: now[0])
+    limits = RateLimits(clock=lambda: now[0], max_sleep_s=0)
     calls = []
 
     def handle(request):
@@ -139,3 +139,24 @@ def test_rate_limits_delay_instead_of_breaking_them():
     with pytest.raises(RateLimited) as global_limit:
         limits.before("GET", "/y")
     assert global_limit.value.is_global
+
+
+def test_a_short_rate_limit_is_waited_out_in_the_job():
+    """A job that lists a thousand channels would hit the global 50 a second and, delayed on the queue,
+    start over and hit it again forever: waits under a second are slept instead."""
+    from engram.discord.rest import RateLimited, RateLimits
+
+    now, slept = [100.0], []
+
+    def sleep(s):
+        slept.append(s)
+        now[0] += s
+
+    limits = RateLimits(clock=lambda: now[0], sleep=sleep)
+    for i in range(3 * RateLimits.GLOBAL_PER_SECOND):
+        limits.before("GET", f"/channels/{i}")
+    assert len(slept) == 2 and now[0] == pytest.approx(102.0)
+    limits._exhausted_until["b"] = now[0] + 30
+    limits._route_bucket["GET /long"] = "b"
+    with pytest.raises(RateLimited):  # a long one still delays the job on the queue
+        limits.before("GET", "/long")

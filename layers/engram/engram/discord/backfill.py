@@ -24,6 +24,7 @@ class Backfill:
         user = job.user
         try:
             fresh, due, skipped = self.split_unreadable(self.readable_channels(archived=True, member=user))
+            guilds = list(self.member_guilds)
             channels = fresh + due
             intent = self.check_content_intent()
         except RateLimited as limited:  # delay this job on the queue; never sleep in Lambda
@@ -38,7 +39,7 @@ class Backfill:
             log.info("dropping a remember asked for before the user was forgotten")
             return
         consented_at = now_ms()
-        self.state.give_consent(self.bot, user, consented_at)
+        self.state.give_consent(self.bot, user, consented_at, guilds=guilds)
         run = uuid.uuid4().hex[:12]
         self.state.start_backfill_run(self.bot, user, run, len(channels), job.issued_at)
         self._keep_token(user, run, job.token, job.issued_at)

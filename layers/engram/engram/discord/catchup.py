@@ -22,8 +22,8 @@ class CatchUp:
         invocation, retried on its own)."""
         if not self.consenting_users():
             return 0
-        try:
-            channels = self.readable_channels()
+        try:  # only the servers some consenting user is in: nothing of theirs is anywhere else
+            channels = self.readable_channels(only=self.state.consenting_guilds(self.bot))
         except RateLimited as limited:
             self.queue.send(job, delay_s=int(limited.retry_after) + 1)
             return 0
@@ -67,7 +67,7 @@ class CatchUp:
         if not users:
             return 0
         if channels is None:
-            channels = self.readable_channels()
+            channels = self.readable_channels(only=self.state.consenting_guilds(self.bot))
         stored = 0
         for guild, channel in channels:
             newest = self.state.channel_newest(self.bot, channel)

@@ -36,6 +36,7 @@ class DiscordMemory(Backfill, CatchUp, Window, Export, Ask):
         self.queue = queue
         self.client = client
         self.last_message_ids: dict[str, str | None] = {}
+        self.member_guilds: list[str] = []  # the guilds the last readable_channels listed
         self.thread_parents: dict[str, str] = {}  # a thread's channel: whose permissions it follows
         self.visibility = Visibility(client)
         self.ollama = ollama or httpx.Client(base_url=settings.ollama_url.rstrip("/"), timeout=120)
@@ -114,15 +115,21 @@ class DiscordMemory(Backfill, CatchUp, Window, Export, Ask):
             said = "Forgotten: I no longer remember that message."
         self.reply(job.token, job.issued_at, job.user, said)
 
-    def readable_channels(self, archived: bool = False, member: str | None = None) -> list[tuple[str, str]]:
+    def readable_channels(self, archived: bool = False, member: str | None = None,
+                          only: set[str] | None = None) -> list[tuple[str, str]]:
         """(guild, channel) of every channel the bot can read, except the disallowed ones (each channel's
         newest message id kept in `last_message_ids`); with `archived`, archived threads too (a backfill:
         a catch-up needs none, as a new message in a thread makes it active again); with `member`, only
-        the guilds that user is a member of (a backfill: nothing of theirs is anywhere else)."""
-        out = []
+        the guilds that user is a member of (a backfill: nothing of theirs is anywhere else, and
+        `member_guilds` keeps which they are); with `only`, only those guilds (a catch-up: where some
+        consenting user is)."""
+        out, self.member_guilds = [], []
         for g in self.client.guilds():
             if member is not None and not self._is_member(g["id"], member):
                 continue
+            if only is not None and g["id"] not in only:
+                continue
+            self.member_guilds.append(g["id"])
             for c in self.client.readable_channels(g["id"], archived=archived):
                 if c["id"] not in self.settings.channels_disallowed:
                     out.append((g["id"], c["id"]))

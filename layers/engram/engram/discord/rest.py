@@ -41,13 +41,17 @@ PERSON_MESSAGE_TYPES = {0, 19, 20, 23}
 
 class RateLimits:
     """Discord's limits as this process sees them: per-route buckets from the X-RateLimit headers, and
-    the global 50 requests a second. A request that would break one raises RateLimited up front, so the
-    job is delayed on the queue instead of sleeping (or being refused)."""
+    the global 50 requests a second. A request that would break one waits when the wait is short (at most
+    `max_sleep_s`: a job listing a thousand channels would otherwise be delayed and start over forever) and
+    otherwise raises RateLimited up front, so the job is delayed on the queue instead of sleeping long (or
+    being refused)."""
 
     GLOBAL_PER_SECOND = 50
 
-    def __init__(self, clock=time.monotonic):
+    def __init__(self, clock=time.monotonic, sleep=time.sleep, max_sleep_s: float = 1.0):
         self.clock = clock
+        self.sleep = sleep
+        self.max_sleep_s = max_sleep_s
         self._lock = threading.Lock()
         self._route_bucket: dict[str, str] = {}
         self._exhausted_until: dict[str, float] = {}
@@ -59,17 +63,31 @@ class RateLimits:
         return f"{method} " + re.sub(r"(?<=/)(\d{5,}|[a-zA-Z0-9_-]{30,})(?=/|$)", ":id", path)
 
     def before(self, method: str, path: str) -> None:
-        """Raise RateLimited if this request would exceed a known limit; otherwise count it."""
+        """Wait out a short limit, raise RateLimited for a long one; otherwise count the request."""
+        while True:
+            wait = self._admit(method, path)
+            if wait is None:
+                return
+            self.sleep(wait)
+
+    def _admit(self, method: str, path: str) -> float | None:
+        """None when the request may go now (and it is counted); else how long to wait (or RateLimited)."""
         now = self.clock()
         with self._lock:
             bucket = self._route_bucket.get(self.route(method, path))
             until = self._exhausted_until.get(bucket or "", 0)
             if until > now:
+                if until - now <= self.max_sleep_s:
+                    return until - now
                 raise RateLimited(until - now)
             self._recent = [t for t in self._recent if now - t < 1.0]
             if len(self._recent) >= self.GLOBAL_PER_SECOND:
-                raise RateLimited(1.0 - (now - self._recent[0]), is_global=True)
+                wait = 1.0 - (now - self._recent[0])
+                if wait <= self.max_sleep_s:
+                    return max(wait, 0.001)
+                raise RateLimited(wait, is_global=True)
             self._recent.append(now)
+            return None
 
     def after(self, method: str, path: str, headers) -> None:
         """Learn the bucket of a route and whether it is used up from the response headers."""

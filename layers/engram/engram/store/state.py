@@ -84,8 +84,33 @@ class StateStore:
                 keys.discord_pk(bot), StateItem.sk.startswith(keys.CONSENT_PREFIX), consistent_read=True)))
         return {i.sk.split("#", 1)[1] for i in found}
 
-    def give_consent(self, bot: str, user: str, at: int) -> None:
-        self._guard(lambda: StateItem(*keys.consent(bot, user), value=1, data={"consentedAt": at}).save())
+    def give_consent(self, bot: str, user: str, at: int, guilds: list[str] | None = None) -> None:
+        """Opt a user in; `guilds`: the servers they are a member of (what catch-up reads for them)."""
+        data = {"consentedAt": at, **({"guilds": sorted(guilds)} if guilds is not None else {})}
+        self._guard(lambda: StateItem(*keys.consent(bot, user), value=1, data=data).save())
+
+    def consenting_guilds(self, bot: str) -> set[str] | None:
+        """The servers some consenting user is a member of; None when a consent does not say (one given
+        before engram kept them): then every server is read."""
+        found = self._guard(lambda: list(StateItem.query(
+            keys.discord_pk(bot), StateItem.sk.startswith(keys.CONSENT_PREFIX), consistent_read=True)))
+        out: set[str] = set()
+        for item in found:
+            guilds = (item.data or {}).get("guilds")
+            if guilds is None:
+                return None
+            out.update(guilds)
+        return out
+
+    def add_consent_guild(self, bot: str, user: str, guild: str) -> None:
+        """A consenting user seen in a server their consent does not name yet (joined after opting in)."""
+        item = self._guard(lambda: _get(*keys.consent(bot, user)))
+        data = dict(item.data or {}) if item is not None else None
+        if data is None or "guilds" not in data or guild in data["guilds"]:
+            return
+        data["guilds"] = sorted({*data["guilds"], guild})
+        attempt(lambda: StateItem(*keys.consent(bot, user), value=1, data=data).save(
+            condition=StateItem.pk.exists()))  # a forget meanwhile wins: no consent is written back
 
     def backfill_run(self, bot: str, user: str) -> dict | None:
         """The user's latest backfill run: {"run", "left", "count", "channels", "issuedAt"}, or None."""
