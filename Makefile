@@ -7,9 +7,9 @@ SAM_VENV := .venv-sam
 # The local DynamoDB (dynalite on LevelDB), pinned in infra/dynamodb/package-lock.json.
 NODE_DEPS := infra/dynamodb/node_modules/.installed
 
-.PHONY: sam-local run test test-browser test-unit test-integration test-deploy lint-template bench bench-quick build deploy clean
+.PHONY: image test-container sam-local run test test-browser test-unit test-integration test-deploy lint-template bench bench-quick build deploy clean
 
-$(STAMP): requirements-dev.txt layers/engram/requirements.txt pyproject.toml
+$(STAMP): requirements-dev.txt requirements-local.txt requirements-embedder.txt layers/engram/requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# torch first and alone: the CPU wheel on disk, never a multi-GB CUDA build.
@@ -73,8 +73,20 @@ bench-quick: $(STAMP) $(NODE_DEPS)
 	$(PY) tests/bench/run.py --quick
 
 # env.json with this data dir's keys and freshly signed Discord events in .engram/ (README: sam local).
-sam-local: $(STAMP)
-	$(PY) -m infra.sam_local
+# Every function of the built template invoked through SAM's Runtime Interface Emulator in a locally built
+# look-alike of the Lambda Python 3.11 image, against make run's DynamoDB and SQS (started if not up).
+sam-local: $(STAMP) $(SAM_VENV)/.installed $(NODE_DEPS)
+	sh infra/image/lambda-base.sh
+	$(SAM_VENV)/bin/sam build >/dev/null
+	$(PY) -m infra.sam_local --invoke
+
+# The container image: EMBEDDER=local (engram:latest) or EMBEDDER=off (engram:lean); BASE=debian:bookworm-slim
+# where a registry can be pulled from (default: a Debian 12 base built here with debootstrap).
+image:
+	EMBEDDER=$(or $(EMBEDDER),local) BASE=$(BASE) sh infra/image/build.sh
+
+test-container: $(STAMP) $(SAM_VENV)/.installed $(NODE_DEPS)
+	$(PY) -m pytest -q tests/container
 
 build: $(SAM_VENV)/.installed
 	$(SAM_VENV)/bin/sam build

@@ -274,9 +274,29 @@ class LocalStack:
             self.local_dynamodb.stop()
 
 
+# Secrets a container may be given as files (Docker and compose secrets: NAME_FILE=/run/secrets/name)
+SECRET_NAMES = ("ENGRAM_API_KEY", "ENGRAM_PROXY_KEY", "UPSTREAMS", "DISCORD_BOT_TOKEN", "DISCORD_PUBLIC_KEY",
+                "ENGRAM_QDRANT_API_KEY", "ENGRAM_REMOTE_EMBEDDINGS_KEY", "EXTRACT_API_KEY", "LIBRECHAT_MONGO_URI")
+
+
+def secrets_from_files(environ=os.environ) -> list[str]:
+    """Set NAME from the file NAME_FILE names, for each secret given so and not set itself; returns the names."""
+    taken = []
+    for name in SECRET_NAMES:
+        path = environ.get(f"{name}_FILE")
+        if path and not environ.get(name):
+            try:
+                environ[name] = Path(path).read_text().strip()
+            except OSError as exc:
+                sys.exit(f"engram cannot start: {name}_FILE names {path}, which cannot be read ({exc.strerror})")
+            taken.append(name)
+    return taken
+
+
 def main() -> None:
-    """Run until Ctrl-C."""
+    """Run until Ctrl-C (or SIGTERM: a container's stop)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    secrets_from_files()
     stack = LocalStack(
         data_dir=Path(os.environ.get("ENGRAM_DATA_DIR", ".engram")),
         host=os.environ.get("ENGRAM_HOST", "127.0.0.1"),

@@ -1,0 +1,143 @@
+"""engram's container image as a LibreChat operator runs it: built by `make image`'s script, started with
+`docker run` (keys as files, state in a named volume, the host's network as these machines allow), driven
+as LibreChat drives it — the openai SDK through the proxy, an MCP client on /mcp, the page — then stopped
+(SIGTERM) and started again on the same volume with everything kept."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.local_process import free_port
+from tests.support import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE = os.environ.get("ENGRAM_TEST_IMAGE", "engram:lean")
+ADMIN, PROXY = "container-admin-key", "container-proxy-key"
+
+
+def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, check=check, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def image():
+    """The lean image (EMBEDDER=off), built from the locally made Debian base unless it is up to date."""
+    env = {**os.environ, "EMBEDDER": "off", "TAG": IMAGE}
+    built = subprocess.run(["sh", "infra/image/build.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400)
+    assert built.returncode == 0, built.stdout + built.stderr
+    return IMAGE
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    from tests.fake_upstream import FakeUpstream
+
+    fake = FakeUpstream().start()
+    yield fake
+    fake.stop()
+
+
+class Container:
+    """One engram container on the host network with its keys as files and its state in a volume."""
+
+    def __init__(self, image: str, upstream_url: str, secrets: Path):
+        self.image, self.secrets = image, secrets
+        self.volume = f"engram-test-{uuid.uuid4().hex[:8]}"
+        self.port, self.name = free_port(), f"engram-test-{uuid.uuid4().hex[:8]}"
+        (secrets / "admin").write_text(ADMIN + "\n")
+        (secrets / "proxy").write_text(PROXY + "\n")
+        (secrets / "upstreams").write_text(json.dumps([{"name": "fake", "baseUrl": upstream_url, "api": "openai", "apiKey": "sk-up"}]))
+        os.chmod(secrets, 0o755)
+        for f in secrets.iterdir():
+            os.chmod(f, 0o644)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def run(self) -> "Container":
+        docker("run", "-d", "--name", self.name, "--network", "host", "--health-interval", "2s", "--health-start-period", "60s",
+               "-v", f"{self.volume}:/data", "-v", f"{self.secrets}:/run/secrets:ro",
+               "-e", f"ENGRAM_PORT={self.port}", "-e", f"ENGRAM_DYNAMODB_PORT={free_port()}", "-e", f"ENGRAM_SQS_PORT={free_port()}",
+               "-e", "ENGRAM_API_KEY_FILE=/run/secrets/admin", "-e", "ENGRAM_PROXY_KEY_FILE=/run/secrets/proxy",
+               "-e", "UPSTREAMS_FILE=/run/secrets/upstreams", "-e", "MEMORY_WRITE_MODE=explicit", self.image)
+        self.wait()
+        return self
+
+    def wait(self) -> None:
+        def up():
+            try:
+                return httpx.get(f"{self.url}/livez", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+        assert wait_until(up, timeout_s=120, every_s=0.5), self.logs()
+
+    def health(self) -> str:
+        return docker("inspect", "-f", "{{ .State.Health.Status }}", self.name).stdout.strip()
+
+    def logs(self) -> str:
+        done = docker("logs", self.name, check=False)
+        return done.stdout + done.stderr
+
+    def remove(self) -> None:
+        docker("rm", "-f", self.name, check=False)
+        docker("volume", "rm", "-f", self.volume, check=False)
+
+
+@pytest.fixture
+def container(image, upstream, tmp_path):
+    c = Container(image, upstream.url, tmp_path)
+    yield c
+    c.remove()
+
+
+def test_the_image_runs_as_librechat_uses_it_and_keeps_its_volume(container, upstream):
+    import openai
+
+    container.run()
+    assert wait_until(lambda: container.health() == "healthy", timeout_s=60), container.health()
+    assert docker("exec", container.name, "id", "-u").stdout.strip() != "0"  # not root
+    headers = {"x-librechat-user-id": "erin", "x-librechat-conversation-id": "conv-1"}
+    client = openai.OpenAI(base_url=f"{container.url}/fake/v1", api_key=PROXY, default_headers=headers)
+    said = client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "Remember that my cat is called Miso."}])
+    assert said.choices[0].message.content
+    api = httpx.Client(base_url=container.url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30)
+    assert wait_until(lambda: any("Miso" in m["text"] for m in api.get("/v1/bots/librechat/memories", params={"userId": "erin"}).json()["memories"]))
+    reply = client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "What is my cat called?"}])
+    assert reply.choices[0].message.content
+    told = json.dumps(upstream.chats()[-1]["json"]["messages"])
+    assert "Miso" in told  # recalled before the turn, by words: the lean image embeds nothing
+    assert "Miso" in _mcp_search(container.url, "cat")
+    page = httpx.get(f"{container.url}/", timeout=10)
+    assert page.status_code == 200 and "<html" in page.text.lower()
+    assert httpx.get(f"{container.url}/v1/bots", headers={"Authorization": "Bearer wrong"}).status_code == 401
+
+    docker("stop", "-t", "30", container.name)  # SIGTERM: a clean stop
+    assert "stopped; every write is on disk." in container.logs()
+    docker("start", container.name)
+    container.wait()
+    kept = api.get("/v1/bots/librechat/memories", params={"userId": "erin"}).json()["memories"]
+    assert [m["text"] for m in kept if "Miso" in m["text"]]
+    assert "Miso" in _mcp_search(container.url, "cat")
+
+
+def _mcp_search(url: str, query: str) -> str:
+    import anyio
+    import httpx2
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def run():
+        hdrs = {"Authorization": f"Bearer {PROXY}", "x-librechat-user-id": "erin", "x-librechat-conversation-id": "conv-1"}
+        async with httpx2.AsyncClient(headers=hdrs, timeout=30) as http:
+            async with streamable_http_client(f"{url}/mcp", http_client=http) as (read, write, *_):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    found = await session.call_tool("search_memory", {"query": query, "limit": 3})
+                    return found.content[0].text
+
+    return anyio.run(run)
