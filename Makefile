@@ -31,7 +31,7 @@ run: $(STAMP) $(NODE_DEPS)
 
 test: $(STAMP) $(SAM_VENV)/.installed $(NODE_DEPS)
 	@sh infra/install-chromium.sh
-	$(PY) -m pytest -q tests/unit tests/integration tests/deploy tests/browser
+	$(PY) -m pytest -q tests/unit tests/integration tests/deploy tests/browser tests/container
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit

@@ -21,10 +21,11 @@ if [ "$EMBEDDER" = local ] && ls /opt/wheels/torch-2.13.0+cpu-*.whl >/dev/null 2
   TORCH_INDEX=  # the CPU wheel is on this machine's disk
 fi
 BASE_ID=$(docker image inspect -f '{{ .Id }}' "$BASE" 2>/dev/null || echo "$BASE")
-HASH=$( { git ls-files -s Dockerfile .dockerignore pyproject.toml requirements-local.txt requirements-embedder.txt \
-          template.yaml layers/engram functions infra; echo "$EMBEDDER $TORCH_INDEX $BASE_ID"; } | sha256sum | cut -c1-16)
-if [ -z "$(git status --porcelain -- Dockerfile layers/engram functions infra template.yaml 2>/dev/null)" ] && \
-   [ "$(docker image inspect -f '{{ index .Config.Labels "engram.inputs" }}' "$TAG" 2>/dev/null)" = "$HASH" ]; then
+HASH=$( { git ls-files -z Dockerfile .dockerignore pyproject.toml requirements-local.txt requirements-embedder.txt \
+          template.yaml layers/engram functions infra | xargs -0 sha256sum; echo "$EMBEDDER $TORCH_INDEX $BASE_ID"; } \
+        | sha256sum | cut -c1-16)
+if [ "$(docker image inspect -f '{{ index .Config.Labels "engram.inputs" }}' "$TAG" 2>/dev/null)" = "$HASH" ]; then
+  rm -rf image-wheels image-certs
   echo "image $TAG is up to date"
   exit 0
 fi
