@@ -4,6 +4,7 @@ history, a 429 on first touch of one channel, interaction webhooks and DMs; reco
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timezone
 
 from fastapi import FastAPI, Request
@@ -32,6 +33,12 @@ class FakeDiscord(ServedApp):
         self.requests: list[str] = []  # every request, "GET /channels/c11/messages"
         self.routes: list[str] = []  # and its route, "GET /channels/{channel}/messages" (counted by the bench)
         self.rate_limited_once = {"c21"}
+        # topics/rate-limits.mdx: per-route buckets (a channel's messages are one, keyed by the channel: a
+        # "major parameter"), told in X-RateLimit-Limit/-Remaining/-Reset-After/-Bucket on every answer; a
+        # request past a used-up bucket gets 429 with retry_after
+        self.bucket_limit, self.bucket_window_s = 1000, 1.0
+        self.bucket_hits: dict[str, list[float]] = {}
+        self.too_many = 0  # 429s a client earned by ignoring the headers
         # The Message Content intent (developers/events/gateway.mdx, "Message Content Intent"): privileged and
         # off until the operator turns it on; without it REST messages come back with empty content,
         # attachments and embeds, except the app's own, DMs with it and messages that mention it
@@ -127,6 +134,20 @@ class FakeDiscord(ServedApp):
                     out.add(m["id"])
         return out
 
+    def _bucket(self, channel: str, remaining: int, reset_after: float) -> dict:
+        return {"x-ratelimit-limit": str(self.bucket_limit), "x-ratelimit-remaining": str(max(remaining, 0)),
+                "x-ratelimit-reset-after": f"{max(reset_after, 0):.3f}", "x-ratelimit-bucket": f"messages-{channel}"}
+
+    @staticmethod
+    def _page(items: list[dict], before: str | None, after: str | None, limit: int) -> list[dict]:
+        """Get Channel Messages: newest first; `after` gives the oldest `limit` after that id, newest first."""
+        if before:
+            items = [m for m in items if int(m["id"]) < int(before)]
+        if after:
+            items = [m for m in items if int(m["id"]) > int(after)]
+            return list(reversed(items[:limit]))
+        return list(reversed(items[-limit:])) if items else []
+
     def _routes(self):
         app = self.app
 
@@ -212,16 +233,22 @@ class FakeDiscord(ServedApp):
                 return JSONResponse({"message": "Missing Access", "code": 50001}, status_code=403)
             if channel in self.no_history:
                 return []
+            now = time.monotonic()
+            hits = [t for t in self.bucket_hits.get(channel, []) if now - t < self.bucket_window_s]
+            if len(hits) >= self.bucket_limit:
+                self.too_many += 1
+                wait = self.bucket_window_s - (now - hits[0])
+                return JSONResponse({"message": "You are being rate limited.", "retry_after": round(wait, 3), "global": False},
+                                    status_code=429, headers=self._bucket(channel, 0, wait))
+            hits.append(now)
+            self.bucket_hits[channel] = hits
+            limits = self._bucket(channel, self.bucket_limit - len(hits), self.bucket_window_s - (now - hits[0]))
             if channel in self.rate_limited_once:
                 self.rate_limited_once.discard(channel)
                 return JSONResponse({"message": "You are being rate limited.", "retry_after": 0.2, "global": False}, status_code=429)
             items = self.history.get(channel, [])
-            if before:
-                items = [m for m in items if int(m["id"]) < int(before)]
-            if after:
-                items = [m for m in items if int(m["id"]) > int(after)]
-                return [as_seen(m) for m in reversed(items[:limit])]
-            return [as_seen(m) for m in reversed(items[-limit:])] if items else []
+            page = self._page(items, before, after, limit)
+            return JSONResponse([as_seen(m) for m in page], headers=limits)
 
         @app.patch("/webhooks/{app_id}/{token}/messages/@original")
         async def edit(app_id: str, token: str, request: Request):

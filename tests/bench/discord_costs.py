@@ -119,12 +119,12 @@ def bench_discord_costs(embedder, guilds: int = GUILDS, member_of: int = MEMBER_
         run("opt-in (remember + backfill)", DiscordJob(action="remember", user=ALICE, token="bench", issued_at=now_ms()))
         run("catch-up tick, nothing new", DiscordJob(action="catchup"))
 
-        def activity():  # ten channels get a message from the user, written just now
-            for i in range(10):
+        def activity():  # one channel of each of the user's servers gets a message from them, written just now
+            for i in range(member_of):
                 fake.add(f"g{i}c0", {"id": ALICE, "username": "alice"}, f"news {i}",
                          timestamp=datetime.now(timezone.utc).isoformat())
 
-        run("catch-up tick, 10 channels with a new message", DiscordJob(action="catchup"), before=activity)
+        run(f"catch-up tick, {member_of} channels with a new message", DiscordJob(action="catchup"), before=activity)
         run("catch-up tick after that (windows re-read)", DiscordJob(action="catchup"))
         return out
     finally:

@@ -297,3 +297,12 @@ def test_a_backfill_reads_only_the_guilds_the_user_is_in(stack, discord):
     joined = discord.add("c21", {"id": ALICE, "username": "alice"}, "alice now sails in Beta")
     tick(stack)
     assert wait_until(lambda: joined["id"] in stored_ids(stack, ALICE), timeout_s=20)
+
+
+def test_a_backfill_keeps_to_the_rate_limit_buckets_discord_announces(stack, discord):
+    """topics/rate-limits.mdx: every answer says how much of its bucket is left and when it resets; a
+    client that reads the headers never earns a 429 (each one counts toward the invalid-request ban)."""
+    discord.bucket_limit, discord.bucket_window_s = 2, 1.0
+    remembered(stack, discord)
+    assert discord.history_reads.count("c11") >= 3  # three pages of one bucket: it had to wait for a reset
+    assert discord.too_many == 0
