@@ -22,9 +22,10 @@ class Ask:
     def ask(self, job: DiscordJob) -> None:
         """Answer with memory: recent channel messages as rolling context, the top-K memories of the
         same server as one system message (full stored JSON), the answer posted and stored."""
-        consented = self.consented(job.user)
-        if consented and job.guild:  # a server joined after opting in is read from the first /ask there
-            self.state.add_consent_guild(self.bot, job.user, job.guild)
+        consent = self.state.consent(self.bot, job.user)
+        consented = consent is not None
+        if consented and job.guild and job.guild not in consent.get("guilds", [job.guild]):
+            self.state.add_consent_guild(self.bot, job.user, job.guild)  # a server joined after opting in
         try:
             self.catch_up([(job.guild, job.channel)])
         except (RateLimited, DiscordError) as exc:

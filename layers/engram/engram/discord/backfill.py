@@ -102,18 +102,15 @@ class Backfill:
         if not state.get("done"):
             for _ in range(self.settings.pages_per_job):
                 try:
-                    page = self.client.messages(job.channel, before=state.get("before"))
+                    page = self.read_page(job.channel, before=state.get("before"))
                 except RateLimited as limited:  # delay this job on the queue; nothing is lost
                     self.state.save_cursor(self.bot, job.user, job.channel, state)
                     self.queue.send(job, delay_s=int(limited.retry_after) + 1)
                     self._count(job, stored, finished=False)
                     return
-                except DiscordError as exc:
-                    if exc.status in (403, 404):  # no access: that channel is done, and skipped for a while
-                        self.unreadable_now(job.channel, f"Discord answered {exc.status}")
-                        state["done"] = True
-                        break
-                    raise
+                if page is None:  # no access: that channel is done, and skipped for a while
+                    state["done"] = True
+                    break
                 if not page and state.get("before") is None and job.last_message_id:
                     # 200 [] for a channel that has messages: Read Message History is missing
                     self.unreadable_now(job.channel, "no Read Message History (an empty history of a channel with messages)")

@@ -7,7 +7,7 @@ import logging
 
 from ..jobs import DiscordJob
 from ..store import now_ms
-from .rest import DiscordError, RateLimited
+from .rest import RateLimited
 from .window import WINDOW_DAYS
 
 log = logging.getLogger(__name__)
@@ -71,12 +71,8 @@ class CatchUp:
         stored = 0
         for guild, channel in channels:
             newest = self.state.channel_newest(self.bot, channel)
-            try:
-                page = self.client.messages(channel, limit=PAGE)
-            except DiscordError as exc:
-                if exc.status not in (403, 404):
-                    raise
-                self.unreadable_now(channel, f"Discord answered {exc.status}")
+            page = self.read_page(channel, limit=PAGE)
+            if page is None:
                 continue
             if recheck:
                 self.state.readable_again(self.bot, channel)
@@ -103,12 +99,8 @@ class CatchUp:
             return 0
         before, stored = job.before, 0
         for _ in range(self.settings.pages_per_job):
-            try:
-                page = self.client.messages(job.channel, before=before, limit=PAGE)
-            except DiscordError as exc:
-                if exc.status not in (403, 404):
-                    raise
-                self.unreadable_now(job.channel, f"Discord answered {exc.status}")
+            page = self.read_page(job.channel, before=before, limit=PAGE)
+            if page is None:
                 return stored
             older = [m for m in page if job.until is None or int(m["id"]) > int(job.until)]
             stored += self.store_messages(job.guild, job.channel, older, users, origin=job.issued_at or None,

@@ -157,6 +157,17 @@ class DiscordMemory(Backfill, CatchUp, Window, Export, Ask):
         due = [(g, c) for g, c in channels if c in marked and marked[c]["retryAt"] <= now_s]
         return fresh, due, len(channels) - len(fresh) - len(due)
 
+    def read_page(self, channel: str, **params) -> list[dict] | None:
+        """A page of a channel's history, or None when Discord refuses it (403, 404): then the channel is
+        marked unreadable, to be skipped, never failed (a failure would retry it into the DLQ every tick)."""
+        try:
+            return self.client.messages(channel, **params)
+        except DiscordError as exc:
+            if exc.status not in (403, 404):
+                raise
+            self.unreadable_now(channel, f"Discord answered {exc.status}")
+            return None
+
     def unreadable_now(self, channel: str, reason: str) -> None:
         """Mark a channel unreadable, to be tried again in UNREADABLE_RETRY_S."""
         log.info("channel %s cannot be read (%s): skipped for an hour", channel, reason)
@@ -195,7 +206,8 @@ class DiscordMemory(Backfill, CatchUp, Window, Export, Ask):
         origin = checked_at if origin is None else min(origin, checked_at)
         fresh = []
         _, created = self.service.add_messages(self.bot, batch, origin=origin, stored_tails=not backfill, fresh_out=fresh)
-        self.note_stored(channel, page, fresh)
+        by_id = {m["id"]: m for m in page}
+        self.note_stored(channel, [(by_id[f.source_id], f.id) for f in fresh if f.source_id in by_id])
         return created
 
     def _notice_missing_content(self, page: list[dict]) -> None:

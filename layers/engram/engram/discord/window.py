@@ -23,18 +23,17 @@ def timestamp_ms(timestamp: str | None) -> int | None:
 class Window:
     """apply_window and note_stored, for DiscordMemory."""
 
-    def note_stored(self, channel: str, page: list[dict], memories) -> None:
-        """Watch the messages just stored from a channel while they are young enough for the window."""
-        by_id = {m["id"]: m for m in page}
+    def note_stored(self, channel: str, stored: list[tuple[dict, int]]) -> None:
+        """Watch messages just stored (or edited) from a channel, (message, record id), while they are young
+        enough for the window."""
         horizon = now_ms() - WINDOW_DAYS * 86_400_000
         entries, newest = [], 0
-        for memory in memories:
-            message = by_id.get(memory.source_id)
-            sent = timestamp_ms((message or {}).get("timestamp")) or 0
-            if message is None or sent <= horizon:
+        for message, memory_id in stored:
+            sent = timestamp_ms(message.get("timestamp")) or 0
+            if sent <= horizon:
                 continue
             expires = (sent + WINDOW_DAYS * 86_400_000) // 1000
-            entries.append((message["id"], int(memory.id), message.get("edited_timestamp") or "", expires))
+            entries.append((message["id"], int(memory_id), message.get("edited_timestamp") or "", expires))
             newest = max(newest, sent)
         if entries:
             self.state.note_recent(self.bot, channel, entries, newest)
@@ -74,7 +73,7 @@ class Window:
                 done.append(message_id)
         self.state.drop_recent(self.bot, channel, done)
         if renoted:
-            self.note_stored(channel, renoted, [_Stored(m["id"], watched[m["id"]][0]) for m in renoted])
+            self.note_stored(channel, [(m, watched[m["id"]][0]) for m in renoted])
         if edited or deleted:
             log.info("window of %s: %d edited, %d deleted", channel, edited, deleted)
         return edited, deleted
@@ -89,9 +88,3 @@ class Window:
         edited = self.service.edit_message(self.bot, memory_id, text, self._content(guild, channel, message))
         return edited is not None
 
-
-class _Stored:
-    """The two fields note_stored reads of a memory."""
-
-    def __init__(self, source_id: str, memory_id: int):
-        self.source_id, self.id = source_id, memory_id

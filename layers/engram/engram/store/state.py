@@ -178,10 +178,6 @@ class StateStore:
             out.update({i.sk: dict(i.data or {}) for i in items})
         return out
 
-    def channels_newest(self, bot: str, channels: list[str]) -> dict[str, str]:
-        """The newest message id seen in each of these channels (unseen ones left out)."""
-        return {c: d["newest"] for c, d in self.channels_seen(bot, channels).items() if d.get("newest")}
-
     def see_channel(self, bot: str, channel: str, **changes) -> None:
         """Merge what was just learnt of a channel (newest never moves back, storedAt never either)."""
         # One small item per channel, written by that channel's catch-up job; a lost race costs one re-read
