@@ -1,7 +1,9 @@
 #!/bin/sh
-# A Docker engine for `make image` and the container test. When none answers, one is started as these VMs
-# allow (no iptables, no bridge: containers use the host's network; vfs storage), after installing
-# Debian's docker.io when it is missing and we are root with apt-get.
+# A Docker engine for `make image`, the container test and `make sam-local`. When none answers, one is
+# started as these VMs allow (no iptables: the default bridge works host<->container, with no NAT to the
+# outside; overlay2 storage, else vfs), after installing Debian's docker.io when it is missing and we are
+# root with apt-get. The default bridge stays on: `sam local` creates its containers on it (with
+# --bridge=none they get no interface at all, even after `docker network connect`).
 set -e
 docker info >/dev/null 2>&1 && exit 0
 if [ "$(id -u)" != 0 ]; then
@@ -19,8 +21,8 @@ if ! command -v dockerd >/dev/null 2>&1; then
 fi
 # overlay2 where the kernel mounts overlayfs (each build step a thin layer), else vfs (each step a full copy)
 for driver in overlay2 vfs; do
-  echo "starting dockerd (--iptables=false --bridge=none --storage-driver=$driver; log: /tmp/engram-dockerd.log)"
-  nohup dockerd --iptables=false --bridge=none --storage-driver=$driver >/tmp/engram-dockerd.log 2>&1 &
+  echo "starting dockerd (--iptables=false --storage-driver=$driver; log: /tmp/engram-dockerd.log)"
+  nohup dockerd --iptables=false --storage-driver=$driver >/tmp/engram-dockerd.log 2>&1 &
   pid=$!
   for _ in $(seq 1 60); do
     docker info >/dev/null 2>&1 && exit 0

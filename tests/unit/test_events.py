@@ -72,3 +72,14 @@ def test_discord_events_verify_once_signed_for_sam_local(tmp_path):
         unsigned = load(name)["headers"]["x-signature-ed25519"]
         assert not verify_request(env["DISCORD_PUBLIC_KEY"], unsigned, headers["x-signature-timestamp"], event["body"].encode(),
                                   max_age_s=300)
+
+
+def test_sam_local_events_carry_this_data_dirs_keys_and_a_new_interaction_each_time(tmp_path):
+    (tmp_path / "api-key").write_text("local-admin")
+    (tmp_path / "proxy-key").write_text("local-proxy")
+    first = json.loads((prepare(tmp_path) / "discord-memory-status.json").read_text())
+    assert json.loads((tmp_path / "events" / "apigw-http-add-memory.json").read_text())["headers"]["authorization"] == "Bearer local-admin"
+    assert json.loads((tmp_path / "events" / "apigw-http-proxy-turn.json").read_text())["headers"]["authorization"] == "Bearer local-proxy"
+    second = json.loads((prepare(tmp_path) / "discord-memory-status.json").read_text())
+    # the function refuses an interaction id it has handled (a replay): each run is a new one
+    assert json.loads(first["body"])["id"] != json.loads(second["body"])["id"]
