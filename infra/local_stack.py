@@ -293,6 +293,15 @@ def secrets_from_files(environ=os.environ) -> list[str]:
     return taken
 
 
+def _shown(key: str | None, variable: str, generated: Path) -> str:
+    """A key as the start-up banner shows it: itself on a terminal; elsewhere (a container's log, a file a
+    log shipper reads) only where it is, since a log is no place for a secret."""
+    if sys.stdout.isatty():
+        return key or "(none)"
+    where = f"from {variable}" if os.environ.get(variable) else f"in {generated.resolve()}"
+    return f"{where} (not printed: the output is not a terminal)"
+
+
 def main() -> None:
     """Run until Ctrl-C (or SIGTERM: a container's stop)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -318,8 +327,10 @@ def main() -> None:
         stack.stop()
         sys.exit(f"engram cannot start: {exc}")
     print(f"engram is listening on {stack.url}", flush=True)
-    print(f"admin key (Memory API, ENGRAM_API_KEY): {stack.settings.api_key}", flush=True)
-    print(f"proxy key (LibreChat endpoints and /mcp, ENGRAM_PROXY_KEY): {stack.proxy.settings.proxy_key}", flush=True)
+    admin = _shown(stack.settings.api_key, "ENGRAM_API_KEY", stack.data_dir / "api-key")
+    proxy = _shown(stack.proxy.settings.proxy_key, "ENGRAM_PROXY_KEY", stack.data_dir / "proxy-key")
+    print(f"admin key (Memory API, ENGRAM_API_KEY): {admin}", flush=True)
+    print(f"proxy key (LibreChat endpoints and /mcp, ENGRAM_PROXY_KEY): {proxy}", flush=True)
     print(f"state: {stack.data_dir.resolve()}  (Ctrl-C to stop)", flush=True)
     done.wait()
     print("stopping...", flush=True)

@@ -7,41 +7,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import uuid
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.container.conftest import docker
 from tests.local_process import free_port
 from tests.support import wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
-IMAGE = os.environ.get("ENGRAM_TEST_IMAGE", "engram:lean")
 ADMIN, PROXY = "container-admin-key", "container-proxy-key"
-
-
-def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, check=check, timeout=timeout)
-
-
-@pytest.fixture(scope="module")
-def image():
-    """The lean image (EMBEDDER=off), built from the locally made Debian base unless it is up to date."""
-    env = {**os.environ, "EMBEDDER": "off", "TAG": IMAGE}
-    built = subprocess.run(["sh", "infra/image/build.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400)
-    assert built.returncode == 0, built.stdout + built.stderr
-    return IMAGE
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    from tests.fake_upstream import FakeUpstream
-
-    fake = FakeUpstream().start()
-    yield fake
-    fake.stop()
 
 
 class Container:
@@ -59,7 +35,7 @@ class Container:
             os.chmod(f, 0o644)
         self.url = f"http://127.0.0.1:{self.port}"
 
-    def run(self) -> "Container":
+    def run(self) -> Container:
         docker("run", "-d", "--name", self.name, "--network", "host", "--health-interval", "2s", "--health-start-period", "60s",
                "-v", f"{self.volume}:/data", "-v", f"{self.secrets}:/run/secrets:ro",
                "-e", f"ENGRAM_PORT={self.port}", "-e", f"ENGRAM_DYNAMODB_PORT={free_port()}", "-e", f"ENGRAM_SQS_PORT={free_port()}",
@@ -118,6 +94,7 @@ def test_the_image_runs_as_librechat_uses_it_and_keeps_its_volume(container, ups
 
     docker("stop", "-t", "30", container.name)  # SIGTERM: a clean stop
     assert "stopped; every write is on disk." in container.logs()
+    assert ADMIN not in container.logs() and PROXY not in container.logs()  # a container's log holds no key
     docker("start", container.name)
     container.wait()
     kept = api.get("/v1/bots/librechat/memories", params={"userId": "erin"}).json()["memories"]

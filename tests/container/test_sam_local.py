@@ -9,8 +9,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from infra.sam_local import INVOCATIONS, SKIPPED
 from infra.aws_template import load_template
+from infra.sam_local import INVOCATIONS, SKIPPED
 
 ROOT = Path(__file__).resolve().parents[2]
 
