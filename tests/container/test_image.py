@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import uuid
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.container.conftest import docker
+from tests.container.conftest import ROOT, docker
 from tests.local_process import free_port
 from tests.support import wait_until
 
@@ -118,3 +119,29 @@ def _mcp_search(url: str, query: str) -> str:
                     return found.content[0].text
 
     return anyio.run(run)
+
+
+@pytest.fixture(scope="module")
+def full_image():
+    """engram:latest, the local embedder bundled (torch on CPU, the model in the image: nothing downloaded)."""
+    env = {**os.environ, "EMBEDDER": "local", "TAG": "engram:latest"}
+    built = subprocess.run(["sh", "infra/image/build.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400,
+                           check=False)
+    assert built.returncode == 0, built.stdout + built.stderr
+    return "engram:latest"
+
+
+def test_the_full_image_embeds_inside_the_container_and_searches_by_meaning(full_image, upstream, tmp_path):
+    container = Container(full_image, upstream.url, tmp_path)
+    try:
+        container.run()
+        api = httpx.Client(base_url=container.url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=60)
+        assert wait_until(lambda: api.get("/healthz").json().get("embedderWarm"), timeout_s=180, every_s=1), container.logs()
+        for text in ("The boat is called Marlin.", "The garden has three rowan trees.", "Lena plays the oboe."):
+            assert api.post("/v1/bots/meaning/memories", json={"text": text}).status_code == 201
+        # no word is shared with the memory: only its vector can find it
+        found = api.get("/v1/bots/meaning/memories", params={"query": "musical instrument", "limit": 1})
+        assert found.headers["x-engram-search"] == "words+meaning"
+        assert [m["text"] for m in found.json()["memories"]] == ["Lena plays the oboe."]
+    finally:
+        container.remove()
