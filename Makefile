@@ -94,5 +94,8 @@ build: $(SAM_VENV)/.installed
 deploy: build
 	$(SAM_VENV)/bin/sam deploy --guided
 
+# The venvs, SAM's build, and earlier builds of engram's images (untagged: the classic builder's cache)
+# where a Docker engine answers.
 clean:
 	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) .aws-sam infra/dynamodb/node_modules
+	! docker info >/dev/null 2>&1 || docker image prune -f --filter label=engram.inputs
