@@ -77,7 +77,7 @@ bench-quick: $(STAMP) $(NODE_DEPS)
 # look-alike of the Lambda Python 3.11 image, against make run's DynamoDB and SQS (started if not up).
 sam-local: $(STAMP) $(SAM_VENV)/.installed $(NODE_DEPS)
 	sh infra/image/lambda-base.sh
-	$(SAM_VENV)/bin/sam build >/dev/null
+	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam build >/dev/null
 	$(PY) -m infra.sam_local --invoke
 
 # The container image: EMBEDDER=local (engram:latest) or EMBEDDER=off (engram:lean); BASE=debian:bookworm-slim

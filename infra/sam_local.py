@@ -174,6 +174,8 @@ def forward(listen_host: str, ports: dict[int, int], target_host: str = "127.0.0
 
 
 QDRANT_PORT = 6333
+# no usage reports to AWS from a local run (they cannot be sent here anyway: each one waits on a failed lookup)
+SAM_ENV = {**os.environ, "SAM_CLI_TELEMETRY": "0"}
 
 
 class Session:
@@ -223,7 +225,7 @@ def invoke_all(data_dir: Path, sam: str, template: Path, only: set[str] | None =
             done = subprocess.run(
                 [sam, "local", "invoke", function, "-t", str(template), "-e", str(session.events / event),
                  "--env-vars", str(session.env_file), "--skip-pull-image"],
-                check=False, capture_output=True, text=True, timeout=600)
+                check=False, capture_output=True, text=True, timeout=600, env=SAM_ENV)
             answer = _answer(done.stdout)
             passed = done.returncode == 0 and bool(answer) and bool(ok(answer))
             results.append((function, event, passed, round(time.monotonic() - started, 1),
@@ -256,7 +258,7 @@ def start_api_checks(session: Session, sam: str, template: Path) -> list[tuple[s
     with open(log, "w") as out:
         proc = subprocess.Popen([sam, "local", "start-api", "-t", str(template), "--env-vars", str(session.env_file),
                                  "--skip-pull-image", "-p", str(port), "--warm-containers", "LAZY"],
-                                stdout=out, stderr=subprocess.STDOUT)
+                                stdout=out, stderr=subprocess.STDOUT, env=SAM_ENV)
     results = []
     api_key = json.loads(session.env_file.read_text())["Parameters"]["ENGRAM_API_KEY"]
     admin = {"authorization": f"Bearer {api_key}"}
