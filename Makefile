@@ -74,7 +74,8 @@ bench-quick: $(STAMP) $(NODE_DEPS)
 
 # env.json with this data dir's keys and freshly signed Discord events in .engram/ (README: sam local).
 # Every function of the built template invoked through SAM's Runtime Interface Emulator in a locally built
-# look-alike of the Lambda Python 3.11 image, against make run's DynamoDB and SQS (started if not up).
+# look-alike of the Lambda Python 3.11 image, against make run's DynamoDB and SQS (started if not up) and a
+# Qdrant for the run, on Docker's default bridge; then `sam local start-api`. Each answer is checked.
 sam-local: $(STAMP) $(SAM_VENV)/.installed $(NODE_DEPS)
 	sh infra/image/lambda-base.sh
 	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam build >/dev/null
