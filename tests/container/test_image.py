@@ -104,21 +104,11 @@ def test_the_image_runs_as_librechat_uses_it_and_keeps_its_volume(container, ups
 
 
 def _mcp_search(url: str, query: str) -> str:
-    import anyio
-    import httpx2
-    from mcp.client.session import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
+    """What an MCP client (LibreChat's) finds on /mcp: the same client the compose test's stand-in runs."""
+    from tests.container.compose_probe import search
 
-    async def run():
-        hdrs = {"Authorization": f"Bearer {PROXY}", "x-librechat-user-id": "erin", "x-librechat-conversation-id": "conv-1"}
-        async with httpx2.AsyncClient(headers=hdrs, timeout=30) as http:
-            async with streamable_http_client(f"{url}/mcp", http_client=http) as (read, write, *_):
-                async with ClientSession(read, write) as session:
-                    await session.initialize()
-                    found = await session.call_tool("search_memory", {"query": query, "limit": 3})
-                    return found.content[0].text
-
-    return anyio.run(run)
+    headers = {"Authorization": f"Bearer {PROXY}", "x-librechat-user-id": "erin", "x-librechat-conversation-id": "conv-1"}
+    return search({"url": f"{url}/mcp", "headers": headers}, query)
 
 
 @pytest.fixture(scope="module")
