@@ -75,9 +75,14 @@ def create_queues(sqs_client, prefix: str, visibility_s: int | None = None) -> d
         if "RedrivePolicy" in props:
             target = props["RedrivePolicy"]["deadLetterTargetArn"]["GetAtt"].split(".")[0]
             attributes["RedrivePolicy"] = json.dumps(
-                {"deadLetterTargetArn": arns[target], "maxReceiveCount": str(props["RedrivePolicy"]["maxReceiveCount"])}
+                {
+                    "deadLetterTargetArn": arns[target],
+                    "maxReceiveCount": str(props["RedrivePolicy"]["maxReceiveCount"]),
+                }
             )
         url = sqs_client.create_queue(QueueName=f"{prefix}-{logical_id}", Attributes=attributes)["QueueUrl"]
         urls[logical_id] = url
-        arns[logical_id] = sqs_client.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        arns[logical_id] = sqs_client.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
     return urls

@@ -36,7 +36,9 @@ def node_binary() -> str:
     version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
     major = int(version.lstrip("v").split(".")[0] or 0)
     if major < MIN_NODE:
-        raise NodeMissing(f"the local DynamoDB (dynalite) needs Node.js {MIN_NODE} or newer; this is {version}")
+        raise NodeMissing(
+            f"the local DynamoDB (dynalite) needs Node.js {MIN_NODE} or newer; this is {version}"
+        )
     return node
 
 
@@ -61,7 +63,7 @@ class LocalDynamoDB:
         self.process: subprocess.Popen | None = None
         self.endpoint = ""
 
-    def start(self, timeout_s: float = 20.0) -> "LocalDynamoDB":
+    def start(self, timeout_s: float = 20.0) -> LocalDynamoDB:
         """Start dynalite and wait until it answers; a previous server still letting go of the LevelDB
         lock (its parent was just killed) is waited out."""
         ensure_installed()
@@ -71,12 +73,17 @@ class LocalDynamoDB:
         while True:
             self.process = subprocess.Popen(
                 [node, str(HERE / "serve.js"), str(self.path), self.host, str(self.port)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
             )
             line = self.process.stdout.readline()
             if line.startswith("{"):
                 self.endpoint = f"http://{self.host}:{json.loads(line)['port']}"
-                threading.Thread(target=self._drain, args=(self.process,), name="dynalite-log", daemon=True).start()
+                threading.Thread(
+                    target=self._drain, args=(self.process,), name="dynalite-log", daemon=True
+                ).start()
                 if self._answers(deadline):
                     return self
             failed = self.process

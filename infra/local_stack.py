@@ -96,7 +96,7 @@ class LocalStack:
     def _api_key(self) -> str:
         return self.api_key or self._key_file("api-key")
 
-    def start(self) -> "LocalStack":
+    def start(self) -> LocalStack:
         """Start every part; returns when the API answers."""
         import boto3
         import uvicorn
@@ -107,8 +107,8 @@ class LocalStack:
         from engram.engine import build_engine, set_engine
         from infra.aws_template import create_queues, create_tables
         from infra.local_dynamodb import LocalDynamoDB
-        from infra.queue_journal import JournaledSqs, QueueJournal
         from infra.poller import SqsPoller, load_function_handler
+        from infra.queue_journal import JournaledSqs, QueueJournal
 
         self.data_dir.mkdir(parents=True, exist_ok=True)
         for name, value in (("AWS_ACCESS_KEY_ID", "local"), ("AWS_SECRET_ACCESS_KEY", "local")):
@@ -126,19 +126,25 @@ class LocalStack:
 
         httpx.post(f"{moto_endpoint}/moto-api/reset").raise_for_status()
         region = "us-east-1"
-        self.dynamodb = boto3.client("dynamodb", endpoint_url=self.local_dynamodb.endpoint, region_name=region)
+        self.dynamodb = boto3.client(
+            "dynamodb", endpoint_url=self.local_dynamodb.endpoint, region_name=region
+        )
         tables = {"MemoriesTable": "engram-memories", "StateTable": "engram-state"}
         create_tables(self.dynamodb, tables)
         migrated = migrate_pickled_state(self.data_dir, moto_endpoint, self.dynamodb)
         if migrated:
             log.info("moved %d items from aws-state.pickle into the local DynamoDB", migrated)
         self.journal = QueueJournal(self.data_dir / "queue-journal.sqlite")
-        self.sqs = JournaledSqs(boto3.client("sqs", endpoint_url=moto_endpoint, region_name=region), self.journal)
+        self.sqs = JournaledSqs(
+            boto3.client("sqs", endpoint_url=moto_endpoint, region_name=region), self.journal
+        )
         # The local worker is not a 180 s Lambda: a failed job comes back after 5 minutes, not 18.
         queues = create_queues(self.sqs, "engram", visibility_s=300)
         from infra.aws_template import load_template
 
-        for logical_id, resource in load_template()["Resources"].items():  # SQS forgets what outlives retention
+        for logical_id, resource in load_template()[
+            "Resources"
+        ].items():  # SQS forgets what outlives retention
             retention = (resource.get("Properties") or {}).get("MessageRetentionPeriod")
             if resource["Type"] == "AWS::SQS::Queue" and retention:
                 self.journal.expire(f"engram-{logical_id}", float(retention))
@@ -165,8 +171,9 @@ class LocalStack:
         # Two pollers on one worker handler, like the two event source mappings on AWS: interactive jobs
         # never wait behind a backfill.
         worker = load_function_handler("worker")
-        self.pollers = [SqsPoller(self.sqs, queues[q], worker, region)
-                        for q in ("JobsQueue", "InteractiveQueue")]
+        self.pollers = [
+            SqsPoller(self.sqs, queues[q], worker, region) for q in ("JobsQueue", "InteractiveQueue")
+        ]
         self.poller = self.pollers[0]
         if self.poll:
             for poller in self.pollers:
@@ -275,8 +282,17 @@ class LocalStack:
 
 
 # Secrets a container may be given as files (Docker and compose secrets: NAME_FILE=/run/secrets/name)
-SECRET_NAMES = ("ENGRAM_API_KEY", "ENGRAM_PROXY_KEY", "UPSTREAMS", "DISCORD_BOT_TOKEN", "DISCORD_PUBLIC_KEY",
-                "ENGRAM_QDRANT_API_KEY", "ENGRAM_REMOTE_EMBEDDINGS_KEY", "EXTRACT_API_KEY", "LIBRECHAT_MONGO_URI")
+SECRET_NAMES = (
+    "ENGRAM_API_KEY",
+    "ENGRAM_PROXY_KEY",
+    "UPSTREAMS",
+    "DISCORD_BOT_TOKEN",
+    "DISCORD_PUBLIC_KEY",
+    "ENGRAM_QDRANT_API_KEY",
+    "ENGRAM_REMOTE_EMBEDDINGS_KEY",
+    "EXTRACT_API_KEY",
+    "LIBRECHAT_MONGO_URI",
+)
 
 
 def secrets_from_files(environ=os.environ) -> list[str]:
@@ -288,7 +304,9 @@ def secrets_from_files(environ=os.environ) -> list[str]:
             try:
                 environ[name] = Path(path).read_text().strip()
             except OSError as exc:
-                sys.exit(f"engram cannot start: {name}_FILE names {path}, which cannot be read ({exc.strerror})")
+                sys.exit(
+                    f"engram cannot start: {name}_FILE names {path}, which cannot be read ({exc.strerror})"
+                )
             taken.append(name)
     return taken
 

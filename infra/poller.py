@@ -93,7 +93,10 @@ class SqsPoller:
         if not messages:
             return 0
         try:
-            result = self.handler(sqs_event(messages, self.queue_arn, self.region), LambdaContext("engram-worker")) or {}
+            result = (
+                self.handler(sqs_event(messages, self.queue_arn, self.region), LambdaContext("engram-worker"))
+                or {}
+            )
         except Exception:  # a crashed invocation: the whole batch comes back later
             log.exception("worker invocation failed")
             return len(messages)

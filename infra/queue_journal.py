@@ -48,14 +48,18 @@ class QueueJournal:
     def add(self, queue_url: str, message_id: str, body: str) -> None:
         """Record a sent message."""
         with self._lock:
-            self._db.execute("INSERT OR IGNORE INTO messages (queue, message_id, body, sent_at) VALUES (?, ?, ?, ?)",
-                             (_queue_name(queue_url), message_id, body, time.time()))
+            self._db.execute(
+                "INSERT OR IGNORE INTO messages (queue, message_id, body, sent_at) VALUES (?, ?, ?, ?)",
+                (_queue_name(queue_url), message_id, body, time.time()),
+            )
 
     def expire(self, queue_name: str, retention_s: float, now: float | None = None) -> int:
         """Drop a queue's rows older than its retention (as SQS drops the messages); returns how many."""
         cutoff = (now or time.time()) - retention_s
         with self._lock:
-            return self._db.execute("DELETE FROM messages WHERE queue = ? AND sent_at < ?", (queue_name, cutoff)).rowcount
+            return self._db.execute(
+                "DELETE FROM messages WHERE queue = ? AND sent_at < ?", (queue_name, cutoff)
+            ).rowcount
 
     def forget_user(self, user: str, bot: str | None = None) -> int:
         """Drop every journaled job of a user (of this bot, or of any Discord job): after a forget they would
@@ -77,8 +81,10 @@ class QueueJournal:
     def received(self, message_ids: list[str]) -> None:
         """Count one more receive of these messages."""
         with self._lock:
-            self._db.executemany("UPDATE messages SET receives = receives + 1 WHERE message_id = ?",
-                                 [(m,) for m in message_ids])
+            self._db.executemany(
+                "UPDATE messages SET receives = receives + 1 WHERE message_id = ?",
+                [(m,) for m in message_ids],
+            )
 
     def remove(self, message_ids: list[str]) -> None:
         """Forget deleted messages."""
@@ -93,8 +99,10 @@ class QueueJournal:
     def replace(self, seq: int, queue_url: str, message_id: str) -> None:
         """A message sent again (after a restart) has a new id, and possibly a new queue (its DLQ)."""
         with self._lock:
-            self._db.execute("UPDATE messages SET queue = ?, message_id = ? WHERE seq = ?",
-                             (_queue_name(queue_url), message_id, seq))
+            self._db.execute(
+                "UPDATE messages SET queue = ?, message_id = ? WHERE seq = ?",
+                (_queue_name(queue_url), message_id, seq),
+            )
 
     def __len__(self) -> int:
         with self._lock:

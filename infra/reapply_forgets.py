@@ -38,8 +38,12 @@ def main() -> None:
     from engram.engine import get_engine
 
     settings = get_settings()
-    client = boto3.client("dynamodb", region_name=settings.aws_region, endpoint_url=settings.dynamodb_endpoint)
-    since = int(datetime.fromisoformat(args.since.replace("Z", "+00:00")).timestamp() * 1000) if args.since else 0
+    client = boto3.client(
+        "dynamodb", region_name=settings.aws_region, endpoint_url=settings.dynamodb_endpoint
+    )
+    since = (
+        int(datetime.fromisoformat(args.since.replace("Z", "+00:00")).timestamp() * 1000) if args.since else 0
+    )
     for bot, user, deleted in reapply(client, args.from_table, get_engine().service, since):
         print(f"forgot {user} in {bot} again: {deleted['facts']} facts, {deleted['messages']} messages")
 

@@ -27,10 +27,26 @@ COMMANDS = [
         "contexts": [IN_A_SERVER, IN_THE_BOTS_DM],
         "integration_types": [GUILD_INSTALL],
         "options": [
-            {"type": 1, "name": "remember", "description": "Opt in: remember my messages (and backfill my history)"},
-            {"type": 1, "name": "forget", "description": "Opt out: delete everything remembered about me, everywhere"},
-            {"type": 1, "name": "export", "description": "Send me a file with everything remembered about me"},
-            {"type": 1, "name": "status", "description": "Am I opted in, how far is the backfill, how much is stored"},
+            {
+                "type": 1,
+                "name": "remember",
+                "description": "Opt in: remember my messages (and backfill my history)",
+            },
+            {
+                "type": 1,
+                "name": "forget",
+                "description": "Opt out: delete everything remembered about me, everywhere",
+            },
+            {
+                "type": 1,
+                "name": "export",
+                "description": "Send me a file with everything remembered about me",
+            },
+            {
+                "type": 1,
+                "name": "status",
+                "description": "Am I opted in, how far is the backfill, how much is stored",
+            },
         ],
     },
     {
@@ -39,9 +55,17 @@ COMMANDS = [
         "type": 1,
         "contexts": [IN_A_SERVER],
         "integration_types": [GUILD_INSTALL],
-        "options": [{"type": 3, "name": "prompt", "description": "What do you want to ask?", "required": True, "max_length": 6000}],
+        "options": [
+            {
+                "type": 3,
+                "name": "prompt",
+                "description": "What do you want to ask?",
+                "required": True,
+                "max_length": 6000,
+            }
+        ],
     },
-    {   # a message's context menu (type 3): no description, no options; it needs no Message Content intent
+    {  # a message's context menu (type 3): no description, no options; it needs no Message Content intent
         "name": "Forget this message",
         "type": 3,
         "contexts": [IN_A_SERVER],
@@ -50,23 +74,35 @@ COMMANDS = [
 ]
 
 
-def register(application_id: str, bot_token: str, api_base: str, guild: str | None = None, transport=None) -> list[dict]:
+def register(
+    application_id: str, bot_token: str, api_base: str, guild: str | None = None, transport=None
+) -> list[dict]:
     """Overwrite the application's commands with engram's (a bulk PUT, so it is idempotent)."""
-    path = f"/applications/{application_id}/guilds/{guild}/commands" if guild else f"/applications/{application_id}/commands"
-    with httpx.Client(base_url=api_base.rstrip("/"), headers={"Authorization": f"Bot {bot_token}"}, transport=transport) as http:
+    path = (
+        f"/applications/{application_id}/guilds/{guild}/commands"
+        if guild
+        else f"/applications/{application_id}/commands"
+    )
+    with httpx.Client(
+        base_url=api_base.rstrip("/"), headers={"Authorization": f"Bot {bot_token}"}, transport=transport
+    ) as http:
         response = http.put(path, json=COMMANDS)
         response.raise_for_status()
         return response.json()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--guild", help="register on one server only (instant)")
     args = parser.parse_args()
     app_id, token = os.environ.get("DISCORD_APPLICATION_ID"), os.environ.get("DISCORD_BOT_TOKEN")
     if not app_id or not token:
         sys.exit("set DISCORD_APPLICATION_ID and DISCORD_BOT_TOKEN")
-    done = register(app_id, token, os.environ.get("DISCORD_API_BASE", "https://discord.com/api/v10"), args.guild)
+    done = register(
+        app_id, token, os.environ.get("DISCORD_API_BASE", "https://discord.com/api/v10"), args.guild
+    )
     print(json.dumps([c["name"] for c in done]))
 
 

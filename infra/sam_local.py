@@ -32,7 +32,10 @@ def sign(event: dict, key: SigningKey, now: int | None = None) -> dict:
     """An API Gateway event of a Discord interaction, signed as Discord signs (timestamp + raw body)."""
     stamp = str(int(now if now is not None else time.time()))
     signature = key.sign(stamp.encode() + event["body"].encode()).signature.hex()
-    return {**event, "headers": {**event["headers"], "x-signature-ed25519": signature, "x-signature-timestamp": stamp}}
+    return {
+        **event,
+        "headers": {**event["headers"], "x-signature-ed25519": signature, "x-signature-timestamp": stamp},
+    }
 
 
 def _key_file(data_dir: Path, name: str) -> str:
@@ -40,24 +43,31 @@ def _key_file(data_dir: Path, name: str) -> str:
     return path.read_text().strip() if path.exists() else ""
 
 
-def prepare(data_dir: Path, events_dir: Path = ROOT / "events", template_env: Path = ROOT / "env.json") -> Path:
+def prepare(
+    data_dir: Path, events_dir: Path = ROOT / "events", template_env: Path = ROOT / "env.json"
+) -> Path:
     """Write <data_dir>/env.json and <data_dir>/events/; returns the events directory written."""
     key = signing_key(data_dir)
     env = json.loads(template_env.read_text())
     api_key = os.environ.get("ENGRAM_API_KEY") or _key_file(data_dir, "api-key")
     proxy_key = os.environ.get("ENGRAM_PROXY_KEY") or _key_file(data_dir, "proxy-key")
-    env["Parameters"].update({
-        "ENGRAM_API_KEY": api_key,
-        "ENGRAM_PROXY_KEY": proxy_key,
-        "DISCORD_PUBLIC_KEY": key.verify_key.encode().hex(),
-    })
+    env["Parameters"].update(
+        {
+            "ENGRAM_API_KEY": api_key,
+            "ENGRAM_PROXY_KEY": proxy_key,
+            "DISCORD_PUBLIC_KEY": key.verify_key.encode().hex(),
+        }
+    )
     (data_dir / "env.json").write_text(json.dumps(env, indent=2))
     out = data_dir / "events"
     out.mkdir(parents=True, exist_ok=True)
     for path in sorted(events_dir.glob("*.json")):
         # the events' placeholder keys become this data dir's, so the functions let them in
-        event = json.loads(path.read_text().replace("Bearer event-key", f"Bearer {api_key}")
-                           .replace("Bearer <the proxy key>", f"Bearer {proxy_key}"))
+        event = json.loads(
+            path.read_text()
+            .replace("Bearer event-key", f"Bearer {api_key}")
+            .replace("Bearer <the proxy key>", f"Bearer {proxy_key}")
+        )
         if path.name.startswith("discord-"):
             event = sign(_fresh_interaction(event), key)
         (out / path.name).write_text(json.dumps(event, indent=2))
@@ -83,16 +93,33 @@ def _body(out: dict) -> dict:
 
 
 INVOCATIONS = (
-    ("HttpFunction", "apigw-http-add-memory.json", lambda out: out.get("statusCode") in (200, 201) and "id" in _body(out)),
-    ("HttpFunction", "apigw-http-list-memories.json",
-     lambda out: out.get("statusCode") == 200 and "The owner drinks green tea." in out.get("body", "")),
-    ("InteractionsFunction", "discord-ping.json", lambda out: out.get("statusCode") == 200 and _body(out) == {"type": 1}),
-    ("InteractionsFunction", "discord-memory-status.json", lambda out: out.get("statusCode") == 200 and _body(out).get("type") == 4),
+    (
+        "HttpFunction",
+        "apigw-http-add-memory.json",
+        lambda out: out.get("statusCode") in (200, 201) and "id" in _body(out),
+    ),
+    (
+        "HttpFunction",
+        "apigw-http-list-memories.json",
+        lambda out: out.get("statusCode") == 200 and "The owner drinks green tea." in out.get("body", ""),
+    ),
+    (
+        "InteractionsFunction",
+        "discord-ping.json",
+        lambda out: out.get("statusCode") == 200 and _body(out) == {"type": 1},
+    ),
+    (
+        "InteractionsFunction",
+        "discord-memory-status.json",
+        lambda out: out.get("statusCode") == 200 and _body(out).get("type") == 4,
+    ),
     ("WorkerFunction", "sqs-index-job.json", lambda out: out.get("batchItemFailures") == []),
     ("WorkerFunction", "sqs-sweep-job.json", lambda out: out.get("batchItemFailures") == []),
     ("ScheduleFunction", "schedule-sweep.json", lambda out: "errorMessage" not in out),
 )
-SKIPPED = {"StreamingProxyFunction": "its Lambda Web Adapter layer is an ARN `sam local` would download from AWS"}
+SKIPPED = {
+    "StreamingProxyFunction": "its Lambda Web Adapter layer is an ARN `sam local` would download from AWS"
+}
 
 
 def _answer(stdout: str) -> dict:
@@ -117,14 +144,22 @@ def bridge_gateway() -> str:
 
     if os.environ.get("ENGRAM_SAM_HOST"):
         return os.environ["ENGRAM_SAM_HOST"]
-    done = subprocess.run(["docker", "network", "inspect", "bridge", "-f", "{{json .IPAM.Config}}"],
-                          check=False, capture_output=True, text=True)
+    done = subprocess.run(
+        ["docker", "network", "inspect", "bridge", "-f", "{{json .IPAM.Config}}"],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     config = (json.loads(done.stdout) or [{}])[0] if done.returncode == 0 else {}
     # Docker leaves Gateway out when it is the subnet's first address (as with docker0 here)
-    gateway = config.get("Gateway") or (str(next(ipaddress.ip_network(config["Subnet"]).hosts())) if config.get("Subnet") else "")
+    gateway = config.get("Gateway") or (
+        str(next(ipaddress.ip_network(config["Subnet"]).hosts())) if config.get("Subnet") else ""
+    )
     if not gateway:
-        sys.exit("Docker's default bridge is off (dockerd --bridge=none?): `sam local` creates its containers on "
-                 "it; restart dockerd without --bridge=none (infra/image/engine.sh starts one so)")
+        sys.exit(
+            "Docker's default bridge is off (dockerd --bridge=none?): `sam local` creates its containers on "
+            "it; restart dockerd without --bridge=none (infra/image/engine.sh starts one so)"
+        )
     return gateway
 
 
@@ -155,13 +190,16 @@ def forward(listen_host: str, ports: dict[int, int], target_host: str = "127.0.0
                 writer.close()
                 return
             await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
         return await asyncio.start_server(handle, listen_host, port)
 
     try:
         servers = [loop.run_until_complete(serve(p, t)) for p, t in ports.items()]
     except OSError as exc:
-        sys.exit(f"cannot forward {listen_host}:{sorted(ports)} to the containers ({exc.strerror}): is another "
-                 "`python -m infra.sam_local` up?")
+        sys.exit(
+            f"cannot forward {listen_host}:{sorted(ports)} to the containers ({exc.strerror}): is another "
+            "`python -m infra.sam_local` up?"
+        )
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
 
@@ -170,6 +208,7 @@ def forward(listen_host: str, ports: dict[int, int], target_host: str = "127.0.0
             server.close()
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=5)
+
     return stop
 
 
@@ -211,7 +250,9 @@ class Session:
             self._qdrant.stop()
 
 
-def invoke_all(data_dir: Path, sam: str, template: Path, only: set[str] | None = None) -> list[tuple[str, str, bool, float, str]]:
+def invoke_all(
+    data_dir: Path, sam: str, template: Path, only: set[str] | None = None
+) -> list[tuple[str, str, bool, float, str]]:
     """Invoke every function through the Runtime Interface Emulator; (function, event, ok, seconds, answer)."""
     import subprocess
 
@@ -223,13 +264,36 @@ def invoke_all(data_dir: Path, sam: str, template: Path, only: set[str] | None =
                 continue
             started = time.monotonic()
             done = subprocess.run(
-                [sam, "local", "invoke", function, "-t", str(template), "-e", str(session.events / event),
-                 "--env-vars", str(session.env_file), "--skip-pull-image"],
-                check=False, capture_output=True, text=True, timeout=600, env=SAM_ENV)
+                [
+                    sam,
+                    "local",
+                    "invoke",
+                    function,
+                    "-t",
+                    str(template),
+                    "-e",
+                    str(session.events / event),
+                    "--env-vars",
+                    str(session.env_file),
+                    "--skip-pull-image",
+                ],
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                env=SAM_ENV,
+            )
             answer = _answer(done.stdout)
             passed = done.returncode == 0 and bool(answer) and bool(ok(answer))
-            results.append((function, event, passed, round(time.monotonic() - started, 1),
-                            json.dumps(answer)[:300] if answer else (done.stderr or done.stdout)[-600:]))
+            results.append(
+                (
+                    function,
+                    event,
+                    passed,
+                    round(time.monotonic() - started, 1),
+                    json.dumps(answer)[:300] if answer else (done.stderr or done.stdout)[-600:],
+                )
+            )
         results += start_api_checks(session, sam, template)
     finally:
         session.close()
@@ -256,25 +320,57 @@ def start_api_checks(session: Session, sam: str, template: Path) -> list[tuple[s
     base = f"http://127.0.0.1:{port}"
     log = session.data_dir / "sam-start-api.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen([sam, "local", "start-api", "-t", str(template), "--env-vars", str(session.env_file),
-                                 "--skip-pull-image", "-p", str(port), "--warm-containers", "LAZY"],
-                                stdout=out, stderr=subprocess.STDOUT, env=SAM_ENV)
+        proc = subprocess.Popen(
+            [
+                sam,
+                "local",
+                "start-api",
+                "-t",
+                str(template),
+                "--env-vars",
+                str(session.env_file),
+                "--skip-pull-image",
+                "-p",
+                str(port),
+                "--warm-containers",
+                "LAZY",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=SAM_ENV,
+        )
     results = []
     api_key = json.loads(session.env_file.read_text())["Parameters"]["ENGRAM_API_KEY"]
     admin = {"authorization": f"Bearer {api_key}"}
     ping = json.loads((session.events / "discord-ping.json").read_text())
     ping = sign(_fresh_interaction(ping), signing_key(session.data_dir))
     checks = (
-        ("GET /v1/bots/demo/memories", lambda c: c.get(f"{base}/v1/bots/demo/memories", headers=admin),
-         lambda r: r.status_code == 200 and "The owner drinks green tea." in r.text),
-        ("POST /v1/bots/demo/memories", lambda c: c.post(f"{base}/v1/bots/demo/memories", headers=admin,
-                                                         json={"text": "The owner walks at dawn."}),
-         lambda r: r.status_code in (200, 201) and r.json().get("text") == "The owner walks at dawn."),
-        ("GET /v1/bots/demo/memories (no key)", lambda c: c.get(f"{base}/v1/bots/demo/memories"),
-         lambda r: r.status_code == 401),
-        ("POST /discord/interactions", lambda c: c.post(f"{base}/discord/interactions", content=ping["body"],
-                                                        headers={k: v for k, v in ping["headers"].items() if k != "host"}),
-         lambda r: r.status_code == 200 and r.json() == {"type": 1}),
+        (
+            "GET /v1/bots/demo/memories",
+            lambda c: c.get(f"{base}/v1/bots/demo/memories", headers=admin),
+            lambda r: r.status_code == 200 and "The owner drinks green tea." in r.text,
+        ),
+        (
+            "POST /v1/bots/demo/memories",
+            lambda c: c.post(
+                f"{base}/v1/bots/demo/memories", headers=admin, json={"text": "The owner walks at dawn."}
+            ),
+            lambda r: r.status_code in (200, 201) and r.json().get("text") == "The owner walks at dawn.",
+        ),
+        (
+            "GET /v1/bots/demo/memories (no key)",
+            lambda c: c.get(f"{base}/v1/bots/demo/memories"),
+            lambda r: r.status_code == 401,
+        ),
+        (
+            "POST /discord/interactions",
+            lambda c: c.post(
+                f"{base}/discord/interactions",
+                content=ping["body"],
+                headers={k: v for k, v in ping["headers"].items() if k != "host"},
+            ),
+            lambda r: r.status_code == 200 and r.json() == {"type": 1},
+        ),
     )
     try:
         deadline = time.monotonic() + 120
@@ -323,16 +419,23 @@ def _same_keys(data_dir: Path) -> None:
 
     key = os.environ.get("ENGRAM_API_KEY") or _key_file(data_dir, "api-key")
     if not key:
-        sys.exit(f"a stack is up on :8710 but {data_dir} has no admin key (api-key): set ENGRAM_DATA_DIR to that "
-                 "stack's data dir, or stop it and let this start one")
+        sys.exit(
+            f"a stack is up on :8710 but {data_dir} has no admin key (api-key): set ENGRAM_DATA_DIR to that "
+            "stack's data dir, or stop it and let this start one"
+        )
     try:
-        status = httpx.get("http://127.0.0.1:8710/v1/bots/demo/memories?limit=1", timeout=10,
-                           headers={"authorization": f"Bearer {key}"}).status_code
+        status = httpx.get(
+            "http://127.0.0.1:8710/v1/bots/demo/memories?limit=1",
+            timeout=10,
+            headers={"authorization": f"Bearer {key}"},
+        ).status_code
     except httpx.HTTPError:
         status = 0
     if status != 200:
-        sys.exit(f"a stack is up on :8710 but {data_dir}'s admin key does not open it ({status or 'no answer'}): "
-                 "set ENGRAM_DATA_DIR to that stack's data dir, or stop it and let this start one")
+        sys.exit(
+            f"a stack is up on :8710 but {data_dir}'s admin key does not open it ({status or 'no answer'}): "
+            "set ENGRAM_DATA_DIR to that stack's data dir, or stop it and let this start one"
+        )
 
 
 def _start_stack(data_dir: Path):
@@ -340,8 +443,13 @@ def _start_stack(data_dir: Path):
     import subprocess
 
     with open(data_dir / "sam-local-stack.log", "w") as log:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen([sys.executable, "-m", "infra.local_stack"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                env={**os.environ, "ENGRAM_DATA_DIR": str(data_dir.resolve())})
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "infra.local_stack"],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "ENGRAM_DATA_DIR": str(data_dir.resolve())},
+        )
     deadline = time.monotonic() + 120
     while not _answers("http://127.0.0.1:8710/livez"):
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -370,7 +478,9 @@ def main() -> None:
             stack.terminate()
             stack.wait(timeout=60)
     for function, event, passed, seconds, answer in results:
-        print(f"{'ok  ' if passed else 'FAIL'} {function:<22} {event:<36} {seconds:>6} s  {answer if not passed else ''}")
+        print(
+            f"{'ok  ' if passed else 'FAIL'} {function:<22} {event:<36} {seconds:>6} s  {answer if not passed else ''}"
+        )
     for function, why in SKIPPED.items():
         print(f"skip {function:<22} {why}")
     sys.exit(0 if all(r[2] for r in results) else 1)
@@ -379,11 +489,14 @@ def main() -> None:
 def _serve(data_dir: Path) -> None:
     """Keep the forwarders and the run's Qdrant up for `sam local` by hand, until Ctrl-C."""
     session = Session(data_dir)
-    print(f"wrote {session.env_file} and {session.events}/ (Discord events signed; fresh for 5 minutes); "
-          f"DynamoDB, SQS and Qdrant shown to containers at {session.host}. Ctrl-C to stop. E.g.\n"
-          f"  .venv-sam/bin/sam local invoke InteractionsFunction -e {session.events}/discord-ping.json "
-          f"--env-vars {session.env_file} --skip-pull-image\n"
-          f"  .venv-sam/bin/sam local start-api --env-vars {session.env_file} --skip-pull-image", flush=True)
+    print(
+        f"wrote {session.env_file} and {session.events}/ (Discord events signed; fresh for 5 minutes); "
+        f"DynamoDB, SQS and Qdrant shown to containers at {session.host}. Ctrl-C to stop. E.g.\n"
+        f"  .venv-sam/bin/sam local invoke InteractionsFunction -e {session.events}/discord-ping.json "
+        f"--env-vars {session.env_file} --skip-pull-image\n"
+        f"  .venv-sam/bin/sam local start-api --env-vars {session.env_file} --skip-pull-image",
+        flush=True,
+    )
     import signal
 
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill` stops it as Ctrl-C does

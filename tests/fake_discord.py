@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -31,7 +31,9 @@ class FakeDiscord(ServedApp):
         self.embed_requests: list[dict] = []
         self.history_reads: list[str] = []
         self.requests: list[str] = []  # every request, "GET /channels/c11/messages"
-        self.routes: list[str] = []  # and its route, "GET /channels/{channel}/messages" (counted by the bench)
+        self.routes: list[
+            str
+        ] = []  # and its route, "GET /channels/{channel}/messages" (counted by the bench)
         self.rate_limited_once = {"c21"}
         # topics/rate-limits.mdx: per-route buckets (a channel's messages are one, keyed by the channel: a
         # "major parameter"), told in X-RateLimit-Limit/-Remaining/-Reset-After/-Bucket on every answer; a
@@ -60,8 +62,11 @@ class FakeDiscord(ServedApp):
         self.last_sent: dict[str, str] = {}
         self.guilds = [{"id": "g1", "name": "Alpha"}, {"id": "g2", "name": "Beta"}]
         self.channels = {
-            "g1": [{"id": "c11", "type": 0, "name": "general"}, {"id": "c12", "type": 0, "name": "secret"},
-                   {"id": "c13", "type": 2, "name": "voice"}],
+            "g1": [
+                {"id": "c11", "type": 0, "name": "general"},
+                {"id": "c12", "type": 0, "name": "secret"},
+                {"id": "c13", "type": 2, "name": "voice"},
+            ],
             "g2": [{"id": "c21", "type": 0, "name": "lobby"}],
         }
         self.threads = {"g1": [{"id": "t14", "type": 11, "name": "a thread", "parent_id": "c11"}], "g2": []}
@@ -69,7 +74,9 @@ class FakeDiscord(ServedApp):
         everyone = str((1 << 10) | (1 << 11) | (1 << 16))  # VIEW_CHANNEL, SEND_MESSAGES, READ_MESSAGE_HISTORY
         self.roles = {g: [{"id": g, "name": "@everyone", "permissions": everyone}] for g in ("g1", "g2")}
         # (guild, user) -> role ids; Get Guild Member answers 404 (10007 Unknown Member) for anyone else
-        self.members: dict[tuple[str, str], list[str]] = {(g, u): [] for g in ("g1", "g2") for u in (ALICE, BOB)}
+        self.members: dict[tuple[str, str], list[str]] = {
+            (g, u): [] for g in ("g1", "g2") for u in (ALICE, BOB)
+        }
         self.history: dict[str, list[dict]] = {c: [] for c in ("c11", "c12", "t14", "c21")}
         self._make_history()
         self._routes()
@@ -80,8 +87,16 @@ class FakeDiscord(ServedApp):
 
     def add(self, channel: str, author: dict, content: str, **extra) -> dict:
         """Append a message (newest last internally)."""
-        message = {"id": self._id(), "channel_id": channel, "author": author, "content": content,
-                   "timestamp": "2026-11-01T10:00:00+00:00", "edited_timestamp": None, "attachments": [], **extra}
+        message = {
+            "id": self._id(),
+            "channel_id": channel,
+            "author": author,
+            "content": content,
+            "timestamp": "2026-11-01T10:00:00+00:00",
+            "edited_timestamp": None,
+            "attachments": [],
+            **extra,
+        }
         self.history[channel].append(message)
         self.last_sent[channel] = message["id"]
         return message
@@ -90,7 +105,7 @@ class FakeDiscord(ServedApp):
         """A message edited by its author (resources/message.mdx: `edited_timestamp` is set, `id` kept)."""
         message = self.find(message_id)
         message["content"] = content
-        message["edited_timestamp"] = datetime.now(timezone.utc).isoformat()
+        message["edited_timestamp"] = datetime.now(UTC).isoformat()
         return message
 
     def delete(self, message_id: str) -> None:
@@ -103,11 +118,20 @@ class FakeDiscord(ServedApp):
         me = _user(APP_ID, "engram", bot=True)
         for i in range(120):  # c11: 250 messages -> three pages of 100
             a = self.add("c11", alice, f"alice message {i} about gardening")
-            self.add("c11", me, f"bot reply {i} to alice", referenced_message={"id": a["id"], "author": alice})
+            self.add(
+                "c11", me, f"bot reply {i} to alice", referenced_message={"id": a["id"], "author": alice}
+            )
             if i < 5:
                 self.add("c11", bob, f"bob message {i}")
         self.add("c11", alice, "")  # empty: skipped
-        self.add("c11", alice, "", attachments=[{"id": "a1", "filename": "p.png", "content_type": "image/png", "url": "http://x/p.png"}])
+        self.add(
+            "c11",
+            alice,
+            "",
+            attachments=[
+                {"id": "a1", "filename": "p.png", "content_type": "image/png", "url": "http://x/p.png"}
+            ],
+        )
         self.add("c11", other, "another bot talking")
         for i in range(3):
             self.add("c12", alice, f"alice in a disallowed channel {i}")
@@ -128,15 +152,22 @@ class FakeDiscord(ServedApp):
             if channel not in allowed:
                 continue
             for m in messages:
-                if m["author"]["id"] == user and m["content"]:
-                    out.add(m["id"])
-                elif m["author"]["id"] == APP_ID and (m.get("referenced_message") or {}).get("author", {}).get("id") == user:
+                if (
+                    m["author"]["id"] == user
+                    and m["content"]
+                    or m["author"]["id"] == APP_ID
+                    and (m.get("referenced_message") or {}).get("author", {}).get("id") == user
+                ):
                     out.add(m["id"])
         return out
 
     def _bucket(self, channel: str, remaining: int, reset_after: float) -> dict:
-        return {"x-ratelimit-limit": str(self.bucket_limit), "x-ratelimit-remaining": str(max(remaining, 0)),
-                "x-ratelimit-reset-after": f"{max(reset_after, 0):.3f}", "x-ratelimit-bucket": f"messages-{channel}"}
+        return {
+            "x-ratelimit-limit": str(self.bucket_limit),
+            "x-ratelimit-remaining": str(max(remaining, 0)),
+            "x-ratelimit-reset-after": f"{max(reset_after, 0):.3f}",
+            "x-ratelimit-bucket": f"messages-{channel}",
+        }
 
     @staticmethod
     def _page(items: list[dict], before: str | None, after: str | None, limit: int) -> list[dict]:
@@ -207,7 +238,9 @@ class FakeDiscord(ServedApp):
             return {"user": {"id": user}, "roles": self.members[(guild, user)]}
 
         @app.get("/channels/{channel}/threads/archived/{kind}")
-        async def archived(channel: str, kind: str, request: Request, limit: int = 50, before: str | None = None):
+        async def archived(
+            channel: str, kind: str, request: Request, limit: int = 50, before: str | None = None
+        ):
             if not bot_auth(request):
                 return JSONResponse({}, status_code=401)
             if kind == "private" and self.private_threads_forbidden:
@@ -219,11 +252,21 @@ class FakeDiscord(ServedApp):
 
         @app.get("/guilds/{guild}/threads/active")
         async def threads(guild: str):
-            return {"threads": [{**t, "last_message_id": self.last_sent.get(t["id"])} for t in self.threads[guild]],
-                    "members": []}
+            return {
+                "threads": [
+                    {**t, "last_message_id": self.last_sent.get(t["id"])} for t in self.threads[guild]
+                ],
+                "members": [],
+            }
 
         @app.get("/channels/{channel}/messages")
-        async def messages(channel: str, request: Request, limit: int = 50, before: str | None = None, after: str | None = None):
+        async def messages(
+            channel: str,
+            request: Request,
+            limit: int = 50,
+            before: str | None = None,
+            after: str | None = None,
+        ):
             if not bot_auth(request):
                 return JSONResponse({}, status_code=401)
             self.history_reads.append(channel)
@@ -238,14 +281,26 @@ class FakeDiscord(ServedApp):
             if len(hits) >= self.bucket_limit:
                 self.too_many += 1
                 wait = self.bucket_window_s - (now - hits[0])
-                return JSONResponse({"message": "You are being rate limited.", "retry_after": round(wait, 3), "global": False},
-                                    status_code=429, headers=self._bucket(channel, 0, wait))
+                return JSONResponse(
+                    {
+                        "message": "You are being rate limited.",
+                        "retry_after": round(wait, 3),
+                        "global": False,
+                    },
+                    status_code=429,
+                    headers=self._bucket(channel, 0, wait),
+                )
             hits.append(now)
             self.bucket_hits[channel] = hits
-            limits = self._bucket(channel, self.bucket_limit - len(hits), self.bucket_window_s - (now - hits[0]))
+            limits = self._bucket(
+                channel, self.bucket_limit - len(hits), self.bucket_window_s - (now - hits[0])
+            )
             if channel in self.rate_limited_once:
                 self.rate_limited_once.discard(channel)
-                return JSONResponse({"message": "You are being rate limited.", "retry_after": 0.2, "global": False}, status_code=429)
+                return JSONResponse(
+                    {"message": "You are being rate limited.", "retry_after": 0.2, "global": False},
+                    status_code=429,
+                )
             items = self.history.get(channel, [])
             page = self._page(items, before, after, limit)
             return JSONResponse([as_seen(m) for m in page], headers=limits)
@@ -253,7 +308,11 @@ class FakeDiscord(ServedApp):
         @app.patch("/webhooks/{app_id}/{token}/messages/@original")
         async def edit(app_id: str, token: str, request: Request):
             body = await request.json()
-            message = {"id": self._id(), "content": body["content"], "author": _user(APP_ID, "engram", bot=True)}
+            message = {
+                "id": self._id(),
+                "content": body["content"],
+                "author": _user(APP_ID, "engram", bot=True),
+            }
             self.sent.append({"kind": "edit", "token": token, **body, "id": message["id"]})
             return message
 
@@ -270,12 +329,20 @@ class FakeDiscord(ServedApp):
         @app.post("/channels/{channel}/messages")
         async def post(channel: str, request: Request):
             if channel.startswith("dm-") and channel[3:] in self.closed_dms:
-                return JSONResponse({"message": "Cannot send messages to this user", "code": 50007}, status_code=403)
+                return JSONResponse(
+                    {"message": "Cannot send messages to this user", "code": 50007}, status_code=403
+                )
             if request.headers.get("content-type", "").startswith("multipart/form-data"):
                 form = await request.form()
                 body = json.loads(form["payload_json"])
                 upload = form["files[0]"]
-                files = [{"filename": upload.filename, "content_type": upload.content_type, "data": await upload.read()}]
+                files = [
+                    {
+                        "filename": upload.filename,
+                        "content_type": upload.content_type,
+                        "data": await upload.read(),
+                    }
+                ]
                 self.sent.append({"kind": "channel", "channel": channel, "files": files, **body})
                 return {"id": self._id(), **body}
             body = await request.json()
@@ -284,9 +351,11 @@ class FakeDiscord(ServedApp):
 
         @app.get("/page")
         async def page():
-            html = ("<html><head><title>Growing tomatoes</title></head><body><nav>menu</nav><article><h1>Growing tomatoes</h1>"
-                    + "<p>Tomatoes need six hours of sun, deep watering twice a week and stakes by June.</p>" * 5
-                    + "</article><footer>footer</footer></body></html>")
+            html = (
+                "<html><head><title>Growing tomatoes</title></head><body><nav>menu</nav><article><h1>Growing tomatoes</h1>"
+                + "<p>Tomatoes need six hours of sun, deep watering twice a week and stakes by June.</p>" * 5
+                + "</article><footer>footer</footer></body></html>"
+            )
             return HTMLResponse(html)
 
         @app.get("/to-metadata")
@@ -315,5 +384,13 @@ class FakeDiscord(ServedApp):
             body = await request.json()
             self.chat_requests.append(body)
             if any(m.get("images") for m in body["messages"]):
-                return {"model": body["model"], "message": {"role": "assistant", "content": "A grey cat asleep on a windowsill."}, "done": True}
-            return {"model": body["model"], "message": {"role": "assistant", "content": self.answer}, "done": True}
+                return {
+                    "model": body["model"],
+                    "message": {"role": "assistant", "content": "A grey cat asleep on a windowsill."},
+                    "done": True,
+                }
+            return {
+                "model": body["model"],
+                "message": {"role": "assistant", "content": self.answer},
+                "done": True,
+            }

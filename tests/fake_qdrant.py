@@ -64,7 +64,11 @@ class FakeQdrant(ServedApp):
         @app.put("/collections/{c}")
         async def create(c: str, request: Request):
             body = m.CreateCollection.model_validate(await request.json())
-            run(lambda: engine.create_collection(c, vectors_config=body.vectors, sparse_vectors_config=body.sparse_vectors))
+            run(
+                lambda: engine.create_collection(
+                    c, vectors_config=body.vectors, sparse_vectors_config=body.sparse_vectors
+                )
+            )
             return _ok(True)
 
         @app.get("/collections/{c}")
@@ -103,35 +107,61 @@ class FakeQdrant(ServedApp):
         @app.post("/collections/{c}/points")
         async def retrieve(c: str, request: Request):
             body = m.PointRequest.model_validate(await request.json())
-            found = run(lambda: engine.retrieve(c, ids=body.ids, with_payload=body.with_payload, with_vectors=body.with_vector))
+            found = run(
+                lambda: engine.retrieve(
+                    c, ids=body.ids, with_payload=body.with_payload, with_vectors=body.with_vector
+                )
+            )
             return _ok([p.model_dump(mode="json") for p in found])
 
         @app.post("/collections/{c}/points/scroll")
         async def scroll(c: str, request: Request):
             body = m.ScrollRequest.model_validate(await request.json())
-            points, following = run(lambda: engine.scroll(c, scroll_filter=body.filter, limit=body.limit, offset=body.offset,
-                                                          with_payload=body.with_payload, with_vectors=body.with_vector))
+            points, following = run(
+                lambda: engine.scroll(
+                    c,
+                    scroll_filter=body.filter,
+                    limit=body.limit,
+                    offset=body.offset,
+                    with_payload=body.with_payload,
+                    with_vectors=body.with_vector,
+                )
+            )
             return _ok({"points": [p.model_dump(mode="json") for p in points], "next_page_offset": following})
 
         @app.post("/collections/{c}/points/delete")
         async def delete(c: str, request: Request):
             raw = await request.json()
-            selector = m.PointIdsList.model_validate(raw) if "points" in raw else m.FilterSelector.model_validate(raw)
+            selector = (
+                m.PointIdsList.model_validate(raw)
+                if "points" in raw
+                else m.FilterSelector.model_validate(raw)
+            )
             run(lambda: engine.delete(c, points_selector=selector))
             return _ok({"operation_id": 0, "status": "completed"})
 
         @app.post("/collections/{c}/points/count")
         async def count(c: str, request: Request):
             body = m.CountRequest.model_validate(await request.json())
-            return _ok({"count": run(lambda: engine.count(c, count_filter=body.filter, exact=body.exact)).count})
+            return _ok(
+                {"count": run(lambda: engine.count(c, count_filter=body.filter, exact=body.exact)).count}
+            )
 
         @app.post("/collections/{c}/points/query")
         async def query(c: str, request: Request):
             body = m.QueryRequest.model_validate(await request.json())
-            found = run(lambda: engine.query_points(c, query=body.query, using=body.using, prefetch=body.prefetch,
-                                                    query_filter=body.filter, limit=body.limit,
-                                                    with_payload=body.with_payload,
-                                                    with_vectors=body.with_vector or False))
+            found = run(
+                lambda: engine.query_points(
+                    c,
+                    query=body.query,
+                    using=body.using,
+                    prefetch=body.prefetch,
+                    query_filter=body.filter,
+                    limit=body.limit,
+                    with_payload=body.with_payload,
+                    with_vectors=body.with_vector or False,
+                )
+            )
             return _ok(found.model_dump(mode="json"))
 
         @app.post("/collections/{c}/points/query/batch")

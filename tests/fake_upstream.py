@@ -17,7 +17,10 @@ REPLY = "Hello from the fake upstream, in three parts."
 
 def _facts(exchange: str) -> list[str]:
     user = exchange.split("Assistant:")[0]
-    return [f"The user's {m.group(1).strip()} is {m.group(2).strip().rstrip('.')}." for m in re.finditer(r"[Mm]y ([\w ]+?) is ([^.\n]+)", user)]
+    return [
+        f"The user's {m.group(1).strip()} is {m.group(2).strip().rstrip('.')}."
+        for m in re.finditer(r"[Mm]y ([\w ]+?) is ([^.\n]+)", user)
+    ]
 
 
 def _gzipped(events):
@@ -70,12 +73,28 @@ class FakeUpstream(ServedApp):
             self._record(request, body)
             text = self._extraction_answer(body) if self._is_extraction(body) else REPLY
             if not body.get("stream"):
-                return {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
-                        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                        "usage": {"prompt_tokens": 5, "completion_tokens": 9, "total_tokens": 14}}
+                return {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body["model"],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 5, "completion_tokens": 9, "total_tokens": 14},
+                }
 
             def events():
-                base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1, "model": body["model"]}
+                base = {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion.chunk",
+                    "created": 1,
+                    "model": body["model"],
+                }
                 yield f"data: {json.dumps({**base, 'choices': [{'index': 0, 'delta': {'role': 'assistant', 'content': ''}, 'finish_reason': None}]})}\n\n"
                 for part in re.findall(r"\S+\s*", text):
                     yield f"data: {json.dumps({**base, 'choices': [{'index': 0, 'delta': {'content': part}, 'finish_reason': None}]})}\n\n"
@@ -85,8 +104,11 @@ class FakeUpstream(ServedApp):
                 yield "data: [DONE]\n\n"
 
             if self.compress and "gzip" in request.headers.get("accept-encoding", ""):
-                return StreamingResponse(_gzipped(events()), media_type="text/event-stream",
-                                         headers={"x-fake": "yes", "content-encoding": "gzip"})
+                return StreamingResponse(
+                    _gzipped(events()),
+                    media_type="text/event-stream",
+                    headers={"x-fake": "yes", "content-encoding": "gzip"},
+                )
             return StreamingResponse(events(), media_type="text/event-stream", headers={"x-fake": "yes"})
 
         @app.post("/v1/messages")
@@ -94,9 +116,16 @@ class FakeUpstream(ServedApp):
             body = await request.json()
             self._record(request, body)
             text = self._extraction_answer(body) if self._is_extraction(body) else REPLY
-            message = {"id": "msg_fake", "type": "message", "role": "assistant", "model": body["model"],
-                       "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
-                       "usage": {"input_tokens": 5, "output_tokens": 9}}
+            message = {
+                "id": "msg_fake",
+                "type": "message",
+                "role": "assistant",
+                "model": body["model"],
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 5, "output_tokens": 9},
+            }
             if not body.get("stream"):
                 return message
 
@@ -120,7 +149,9 @@ class FakeUpstream(ServedApp):
         @app.post("/v1/fail")
         async def fail(request: Request):
             self._record(request, None)
-            return JSONResponse({"error": {"message": "quota exceeded"}}, status_code=429, headers={"retry-after": "7"})
+            return JSONResponse(
+                {"error": {"message": "quota exceeded"}}, status_code=429, headers={"retry-after": "7"}
+            )
 
         @app.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
         async def anything(path: str, request: Request):  # everything else on the host: recorded

@@ -30,18 +30,31 @@ class Stack:
 
     def __init__(self, data_dir: Path, env: dict[str, str]):
         self.data_dir, self.port = data_dir, free_port()
-        self.env = {**os.environ, "ENGRAM_DATA_DIR": str(data_dir), "ENGRAM_PORT": str(self.port),
-                    "ENGRAM_API_KEY": KEY, "ENGRAM_PROXY_KEY": PROXY_KEY,
-                    "ENGRAM_DYNAMODB_PORT": "0", "ENGRAM_SQS_PORT": "0", **env}
+        self.env = {
+            **os.environ,
+            "ENGRAM_DATA_DIR": str(data_dir),
+            "ENGRAM_PORT": str(self.port),
+            "ENGRAM_API_KEY": KEY,
+            "ENGRAM_PROXY_KEY": PROXY_KEY,
+            "ENGRAM_DYNAMODB_PORT": "0",
+            "ENGRAM_SQS_PORT": "0",
+            **env,
+        }
         self.url = f"http://127.0.0.1:{self.port}"
         self.api = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
         self.proc: subprocess.Popen | None = None
         self.output = ""
 
-    def start(self) -> "Stack":
+    def start(self) -> Stack:
         log = open(self.data_dir / f"stack-{time.monotonic_ns()}.log", "w+")
-        self.proc = subprocess.Popen([sys.executable, "-m", "infra.local_stack"], cwd=ROOT, env=self.env,
-                                     stdout=log, stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "infra.local_stack"],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         self._log = log
         ok = wait_until(lambda: self._answers() or self.proc.poll() is not None, timeout_s=90, every_s=0.1)
         assert ok and self.proc.poll() is None, self.read_log()
@@ -51,9 +64,11 @@ class Stack:
         """What /healthz tells the admin key (embedderWarm among it)."""
         return self.api.get("/healthz", timeout=5).json()
 
-    def wait_warm(self, timeout_s: float = 120) -> "Stack":
+    def wait_warm(self, timeout_s: float = 120) -> Stack:
         """Wait for what the stack reports: the embedder's model loaded (searches use meaning from then on)."""
-        assert wait_until(lambda: self.health().get("embedderWarm"), timeout_s=timeout_s, every_s=0.2), self.read_log()
+        assert wait_until(lambda: self.health().get("embedderWarm"), timeout_s=timeout_s, every_s=0.2), (
+            self.read_log()
+        )
         return self
 
     def _answers(self) -> bool:

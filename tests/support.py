@@ -16,7 +16,15 @@ class HashEmbedder:
     Synonym groups map to one dimension so 'meaning' tests can share no word with their target."""
 
     provider = "fake"
-    SYNONYMS = {"tea": "drink", "coffe": "drink", "beverag": "drink", "drink": "drink", "pup": "dog", "puppi": "dog", "dog": "dog"}
+    SYNONYMS = {
+        "tea": "drink",
+        "coffe": "drink",
+        "beverag": "drink",
+        "drink": "drink",
+        "pup": "dog",
+        "puppi": "dog",
+        "dog": "dog",
+    }
 
     def __init__(self, dim: int = 64, model: str = "hash-64"):
         self.dim, self.model = dim, model
@@ -34,7 +42,9 @@ class HashEmbedder:
                 t = self.SYNONYMS.get(t, t)
                 v[int(hashlib.md5(t.encode()).hexdigest(), 16) % self.dim] += 1.0
             norm = math.sqrt(sum(x * x for x in v)) or 1.0
-            out.append([x / norm if norm else 0.0 for x in v] if any(v) else [1.0 / math.sqrt(self.dim)] * self.dim)
+            out.append(
+                [x / norm if norm else 0.0 for x in v] if any(v) else [1.0 / math.sqrt(self.dim)] * self.dim
+            )
         return out
 
 
@@ -88,7 +98,9 @@ class LocalServer:
     def __init__(self, app):
         import uvicorn
 
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off"))
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+        )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         while not self.server.started:

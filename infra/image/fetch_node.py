@@ -18,7 +18,11 @@ def fetch(name: str, version: str, into: str) -> None:
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         for member in tar.getmembers():
             member.name = member.name.split("/", 1)[1] if "/" in member.name else ""
-        members = [m for m in tar.getmembers() if m.name and not m.name.startswith(("/", "..")) and ".." not in m.name.split("/")]
+        members = [
+            m
+            for m in tar.getmembers()
+            if m.name and not m.name.startswith(("/", "..")) and ".." not in m.name.split("/")
+        ]
         # Debian 12's 3.11.2 may predate extraction filters: the members are checked above either way
         kwargs = {"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}
         tar.extractall(into, members=members, **kwargs)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 GUILDS, CHANNELS, MEMBER_OF = 50, 40, 10
@@ -51,8 +51,12 @@ def _world(guilds: int, member_of: int):
     fake.guilds = [{"id": f"g{i}", "name": f"server {i}"} for i in range(guilds)]
     everyone = str((1 << 10) | (1 << 11) | (1 << 16))
     fake.channels, fake.threads, fake.history = {}, {}, {}
-    fake.roles = {g["id"]: [{"id": g["id"], "name": "@everyone", "permissions": everyone}] for g in fake.guilds}
-    fake.members = {(f"g{i}", u): [] for i in range(guilds) for u in ([ALICE, BOB] if i < member_of else [BOB])}
+    fake.roles = {
+        g["id"]: [{"id": g["id"], "name": "@everyone", "permissions": everyone}] for g in fake.guilds
+    }
+    fake.members = {
+        (f"g{i}", u): [] for i in range(guilds) for u in ([ALICE, BOB] if i < member_of else [BOB])
+    }
     alice, bob = {"id": ALICE, "username": "alice"}, {"id": BOB, "username": "bob"}
     for i in range(guilds):
         g = f"g{i}"
@@ -71,12 +75,21 @@ def _settle(stack) -> None:
     """Run every queued job, delayed ones too (a 429, or the 50 requests a second, delays a job)."""
     import time
 
-    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed", "ApproximateNumberOfMessagesNotVisible"]
+    names = [
+        "ApproximateNumberOfMessages",
+        "ApproximateNumberOfMessagesDelayed",
+        "ApproximateNumberOfMessagesNotVisible",
+    ]
     while True:
         if sum(p.drain() for p in stack.pollers):
             continue
-        left = sum(int(v) for p in stack.pollers for v in stack.sqs.get_queue_attributes(
-            QueueUrl=p.queue_url, AttributeNames=names)["Attributes"].values())
+        left = sum(
+            int(v)
+            for p in stack.pollers
+            for v in stack.sqs.get_queue_attributes(QueueUrl=p.queue_url, AttributeNames=names)[
+                "Attributes"
+            ].values()
+        )
         if not left:
             return
         time.sleep(0.25)
@@ -86,23 +99,30 @@ def bench_discord_costs(embedder, guilds: int = GUILDS, member_of: int = MEMBER_
     """Per opt-in and per tick: Discord requests, SQS jobs, DynamoDB reads and writes."""
     from nacl.signing import SigningKey
 
+    from engram.discord.rest import RateLimits
     from engram.discord.settings import DiscordSettings
     from engram.jobs import DiscordJob
     from engram.store import now_ms
     from infra.local_stack import LocalStack
     from tests.fake_discord import ALICE, APP_ID, TOKEN
 
-    from engram.discord.rest import RateLimits
-
-    RateLimits.GLOBAL_PER_SECOND = 100_000  # counting requests, not pacing them: the fake answers in a millisecond
+    RateLimits.GLOBAL_PER_SECOND = (
+        100_000  # counting requests, not pacing them: the fake answers in a millisecond
+    )
     fake = _world(guilds, member_of)
-    settings = DiscordSettings(DISCORD_APPLICATION_ID=APP_ID, DISCORD_PUBLIC_KEY=SigningKey.generate().verify_key.encode().hex(),
-                               DISCORD_BOT_TOKEN=TOKEN, DISCORD_API_BASE=fake.url)
+    settings = DiscordSettings(
+        DISCORD_APPLICATION_ID=APP_ID,
+        DISCORD_PUBLIC_KEY=SigningKey.generate().verify_key.encode().hex(),
+        DISCORD_BOT_TOKEN=TOKEN,
+        DISCORD_API_BASE=fake.url,
+    )
     data_dir = Path(tempfile.mkdtemp(prefix="engram-bench-"))
-    stack = LocalStack(data_dir, port=0, api_key="bench-key", embedder=embedder, discord_settings=settings,
-                       poll=False).start()
+    stack = LocalStack(
+        data_dir, port=0, api_key="bench-key", embedder=embedder, discord_settings=settings, poll=False
+    ).start()
     out: dict = {"world": f"{guilds} servers x {CHANNELS} channels; the user is in {member_of}"}
     try:
+
         def run(name: str, job: DiscordJob, before=None) -> None:
             meter, asked = Meter(stack.engine.queue), len(fake.requests)
             try:
@@ -113,18 +133,33 @@ def bench_discord_costs(embedder, guilds: int = GUILDS, member_of: int = MEMBER_
             finally:
                 meter.close()
             reads = sum(n for op, n in meter.dynamo.items() if op in READS)
-            out[name] = {"Discord requests": len(fake.requests) - asked, "SQS jobs": meter.jobs,
-                         "DynamoDB reads": reads, "DynamoDB writes": sum(meter.dynamo.values()) - reads}
+            out[name] = {
+                "Discord requests": len(fake.requests) - asked,
+                "SQS jobs": meter.jobs,
+                "DynamoDB reads": reads,
+                "DynamoDB writes": sum(meter.dynamo.values()) - reads,
+            }
 
-        run("opt-in (remember + backfill)", DiscordJob(action="remember", user=ALICE, token="bench", issued_at=now_ms()))
+        run(
+            "opt-in (remember + backfill)",
+            DiscordJob(action="remember", user=ALICE, token="bench", issued_at=now_ms()),
+        )
         run("catch-up tick, nothing new", DiscordJob(action="catchup"))
 
         def activity():  # one channel of each of the user's servers gets a message from them, written just now
             for i in range(member_of):
-                fake.add(f"g{i}c0", {"id": ALICE, "username": "alice"}, f"news {i}",
-                         timestamp=datetime.now(timezone.utc).isoformat())
+                fake.add(
+                    f"g{i}c0",
+                    {"id": ALICE, "username": "alice"},
+                    f"news {i}",
+                    timestamp=datetime.now(UTC).isoformat(),
+                )
 
-        run(f"catch-up tick, {member_of} channels with a new message", DiscordJob(action="catchup"), before=activity)
+        run(
+            f"catch-up tick, {member_of} channels with a new message",
+            DiscordJob(action="catchup"),
+            before=activity,
+        )
         run("catch-up tick after that (windows re-read)", DiscordJob(action="catchup"))
         return out
     finally:

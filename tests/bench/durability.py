@@ -34,7 +34,11 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def _ms(values: list[float]) -> dict:
-    return {"n": len(values), "p50_ms": round(_pct(values, 0.5) * 1000, 1), "p95_ms": round(_pct(values, 0.95) * 1000, 1)}
+    return {
+        "n": len(values),
+        "p50_ms": round(_pct(values, 0.5) * 1000, 1),
+        "p95_ms": round(_pct(values, 0.95) * 1000, 1),
+    }
 
 
 def tree_rss_mb(pid: int) -> float:
@@ -59,16 +63,28 @@ class StackProcess:
 
     def __init__(self, data_dir: Path, env: dict[str, str] | None = None):
         self.data_dir, self.port = data_dir, _free_port()
-        self.env = {**os.environ, "ENGRAM_DATA_DIR": str(data_dir), "ENGRAM_PORT": str(self.port),
-                    "ENGRAM_API_KEY": KEY, "ENGRAM_DYNAMODB_PORT": "0", "ENGRAM_SQS_PORT": "0", **(env or {})}
+        self.env = {
+            **os.environ,
+            "ENGRAM_DATA_DIR": str(data_dir),
+            "ENGRAM_PORT": str(self.port),
+            "ENGRAM_API_KEY": KEY,
+            "ENGRAM_DYNAMODB_PORT": "0",
+            "ENGRAM_SQS_PORT": "0",
+            **(env or {}),
+        }
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout_s: float = 300) -> float:
         """Start and return the seconds until /healthz answers."""
         t0 = time.perf_counter()
-        self.proc = subprocess.Popen([sys.executable, "-m", "infra.local_stack"], cwd=ROOT, env=self.env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "infra.local_stack"],
+            cwd=ROOT,
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         while time.perf_counter() - t0 < timeout_s:
             try:
                 if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
@@ -109,12 +125,21 @@ def _writer(api: httpx.Client, bot: str, tag: str, acked: list[str], stop: threa
         i += 1
         try:
             if i % 3:
-                r = api.post(f"/v1/bots/{bot}/memories", json={"text": f"{tag} fact {i}: the ferry leaves at {i % 24}:00"})
+                r = api.post(
+                    f"/v1/bots/{bot}/memories",
+                    json={"text": f"{tag} fact {i}: the ferry leaves at {i % 24}:00"},
+                )
                 if r.status_code in (200, 201):
                     acked.append(r.json()["id"])
             else:
-                batch = [{"id": f"{tag}-{i}-{j}", "text": f"{tag} message {i}.{j} about the harbour", "threadId": tag}
-                         for j in range(20)]
+                batch = [
+                    {
+                        "id": f"{tag}-{i}-{j}",
+                        "text": f"{tag} message {i}.{j} about the harbour",
+                        "threadId": tag,
+                    }
+                    for j in range(20)
+                ]
                 r = api.post(f"/v1/bots/{bot}/messages", json={"messages": batch})
                 if r.status_code in (200, 201):
                     acked.extend(r.json()["ids"])
@@ -136,8 +161,10 @@ def bench_kill_trials(trials: int) -> dict:
             acked: list[str] = []
             stop = threading.Event()
             clients = [stack.client() for _ in range(4)]
-            writers = [threading.Thread(target=_writer, args=(c, "kill", f"t{trial}w{w}", acked, stop), daemon=True)
-                       for w, c in enumerate(clients)]
+            writers = [
+                threading.Thread(target=_writer, args=(c, "kill", f"t{trial}w{w}", acked, stop), daemon=True)
+                for w, c in enumerate(clients)
+            ]
             for w in writers:
                 w.start()
             time.sleep(rng.uniform(1.0, 3.0))
@@ -163,10 +190,14 @@ def bench_kill_trials(trials: int) -> dict:
     finally:
         stack.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
-    return {"trials": trials, "acknowledged writes": acked_total, "acknowledged writes lost (goal 0)": lost,
-            "orphan points removed by the start-up reconcile": orphans_at_start,
-            "orphan points left after restart + reconcile (goal 0)": orphans_left,
-            "restart to /healthz, median s": round(sorted(restart_s)[len(restart_s) // 2], 2)}
+    return {
+        "trials": trials,
+        "acknowledged writes": acked_total,
+        "acknowledged writes lost (goal 0)": lost,
+        "orphan points removed by the start-up reconcile": orphans_at_start,
+        "orphan points left after restart + reconcile (goal 0)": orphans_left,
+        "restart to /healthz, median s": round(sorted(restart_s)[len(restart_s) // 2], 2),
+    }
 
 
 # ----- scale ---------------------------------------------------------------------------------------
@@ -206,8 +237,13 @@ def bench_scale(n: int) -> dict:
     data_dir = Path(tempfile.mkdtemp(prefix="engram-scale-"))
     try:
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", FILL, str(n), str(data_dir)], cwd=ROOT, check=True,
-                       env={**os.environ, "ENGRAM_API_KEY": "k"}, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-c", FILL, str(n), str(data_dir)],
+            cwd=ROOT,
+            check=True,
+            env={**os.environ, "ENGRAM_API_KEY": "k"},
+            capture_output=True,
+        )
         fill_s = time.perf_counter() - t0
         stack = StackProcess(data_dir)
         try:
@@ -216,8 +252,10 @@ def bench_scale(n: int) -> dict:
             with stack.client() as api:
                 timed: dict[str, list[float]] = defaultdict(list)
                 for i in range(200):
-                    for label, params in (("newest 50 facts", {"limit": 50}),
-                                          ("newest 50 of one user", {"limit": 50, "userId": f"u{i % 50}"})):
+                    for label, params in (
+                        ("newest 50 facts", {"limit": 50}),
+                        ("newest 50 of one user", {"limit": 50, "userId": f"u{i % 50}"}),
+                    ):
                         t1 = time.perf_counter()
                         api.get("/v1/bots/bench/memories", params=params).raise_for_status()
                         timed[label].append(time.perf_counter() - t1)
@@ -226,10 +264,13 @@ def bench_scale(n: int) -> dict:
             stack.stop()
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
-    return {"memories": n, "fill (direct) s": round(fill_s, 1),
-            "ready after a restart s (goal <= 5)": round(ready_s, 2),
-            **{f"list {k} (HTTP; goal p95 <= 50 ms)": _ms(v) for k, v in timed.items()},
-            "stack RSS with the model warm MB (goal <= 1536)": rss}
+    return {
+        "memories": n,
+        "fill (direct) s": round(fill_s, 1),
+        "ready after a restart s (goal <= 5)": round(ready_s, 2),
+        **{f"list {k} (HTTP; goal p95 <= 50 ms)": _ms(v) for k, v in timed.items()},
+        "stack RSS with the model warm MB (goal <= 1536)": rss,
+    }
 
 
 # ----- load ----------------------------------------------------------------------------------------
@@ -243,7 +284,23 @@ def bench_load(clients: int, seconds: float) -> dict:
     timed: dict[str, list[float]] = defaultdict(list)
     errors: dict[str, int] = defaultdict(int)
     lock = threading.Lock()
-    words = "garden boat tea violin bakery train river cat dog mountain coffee book music rain ferry".split()
+    words = [
+        "garden",
+        "boat",
+        "tea",
+        "violin",
+        "bakery",
+        "train",
+        "river",
+        "cat",
+        "dog",
+        "mountain",
+        "coffee",
+        "book",
+        "music",
+        "rain",
+        "ferry",
+    ]
     try:
         stack.start()
         stack.wait_warm()
@@ -259,12 +316,24 @@ def bench_load(clients: int, seconds: float) -> dict:
                     bot = f"load{c % 4}"
                     text = " ".join(rng.choice(words) for _ in range(8))
                     if roll < 0.3:
-                        op, call = "add", lambda: api.post(f"/v1/bots/{bot}/memories", json={"text": f"{c}.{i} {text}"})
+                        op, call = (
+                            "add",
+                            lambda: api.post(f"/v1/bots/{bot}/memories", json={"text": f"{c}.{i} {text}"}),
+                        )
                     elif roll < 0.4:
-                        batch = [{"id": f"{c}-{i}-{j}", "text": f"{text} {j}", "threadId": f"t{c}"} for j in range(20)]
-                        op, call = "batch of 20", lambda: api.post(f"/v1/bots/{bot}/messages", json={"messages": batch})
+                        batch = [
+                            {"id": f"{c}-{i}-{j}", "text": f"{text} {j}", "threadId": f"t{c}"}
+                            for j in range(20)
+                        ]
+                        op, call = (
+                            "batch of 20",
+                            lambda: api.post(f"/v1/bots/{bot}/messages", json={"messages": batch}),
+                        )
                     elif roll < 0.8:
-                        op, call = "search", lambda: api.get(f"/v1/bots/{bot}/memories", params={"query": text, "limit": 10})
+                        op, call = (
+                            "search",
+                            lambda: api.get(f"/v1/bots/{bot}/memories", params={"query": text, "limit": 10}),
+                        )
                     else:
                         op, call = "list", lambda: api.get(f"/v1/bots/{bot}/memories", params={"limit": 50})
                     t0 = time.perf_counter()
@@ -287,6 +356,11 @@ def bench_load(clients: int, seconds: float) -> dict:
         stack.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
     total = sum(len(v) for v in timed.values())
-    return {"clients": clients, "seconds": seconds, "requests": total, "requests/s": round(total / seconds, 1),
-            "errors (goal 0)": sum(errors.values()),
-            **{op: {**_ms(v), "errors": errors[op]} for op, v in sorted(timed.items())}}
+    return {
+        "clients": clients,
+        "seconds": seconds,
+        "requests": total,
+        "requests/s": round(total / seconds, 1),
+        "errors (goal 0)": sum(errors.values()),
+        **{op: {**_ms(v), "errors": errors[op]} for op, v in sorted(timed.items())},
+    }

@@ -97,10 +97,20 @@ def records_of(conv: Conversation, kind: str, settings, first_id: int) -> list:
             window = settings.fact_context_minutes * 60_000
             context = last[1] if window and last and created - last[0] <= window else None
             previous_fact[user] = (created, t.text[:MAX_CONTEXT_CHARS])
-        out.append(MemoryRecord(
-            bot=bot, id=first_id + i, kind=kind, text=t.text, user=user, created_at=created, updated_at=created,
-            source_id=t.dia_id, thread=conv.sample_id if kind == "message" else None, context=context,
-        ))
+        out.append(
+            MemoryRecord(
+                bot=bot,
+                id=first_id + i,
+                kind=kind,
+                text=t.text,
+                user=user,
+                created_at=created,
+                updated_at=created,
+                source_id=t.dia_id,
+                thread=conv.sample_id if kind == "message" else None,
+                context=context,
+            )
+        )
     return out
 
 
@@ -136,7 +146,9 @@ def answers(conversations, kind: str, service, settings) -> dict[str, list[list[
     out = {}
     for conv in conversations:
         scope = Scope(bot=f"locomo-{conv.sample_id}", kind=kind)
-        out[conv.sample_id] = [[m.source_id for m in service.recall(scope, q.text, max(KS))] for q in conv.questions]
+        out[conv.sample_id] = [
+            [m.source_id for m in service.recall(scope, q.text, max(KS))] for q in conv.questions
+        ]
     return out
 
 
@@ -146,9 +158,23 @@ def recall_at(conv: Conversation, found: list[list[str]], k: int = 10) -> list[f
 
 
 # The settings before this evaluation existed (tuned on all five dev conversations at once)
-TODAY = dict(k1=0.9, b=0.4, words_context=0.3, dense_context=0.5, fact_context_minutes=0.0, date_terms=0.0,
-             fusion_k=2, words_weight=2.0, dense_weight=1.0, candidates=50, feedback_docs=0, feedback_weight=0.0,
-             feedback_dense=0.0, short_query_terms=0, short_query_words=0.5)
+TODAY = dict(
+    k1=0.9,
+    b=0.4,
+    words_context=0.3,
+    dense_context=0.5,
+    fact_context_minutes=0.0,
+    date_terms=0.0,
+    fusion_k=2,
+    words_weight=2.0,
+    dense_weight=1.0,
+    candidates=50,
+    feedback_docs=0,
+    feedback_weight=0.0,
+    feedback_dense=0.0,
+    short_query_terms=0,
+    short_query_words=0.5,
+)
 
 # Each change is a family of candidate values, the first "off". Step n's grid is every family kept so
 # far plus its own, so its gain is what it adds once the earlier ones are tuned too; a family is kept
@@ -204,7 +230,8 @@ def leave_out(conversations, found: dict[str, dict[tuple, dict]], configs: list[
 
         def dev_score(cfg):
             return statistics.fmean(
-                statistics.fmean(v for c in rest for v in recall_at(c, found[kind][key(cfg)][c.sample_id])) for kind in found
+                statistics.fmean(v for c in rest for v in recall_at(c, found[kind][key(cfg)][c.sample_id]))
+                for kind in found
             )
 
         best = max(configs, key=dev_score)  # ties: the earlier config, closer to today's
@@ -251,8 +278,10 @@ def recall_modes(conversations, service, limit: int = 6, budget: int = 4000) -> 
                 told = {source[int(i)] for i in re.findall(r"^- mem:(\d+) ", block, re.MULTILINE)}
                 shares.append(len(q.evidence & told) / len(q.evidence))
                 sizes.append(len(block))
-        out[mode] = {"evidence in the block": round(statistics.fmean(shares), 4),
-                     "block chars (median)": int(statistics.median(sizes))}
+        out[mode] = {
+            "evidence in the block": round(statistics.fmean(shares), 4),
+            "block chars (median)": int(statistics.median(sizes)),
+        }
     return out
 
 
@@ -263,7 +292,10 @@ def run(conversations=None, embedder=None, steps=STEPS, log=print) -> dict:
 
     conversations = conversations or load(DATA)
     cached = CachedEmbedder(embedder or LocalEmbedder())
-    cached.embed([t.text for c in conversations for t in c.turns] + [q.text for c in conversations for q in c.questions])
+    cached.embed(
+        [t.text for c in conversations for t in c.turns]
+        + [q.text for c in conversations for q in c.questions]
+    )
     cached.save()
     names = {f.name for f in fields(Retrieval)}
     root = Path(tempfile.mkdtemp(prefix="engram-leaveout-"))
@@ -296,10 +328,17 @@ def run(conversations=None, embedder=None, steps=STEPS, log=print) -> dict:
                 kept = families
                 previous = held_out
             steps_out.append({"step": label, "kept": keep, "configs": len(configs), **row})
-            log(f"  {label:50s} messages {row['message']['R@10']:.4f}  facts {row['fact']['R@10']:.4f}  "
-                f"{'kept' if keep else 'not kept'} ({len(configs)} configs)")
+            log(
+                f"  {label:50s} messages {row['message']['R@10']:.4f}  facts {row['fact']['R@10']:.4f}  "
+                f"{'kept' if keep else 'not kept'} ({len(configs)} configs)"
+            )
         final = grid(kept)
-        best = max(final, key=lambda cfg: statistics.fmean(score(conversations, found[kind][key(cfg)])["R@10"] for kind in KINDS))
+        best = max(
+            final,
+            key=lambda cfg: statistics.fmean(
+                score(conversations, found[kind][key(cfg)])["R@10"] for kind in KINDS
+            ),
+        )
         shipped = normal({**TODAY, **{k: getattr(Retrieval(), k) for k in TODAY}})
         evaluate_all([shipped])
         facts = builds[("fact", *(shipped[k] for k in INDEX_SIDE))]

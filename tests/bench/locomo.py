@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import re
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 EVIDENCE = re.compile(r"D\d+:\d+")
 KS = (1, 5, 10, 20)
@@ -39,7 +39,7 @@ class Conversation:
 
 def _session_date(raw: str) -> datetime:
     # "1:56 pm on 8 May, 2023"
-    return datetime.strptime(raw.replace(" on ", " ").strip(), "%I:%M %p %d %B, %Y").replace(tzinfo=timezone.utc)
+    return datetime.strptime(raw.replace(" on ", " ").strip(), "%I:%M %p %d %B, %Y").replace(tzinfo=UTC)
 
 
 def load(path: Path) -> list[Conversation]:
@@ -70,7 +70,9 @@ def load(path: Path) -> list[Conversation]:
     return out
 
 
-def ask(conversations: list[Conversation], search: Callable[[Conversation, str, int], list[str]]) -> dict[str, list[list[str]]]:
+def ask(
+    conversations: list[Conversation], search: Callable[[Conversation, str, int], list[str]]
+) -> dict[str, list[list[str]]]:
     """Every question's top-20 dia ids, best first, per conversation."""
     return {conv.sample_id: [search(conv, q.text, max(KS)) for q in conv.questions] for conv in conversations}
 
@@ -94,6 +96,8 @@ def score(conversations: list[Conversation], found: dict[str, list[list[str]]]) 
     }
 
 
-def evaluate(conversations: list[Conversation], search: Callable[[Conversation, str, int], list[str]]) -> dict:
+def evaluate(
+    conversations: list[Conversation], search: Callable[[Conversation, str, int], list[str]]
+) -> dict:
     """Evidence recall@k, all-evidence hit@10, per category; `search` returns dia ids best first."""
     return score(conversations, ask(conversations, search))

@@ -29,8 +29,8 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
 
 import httpx  # noqa: E402
 
-from tests.bench.locomo import KS, ask, evaluate, load, score  # noqa: E402
 from tests.bench.leaveout import speaker_id  # noqa: E402
+from tests.bench.locomo import KS, ask, evaluate, load, score  # noqa: E402
 
 KEY = "bench-key"
 
@@ -96,11 +96,18 @@ def bench_locomo(stack, path: Path, quick: bool) -> dict:
         bot = f"locomo-{conv.sample_id}"
         for start in range(0, len(conv.turns), 100):
             batch = conv.turns[start : start + 100]
-            body = {"messages": [
-                {"id": t.dia_id, "text": t.text, "createdAt": t.created_at.isoformat(), "threadId": conv.sample_id,
-                 "userId": speaker_id(t.speaker)}
-                for t in batch
-            ]}
+            body = {
+                "messages": [
+                    {
+                        "id": t.dia_id,
+                        "text": t.text,
+                        "createdAt": t.created_at.isoformat(),
+                        "threadId": conv.sample_id,
+                        "userId": speaker_id(t.speaker),
+                    }
+                    for t in batch
+                ]
+            }
             t0 = time.perf_counter()
             r = api.post(f"/v1/bots/{bot}/messages", json=body)
             ingest_s += time.perf_counter() - t0
@@ -109,7 +116,9 @@ def bench_locomo(stack, path: Path, quick: bool) -> dict:
         fact_ids[conv.sample_id] = {}
         for t in conv.turns:
             t0 = time.perf_counter()
-            r = api.post(f"/v1/bots/{bot}-facts/memories", json={"text": t.text, "userId": speaker_id(t.speaker)})
+            r = api.post(
+                f"/v1/bots/{bot}-facts/memories", json={"text": t.text, "userId": speaker_id(t.speaker)}
+            )
             fact_s += time.perf_counter() - t0
             r.raise_for_status()
             fact_ids[conv.sample_id].setdefault(r.json()["id"], t.dia_id)  # the same words twice are one fact
@@ -124,7 +133,11 @@ def bench_locomo(stack, path: Path, quick: bool) -> dict:
             latencies.append(time.perf_counter() - t0)
             r.raise_for_status()
             memories = r.json()["memories"]
-            return [m["sourceMessageId"] for m in memories] if kind == "message" else [fact_ids[conv.sample_id][m["id"]] for m in memories]
+            return (
+                [m["sourceMessageId"] for m in memories]
+                if kind == "message"
+                else [fact_ids[conv.sample_id][m["id"]] for m in memories]
+            )
 
         return search
 
@@ -134,7 +147,11 @@ def bench_locomo(stack, path: Path, quick: bool) -> dict:
         def search(conv, question, k):
             bot = f"locomo-{conv.sample_id}" + ("-facts" if kind == "fact" else "")
             found = service.recall(Scope(bot=bot, kind=kind), question, k)
-            return [m.source_id for m in found] if kind == "message" else [fact_ids[conv.sample_id][format_memory_id(m.id)] for m in found]
+            return (
+                [m.source_id for m in found]
+                if kind == "message"
+                else [fact_ids[conv.sample_id][format_memory_id(m.id)] for m in found]
+            )
 
         return search
 
@@ -143,7 +160,10 @@ def bench_locomo(stack, path: Path, quick: bool) -> dict:
             scope = Scope(bot=f"locomo-{conv.sample_id}", kind="message")
             words = service.words.query(question) if mode == "words" else None
             dense = (service.dense_name, service.embedder.embed([question])[0]) if mode == "meaning" else None
-            return [h.payload["sourceId"] for h in service.index.search(scope, words, dense, k, service.retrieval.fusion(0))]
+            return [
+                h.payload["sourceId"]
+                for h in service.index.search(scope, words, dense, k, service.retrieval.fusion(0))
+            ]
 
         return search
 
@@ -188,7 +208,9 @@ def bench_leave_out(path: Path, quick: bool, embedder) -> dict:
         for c in conversations:
             c.questions = c.questions[:30]
         steps = steps[:2]
-    return leaveout.run(conversations, embedder=embedder, steps=steps, log=lambda line: print(line, file=sys.stderr))
+    return leaveout.run(
+        conversations, embedder=embedder, steps=steps, log=lambda line: print(line, file=sys.stderr)
+    )
 
 
 # ----- the proxy's added latency -------------------------------------------------------------------
@@ -199,10 +221,20 @@ def bench_proxy(stack, upstream, quick: bool) -> dict:
     warm caches (the same question again) and cold recall (a new question: one embed + one query)."""
     n = 30 if quick else 200
     body = {"model": "fake", "messages": [{"role": "user", "content": "What tea do I like?"}]}
-    auth = {"Authorization": f"Bearer {KEY}", "x-librechat-user-id": "bench", "x-librechat-conversation-id": "bench-conv"}
+    auth = {
+        "Authorization": f"Bearer {KEY}",
+        "x-librechat-user-id": "bench",
+        "x-librechat-conversation-id": "bench-conv",
+    }
     client = httpx.Client(timeout=30)
-    client.post(f"{stack.url}/fake/v1/chat/completions", headers=auth,
-                json={"model": "fake", "messages": [{"role": "user", "content": "/memory save The user likes genmaicha tea."}]})
+    client.post(
+        f"{stack.url}/fake/v1/chat/completions",
+        headers=auth,
+        json={
+            "model": "fake",
+            "messages": [{"role": "user", "content": "/memory save The user likes genmaicha tea."}],
+        },
+    )
 
     def timed(url, payload, headers):
         out = []
@@ -215,8 +247,11 @@ def bench_proxy(stack, upstream, quick: bool) -> dict:
 
     direct = timed(f"{upstream.url}/v1/chat/completions", lambda i: body, {})
     warm = timed(f"{stack.url}/fake/v1/chat/completions", lambda i: body, auth)
-    cold = timed(f"{stack.url}/fake/v1/chat/completions",
-                 lambda i: {**body, "messages": [{"role": "user", "content": f"Question number {i} about tea?"}]}, auth)
+    cold = timed(
+        f"{stack.url}/fake/v1/chat/completions",
+        lambda i: {**body, "messages": [{"role": "user", "content": f"Question number {i} about tea?"}]},
+        auth,
+    )
     d, w, c = ms(direct), ms(warm), ms(cold)
     return {
         "direct to upstream": d,
@@ -258,13 +293,24 @@ def bench_interactions(stack) -> dict:
     from nacl.signing import SigningKey
 
     signer = SigningKey.generate()
-    env = {**os.environ, "DISCORD_PUBLIC_KEY": signer.verify_key.encode().hex(), "DISCORD_APPLICATION_ID": "900",
-           "ENGRAM_DYNAMODB_ENDPOINT": stack.settings.dynamodb_endpoint, "ENGRAM_SQS_ENDPOINT": stack.settings.sqs_endpoint,
-           "ENGRAM_JOBS_QUEUE_URL": stack.settings.jobs_queue_url}
+    env = {
+        **os.environ,
+        "DISCORD_PUBLIC_KEY": signer.verify_key.encode().hex(),
+        "DISCORD_APPLICATION_ID": "900",
+        "ENGRAM_DYNAMODB_ENDPOINT": stack.settings.dynamodb_endpoint,
+        "ENGRAM_SQS_ENDPOINT": stack.settings.sqs_endpoint,
+        "ENGRAM_JOBS_QUEUE_URL": stack.settings.jobs_queue_url,
+    }
     commands = []
     for _ in range(5):
-        out = subprocess.run([sys.executable, "-c", COLD_START, signer.encode().hex()], cwd=ROOT, env=env,
-                             capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [sys.executable, "-c", COLD_START, signer.encode().hex()],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         figures = json.loads(out.strip().splitlines()[-1])
         commands.extend(figures["command"])
     return {"/memory status (warm)": ms(commands)}
@@ -278,19 +324,31 @@ def bench_cold_start(repeats: int) -> dict:
 
     from tests.deploy import harness
     from tests.deploy.conftest import PROXY_KEY, make_deployment
-    from tests.deploy.test_functions import event as sample, keyed, signed
+    from tests.deploy.test_functions import event as sample
+    from tests.deploy.test_functions import keyed, signed
 
     turn = json.dumps({"model": "m", "messages": [{"role": "user", "content": "What did I say about tea?"}]})
-    turn_headers = {"authorization": f"Bearer {PROXY_KEY}", "content-type": "application/json",
-                    "x-librechat-user-id": "alice", "x-librechat-conversation-id": "conv-cold"}
+    turn_headers = {
+        "authorization": f"Bearer {PROXY_KEY}",
+        "content-type": "application/json",
+        "x-librechat-user-id": "alice",
+        "x-librechat-conversation-id": "conv-cold",
+    }
     out: dict = {}
     with make_deployment() as d:
         cases = [
             ("interactions: PING", "InteractionsFunction", lambda: signed(d, sample("discord-ping.json"))),
-            ("interactions: /memory status", "InteractionsFunction", lambda: signed(d, sample("discord-memory-status.json"))),
+            (
+                "interactions: /memory status",
+                "InteractionsFunction",
+                lambda: signed(d, sample("discord-memory-status.json")),
+            ),
             ("http: list memories", "HttpFunction", lambda: keyed(sample("apigw-http-list-memories.json"))),
-            ("http: LibreChat turn (recall + upstream)", "HttpFunction",
-             lambda: harness.apigw_event("POST", "/oa/v1/chat/completions", turn, turn_headers)),
+            (
+                "http: LibreChat turn (recall + upstream)",
+                "HttpFunction",
+                lambda: harness.apigw_event("POST", "/oa/v1/chat/completions", turn, turn_headers),
+            ),
             ("worker: index job", "WorkerFunction", lambda: sample("sqs-sweep-job.json")),
             ("schedule: sweep", "ScheduleFunction", lambda: {"job": "sweep"}),
         ]
@@ -300,21 +358,33 @@ def bench_cold_start(repeats: int) -> dict:
                 process = d.start(logical)
                 answer = process.invoke(make_event())
                 assert answer["error"] is None, answer["error"]
-                inits.append(process.init_ms), firsts.append(answer["ms"]), totals.append(process.first_response_ms)
+                (
+                    inits.append(process.init_ms),
+                    firsts.append(answer["ms"]),
+                    totals.append(process.first_response_ms),
+                )
                 process.close()
-            out[label] = {"init_ms": round(statistics.median(inits)), "first_request_ms": round(statistics.median(firsts)),
-                          "start_to_first_response_ms": round(statistics.median(totals))}
+            out[label] = {
+                "init_ms": round(statistics.median(inits)),
+                "first_request_ms": round(statistics.median(firsts)),
+                "start_to_first_response_ms": round(statistics.median(totals)),
+            }
         readies, totals = [], []
         for _ in range(repeats):
             started = time.perf_counter()
             web = d.start_web("StreamingProxyFunction")
-            response = httpx.post(f"{web.url}/oa/v1/chat/completions", content=turn, headers=turn_headers, timeout=30)
+            response = httpx.post(
+                f"{web.url}/oa/v1/chat/completions", content=turn, headers=turn_headers, timeout=30
+            )
             assert response.status_code == 200, response.text
             readies.append(web.ready_ms), totals.append((time.perf_counter() - started) * 1000)
             web.close()
         ready = statistics.median(readies)
-        out["streaming proxy: LibreChat turn"] = {"init_ms": round(ready), "first_request_ms": round(statistics.median(totals) - ready),
-                                                   "start_to_first_response_ms": round(statistics.median(totals))}
+        out["streaming proxy: LibreChat turn"] = {
+            "init_ms": round(ready),
+            "first_request_ms": round(statistics.median(totals) - ready),
+            "start_to_first_response_ms": round(statistics.median(totals)),
+        }
         out["layer unzipped (MB, limit 250)"] = dir_mb(d.build / "EngramLayer")
     return out
 
@@ -330,8 +400,12 @@ def bench_backfill(embedder) -> dict:
     fake = FakeDiscord().start()
     fake.rate_limited_once = set()
     signer = SigningKey.generate()
-    settings = DiscordSettings(DISCORD_APPLICATION_ID=APP_ID, DISCORD_PUBLIC_KEY=signer.verify_key.encode().hex(),
-                               DISCORD_BOT_TOKEN=TOKEN, DISCORD_API_BASE=fake.url)
+    settings = DiscordSettings(
+        DISCORD_APPLICATION_ID=APP_ID,
+        DISCORD_PUBLIC_KEY=signer.verify_key.encode().hex(),
+        DISCORD_BOT_TOKEN=TOKEN,
+        DISCORD_API_BASE=fake.url,
+    )
     data_dir = Path(tempfile.mkdtemp(prefix="engram-bench-"))
     stack = LocalStack(data_dir, port=0, api_key=KEY, embedder=embedder, discord_settings=settings).start()
     try:
@@ -341,7 +415,10 @@ def bench_backfill(embedder) -> dict:
         t0 = time.perf_counter()
         stack.discord.run(DiscordJob(action="remember", user=ALICE, token="bench", issued_at=now_ms()))
         deadline = time.monotonic() + 600
-        while not any("Backfill complete" in s.get("content", "") for s in fake.sent) and time.monotonic() < deadline:
+        while (
+            not any("Backfill complete" in s.get("content", "") for s in fake.sent)
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
         took = time.perf_counter() - t0
         stored = len(fake.expected_for(ALICE, {"c11", "c12", "t14", "c21"}))
@@ -369,10 +446,33 @@ def bench_reembed(embedder, n: int) -> dict:
     try:
         api.patch("/v1/settings", json={"embedder": "off"}).raise_for_status()
         rng = random.Random(5)
-        words = "garden boat tea violin bakery train river cat dog mountain coffee book music rain".split()
+        words = [
+            "garden",
+            "boat",
+            "tea",
+            "violin",
+            "bakery",
+            "train",
+            "river",
+            "cat",
+            "dog",
+            "mountain",
+            "coffee",
+            "book",
+            "music",
+            "rain",
+        ]
         for start in range(0, n, 500):
-            batch = [ChatMessage(source_id=f"r{i}", text=" ".join(rng.choice(words) for _ in range(10)), user=f"u{i % 20}",
-                                 server=f"g{i % 4}", thread=f"c{i % 8}") for i in range(start, min(n, start + 500))]
+            batch = [
+                ChatMessage(
+                    source_id=f"r{i}",
+                    text=" ".join(rng.choice(words) for _ in range(10)),
+                    user=f"u{i % 20}",
+                    server=f"g{i % 4}",
+                    thread=f"c{i % 8}",
+                )
+                for i in range(start, min(n, start + 500))
+            ]
             stack.engine.service.add_messages("reembed", batch)
         latencies, stop = [], threading.Event()
 
@@ -380,7 +480,10 @@ def bench_reembed(embedder, n: int) -> dict:
             client = httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=60)
             while not stop.is_set():
                 t0 = time.perf_counter()
-                client.get("/v1/bots/reembed/memories", params={"query": rng.choice(words), "kind": "message", "limit": 10})
+                client.get(
+                    "/v1/bots/reembed/memories",
+                    params={"query": rng.choice(words), "kind": "message", "limit": 10},
+                )
                 latencies.append(time.perf_counter() - t0)
                 time.sleep(0.25)  # one person searching now and then; each search embeds its query too
 
@@ -401,10 +504,15 @@ def bench_reembed(embedder, n: int) -> dict:
         took = time.perf_counter() - t0
         stop.set()
         thread.join()
-        return {"records": n, "seconds": round(took, 1), "records/s": round(n / took, 1),
-                "embedder texts/s on the same texts": round(embedder_rate, 1),
-                "re-embed / embedder (goal >= 80 %)": f"{100 * n / took / embedder_rate:.0f} %",
-                "search while re-embedding": ms(latencies), "searches": len(latencies)}
+        return {
+            "records": n,
+            "seconds": round(took, 1),
+            "records/s": round(n / took, 1),
+            "embedder texts/s on the same texts": round(embedder_rate, 1),
+            "re-embed / embedder (goal >= 80 %)": f"{100 * n / took / embedder_rate:.0f} %",
+            "search while re-embedding": ms(latencies),
+            "searches": len(latencies),
+        }
     finally:
         stack.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
@@ -429,10 +537,20 @@ def synthetic_points(n: int, dim: int, seed: int = 7):
     dense /= np.linalg.norm(dense, axis=1, keepdims=True)
     for i in range(n):
         text = " ".join(VOCAB[j] for j in zipf[i])
-        payload = {"bot": "bench", "kind": "fact" if i % 4 else "message", "server": f"s{i % 10}",
-                   "project": f"p{i % 5}", "user": f"u{i % 50}", "text": text, "savedBy": "bot",
-                   "createdAt": 1_700_000_000_000 + i, "updatedAt": 1_700_000_000_000 + i}
-        yield IndexPoint(id=i + 1, payload=payload, words=words.document(text), dense={"dense-bench": dense[i].tolist()})
+        payload = {
+            "bot": "bench",
+            "kind": "fact" if i % 4 else "message",
+            "server": f"s{i % 10}",
+            "project": f"p{i % 5}",
+            "user": f"u{i % 50}",
+            "text": text,
+            "savedBy": "bot",
+            "createdAt": 1_700_000_000_000 + i,
+            "updatedAt": 1_700_000_000_000 + i,
+        }
+        yield IndexPoint(
+            id=i + 1, payload=payload, words=words.document(text), dense={"dense-bench": dense[i].tolist()}
+        )
 
 
 class PrecomputedEmbedder:
@@ -471,7 +589,9 @@ def bench_recall(sizes: list[int], embedder, queries: int, with_client_mode: boo
             from tests.fake_qdrant import FakeQdrant
 
             fake = FakeQdrant().start()
-            engines.append(("qdrant-client local", lambda d: QdrantServerIndex.connect(fake.url, None, "bench")))
+            engines.append(
+                ("qdrant-client local", lambda d: QdrantServerIndex.connect(fake.url, None, "bench"))
+            )
         for engine_name, make in engines:
             tmp = tempfile.mkdtemp()
             index = make(tmp)
@@ -489,9 +609,11 @@ def bench_recall(sizes: list[int], embedder, queries: int, with_client_mode: boo
             if hasattr(index, "optimize"):
                 index.optimize()
             load_s = time.perf_counter() - t0
-            scopes = [Scope(bot="bench", kind="fact", server=f"s{i % 10}") for i in range(5)] + [
-                Scope(bot="bench", kind="fact", user=f"u{i}") for i in range(5)] + [
-                Scope(bot="bench", kind="message", project=f"p{i}") for i in range(5)]
+            scopes = (
+                [Scope(bot="bench", kind="fact", server=f"s{i % 10}") for i in range(5)]
+                + [Scope(bot="bench", kind="fact", user=f"u{i}") for i in range(5)]
+                + [Scope(bot="bench", kind="message", project=f"p{i}") for i in range(5)]
+            )
             warm = MemoryService(records=None, index=index, embedder=Named(qvectors), queue=None)
             timed = {"without embed": [], "with embed": []}
             for i, q in enumerate(qtexts):
@@ -533,11 +655,14 @@ def bench_recall(sizes: list[int], embedder, queries: int, with_client_mode: boo
 def bench_throughput(stack, embedder, quick: bool) -> dict:
     """The embedder alone, then the same texts through HTTP: one fact per request, and chat messages in
     batches of 100 (ingest's share of the embedder's own batched throughput, measured in the same run)."""
-    texts = [f"Fact number {i}: the team's build server {i} runs tests at {i % 24}:00." for i in range(256 if quick else 1024)]
+    texts = [
+        f"Fact number {i}: the team's build server {i} runs tests at {i % 24}:00."
+        for i in range(256 if quick else 1024)
+    ]
     t0 = time.perf_counter()
     embedder.embed(texts)
     batched = len(texts) / (time.perf_counter() - t0)
-    singles = texts[:32 if quick else 128]
+    singles = texts[: 32 if quick else 128]
     t0 = time.perf_counter()
     for t in singles:
         embedder.embed([t])
@@ -546,7 +671,9 @@ def bench_throughput(stack, embedder, quick: bool) -> dict:
     n = 32 if quick else 200
     t0 = time.perf_counter()
     for i in range(n):
-        api.post("/v1/bots/throughput/memories", json={"text": f"Throughput fact {i}: {texts[i % len(texts)]}"}).raise_for_status()
+        api.post(
+            "/v1/bots/throughput/memories", json={"text": f"Throughput fact {i}: {texts[i % len(texts)]}"}
+        ).raise_for_status()
     adds = n / (time.perf_counter() - t0)
     messages = [f"{t} (said in chat)" for t in texts]
     t0 = time.perf_counter()
@@ -554,7 +681,10 @@ def bench_throughput(stack, embedder, quick: bool) -> dict:
     batched_messages = len(messages) / (time.perf_counter() - t0)
     t0 = time.perf_counter()
     for start in range(0, len(messages), 100):
-        batch = [{"id": f"x{i}", "text": messages[i], "threadId": f"c{i % 4}"} for i in range(start, min(len(messages), start + 100))]
+        batch = [
+            {"id": f"x{i}", "text": messages[i], "threadId": f"c{i % 4}"}
+            for i in range(start, min(len(messages), start + 100))
+        ]
         api.post("/v1/bots/ingest/messages", json={"messages": batch}).raise_for_status()
     ingest = len(messages) / (time.perf_counter() - t0)
     return {
@@ -576,7 +706,9 @@ def dir_mb(path: Path) -> float:
 
 def bench_footprint(quick: bool) -> dict:
     """Package sizes (the layer's is measured on the `sam build` artifact by bench_cold_start)."""
-    return {f"function {p.name} (MB)": dir_mb(p) for p in sorted((ROOT / "functions").iterdir()) if p.is_dir()}
+    return {
+        f"function {p.name} (MB)": dir_mb(p) for p in sorted((ROOT / "functions").iterdir()) if p.is_dir()
+    }
 
 
 # ----- report --------------------------------------------------------------------------------------
@@ -586,49 +718,84 @@ def table(results: dict) -> str:
     lines = []
     loc = results.get("locomo")
     if loc:
-        lines.append(f"LoCoMo evidence retrieval ({loc['conversations']} conversations, "
-                     f"{loc['engram messages (HTTP)']['questions']} questions; shipped settings, dev set)")
+        lines.append(
+            f"LoCoMo evidence retrieval ({loc['conversations']} conversations, "
+            f"{loc['engram messages (HTTP)']['questions']} questions; shipped settings, dev set)"
+        )
         lines.append(f"  {'system':<30}" + "".join(f"{'R@' + str(k):>8}" for k in KS) + f"{'all@10':>8}")
-        for name in ("engram messages (HTTP)", "engram facts (HTTP)", "engram messages (in-process)",
-                     "engram facts (in-process)", "engram words only", "engram meaning only", "plain BM25"):
+        for name in (
+            "engram messages (HTTP)",
+            "engram facts (HTTP)",
+            "engram messages (in-process)",
+            "engram facts (in-process)",
+            "engram words only",
+            "engram meaning only",
+            "plain BM25",
+        ):
             r = loc[name]
-            lines.append(f"  {name:<30}" + "".join(f"{r['R@' + str(k)]:>8.3f}" for k in KS) + f"{r['all@10']:>8.3f}")
+            lines.append(
+                f"  {name:<30}" + "".join(f"{r['R@' + str(k)]:>8.3f}" for k in KS) + f"{r['all@10']:>8.3f}"
+            )
         lines.append(f"  R@10 by category (messages): {loc['engram messages (HTTP)']['R@10 by category']}")
-        lines.append(f"  R@10 per conversation (messages, facts): {loc['R@10 per conversation (HTTP; messages, facts)']}")
-        lines.append(f"  engram / plain BM25 at R@10: {loc['R@10 vs plain BM25']}x;  search over HTTP "
-                     f"p50 {loc['search latency (HTTP)']['p50_ms']} ms, p95 {loc['search latency (HTTP)']['p95_ms']} ms;"
-                     f"  ingest {loc['ingest messages/s (HTTP, batches of 100)']} messages/s, "
-                     f"{loc['facts/s (HTTP, one per request)']} facts/s")
+        lines.append(
+            f"  R@10 per conversation (messages, facts): {loc['R@10 per conversation (HTTP; messages, facts)']}"
+        )
+        lines.append(
+            f"  engram / plain BM25 at R@10: {loc['R@10 vs plain BM25']}x;  search over HTTP "
+            f"p50 {loc['search latency (HTTP)']['p50_ms']} ms, p95 {loc['search latency (HTTP)']['p95_ms']} ms;"
+            f"  ingest {loc['ingest messages/s (HTTP, batches of 100)']} messages/s, "
+            f"{loc['facts/s (HTTP, one per request)']} facts/s"
+        )
     lo = results.get("leave-out")
     if lo:
-        lines.append("LoCoMo leave-conversations-out (settings chosen on 4 conversations, R@10 on the 5th, every split)")
+        lines.append(
+            "LoCoMo leave-conversations-out (settings chosen on 4 conversations, R@10 on the 5th, every split)"
+        )
         lines.append(f"  {'step':<52}{'messages':>10}{'facts':>8}  spread messages / facts (min-max)  kept")
         for st in lo["steps"]:
             m, f = st["message"], st["fact"]
-            lines.append(f"  {st['step']:<52}{m['R@10']:>10.3f}{f['R@10']:>8.3f}  "
-                         f"{m['spread (min, max, stdev)'][0]:.3f}-{m['spread (min, max, stdev)'][1]:.3f} / "
-                         f"{f['spread (min, max, stdev)'][0]:.3f}-{f['spread (min, max, stdev)'][1]:.3f}"
-                         f"{'  yes' if st['kept'] else '  no'}")
+            lines.append(
+                f"  {st['step']:<52}{m['R@10']:>10.3f}{f['R@10']:>8.3f}  "
+                f"{m['spread (min, max, stdev)'][0]:.3f}-{m['spread (min, max, stdev)'][1]:.3f} / "
+                f"{f['spread (min, max, stdev)'][0]:.3f}-{f['spread (min, max, stdev)'][1]:.3f}"
+                f"{'  yes' if st['kept'] else '  no'}"
+            )
         lines.append(f"  chosen on all five: {lo['chosen on all five']}")
-        lines.append(f"  shipped: {lo['shipped defaults (engram.retrieval.DEFAULT)']}; on all five (dev): "
-                     f"{lo['shipped on all five (dev figure, not a leave-out one)']}")
-        lines.append("  MEMORY_RECALL_MODE on the facts (6 memories, 4,000 chars): share of the evidence the model is told")
+        lines.append(
+            f"  shipped: {lo['shipped defaults (engram.retrieval.DEFAULT)']}; on all five (dev): "
+            f"{lo['shipped on all five (dev figure, not a leave-out one)']}"
+        )
+        lines.append(
+            "  MEMORY_RECALL_MODE on the facts (6 memories, 4,000 chars): share of the evidence the model is told"
+        )
         for mode, r in lo["recall modes (facts, shipped settings)"].items():
-            lines.append(f"    {mode:<10} {r['evidence in the block']:.3f}  (block {r['block chars (median)']} chars, median)")
+            lines.append(
+                f"    {mode:<10} {r['evidence in the block']:.3f}  (block {r['block chars (median)']} chars, median)"
+            )
     if results.get("discord at scale"):
         scale = dict(results["discord at scale"])
-        lines.append(f"Discord at scale ({scale.pop('world')}): requests / SQS jobs / DynamoDB reads / writes")
+        lines.append(
+            f"Discord at scale ({scale.pop('world')}): requests / SQS jobs / DynamoDB reads / writes"
+        )
         for name, r in scale.items():
-            lines.append(f"  {name:<52} {r['Discord requests']:>6} / {r['SQS jobs']:>5} / {r['DynamoDB reads']:>6} / {r['DynamoDB writes']:>6}")
+            lines.append(
+                f"  {name:<52} {r['Discord requests']:>6} / {r['SQS jobs']:>5} / {r['DynamoDB reads']:>6} / {r['DynamoDB writes']:>6}"
+            )
     if results.get("recall"):
-        lines.append("Recall (scope-filtered hybrid, top 10)   without embed p50/p95 ms   with embed p50/p95 ms")
+        lines.append(
+            "Recall (scope-filtered hybrid, top 10)   without embed p50/p95 ms   with embed p50/p95 ms"
+        )
         for name, r in results["recall"].items():
             a, b = r["recall without embed"], r["recall with embed"]
-            lines.append(f"  {name:<38} {a['p50_ms']:>8} / {a['p95_ms']:<10} {b['p50_ms']:>8} / {b['p95_ms']}")
+            lines.append(
+                f"  {name:<38} {a['p50_ms']:>8} / {a['p95_ms']:<10} {b['p50_ms']:>8} / {b['p95_ms']}"
+            )
     if results.get("proxy"):
         lines.append("LibreChat proxy, one non-streaming turn (p50 / p95 ms)")
         for name, r in results["proxy"].items():
-            lines.append(f"  {name:<44} " + (f"{r['p50_ms']} / {r['p95_ms']}" if isinstance(r, dict) else str(r)))
+            lines.append(
+                f"  {name:<44} " + (f"{r['p50_ms']} / {r['p95_ms']}" if isinstance(r, dict) else str(r))
+            )
     if results.get("interactions"):
         lines.append("Discord interactions function (p50 / p95 ms)")
         for name, r in results["interactions"].items():
@@ -638,16 +805,22 @@ def table(results: dict) -> str:
         lines.append(f"  {'function: first request':<44} {'init':>6} {'request':>8} {'start->answer':>14}")
         for name, r in results["cold start"].items():
             if isinstance(r, dict):
-                lines.append(f"  {name:<44} {r['init_ms']:>6} {r['first_request_ms']:>8} {r['start_to_first_response_ms']:>14}")
+                lines.append(
+                    f"  {name:<44} {r['init_ms']:>6} {r['first_request_ms']:>8} {r['start_to_first_response_ms']:>14}"
+                )
             else:
                 lines.append(f"  {name:<44} {r}")
     if results.get("embedder threads"):
-        lines.append("Local embedder's torch threads (one query alone; under 2 and 4 concurrent searches; batched)")
+        lines.append(
+            "Local embedder's torch threads (one query alone; under 2 and 4 concurrent searches; batched)"
+        )
         for name, r in results["embedder threads"].items():
-            lines.append(f"  {name:<30} alone {r['alone']['p50_ms']}/{r['alone']['p95_ms']} ms; "
-                         f"2 concurrent {r['2 concurrent']['p50_ms']}/{r['2 concurrent']['p95_ms']} ms "
-                         f"({r['2 concurrent']['queries/s']}/s); 4 concurrent {r['4 concurrent']['p50_ms']}/"
-                         f"{r['4 concurrent']['p95_ms']} ms ({r['4 concurrent']['queries/s']}/s); batched {r['batched texts/s']} texts/s")
+            lines.append(
+                f"  {name:<30} alone {r['alone']['p50_ms']}/{r['alone']['p95_ms']} ms; "
+                f"2 concurrent {r['2 concurrent']['p50_ms']}/{r['2 concurrent']['p95_ms']} ms "
+                f"({r['2 concurrent']['queries/s']}/s); 4 concurrent {r['4 concurrent']['p50_ms']}/"
+                f"{r['4 concurrent']['p95_ms']} ms ({r['4 concurrent']['queries/s']}/s); batched {r['batched texts/s']} texts/s"
+            )
     for section in ("throughput", "footprint"):
         if results.get(section):
             lines.append(section.capitalize())
@@ -662,8 +835,12 @@ def table(results: dict) -> str:
     for part, figures in (results.get("local stack") or {}).items():
         lines.append(f"Local stack (make run's process): {part}")
         for k, v in figures.items():
-            shown = f"p50 {v['p50_ms']} / p95 {v['p95_ms']} ms (n={v['n']}" + (f", errors {v['errors']})" if "errors" in v else ")") \
-                if isinstance(v, dict) else v
+            shown = (
+                f"p50 {v['p50_ms']} / p95 {v['p95_ms']} ms (n={v['n']}"
+                + (f", errors {v['errors']})" if "errors" in v else ")")
+                if isinstance(v, dict)
+                else v
+            )
             lines.append(f"  {k:<52} {shown}")
     return "\n".join(lines)
 
@@ -672,7 +849,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a few seconds: one conversation, 1k memories")
     parser.add_argument("--locomo", type=Path, default=ROOT.parent / "shared" / "data" / "locomo-dev.json")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / ("quick.json" if "--quick" in sys.argv else "latest.json"))
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "bench-results" / ("quick.json" if "--quick" in sys.argv else "latest.json"),
+    )
     args = parser.parse_args()
 
     from engram.embedders.local import LocalEmbedder
@@ -682,8 +863,11 @@ def main() -> None:
     t0 = time.perf_counter()
     embedder.load()
     embedder.embed(["warm up"])
-    results: dict = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "quick": args.quick,
-                     "embedder load_s": round(time.perf_counter() - t0, 2)}
+    results: dict = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "quick": args.quick,
+        "embedder load_s": round(time.perf_counter() - t0, 2),
+    }
     from engram.proxy.settings import ProxySettings
     from tests.fake_upstream import FakeUpstream
 
@@ -694,7 +878,9 @@ def main() -> None:
         MEMORY_WRITE_MODE="off",  # extraction runs in the worker; keep it out of the timed turns
     )
     data_dir = Path(tempfile.mkdtemp(prefix="engram-bench-"))
-    stack = LocalStack(data_dir, port=0, api_key=KEY, embedder=embedder, sweep_every_s=30, proxy_settings=proxy_settings).start()
+    stack = LocalStack(
+        data_dir, port=0, api_key=KEY, embedder=embedder, sweep_every_s=30, proxy_settings=proxy_settings
+    ).start()
     try:
         if args.locomo.exists():
             results["locomo"] = bench_locomo(stack, args.locomo, args.quick)
@@ -717,9 +903,13 @@ def main() -> None:
 
     # what is counted does not depend on the embedder: a hashing one keeps this part fast
     results["discord at scale"] = bench_discord_costs(HashEmbedder(), *((10, 2) if args.quick else (50, 10)))
-    results["throughput"]["re-embedding (local model)"] = bench_reembed(embedder, 300 if args.quick else 20_000)
+    results["throughput"]["re-embedding (local model)"] = bench_reembed(
+        embedder, 300 if args.quick else 20_000
+    )
     sizes = [1_000] if args.quick else [1_000, 20_000, 100_000]
-    results["recall"] = bench_recall(sizes, embedder, queries=40 if args.quick else 200, with_client_mode=not args.quick)
+    results["recall"] = bench_recall(
+        sizes, embedder, queries=40 if args.quick else 200, with_client_mode=not args.quick
+    )
     results["footprint"] = bench_footprint(args.quick)
     from tests.bench.durability import bench_kill_trials, bench_load, bench_scale
 

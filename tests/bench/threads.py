@@ -49,8 +49,14 @@ def measure(counts=(1, 2, 0), queries: int = 200, quick: bool = False) -> dict:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT / "layers" / "engram")}
     out = {}
     for n in counts:
-        done = subprocess.run([sys.executable, "-c", PROBE, str(n), str(queries), "1" if quick else "0"],
-                              env=env, capture_output=True, text=True, check=True, cwd=ROOT)
+        done = subprocess.run(
+            [sys.executable, "-c", PROBE, str(n), str(queries), "1" if quick else "0"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        )
         label = "chosen per call (the default)" if n == 0 else f"{n} thread{'s' if n > 1 else ''}"
         out[label] = json.loads(done.stdout.strip().splitlines()[-1])
     return out

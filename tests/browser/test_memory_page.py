@@ -23,15 +23,38 @@ def stack(tmp_path_factory):
     s = Stack(tmp_path_factory.mktemp("page"), {}).start().wait_warm()  # the page's searches use meaning
     api = s.api
     for i in range(25):
-        api.post("/v1/bots/garden/memories", json={"text": f"Garden note {i}: plant row {i} in spring.", "userId": "u1" if i % 2 else "u2"})
+        api.post(
+            "/v1/bots/garden/memories",
+            json={"text": f"Garden note {i}: plant row {i} in spring.", "userId": "u1" if i % 2 else "u2"},
+        )
     api.post("/v1/bots/garden/memories", json={"text": "The tomatoes need six hours of sun.", "userId": "u3"})
-    api.post("/v1/bots/garden/messages", json={"messages": [{
-        "id": "m1", "text": "Look at this seedling!", "userId": "u1", "serverId": "g1", "threadId": "c1",
-        "createdAt": "2026-11-02T09:30:00Z",
-        "content": {"author": "lena", "displayName": "Lena", "channelId": "c1", "timestamp": "2026-11-02T09:30:00+00:00",
-                    "attachments": [{"filename": "seedling.png"}], "links": [{"url": "https://example.org/seeds"}]}}]})
+    api.post(
+        "/v1/bots/garden/messages",
+        json={
+            "messages": [
+                {
+                    "id": "m1",
+                    "text": "Look at this seedling!",
+                    "userId": "u1",
+                    "serverId": "g1",
+                    "threadId": "c1",
+                    "createdAt": "2026-11-02T09:30:00Z",
+                    "content": {
+                        "author": "lena",
+                        "displayName": "Lena",
+                        "channelId": "c1",
+                        "timestamp": "2026-11-02T09:30:00+00:00",
+                        "attachments": [{"filename": "seedling.png"}],
+                        "links": [{"url": "https://example.org/seeds"}],
+                    },
+                }
+            ]
+        },
+    )
     api.post("/v1/bots/kitchen/memories", json={"text": "The oven runs hot."})
-    api.post("/v1/bots/librechat/memories", json={"text": "The user prefers metric units.", "userId": "alice"})
+    api.post(
+        "/v1/bots/librechat/memories", json={"text": "The user prefers metric units.", "userId": "alice"}
+    )
     yield s
     s.stop()
 
@@ -134,7 +157,9 @@ def test_add_edit_merge_and_remove(page, stack):
     page.get_by_role("button", name=f"Edit {kettle}").click()
     page.get_by_label(f"New text for {kettle}").fill("The kettle is in the right cupboard.")
     page.get_by_label(f"New text for {kettle}").press("Enter")
-    expect(page.locator(f'#memories li[data-id="{kettle}"] .text')).to_have_text("The kettle is in the right cupboard.")
+    expect(page.locator(f'#memories li[data-id="{kettle}"] .text')).to_have_text(
+        "The kettle is in the right cupboard."
+    )
     # saying what another memory says: the two merge and the page says which one stands
     page.get_by_role("button", name=f"Edit {kettle}").click()
     page.get_by_label(f"New text for {kettle}").fill("the oven runs hot.")
@@ -183,7 +208,9 @@ def test_export_then_import_into_another_bot(page, stack, tmp_path):
     page.reload()
     open_bot(page, "pantry")
     page.locator("#import").set_input_files(str(target))
-    expect(page.locator("#notice")).to_contain_text(f"Imported: {sum(1 for l in lines if l['kind'] == 'fact')} facts")
+    expect(page.locator("#notice")).to_contain_text(
+        f"Imported: {sum(1 for l in lines if l['kind'] == 'fact')} facts"
+    )
     expect(page.locator("#notice")).to_contain_text(f"line {len(lines) + 1}")
 
 
@@ -237,5 +264,7 @@ def test_the_proxy_key_reads_only_the_proxys_bot(page, stack):
     proxy = {"Authorization": f"Bearer {PROXY_KEY}"}
     assert httpx.get(f"{stack.url}/v1/bots/garden/memories", headers=proxy).status_code == 401
     assert httpx.get(f"{stack.url}/v1/bots/garden/export", headers=proxy).status_code == 401
-    assert httpx.delete(f"{stack.url}/v1/bots/librechat/users/alice/memories", headers=proxy).status_code == 401
+    assert (
+        httpx.delete(f"{stack.url}/v1/bots/librechat/users/alice/memories", headers=proxy).status_code == 401
+    )
     assert httpx.get(f"{stack.url}/v1/settings", headers=proxy).status_code == 401

@@ -30,6 +30,7 @@ def search(mcp: dict, query: str) -> str:
                     await session.initialize()
                     found = await session.call_tool("search_memory", {"query": query, "limit": 3})
                     return found.content[0].text
+
     return anyio.run(run)
 
 

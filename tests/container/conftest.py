@@ -21,7 +21,9 @@ def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.C
 def image():
     """The lean image (EMBEDDER=off), built from the locally made Debian base unless it is up to date."""
     env = {**os.environ, "EMBEDDER": "off", "TAG": IMAGE}
-    built = subprocess.run(["sh", "infra/image/build.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400)
+    built = subprocess.run(
+        ["sh", "infra/image/build.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400
+    )
     assert built.returncode == 0, built.stdout + built.stderr
     return IMAGE
 

@@ -26,7 +26,9 @@ EXAMPLE = ROOT / "examples" / "librechat"
 
 @pytest.fixture(scope="module")
 def compose() -> list[str]:
-    done = subprocess.run(["sh", "infra/image/compose.sh"], cwd=ROOT, capture_output=True, text=True, check=False, timeout=600)
+    done = subprocess.run(
+        ["sh", "infra/image/compose.sh"], cwd=ROOT, capture_output=True, text=True, check=False, timeout=600
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.split()
 
@@ -37,11 +39,16 @@ def _filled(value, key: str, user: str, conversation: str):
         return {k: _filled(v, key, user, conversation) for k, v in value.items()}
     if not isinstance(value, str):
         return value
-    return (value.replace("${ENGRAM_PROXY_KEY}", key).replace("{{LIBRECHAT_USER_ID}}", user)
-            .replace("{{LIBRECHAT_BODY_CONVERSATIONID}}", conversation))
+    return (
+        value.replace("${ENGRAM_PROXY_KEY}", key)
+        .replace("{{LIBRECHAT_USER_ID}}", user)
+        .replace("{{LIBRECHAT_BODY_CONVERSATIONID}}", conversation)
+    )
 
 
-def test_the_compose_example_serves_librechat_by_service_name_and_keeps_its_volume(compose, image, upstream, tmp_path):
+def test_the_compose_example_serves_librechat_by_service_name_and_keeps_its_volume(
+    compose, image, upstream, tmp_path
+):
     project_dir = tmp_path / "librechat"
     shutil.copytree(EXAMPLE, project_dir)
     probe_dir = tmp_path / "probe"  # readable by the image's unprivileged user
@@ -55,23 +62,51 @@ def test_the_compose_example_serves_librechat_by_service_name_and_keeps_its_volu
     # the fake provider listens on loopback; containers reach the host at the default bridge's gateway
     gateway, port = bridge_gateway(), free_port()
     stop_forwarding = forward(gateway, {port: upstream.port})
-    (project_dir / "docker-compose.override.yml").write_text(yaml.safe_dump({"services": {
-        # health every 2 s, not the image's 30 s: only so the test need not wait half a minute per start
-        "engram": {"image": image, "healthcheck": {"interval": "2s"}, "environment": {
-            "UPSTREAMS": json.dumps([{"name": "openai", "baseUrl": f"http://{gateway}:{port}", "api": "openai",
-                                      "apiKey": "${OPENAI_API_KEY}"}]),
-            "MEMORY_WRITE_MODE": "explicit"}},
-        "librechat": {"image": image, "entrypoint": ["python3", "/probe/compose_probe.py"],
-                      "volumes": [f"{probe_dir}:/probe:ro"]},
-    }}))
+    (project_dir / "docker-compose.override.yml").write_text(
+        yaml.safe_dump(
+            {
+                "services": {
+                    # health every 2 s, not the image's 30 s: only so the test need not wait half a minute per start
+                    "engram": {
+                        "image": image,
+                        "healthcheck": {"interval": "2s"},
+                        "environment": {
+                            "UPSTREAMS": json.dumps(
+                                [
+                                    {
+                                        "name": "openai",
+                                        "baseUrl": f"http://{gateway}:{port}",
+                                        "api": "openai",
+                                        "apiKey": "${OPENAI_API_KEY}",
+                                    }
+                                ]
+                            ),
+                            "MEMORY_WRITE_MODE": "explicit",
+                        },
+                    },
+                    "librechat": {
+                        "image": image,
+                        "entrypoint": ["python3", "/probe/compose_probe.py"],
+                        "volumes": [f"{probe_dir}:/probe:ro"],
+                    },
+                }
+            }
+        )
+    )
     config = yaml.safe_load((project_dir / "librechat.yaml").read_text())
     endpoint = _filled(config["endpoints"]["custom"][0], key, "erin", "conv-1")
     mcp = _filled(config["mcpServers"]["engram"], key, "erin", "conv-1")
     project = f"engramtest{uuid.uuid4().hex[:8]}"
 
     def run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-        return subprocess.run([*compose, "-p", project, *args], cwd=project_dir, capture_output=True, text=True,
-                              check=False, timeout=timeout)
+        return subprocess.run(
+            [*compose, "-p", project, *args],
+            cwd=project_dir,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout,
+        )
 
     def librechat(say: list[str]) -> dict:
         probe = json.dumps({"endpoint": endpoint, "mcp": mcp, "say": say})
@@ -81,7 +116,11 @@ def test_the_compose_example_serves_librechat_by_service_name_and_keeps_its_volu
 
     def healthy() -> bool:
         cid = run("ps", "-q", "engram").stdout.strip()
-        return bool(cid) and docker("inspect", "-f", "{{ .State.Health.Status }}", cid, check=False).stdout.strip() == "healthy"
+        return (
+            bool(cid)
+            and docker("inspect", "-f", "{{ .State.Health.Status }}", cid, check=False).stdout.strip()
+            == "healthy"
+        )
 
     try:
         up = run("up", "-d", "engram")
@@ -90,7 +129,9 @@ def test_the_compose_example_serves_librechat_by_service_name_and_keeps_its_volu
         first = librechat(["Remember that my cat is called Miso.", "What is my cat called?"])
         assert all(first["answers"]) and "Miso" in first["found"]
         assert "Miso" in json.dumps(upstream.chats()[-1]["json"]["messages"])  # recalled into the second turn
-        assert upstream.chats()[-1]["headers"].get("authorization") == "Bearer sk-upstream"  # engram's key, not LibreChat's
+        assert (
+            upstream.chats()[-1]["headers"].get("authorization") == "Bearer sk-upstream"
+        )  # engram's key, not LibreChat's
 
         down = run("down")  # the containers and network go; the named volume stays
         assert down.returncode == 0, down.stderr
@@ -98,7 +139,9 @@ def test_the_compose_example_serves_librechat_by_service_name_and_keeps_its_volu
         assert wait_until(healthy, timeout_s=180, every_s=1), run("logs", "engram").stdout
         assert "Miso" in librechat([])["found"]
         logs = run("logs", "engram").stdout
-        assert "engram is listening" in logs and key not in logs and "sk-upstream" not in logs  # no secret in a log
+        assert (
+            "engram is listening" in logs and key not in logs and "sk-upstream" not in logs
+        )  # no secret in a log
     finally:
         run("down", "-v", timeout=120)
         stop_forwarding()

@@ -30,18 +30,46 @@ class Container:
         self.port, self.name = free_port(), f"engram-test-{uuid.uuid4().hex[:8]}"
         (secrets / "admin").write_text(ADMIN + "\n")
         (secrets / "proxy").write_text(PROXY + "\n")
-        (secrets / "upstreams").write_text(json.dumps([{"name": "fake", "baseUrl": upstream_url, "api": "openai", "apiKey": "sk-up"}]))
+        (secrets / "upstreams").write_text(
+            json.dumps([{"name": "fake", "baseUrl": upstream_url, "api": "openai", "apiKey": "sk-up"}])
+        )
         os.chmod(secrets, 0o755)
         for f in secrets.iterdir():
             os.chmod(f, 0o644)
         self.url = f"http://127.0.0.1:{self.port}"
 
     def run(self) -> Container:
-        docker("run", "-d", "--name", self.name, "--network", "host", "--health-interval", "2s", "--health-start-period", "60s",
-               "-v", f"{self.volume}:/data", "-v", f"{self.secrets}:/run/secrets:ro",
-               "-e", f"ENGRAM_PORT={self.port}", "-e", f"ENGRAM_DYNAMODB_PORT={free_port()}", "-e", f"ENGRAM_SQS_PORT={free_port()}",
-               "-e", "ENGRAM_API_KEY_FILE=/run/secrets/admin", "-e", "ENGRAM_PROXY_KEY_FILE=/run/secrets/proxy",
-               "-e", "UPSTREAMS_FILE=/run/secrets/upstreams", "-e", "MEMORY_WRITE_MODE=explicit", self.image)
+        docker(
+            "run",
+            "-d",
+            "--name",
+            self.name,
+            "--network",
+            "host",
+            "--health-interval",
+            "2s",
+            "--health-start-period",
+            "60s",
+            "-v",
+            f"{self.volume}:/data",
+            "-v",
+            f"{self.secrets}:/run/secrets:ro",
+            "-e",
+            f"ENGRAM_PORT={self.port}",
+            "-e",
+            f"ENGRAM_DYNAMODB_PORT={free_port()}",
+            "-e",
+            f"ENGRAM_SQS_PORT={free_port()}",
+            "-e",
+            "ENGRAM_API_KEY_FILE=/run/secrets/admin",
+            "-e",
+            "ENGRAM_PROXY_KEY_FILE=/run/secrets/proxy",
+            "-e",
+            "UPSTREAMS_FILE=/run/secrets/upstreams",
+            "-e",
+            "MEMORY_WRITE_MODE=explicit",
+            self.image,
+        )
         self.wait()
         return self
 
@@ -51,6 +79,7 @@ class Container:
                 return httpx.get(f"{self.url}/livez", timeout=2).status_code == 200
             except httpx.HTTPError:
                 return False
+
         assert wait_until(up, timeout_s=120, every_s=0.5), self.logs()
 
     def health(self) -> str:
@@ -80,11 +109,20 @@ def test_the_image_runs_as_librechat_uses_it_and_keeps_its_volume(container, ups
     assert docker("exec", container.name, "id", "-u").stdout.strip() != "0"  # not root
     headers = {"x-librechat-user-id": "erin", "x-librechat-conversation-id": "conv-1"}
     client = openai.OpenAI(base_url=f"{container.url}/fake/v1", api_key=PROXY, default_headers=headers)
-    said = client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "Remember that my cat is called Miso."}])
+    said = client.chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": "Remember that my cat is called Miso."}]
+    )
     assert said.choices[0].message.content
     api = httpx.Client(base_url=container.url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30)
-    assert wait_until(lambda: any("Miso" in m["text"] for m in api.get("/v1/bots/librechat/memories", params={"userId": "erin"}).json()["memories"]))
-    reply = client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "What is my cat called?"}])
+    assert wait_until(
+        lambda: any(
+            "Miso" in m["text"]
+            for m in api.get("/v1/bots/librechat/memories", params={"userId": "erin"}).json()["memories"]
+        )
+    )
+    reply = client.chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": "What is my cat called?"}]
+    )
     assert reply.choices[0].message.content
     told = json.dumps(upstream.chats()[-1]["json"]["messages"])
     assert "Miso" in told  # recalled before the turn, by words: the lean image embeds nothing
@@ -107,7 +145,11 @@ def _mcp_search(url: str, query: str) -> str:
     """What an MCP client (LibreChat's) finds on /mcp: the same client the compose test's stand-in runs."""
     from tests.container.compose_probe import search
 
-    headers = {"Authorization": f"Bearer {PROXY}", "x-librechat-user-id": "erin", "x-librechat-conversation-id": "conv-1"}
+    headers = {
+        "Authorization": f"Bearer {PROXY}",
+        "x-librechat-user-id": "erin",
+        "x-librechat-conversation-id": "conv-1",
+    }
     return search({"url": f"{url}/mcp", "headers": headers}, query)
 
 
@@ -115,8 +157,15 @@ def _mcp_search(url: str, query: str) -> str:
 def full_image():
     """engram:latest, the local embedder bundled (torch on CPU, the model in the image: nothing downloaded)."""
     env = {**os.environ, "EMBEDDER": "local", "TAG": "engram:latest"}
-    built = subprocess.run(["sh", "infra/image/build.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400,
-                           check=False)
+    built = subprocess.run(
+        ["sh", "infra/image/build.sh"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=2400,
+        check=False,
+    )
     assert built.returncode == 0, built.stdout + built.stderr
     return "engram:latest"
 
@@ -126,8 +175,14 @@ def test_the_full_image_embeds_inside_the_container_and_searches_by_meaning(full
     try:
         container.run()
         api = httpx.Client(base_url=container.url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=60)
-        assert wait_until(lambda: api.get("/healthz").json().get("embedderWarm"), timeout_s=180, every_s=1), container.logs()
-        for text in ("The boat is called Marlin.", "The garden has three rowan trees.", "Lena plays the oboe."):
+        assert wait_until(lambda: api.get("/healthz").json().get("embedderWarm"), timeout_s=180, every_s=1), (
+            container.logs()
+        )
+        for text in (
+            "The boat is called Marlin.",
+            "The garden has three rowan trees.",
+            "Lena plays the oboe.",
+        ):
             assert api.post("/v1/bots/meaning/memories", json={"text": text}).status_code == 201
         # no word is shared with the memory: only its vector can find it
         found = api.get("/v1/bots/meaning/memories", params={"query": "musical instrument", "limit": 1})

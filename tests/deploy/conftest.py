@@ -29,8 +29,19 @@ DISALLOWED = "c12,c99"
 class Deployment:
     """Everything a fidelity test reaches: the built functions, moto's clients, the fakes."""
 
-    def __init__(self, stack: harness.Stack, build: Path, python: str, runtime_dir: Path, endpoint: str,
-                 discord: FakeDiscord, upstream: FakeUpstream, qdrant: FakeQdrant, signer: SigningKey, workdir: Path):
+    def __init__(
+        self,
+        stack: harness.Stack,
+        build: Path,
+        python: str,
+        runtime_dir: Path,
+        endpoint: str,
+        discord: FakeDiscord,
+        upstream: FakeUpstream,
+        qdrant: FakeQdrant,
+        signer: SigningKey,
+        workdir: Path,
+    ):
         self.stack, self.build, self.python, self.runtime_dir = stack, build, python, runtime_dir
         self.endpoint, self.discord, self.upstream, self.signer = endpoint, discord, upstream, signer
         self.qdrant = qdrant
@@ -53,13 +64,19 @@ class Deployment:
     def environment(self, logical: str, **outside: str) -> dict[str, str]:
         """The function's Lambda environment; Discord's API is the only outside address it needs told."""
         fn = self.function(logical)
-        return fn.lambda_environment(self.endpoint, self.call_log(logical), self.runtime_dir, self.shim_dir,
-                                     {"DISCORD_API_BASE": self.discord.url, **outside})
+        return fn.lambda_environment(
+            self.endpoint,
+            self.call_log(logical),
+            self.runtime_dir,
+            self.shim_dir,
+            {"DISCORD_API_BASE": self.discord.url, **outside},
+        )
 
     def start(self, logical: str, **outside: str) -> harness.Invocations:
         """A fresh process of the function, initialised (a cold start)."""
-        process = harness.Invocations(self.function(logical), self.python, self.environment(logical, **outside),
-                                      self.runtime_dir)
+        process = harness.Invocations(
+            self.function(logical), self.python, self.environment(logical, **outside), self.runtime_dir
+        )
         self.running.append(process)
         return process
 
@@ -95,8 +112,12 @@ class Deployment:
         """Messages now on a queue (received, so hidden for the visibility timeout)."""
         out = []
         while True:
-            got = self.sqs.receive_message(QueueUrl=self.queue_url(logical), MaxNumberOfMessages=10, WaitTimeSeconds=0,
-                                           AttributeNames=["All"]).get("Messages", [])
+            got = self.sqs.receive_message(
+                QueueUrl=self.queue_url(logical),
+                MaxNumberOfMessages=10,
+                WaitTimeSeconds=0,
+                AttributeNames=["All"],
+            ).get("Messages", [])
             out += got
             if not got or len(out) >= n:
                 return out
@@ -106,7 +127,9 @@ class Deployment:
         for m in self.receive(logical, n=10_000):
             self.sqs.delete_message(QueueUrl=self.queue_url(logical), ReceiptHandle=m["ReceiptHandle"])
 
-    def drain(self, queue: str, worker: harness.Invocations, batch_size: int, max_batches: int = 200) -> list[dict]:
+    def drain(
+        self, queue: str, worker: harness.Invocations, batch_size: int, max_batches: int = 200
+    ) -> list[dict]:
         """Feed a queue to the worker as Lambda's poller does: receive a batch, invoke, delete what
         succeeded (failures come back after the visibility timeout). Returns the worker's answers."""
         from infra.poller import sqs_event
@@ -114,11 +137,16 @@ class Deployment:
         arn = self.stack.physical[queue]["Arn"]
         answers = []
         for _ in range(max_batches):
-            got = self.sqs.receive_message(QueueUrl=self.queue_url(queue), MaxNumberOfMessages=batch_size,
-                                           WaitTimeSeconds=0, AttributeNames=["All"]).get("Messages", [])
+            got = self.sqs.receive_message(
+                QueueUrl=self.queue_url(queue),
+                MaxNumberOfMessages=batch_size,
+                WaitTimeSeconds=0,
+                AttributeNames=["All"],
+            ).get("Messages", [])
             if not got:
-                delayed = self.sqs.get_queue_attributes(QueueUrl=self.queue_url(queue), AttributeNames=[
-                    "ApproximateNumberOfMessagesDelayed"])["Attributes"]["ApproximateNumberOfMessagesDelayed"]
+                delayed = self.sqs.get_queue_attributes(
+                    QueueUrl=self.queue_url(queue), AttributeNames=["ApproximateNumberOfMessagesDelayed"]
+                )["Attributes"]["ApproximateNumberOfMessagesDelayed"]
                 if int(delayed) == 0:
                     break
                 time.sleep(0.2)  # a job delayed on the queue (a rate limit's retry_after)
@@ -129,8 +157,10 @@ class Deployment:
             failed = {f["itemIdentifier"] for f in answer["result"]["batchItemFailures"]}
             done = [m for m in got if m["MessageId"] not in failed]
             if done:
-                self.sqs.delete_message_batch(QueueUrl=self.queue_url(queue), Entries=[
-                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)])
+                self.sqs.delete_message_batch(
+                    QueueUrl=self.queue_url(queue),
+                    Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
+                )
         return answers
 
     def close(self) -> None:
@@ -138,7 +168,9 @@ class Deployment:
             process.close()
 
 
-def parameters(qdrant_url: str, discord: FakeDiscord, upstream: FakeUpstream, signer: SigningKey) -> dict[str, str]:
+def parameters(
+    qdrant_url: str, discord: FakeDiscord, upstream: FakeUpstream, signer: SigningKey
+) -> dict[str, str]:
     """Parameter values a deployer would give `sam deploy`, pointing at the fakes."""
     return {
         "QdrantUrl": qdrant_url,
@@ -176,20 +208,36 @@ def make_deployment():
     import httpx
 
     httpx.post(f"{endpoint}/moto-api/reset").raise_for_status()  # moto's state is process-wide: start clean
-    clients = {name: boto3.client(name, endpoint_url=endpoint, region_name=harness.REGION, aws_access_key_id="x",
-                                  aws_secret_access_key="x") for name in ("dynamodb", "sqs", "ssm")}
+    clients = {
+        name: boto3.client(
+            name,
+            endpoint_url=endpoint,
+            region_name=harness.REGION,
+            aws_access_key_id="x",
+            aws_secret_access_key="x",
+        )
+        for name in ("dynamodb", "sqs", "ssm")
+    }
     secrets = f"/engram/{stack.parameters['Stage']}"  # where the template reads a stage's secrets
-    stack.provision(clients["dynamodb"], clients["sqs"], clients["ssm"], secrets={
-        f"{secrets}/api-key": KEY,
-        f"{secrets}/proxy-key": PROXY_KEY,
-        f"{secrets}/qdrant-api-key": QDRANT_KEY,
-        f"{secrets}/upstreams": json.dumps([
-            {"name": "oa", "baseUrl": upstream.url, "api": "openai", "apiKey": UPSTREAM_KEY}]),
-        f"{secrets}/discord-bot-token": TOKEN,
-    })
+    stack.provision(
+        clients["dynamodb"],
+        clients["sqs"],
+        clients["ssm"],
+        secrets={
+            f"{secrets}/api-key": KEY,
+            f"{secrets}/proxy-key": PROXY_KEY,
+            f"{secrets}/qdrant-api-key": QDRANT_KEY,
+            f"{secrets}/upstreams": json.dumps(
+                [{"name": "oa", "baseUrl": upstream.url, "api": "openai", "apiKey": UPSTREAM_KEY}]
+            ),
+            f"{secrets}/discord-bot-token": TOKEN,
+        },
+    )
     try:
         with tempfile.TemporaryDirectory() as workdir:
-            d = Deployment(stack, build, python, runtime_dir, endpoint, discord, upstream, qdrant, signer, Path(workdir))
+            d = Deployment(
+                stack, build, python, runtime_dir, endpoint, discord, upstream, qdrant, signer, Path(workdir)
+            )
             try:
                 yield d
             finally:

@@ -30,14 +30,46 @@ RUNTIME_BOTO3 = "boto3==1.44.8"
 
 # The AWS managed policies SAM attaches, as the statements they grant (only what engram could touch).
 MANAGED_POLICIES = {
-    "AWSLambdaBasicExecutionRole": [{"Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"], "Resource": "*"}],
-    "AWSLambdaSQSQueueExecutionRole": [{"Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
-                                                   "logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"], "Resource": "*"}],
-    "AWSLambdaVPCAccessExecutionRole": [{"Action": ["ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces",
-                                                    "ec2:DeleteNetworkInterface", "ec2:AssignPrivateIpAddresses",
-                                                    "ec2:UnassignPrivateIpAddresses"], "Resource": "*"}],
-    "AWSXrayWriteOnlyAccess": [{"Action": ["xray:PutTraceSegments", "xray:PutTelemetryRecords", "xray:GetSamplingRules",
-                                           "xray:GetSamplingTargets", "xray:GetSamplingStatisticSummaries"], "Resource": "*"}],
+    "AWSLambdaBasicExecutionRole": [
+        {"Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"], "Resource": "*"}
+    ],
+    "AWSLambdaSQSQueueExecutionRole": [
+        {
+            "Action": [
+                "sqs:ReceiveMessage",
+                "sqs:DeleteMessage",
+                "sqs:GetQueueAttributes",
+                "logs:CreateLogGroup",
+                "logs:CreateLogStream",
+                "logs:PutLogEvents",
+            ],
+            "Resource": "*",
+        }
+    ],
+    "AWSLambdaVPCAccessExecutionRole": [
+        {
+            "Action": [
+                "ec2:CreateNetworkInterface",
+                "ec2:DescribeNetworkInterfaces",
+                "ec2:DeleteNetworkInterface",
+                "ec2:AssignPrivateIpAddresses",
+                "ec2:UnassignPrivateIpAddresses",
+            ],
+            "Resource": "*",
+        }
+    ],
+    "AWSXrayWriteOnlyAccess": [
+        {
+            "Action": [
+                "xray:PutTraceSegments",
+                "xray:PutTelemetryRecords",
+                "xray:GetSamplingRules",
+                "xray:GetSamplingTargets",
+                "xray:GetSamplingStatisticSummaries",
+            ],
+            "Resource": "*",
+        }
+    ],
 }
 
 
@@ -49,12 +81,20 @@ def free_port() -> int:
 
 # ----- build ---------------------------------------------------------------------------------------
 
+
 def _sources_digest() -> str:
     digest = hashlib.sha256()
     for base in ("template.yaml", "layers/engram", "functions"):
         path = ROOT / base
-        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()
-                                                       and "__pycache__" not in p.parts and ".egg-info" not in str(p))
+        files = (
+            [path]
+            if path.is_file()
+            else sorted(
+                p
+                for p in path.rglob("*")
+                if p.is_file() and "__pycache__" not in p.parts and ".egg-info" not in str(p)
+            )
+        )
         for f in files:
             digest.update(str(f.relative_to(ROOT)).encode())
             digest.update(f.read_bytes())
@@ -65,9 +105,12 @@ def runtime_python(runtime: str) -> str:
     """The interpreter of the template's runtime (python3.11 -> that Python's real executable)."""
     found = shutil.which(runtime)
     if not found:
-        raise RuntimeError(f"{runtime} is not on PATH: the fidelity suite runs functions on the runtime's own Python")
-    return subprocess.run([found, "-c", "import sys; print(sys.executable)"], check=True, capture_output=True,
-                          text=True).stdout.strip()
+        raise RuntimeError(
+            f"{runtime} is not on PATH: the fidelity suite runs functions on the runtime's own Python"
+        )
+    return subprocess.run(
+        [found, "-c", "import sys; print(sys.executable)"], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def sam_build() -> Path:
@@ -78,36 +121,73 @@ def sam_build() -> Path:
     if stamp.exists() and stamp.read_text() == digest and (BUILD_DIR / "template.yaml").exists():
         return BUILD_DIR
     shutil.rmtree(BUILD_DIR, ignore_errors=True)
-    subprocess.run([str(SAM_VENV / "bin" / "sam"), "build", "--build-dir", str(BUILD_DIR)], cwd=ROOT, check=True,
-                   capture_output=True, env={**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": REGION})
+    subprocess.run(
+        [str(SAM_VENV / "bin" / "sam"), "build", "--build-dir", str(BUILD_DIR)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        env={**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": REGION},
+    )
     stamp.write_text(digest)
     return BUILD_DIR
 
 
 def runtime_site(python: str) -> Path:
     """boto3 as the Lambda runtime supplies it, installed for the runtime's Python."""
-    version = subprocess.run([python, "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
-                             check=True, capture_output=True, text=True).stdout.strip()
+    version = subprocess.run(
+        [python, "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     target = ROOT / ".aws-sam" / f"runtime-site-{version}"
     if not (target / ".compiled").exists():
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
-                        RUNTIME_BOTO3, "-t", str(target), "--python-version", version, "--only-binary=:all:"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "--no-compile",
+                RUNTIME_BOTO3,
+                "-t",
+                str(target),
+                "--python-version",
+                version,
+                "--only-binary=:all:",
+            ],
+            check=True,
+            capture_output=True,
+        )
         # the runtime's own packages come with their bytecode
-        subprocess.run([python, "-m", "compileall", "-q", "-j", "0", str(target)], check=True, capture_output=True)
+        subprocess.run(
+            [python, "-m", "compileall", "-q", "-j", "0", str(target)], check=True, capture_output=True
+        )
         (target / ".compiled").touch()
     return target
 
 
 def sam_transform(parameters: dict[str, str]) -> dict:
     """The template as CloudFormation, as SAM deploys it."""
-    out = subprocess.run([str(SAM_VENV / "bin" / "python"), str(HERE / "sam_transform.py"), str(ROOT / "template.yaml"),
-                          json.dumps(parameters)], check=True, capture_output=True, text=True,
-                         env={**os.environ, "AWS_DEFAULT_REGION": REGION})
+    out = subprocess.run(
+        [
+            str(SAM_VENV / "bin" / "python"),
+            str(HERE / "sam_transform.py"),
+            str(ROOT / "template.yaml"),
+            json.dumps(parameters),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "AWS_DEFAULT_REGION": REGION},
+    )
     return json.loads(out.stdout)
 
 
 # ----- CloudFormation, resolved ----------------------------------------------------------------------
+
 
 class Stack:
     """A transformed template with parameter values and the physical resources made for it in moto."""
@@ -129,8 +209,14 @@ class Stack:
         return bool(self.resolve(self.template.get("Conditions", {})[name]))
 
     def _pseudo(self, name: str):
-        return {"AWS::Region": REGION, "AWS::AccountId": ACCOUNT, "AWS::Partition": "aws", "AWS::URLSuffix": "amazonaws.com",
-                "AWS::StackName": self.name, "AWS::NoValue": None}.get(name)
+        return {
+            "AWS::Region": REGION,
+            "AWS::AccountId": ACCOUNT,
+            "AWS::Partition": "aws",
+            "AWS::URLSuffix": "amazonaws.com",
+            "AWS::StackName": self.name,
+            "AWS::NoValue": None,
+        }.get(name)
 
     def _ref(self, name: str):
         if name.startswith("AWS::"):
@@ -166,7 +252,7 @@ class Stack:
         if not isinstance(value, dict):
             return value
         if len(value) == 1:
-            (key, arg), = value.items()
+            ((key, arg),) = value.items()
             if key == "Ref":
                 return self._ref(arg)
             if key == "Fn::GetAtt":
@@ -212,34 +298,61 @@ class Stack:
         for logical, resource in self.resources("AWS::DynamoDB::Table").items():
             props = self.resolve(resource["Properties"])
             name = f"{self.name}-{logical}"
-            args = {k: props[k] for k in ("KeySchema", "AttributeDefinitions", "GlobalSecondaryIndexes") if k in props}
+            args = {
+                k: props[k]
+                for k in ("KeySchema", "AttributeDefinitions", "GlobalSecondaryIndexes")
+                if k in props
+            }
             dynamodb.create_table(TableName=name, BillingMode=props.get("BillingMode", "PROVISIONED"), **args)
             self.physical[logical] = {"Ref": name, "Arn": f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{name}"}
         queues = self.resources("AWS::SQS::Queue")
         for logical in sorted(queues, key=lambda q: "RedrivePolicy" in queues[q].get("Properties", {})):
             props = self.resolve(queues[logical].get("Properties", {}))
             name = f"{self.name}-{logical}"
-            attributes = {k: (json.dumps(v) if isinstance(v, dict) else str(v)) for k, v in props.items()
-                          if k in ("VisibilityTimeout", "MessageRetentionPeriod", "RedrivePolicy", "DelaySeconds",
-                                   "KmsMasterKeyId", "SqsManagedSseEnabled", "ReceiveMessageWaitTimeSeconds")}
+            attributes = {
+                k: (json.dumps(v) if isinstance(v, dict) else str(v))
+                for k, v in props.items()
+                if k
+                in (
+                    "VisibilityTimeout",
+                    "MessageRetentionPeriod",
+                    "RedrivePolicy",
+                    "DelaySeconds",
+                    "KmsMasterKeyId",
+                    "SqsManagedSseEnabled",
+                    "ReceiveMessageWaitTimeSeconds",
+                )
+            }
             url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
-            self.physical[logical] = {"Ref": url, "Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}", "QueueName": name}
+            self.physical[logical] = {
+                "Ref": url,
+                "Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}",
+                "QueueName": name,
+            }
         for parameter, value in secrets.items():
             ssm.put_parameter(Name=parameter, Value=value, Type="SecureString", Overwrite=True)
 
-    def function(self, logical: str, build_dir: Path) -> "Function":
+    def function(self, logical: str, build_dir: Path) -> Function:
         resource = self.template["Resources"][logical]
         props = self.resolve(resource["Properties"])
         role_logical = resource["Properties"]["Role"]["Fn::GetAtt"][0]
         layers = []
         for layer in resource["Properties"].get("Layers", []):
-            if isinstance(layer, dict) and "Ref" in layer:  # ours: SAM suffixes a hash, the build dir does not
+            if (
+                isinstance(layer, dict) and "Ref" in layer
+            ):  # ours: SAM suffixes a hash, the build dir does not
                 layers.append(build_dir / re.sub(r"[0-9a-f]{10}$", "", layer["Ref"]) / "python")
         return Function(
-            logical_id=logical, handler=props["Handler"], runtime=props["Runtime"], timeout=int(props.get("Timeout", 3)),
-            memory=int(props.get("MemorySize", 128)), code=build_dir / logical, layers=layers,
+            logical_id=logical,
+            handler=props["Handler"],
+            runtime=props["Runtime"],
+            timeout=int(props.get("Timeout", 3)),
+            memory=int(props.get("MemorySize", 128)),
+            code=build_dir / logical,
+            layers=layers,
             environment={k: str(v) for k, v in props.get("Environment", {}).get("Variables", {}).items()},
-            statements=self.role_statements(role_logical), properties=props,
+            statements=self.role_statements(role_logical),
+            properties=props,
         )
 
     def role_statements(self, role_logical: str) -> list[dict]:
@@ -265,19 +378,27 @@ class Stack:
 
 # ----- IAM -------------------------------------------------------------------------------------------
 
+
 def iam_requests(call: dict) -> list[tuple[str, str]]:
     """(action, resource ARN) pairs that IAM authorises for one recorded API call."""
     service, operation = call["service"], call["operation"]
     action = f"{service}:{operation}"
     if service == "dynamodb":
         suffix = f"/index/{call['index']}" if call.get("index") else ""
-        return [(action, f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{t}{suffix}") for t in call.get("tables", [])] or [(action, "*")]
+        return [
+            (action, f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{t}{suffix}") for t in call.get("tables", [])
+        ] or [(action, "*")]
     if service == "sqs":
         name = call.get("queue_url", "").rstrip("/").rsplit("/", 1)[-1]
         return [(action, f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}")]
     if service == "ssm":
-        return [(f"ssm:{operation.removesuffix('s') if operation == 'GetParameters' else operation}",
-                 f"arn:aws:ssm:{REGION}:{ACCOUNT}:parameter/{n.lstrip('/')}") for n in call.get("names", [])]
+        return [
+            (
+                f"ssm:{operation.removesuffix('s') if operation == 'GetParameters' else operation}",
+                f"arn:aws:ssm:{REGION}:{ACCOUNT}:parameter/{n.lstrip('/')}",
+            )
+            for n in call.get("names", [])
+        ]
     return [(action, "*")]
 
 
@@ -308,6 +429,7 @@ def denied(calls: list[dict], statements: list[dict]) -> list[str]:
 
 # ----- functions, run from the built artifact ---------------------------------------------------------
 
+
 @dataclass
 class Function:
     """One AWS::Lambda::Function of the transformed template, resolved."""
@@ -323,8 +445,14 @@ class Function:
     statements: list[dict]
     properties: dict = field(default_factory=dict)
 
-    def lambda_environment(self, aws_endpoint: str, call_log: Path, runtime_dir: Path, shim_dir: Path,
-                           outside: dict[str, str] | None = None) -> dict[str, str]:
+    def lambda_environment(
+        self,
+        aws_endpoint: str,
+        call_log: Path,
+        runtime_dir: Path,
+        shim_dir: Path,
+        outside: dict[str, str] | None = None,
+    ) -> dict[str, str]:
         """The environment Lambda gives the function: the runtime's reserved variables, then the
         template's variables. Only where AWS is (moto) and where the outside world is (fakes on
         127.0.0.1, named in `outside`) differ from a deployment."""
@@ -361,8 +489,21 @@ class Invocations:
         self.spawned = time.perf_counter()
         layer = str(function.layers[0]) if function.layers else ""
         self.process = subprocess.Popen(
-            [python, "-S", str(HERE / "lambda_runtime.py"), str(function.code), layer, str(runtime_dir), function.handler],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=function.code, text=True,
+            [
+                python,
+                "-S",
+                str(HERE / "lambda_runtime.py"),
+                str(function.code),
+                layer,
+                str(runtime_dir),
+                function.handler,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=function.code,
+            text=True,
         )
         self.logs: list[str] = []
         self._stderr: list[str] = []
@@ -384,7 +525,7 @@ class Invocations:
             if not line:
                 raise RuntimeError(f"{self.function.logical_id} exited:\n{''.join(self.logs)}\n{self.stderr}")
             if line.startswith(MARK):
-                return json.loads(line[len(MARK):])
+                return json.loads(line[len(MARK) :])
             self.logs.append(line)
 
     def invoke(self, event: dict) -> dict:
@@ -417,18 +558,35 @@ def tree_listing(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
-def apigw_event(method: str, path: str, body: str | bytes = "", headers: dict | None = None, query: str = "") -> dict:
+def apigw_event(
+    method: str, path: str, body: str | bytes = "", headers: dict | None = None, query: str = ""
+) -> dict:
     """An API Gateway HTTP API (payload 2.0) event, as the HttpApi integration sends it."""
     import base64
 
     binary = isinstance(body, bytes)
     return {
-        "version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": query,
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": query,
         "headers": {"host": "abc123.execute-api.us-east-1.amazonaws.com", **(headers or {})},
-        "requestContext": {"accountId": ACCOUNT, "apiId": "abc123", "domainName": "abc123.execute-api.us-east-1.amazonaws.com",
-                           "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "203.0.113.7",
-                                    "userAgent": "fidelity"},
-                           "requestId": "fid", "routeKey": "$default", "stage": "$default", "timeEpoch": int(time.time() * 1000)},
+        "requestContext": {
+            "accountId": ACCOUNT,
+            "apiId": "abc123",
+            "domainName": "abc123.execute-api.us-east-1.amazonaws.com",
+            "http": {
+                "method": method,
+                "path": path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": "203.0.113.7",
+                "userAgent": "fidelity",
+            },
+            "requestId": "fid",
+            "routeKey": "$default",
+            "stage": "$default",
+            "timeEpoch": int(time.time() * 1000),
+        },
         "body": base64.b64encode(body).decode() if binary else body,
         "isBase64Encoded": binary,
     }
@@ -443,8 +601,14 @@ class WebAdapterProcess:
         self.function = function
         self.port = int(env["PORT"])
         self.spawned = time.perf_counter()
-        self.process = subprocess.Popen(["/bin/sh", str(function.code / function.handler)], cwd=function.code, env=env,
-                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.process = subprocess.Popen(
+            ["/bin/sh", str(function.code / function.handler)],
+            cwd=function.code,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         self._output: list[str] = []
         threading.Thread(target=lambda: self._output.extend(self.process.stdout), daemon=True).start()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -461,7 +625,9 @@ class WebAdapterProcess:
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{function.logical_id} was not ready on {check} within {timeout_s} s:\n{self.output}")
+                raise RuntimeError(
+                    f"{function.logical_id} was not ready on {check} within {timeout_s} s:\n{self.output}"
+                )
             time.sleep(0.01)
         self.ready_ms = (time.perf_counter() - self.spawned) * 1000
 

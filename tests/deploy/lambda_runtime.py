@@ -32,7 +32,9 @@ class Context:
         self.function_name = name
         self.function_version = "$LATEST"
         self.memory_limit_in_mb = int(os.environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128"))
-        self.invoked_function_arn = f"arn:aws:lambda:{os.environ.get('AWS_REGION')}:123456789012:function:{name}"
+        self.invoked_function_arn = (
+            f"arn:aws:lambda:{os.environ.get('AWS_REGION')}:123456789012:function:{name}"
+        )
         self.aws_request_id = str(uuid.uuid4())
         self.log_group_name = f"/aws/lambda/{name}"
         self.log_stream_name = "local"
@@ -60,8 +62,13 @@ def main() -> None:
     except BaseException:
         say({"init_error": traceback.format_exc()})
         return
-    say({"ready": True, "init_ms": (time.perf_counter() - init_started) * 1000,
-         "since_start_ms": (time.perf_counter() - STARTED) * 1000})
+    say(
+        {
+            "ready": True,
+            "init_ms": (time.perf_counter() - init_started) * 1000,
+            "since_start_ms": (time.perf_counter() - STARTED) * 1000,
+        }
+    )
     timeout_s = int(os.environ.get("ENGRAM_TEST_TIMEOUT_S", "30"))
     for line in sys.stdin:
         event = json.loads(line)

@@ -22,7 +22,9 @@ def main() -> None:
     for resource in template["Resources"].values():
         for key in ("CodeUri", "ContentUri"):
             if isinstance(resource.get("Properties", {}).get(key), str):
-                resource["Properties"][key] = "s3://built/" + resource["Properties"][key]  # as `sam package` would
+                resource["Properties"][key] = (
+                    "s3://built/" + resource["Properties"][key]
+                )  # as `sam package` would
     print(json.dumps(transform(template, json.loads(sys.argv[2]), NoManagedPolicies())))
 
 

@@ -65,7 +65,9 @@ def test_interactions_function_starts_from_the_templates_environment(deployment)
     assert [(j["kind"], j["action"]) for j in queued] == [("discord", "remember")]
     assert deployment.receive("JobsQueue") == []
     assert_granted(deployment, "InteractionsFunction")
-    assert not any(c["service"] == "ssm" for c in deployment.calls("InteractionsFunction"))  # no secret it doesn't need
+    assert not any(
+        c["service"] == "ssm" for c in deployment.calls("InteractionsFunction")
+    )  # no secret it doesn't need
 
 
 def keyed(e: dict) -> dict:
@@ -84,8 +86,12 @@ def test_http_function_keeps_writes_and_searches_by_words_while_qdrant_is_down(d
     search["rawQueryString"] = "query=green+tea"
     found = body(process.invoke(search))
     assert [m["text"] for m in found["memories"]] == ["The owner drinks green tea."]
-    assert body(process.invoke(harness.apigw_event("GET", "/healthz"))) == {"ok": True}  # strangers learn nothing
-    health = process.invoke(harness.apigw_event("GET", "/healthz", headers={"authorization": f"Bearer {KEY}"}))
+    assert body(process.invoke(harness.apigw_event("GET", "/healthz"))) == {
+        "ok": True
+    }  # strangers learn nothing
+    health = process.invoke(
+        harness.apigw_event("GET", "/healthz", headers={"authorization": f"Bearer {KEY}"})
+    )
     assert health["result"]["statusCode"] == 200 and "Qdrant" in (body(health)["lastError"] or "")
     assert process.invoke(harness.apigw_event("GET", "/livez"))["result"]["statusCode"] == 200
     for path in ("/docs", "/docs/", "/redoc", "/openapi.json"):  # API docs are off on AWS
@@ -101,11 +107,15 @@ def test_http_function_keeps_writes_and_searches_by_words_while_qdrant_is_down(d
 def test_once_qdrant_is_back_the_worker_fills_vectors_and_search_uses_them(deployment):
     deployment.qdrant.down = False
     table = deployment.stack.physical["MemoriesTable"]["Ref"]
-    pending = [int(r["id"]["N"]) for r in deployment.dynamodb.scan(TableName=table)["Items"] if "pendingBot" in r]
+    pending = [
+        int(r["id"]["N"]) for r in deployment.dynamodb.scan(TableName=table)["Items"] if "pendingBot" in r
+    ]
     assert pending
     # the index job the HTTP function queued (delayed 30 s on the queue), delivered now
-    deployment.sqs.send_message(QueueUrl=deployment.queue_url("JobsQueue"),
-                                MessageBody=json.dumps({"kind": "index", "bot": "demo", "ids": pending}))
+    deployment.sqs.send_message(
+        QueueUrl=deployment.queue_url("JobsQueue"),
+        MessageBody=json.dumps({"kind": "index", "bot": "demo", "ids": pending}),
+    )
     worker = deployment.start("WorkerFunction")
     answers = deployment.drain("JobsQueue", worker, 5)
     assert all(a["result"]["batchItemFailures"] == [] for a in answers)
@@ -116,23 +126,37 @@ def test_once_qdrant_is_back_the_worker_fills_vectors_and_search_uses_them(deplo
     search["rawQueryString"] = "query=which+beverage"  # no shared word: found by meaning (the fake Ollama)
     found = body(process.invoke(search))["memories"]
     assert found and found[0]["text"] == "The owner drinks green tea." and found[0]["score"] > 0
-    assert ("POST", "/collections/engram/points/query/batch") in deployment.qdrant.requests  # words and meaning, one trip
+    assert (
+        "POST",
+        "/collections/engram/points/query/batch",
+    ) in deployment.qdrant.requests  # words and meaning, one trip
     assert_granted(deployment, "WorkerFunction")
 
 
 def test_http_function_proxies_a_librechat_turn_and_queues_extraction(deployment):
     process = deployment.start("HttpFunction")
     request = {"model": "m", "messages": [{"role": "user", "content": "My favourite colour is teal."}]}
-    headers = {"authorization": f"Bearer {PROXY_KEY}", "content-type": "application/json",
-               "x-librechat-user-id": "alice", "x-librechat-conversation-id": "conv-1"}
-    answer = process.invoke(harness.apigw_event("POST", "/oa/v1/chat/completions", json.dumps(request), headers))
+    headers = {
+        "authorization": f"Bearer {PROXY_KEY}",
+        "content-type": "application/json",
+        "x-librechat-user-id": "alice",
+        "x-librechat-conversation-id": "conv-1",
+    }
+    answer = process.invoke(
+        harness.apigw_event("POST", "/oa/v1/chat/completions", json.dumps(request), headers)
+    )
     assert answer["result"]["statusCode"] == 200, answer
     seen = deployment.upstream.chats()[-1]["headers"]
     assert seen["authorization"] == f"Bearer {UPSTREAM_KEY}" and PROXY_KEY not in json.dumps(seen)
     jobs = [json.loads(m["Body"]) for m in deployment.receive("JobsQueue")]
-    assert [(j["kind"], j["user_text"]) for j in jobs if j["kind"] == "extract"] == [("extract", "My favourite colour is teal.")]
-    unkeyed = process.invoke(harness.apigw_event("POST", "/oa/v1/chat/completions", json.dumps(request),
-                                                 {"content-type": "application/json"}))
+    assert [(j["kind"], j["user_text"]) for j in jobs if j["kind"] == "extract"] == [
+        ("extract", "My favourite colour is teal.")
+    ]
+    unkeyed = process.invoke(
+        harness.apigw_event(
+            "POST", "/oa/v1/chat/completions", json.dumps(request), {"content-type": "application/json"}
+        )
+    )
     assert unkeyed["result"]["statusCode"] == 401
     assert_granted(deployment, "HttpFunction")
 
@@ -159,8 +183,10 @@ def test_worker_runs_discord_jobs_from_both_queues_and_starts_while_qdrant_is_do
     interactions = deployment.start("InteractionsFunction")
     interactions.invoke(signed(deployment, event("discord-memory-remember.json")))
     worker = deployment.start("WorkerFunction")
-    batch = {e["Properties"]["Queue"]: e["Properties"]["BatchSize"]
-             for e in deployment.function("WorkerFunction").properties.get("Events", {}).values()} or None
+    batch = {
+        e["Properties"]["Queue"]: e["Properties"]["BatchSize"]
+        for e in deployment.function("WorkerFunction").properties.get("Events", {}).values()
+    } or None
     sizes = {}
     for mapping in deployment.stack.resources("AWS::Lambda::EventSourceMapping").values():
         props = deployment.stack.resolve(mapping["Properties"])
@@ -173,41 +199,57 @@ def test_worker_runs_discord_jobs_from_both_queues_and_starts_while_qdrant_is_do
     assert len(finals) == 1, discord.sent
     # catch-up from the schedule: one job per channel whose newest message moved since the backfill read it
     discord.add("c21", {"id": ALICE, "username": "alice"}, "a message after the backfill")
-    deployment.sqs.send_message(QueueUrl=deployment.queue_url("JobsQueue"), MessageBody='{"kind":"discord","action":"catchup"}')
+    deployment.sqs.send_message(
+        QueueUrl=deployment.queue_url("JobsQueue"), MessageBody='{"kind":"discord","action":"catchup"}'
+    )
     reads = len(discord.history_reads)
     deployment.drain("JobsQueue", worker, sizes["JobsQueue"])
     assert discord.history_reads[reads:] == ["c21"]  # the quiet channels cost no read
     dead = deployment.receive("JobsDeadLetterQueue")
     assert dead == []
     assert_granted(deployment, "WorkerFunction")
-    for queue_arn in deployment.stack.event_source_queues("WorkerFunction"):  # what Lambda's poller does as the role
+    for queue_arn in deployment.stack.event_source_queues(
+        "WorkerFunction"
+    ):  # what Lambda's poller does as the role
         for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"):
             assert harness.allowed(deployment.function("WorkerFunction").statements, action, queue_arn)
     messages = deployment.dynamodb.scan(TableName=deployment.stack.physical["MemoriesTable"]["Ref"])["Items"]
     assert any(m.get("userId", {}).get("S") == ALICE for m in messages)
 
 
-def test_streaming_proxy_is_ready_without_its_dependencies_and_queues_extraction_before_the_reply_ends(deployment):
+def test_streaming_proxy_is_ready_without_its_dependencies_and_queues_extraction_before_the_reply_ends(
+    deployment,
+):
     fn = deployment.function("StreamingProxyFunction")
     assert fn.environment["AWS_LWA_INVOKE_MODE"] == "response_stream"
     process = deployment.start_web("StreamingProxyFunction")  # Qdrant is down: ready anyway
     deployment.discard("JobsQueue")
-    client = openai.OpenAI(base_url=f"{process.url}/oa/v1", api_key=PROXY_KEY, max_retries=0, default_headers={
-        "x-librechat-user-id": "bob", "x-librechat-conversation-id": "conv-stream"})
+    client = openai.OpenAI(
+        base_url=f"{process.url}/oa/v1",
+        api_key=PROXY_KEY,
+        max_retries=0,
+        default_headers={"x-librechat-user-id": "bob", "x-librechat-conversation-id": "conv-stream"},
+    )
     text = "My dog is called Biscuit."
-    chunks = list(client.chat.completions.create(model="m", messages=[{"role": "user", "content": text}], stream=True))
+    chunks = list(
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": text}], stream=True)
+    )
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     jobs = [json.loads(m["Body"]) for m in deployment.receive("JobsQueue")]
-    assert [j["user_text"] for j in jobs if j["kind"] == "extract"] == [text]  # queued before the stream ended
+    assert [j["user_text"] for j in jobs if j["kind"] == "extract"] == [
+        text
+    ]  # queued before the stream ended
     no_key = openai.OpenAI(base_url=f"{process.url}/oa/v1", api_key="sk-someone-else", max_retries=0)
     with pytest.raises(openai.AuthenticationError):
         no_key.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
-    assert httpx.get(f"{process.url}/oa/v1/models").status_code == 401  # nothing under an upstream without the key
+    assert (
+        httpx.get(f"{process.url}/oa/v1/models").status_code == 401
+    )  # nothing under an upstream without the key
     assert httpx.get(f"{process.url}/docs").status_code != 200
     assert_granted(deployment, "StreamingProxyFunction")
 
 
-SETTINGS_PROBE = '''
+SETTINGS_PROBE = """
 from engram.config import Settings
 from engram.discord.settings import DiscordSettings
 from engram.proxy.settings import ProxySettings
@@ -219,8 +261,14 @@ def handler(event, context):
             "qdrant": s.qdrant_url, "embedder": s.embedder, "jobs": bool(s.jobs_queue_url),
             "interactive": bool(s.interactive_queue_url), "upstreams": [u.name for u in p.upstreams],
             "chat_model": d.chat_model, "vision": d.vision_model, "mongo": p.mongo_uri}
-'''
-FUNCTIONS = ["HttpFunction", "InteractionsFunction", "StreamingProxyFunction", "WorkerFunction", "ScheduleFunction"]
+"""
+FUNCTIONS = [
+    "HttpFunction",
+    "InteractionsFunction",
+    "StreamingProxyFunction",
+    "WorkerFunction",
+    "ScheduleFunction",
+]
 
 
 @pytest.mark.parametrize("logical", FUNCTIONS)
@@ -230,9 +278,13 @@ def test_every_settings_class_builds_from_each_functions_environment(deployment,
     assert seen["error"] is None, seen["error"]
     assert seen["result"]["disallowed"] == sorted(DISALLOWED.split(","))
     assert seen["result"]["vision"] is None  # OllamaVisionModel "" means vision off, not a model named ""
-    documented = {"LINK_FETCH_ALLOW_NETWORKS": "10.1.0.0/16, 192.168.7.0/24", "DISCORD_CHANNELS_DISALLOWED": "",
-                  "UPSTREAMS": '[{"name": "oa", "baseUrl": "https://api.openai.com"}]', "MEMORY_TOP_K": "7",
-                  "LIBRECHAT_MONGO_URI": ""}
+    documented = {
+        "LINK_FETCH_ALLOW_NETWORKS": "10.1.0.0/16, 192.168.7.0/24",
+        "DISCORD_CHANNELS_DISALLOWED": "",
+        "UPSTREAMS": '[{"name": "oa", "baseUrl": "https://api.openai.com"}]',
+        "MEMORY_TOP_K": "7",
+        "LIBRECHAT_MONGO_URI": "",
+    }
     seen = deployment.probe(logical, SETTINGS_PROBE, **documented).invoke({})
     assert seen["error"] is None, seen["error"]
     assert seen["result"]["allow"] == ["10.1.0.0/16", "192.168.7.0/24"] and seen["result"]["disallowed"] == []
@@ -245,7 +297,9 @@ def test_where_discord_is_not_set_up_its_catch_up_costs_nothing_and_fails_nothin
     schedule = deployment.start("ScheduleFunction", **unset)
     assert schedule.invoke({"job": "discord-catchup"})["result"] == {"queued": None}
     deployment.discard("JobsQueue")
-    deployment.sqs.send_message(QueueUrl=deployment.queue_url("JobsQueue"), MessageBody='{"kind":"discord","action":"catchup"}')
+    deployment.sqs.send_message(
+        QueueUrl=deployment.queue_url("JobsQueue"), MessageBody='{"kind":"discord","action":"catchup"}'
+    )
     worker = deployment.start("WorkerFunction", **unset)
     answers = deployment.drain("JobsQueue", worker, 5)
     assert answers and all(a["result"]["batchItemFailures"] == [] for a in answers)

@@ -13,13 +13,26 @@ from tests.deploy import harness
 # The property that names a resource in a namespace wider than the stack (account and region): a value
 # set there is claimed by one stack only; left out, CloudFormation generates one from the stack name.
 NAMING = {
-    "AWS::Lambda::LayerVersion": "LayerName", "AWS::Lambda::Function": "FunctionName",
-    "AWS::DynamoDB::Table": "TableName", "AWS::SQS::Queue": "QueueName", "AWS::SNS::Topic": "TopicName",
-    "AWS::Logs::LogGroup": "LogGroupName", "AWS::CloudWatch::Alarm": "AlarmName", "AWS::IAM::Role": "RoleName",
-    "AWS::CloudWatch::Dashboard": "DashboardName", "AWS::ApiGatewayV2::Api": "Name", "AWS::SSM::Parameter": "Name",
+    "AWS::Lambda::LayerVersion": "LayerName",
+    "AWS::Lambda::Function": "FunctionName",
+    "AWS::DynamoDB::Table": "TableName",
+    "AWS::SQS::Queue": "QueueName",
+    "AWS::SNS::Topic": "TopicName",
+    "AWS::Logs::LogGroup": "LogGroupName",
+    "AWS::CloudWatch::Alarm": "AlarmName",
+    "AWS::IAM::Role": "RoleName",
+    "AWS::CloudWatch::Dashboard": "DashboardName",
+    "AWS::ApiGatewayV2::Api": "Name",
+    "AWS::SSM::Parameter": "Name",
     "AWS::Events::Rule": "Name",
 }
-FUNCTIONS = ("HttpFunction", "InteractionsFunction", "StreamingProxyFunction", "WorkerFunction", "ScheduleFunction")
+FUNCTIONS = (
+    "HttpFunction",
+    "InteractionsFunction",
+    "StreamingProxyFunction",
+    "WorkerFunction",
+    "ScheduleFunction",
+)
 
 
 def _overrides(env: str) -> dict[str, str]:
@@ -42,7 +55,11 @@ def _names(stack: harness.Stack) -> dict[str, set[str]]:
                 ssm.add(value)
         for policy in props.get("Policies", []) or []:
             for statement in (policy.get("PolicyDocument", {}) or {}).get("Statement", []):
-                for arn in statement.get("Resource", []) if isinstance(statement.get("Resource"), list) else [statement.get("Resource")]:
+                for arn in (
+                    statement.get("Resource", [])
+                    if isinstance(statement.get("Resource"), list)
+                    else [statement.get("Resource")]
+                ):
                     if isinstance(arn, str) and ":parameter/" in arn:
                         ssm.add(arn.split(":parameter", 1)[1])
     return {"explicit": explicit, "ssm": ssm, "generated prefix": {stack.name}}
@@ -99,13 +116,21 @@ def test_every_function_logs_json_to_a_group_with_a_retention(stages):
 
 def test_alarms_watch_what_pages_someone(stages):
     stack = stages["prod"]
-    alarms = {logical: stack.resolve(a["Properties"]) for logical, a in stack.resources("AWS::CloudWatch::Alarm").items()}
+    alarms = {
+        logical: stack.resolve(a["Properties"])
+        for logical, a in stack.resources("AWS::CloudWatch::Alarm").items()
+    }
     topic = {"Ref": "AlarmTopic"}
-    assert all(stack.template["Resources"][logical]["Properties"]["AlarmActions"] == [topic] for logical in alarms)
+    assert all(
+        stack.template["Resources"][logical]["Properties"]["AlarmActions"] == [topic] for logical in alarms
+    )
 
     def watching(metric: str, dimension_value) -> list[dict]:
-        return [a for a in alarms.values() if a["MetricName"] == metric
-                and any(d["Value"] == dimension_value for d in a["Dimensions"])]
+        return [
+            a
+            for a in alarms.values()
+            if a["MetricName"] == metric and any(d["Value"] == dimension_value for d in a["Dimensions"])
+        ]
 
     def physical(logical: str) -> str:
         return stack.resolve({"Ref": logical})

@@ -13,7 +13,9 @@ KEY = "integration-key"
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory, local_embedder):
     """One local stack per test module, listening on a free port."""
-    s = LocalStack(tmp_path_factory.mktemp("engram"), port=0, api_key=KEY, embedder=local_embedder, sweep_every_s=1).start()
+    s = LocalStack(
+        tmp_path_factory.mktemp("engram"), port=0, api_key=KEY, embedder=local_embedder, sweep_every_s=1
+    ).start()
     yield s
     s.stop()
 

@@ -44,13 +44,24 @@ def fakes():
 def environment(discord, upstream, extractor) -> dict[str, str]:
     """Everything pointed at the fakes: Ollama (embeddings, chat) and Discord at one, a provider, an extractor."""
     return {
-        "ENGRAM_EMBEDDER": "ollama", "ENGRAM_OLLAMA_URL": discord.url, "ENGRAM_EMBEDDING_MODEL": "hash-a",
-        "UPSTREAMS": json.dumps([{"name": "oa", "baseUrl": upstream.url, "api": "openai", "apiKey": "sk-up"}]),
-        "MEMORY_WRITE_MODE": "llm", "EXTRACT_BASE_URL": extractor.url + "/v1", "EXTRACT_MODEL": "extractor",
+        "ENGRAM_EMBEDDER": "ollama",
+        "ENGRAM_OLLAMA_URL": discord.url,
+        "ENGRAM_EMBEDDING_MODEL": "hash-a",
+        "UPSTREAMS": json.dumps(
+            [{"name": "oa", "baseUrl": upstream.url, "api": "openai", "apiKey": "sk-up"}]
+        ),
+        "MEMORY_WRITE_MODE": "llm",
+        "EXTRACT_BASE_URL": extractor.url + "/v1",
+        "EXTRACT_MODEL": "extractor",
         "EXTRACT_API_KEY": "sk-extract",
-        "DISCORD_APPLICATION_ID": APP_ID, "DISCORD_PUBLIC_KEY": SIGNER.verify_key.encode().hex(),
-        "DISCORD_BOT_TOKEN": TOKEN, "DISCORD_API_BASE": discord.url, "DISCORD_CHANNELS_DISALLOWED": "c12",
-        "OLLAMA_URL": discord.url, "OLLAMA_CHAT_MODEL": "chat", "DISCORD_BACKFILL_PAGES_PER_JOB": "1",
+        "DISCORD_APPLICATION_ID": APP_ID,
+        "DISCORD_PUBLIC_KEY": SIGNER.verify_key.encode().hex(),
+        "DISCORD_BOT_TOKEN": TOKEN,
+        "DISCORD_API_BASE": discord.url,
+        "DISCORD_CHANNELS_DISALLOWED": "c12",
+        "OLLAMA_URL": discord.url,
+        "OLLAMA_CHAT_MODEL": "chat",
+        "DISCORD_BACKFILL_PAGES_PER_JOB": "1",
         "ENGRAM_CATCHUP_EVERY_S": "2",
     }
 
@@ -59,14 +70,24 @@ def interact(stack: Stack, body: dict) -> httpx.Response:
     raw = json.dumps(body).encode()
     ts = str(int(time.time()))
     sig = SIGNER.sign(ts.encode() + raw).signature.hex()
-    return httpx.post(f"{stack.url}/discord/interactions", content=raw,
-                      headers={"X-Signature-Ed25519": sig, "X-Signature-Timestamp": ts, "content-type": "application/json"})
+    return httpx.post(
+        f"{stack.url}/discord/interactions",
+        content=raw,
+        headers={"X-Signature-Ed25519": sig, "X-Signature-Timestamp": ts, "content-type": "application/json"},
+    )
 
 
 def memory_command(sub: str, user: str, token: str) -> dict:
-    return {"type": 2, "id": f"i-{time.time_ns()}", "token": token, "application_id": APP_ID, "guild_id": "g1",
-            "channel_id": "c11", "member": {"user": {"id": user, "username": "u"}},
-            "data": {"name": "memory", "options": [{"type": 1, "name": sub}]}}
+    return {
+        "type": 2,
+        "id": f"i-{time.time_ns()}",
+        "token": token,
+        "application_id": APP_ID,
+        "guild_id": "g1",
+        "channel_id": "c11",
+        "member": {"user": {"id": user, "username": "u"}},
+        "data": {"name": "memory", "options": [{"type": 1, "name": sub}]},
+    }
 
 
 def stored_messages(stack: Stack, user: str) -> set[str]:
@@ -85,17 +106,29 @@ def test_acknowledged_writes_survive_kill_9_and_leave_no_orphans(launch, fakes):
     """A batch of 100 chat messages, kill -9 right after its 200: all 100 are there after the restart,
     once each; the client's retry stores nothing twice; the index has a point for each and no other."""
     stack = launch(environment(*fakes))
-    batch = [{"id": f"m{i}", "text": f"message number {i} about the harbour", "userId": "u1",
-              "threadId": "t1", "createdAt": f"2026-11-01T10:{i // 60:02d}:{i % 60:02d}Z"} for i in range(100)]
+    batch = [
+        {
+            "id": f"m{i}",
+            "text": f"message number {i} about the harbour",
+            "userId": "u1",
+            "threadId": "t1",
+            "createdAt": f"2026-11-01T10:{i // 60:02d}:{i % 60:02d}Z",
+        }
+        for i in range(100)
+    ]
     assert stack.api.post("/v1/bots/crash/messages", json={"messages": batch}).status_code in (200, 201)
     stack.kill()
     stack.start()
-    listed = stack.api.get("/v1/bots/crash/memories", params={"kind": "message", "limit": 500}).json()["memories"]
+    listed = stack.api.get("/v1/bots/crash/memories", params={"kind": "message", "limit": 500}).json()[
+        "memories"
+    ]
     assert sorted(m["sourceMessageId"] for m in listed) == sorted(f"m{i}" for i in range(100))
     retry = stack.api.post("/v1/bots/crash/messages", json={"messages": batch}).json()
     assert retry["created"] == 0
     assert wait_until(lambda: stack.api.get("/v1/index").json()["last"] is not None)
-    hits = stack.api.get("/v1/bots/crash/memories", params={"kind": "message", "query": "harbour", "limit": 500}).json()
+    hits = stack.api.get(
+        "/v1/bots/crash/memories", params={"kind": "message", "query": "harbour", "limit": 500}
+    ).json()
     ids = [m["id"] for m in hits["memories"]]
     assert len(ids) == len(set(ids)) == 100
 
@@ -104,15 +137,23 @@ def test_an_extraction_in_flight_completes_after_kill_9(launch, fakes):
     discord, upstream, extractor = fakes
     stack = launch(environment(*fakes))
     extractor.gate.hold()
-    turn = httpx.post(f"{stack.url}/oa/v1/chat/completions", timeout=30,
-                      headers={"Authorization": f"Bearer {PROXY_KEY}", "x-librechat-user-id": "alice",
-                               "x-librechat-conversation-id": "conv-1"},
-                      json={"model": "m", "messages": [{"role": "user", "content": "My home town is Porto."}]})
+    turn = httpx.post(
+        f"{stack.url}/oa/v1/chat/completions",
+        timeout=30,
+        headers={
+            "Authorization": f"Bearer {PROXY_KEY}",
+            "x-librechat-user-id": "alice",
+            "x-librechat-conversation-id": "conv-1",
+        },
+        json={"model": "m", "messages": [{"role": "user", "content": "My home town is Porto."}]},
+    )
     assert turn.status_code == 200
     crash_while_held(stack, extractor, "the extraction")
     stack.start()
     assert stack.replayed() >= 1
-    facts = lambda: stack.api.get("/v1/bots/librechat/memories", params={"userId": "alice"}).json()["memories"]  # noqa: E731
+    facts = lambda: stack.api.get("/v1/bots/librechat/memories", params={"userId": "alice"}).json()[
+        "memories"
+    ]  # noqa: E731
     assert wait_until(lambda: any("Porto" in m["text"] for m in facts()), timeout_s=60)
 
 
@@ -127,8 +168,14 @@ def test_a_backfill_in_flight_completes_after_kill_9(launch, fakes):
     expected = discord.expected_for(ALICE, {"c11", "t14", "c21"})
     assert wait_until(lambda: stored_messages(stack, ALICE) == expected, timeout_s=90)
     # the completion message follows the last stored page: it may still be on its way
-    assert wait_until(lambda: any("Backfill complete" in s.get("content", "") for s in discord.sent
-                                  if s.get("token") == "tok-remember"), timeout_s=30)
+    assert wait_until(
+        lambda: any(
+            "Backfill complete" in s.get("content", "")
+            for s in discord.sent
+            if s.get("token") == "tok-remember"
+        ),
+        timeout_s=30,
+    )
 
 
 def test_a_catch_up_in_flight_completes_after_kill_9(launch, fakes):
@@ -149,10 +196,16 @@ def test_a_reembed_in_flight_completes_after_kill_9(launch, fakes):
     discord, _, _ = fakes
     stack = launch(environment(*fakes))
     for i in range(30):
-        assert stack.api.post("/v1/bots/re/memories", json={"text": f"fact {i}: the tide comes in at {i} o'clock"}).status_code == 201
+        assert (
+            stack.api.post(
+                "/v1/bots/re/memories", json={"text": f"fact {i}: the tide comes in at {i} o'clock"}
+            ).status_code
+            == 201
+        )
     discord.gate.hold(after=1)  # the settings check's test embed goes through, the re-embed waits
-    changed = stack.api.patch("/v1/settings", json={"embedder": "remote", "embeddingProvider": "ollama",
-                                                    "embeddingModel": "hash-b"})
+    changed = stack.api.patch(
+        "/v1/settings", json={"embedder": "remote", "embeddingProvider": "ollama", "embeddingModel": "hash-b"}
+    )
     assert changed.status_code == 200, changed.text
     crash_while_held(stack, discord, "the re-embed")
     stack.start()
@@ -196,7 +249,9 @@ def test_a_write_never_waits_for_the_cold_local_model_and_its_vector_survives_ki
         assert stack.replayed() >= 1  # the index job was waiting for the model when the stack died
 
     def by_meaning():
-        hits = stack.api.get("/v1/bots/cold/memories", params={"query": "musical instrument", "limit": 1}).json()
+        hits = stack.api.get(
+            "/v1/bots/cold/memories", params={"query": "musical instrument", "limit": 1}
+        ).json()
         return hits["memories"] and hits["memories"][0]["id"] == added.json()["id"]
 
     assert wait_until(by_meaning, timeout_s=60)

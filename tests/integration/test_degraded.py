@@ -12,7 +12,14 @@ from tests.support import SwitchableEmbedder, SwitchableIndex, wait_until
 @pytest.fixture(scope="module")
 def flaky(tmp_path_factory, local_embedder):
     embedder = SwitchableEmbedder(local_embedder)
-    s = LocalStack(tmp_path_factory.mktemp("engram"), port=0, api_key=KEY, embedder=embedder, sweep_every_s=0.5, sweep_grace_ms=0).start()
+    s = LocalStack(
+        tmp_path_factory.mktemp("engram"),
+        port=0,
+        api_key=KEY,
+        embedder=embedder,
+        sweep_every_s=0.5,
+        sweep_grace_ms=0,
+    ).start()
     s.engine.service.index = SwitchableIndex(s.engine.service.index)
     yield s, embedder, s.engine.service.index
     s.stop()
@@ -20,10 +27,10 @@ def flaky(tmp_path_factory, local_embedder):
 
 @pytest.fixture
 def api(flaky):
-    with httpx.Client(base_url=flaky[0].url, headers={"Authorization": f"Bearer {KEY}"}, timeout=30) as client:
+    with httpx.Client(
+        base_url=flaky[0].url, headers={"Authorization": f"Bearer {KEY}"}, timeout=30
+    ) as client:
         yield client
-
-
 
 
 def test_embedder_down_then_back(flaky, api):
@@ -35,11 +42,16 @@ def test_embedder_down_then_back(flaky, api):
     # words at once
     found = api.get("/v1/bots/deg/memories", params={"query": "cello"}).json()["memories"]
     assert found[0]["id"] == added.json()["id"]
-    assert "did not answer" in httpx.get(f"{stack.url}/healthz", headers={"Authorization": f"Bearer {KEY}"}).json()["lastError"]
+    assert (
+        "did not answer"
+        in httpx.get(f"{stack.url}/healthz", headers={"Authorization": f"Bearer {KEY}"}).json()["lastError"]
+    )
     embedder.down = False
     # by meaning once the sweep has filled its vector (no shared word with the memory)
     assert wait_until(lambda: not stack.engine.service.records.pending_ids("deg", 10))
-    found = api.get("/v1/bots/deg/memories", params={"query": "Who is a musician?", "limit": 1}).json()["memories"]
+    found = api.get("/v1/bots/deg/memories", params={"query": "Who is a musician?", "limit": 1}).json()[
+        "memories"
+    ]
     assert found[0]["id"] == added.json()["id"]
 
 
@@ -56,5 +68,7 @@ def test_index_down_then_back(flaky, api):
     assert r.status_code == 503 and r.json()["error"]["code"] == "index_unavailable"
     index.down = False
     assert wait_until(lambda: not stack.engine.service.records.pending_ids("deg2", 10))
-    found = api.get("/v1/bots/deg2/memories", params={"query": "Where can I find a way into the house?", "limit": 1})
+    found = api.get(
+        "/v1/bots/deg2/memories", params={"query": "Where can I find a way into the house?", "limit": 1}
+    )
     assert found.json()["memories"][0]["id"] == added.json()["id"]

@@ -29,11 +29,22 @@ def discord():
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory, local_embedder, discord):
     settings = DiscordSettings(
-        DISCORD_APPLICATION_ID=APP_ID, DISCORD_PUBLIC_KEY=SIGNER.verify_key.encode().hex(), DISCORD_BOT_TOKEN=TOKEN,
-        DISCORD_API_BASE=discord.url, DISCORD_CHANNELS_DISALLOWED="c12", OLLAMA_URL=discord.url, OLLAMA_CHAT_MODEL="chat",
+        DISCORD_APPLICATION_ID=APP_ID,
+        DISCORD_PUBLIC_KEY=SIGNER.verify_key.encode().hex(),
+        DISCORD_BOT_TOKEN=TOKEN,
+        DISCORD_API_BASE=discord.url,
+        DISCORD_CHANNELS_DISALLOWED="c12",
+        OLLAMA_URL=discord.url,
+        OLLAMA_CHAT_MODEL="chat",
         DISCORD_BACKFILL_PAGES_PER_JOB="1",
     )
-    s = LocalStack(tmp_path_factory.mktemp("engram"), port=0, api_key=KEY, embedder=local_embedder, discord_settings=settings).start()
+    s = LocalStack(
+        tmp_path_factory.mktemp("engram"),
+        port=0,
+        api_key=KEY,
+        embedder=local_embedder,
+        discord_settings=settings,
+    ).start()
     yield s
     s.stop()
 
@@ -42,7 +53,11 @@ def signed(body: dict, signer=SIGNER, timestamp=None) -> tuple[bytes, dict]:
     raw = json.dumps(body).encode()
     ts = str(int(timestamp if timestamp is not None else time.time()))
     signature = signer.sign(ts.encode() + raw).signature.hex()
-    return raw, {"X-Signature-Ed25519": signature, "X-Signature-Timestamp": ts, "content-type": "application/json"}
+    return raw, {
+        "X-Signature-Ed25519": signature,
+        "X-Signature-Timestamp": ts,
+        "content-type": "application/json",
+    }
 
 
 def interact(stack, body, **kw):
@@ -51,19 +66,28 @@ def interact(stack, body, **kw):
 
 
 def command(name, user, guild="g1", channel="c11", options=None, token="tok"):
-    return {"type": 2, "id": f"i-{time.time_ns()}", "token": token, "application_id": APP_ID, "guild_id": guild,
-            "channel_id": channel, "member": {"user": {"id": user, "username": "u"}}, "data": {"name": name, "options": options or []}}
+    return {
+        "type": 2,
+        "id": f"i-{time.time_ns()}",
+        "token": token,
+        "application_id": APP_ID,
+        "guild_id": guild,
+        "channel_id": channel,
+        "member": {"user": {"id": user, "username": "u"}},
+        "data": {"name": name, "options": options or []},
+    }
 
 
 def memory_cmd(sub, user, **kw):
     return command("memory", user, options=[{"type": 1, "name": sub}], **kw)
 
 
-
-
 def stored_ids(stack, user):
-    r = httpx.get(f"{stack.url}/v1/bots/{APP_ID}/memories", params={"kind": "message", "userId": user, "limit": 500},
-                  headers={"Authorization": f"Bearer {KEY}"})
+    r = httpx.get(
+        f"{stack.url}/v1/bots/{APP_ID}/memories",
+        params={"kind": "message", "userId": user, "limit": 500},
+        headers={"Authorization": f"Bearer {KEY}"},
+    )
     return [m["sourceMessageId"] for m in r.json()["memories"]]
 
 
@@ -75,7 +99,10 @@ def test_signatures_and_ping(stack):
     assert interact(stack, {"type": 1}, signer=SigningKey.generate()).status_code == 401  # forged
     assert interact(stack, {"type": 1}, timestamp=time.time() - 3600).status_code == 401  # stale
     raw, headers = signed({"type": 1})
-    assert httpx.post(f"{stack.url}/discord/interactions", content=raw + b" ", headers=headers).status_code == 401  # tampered
+    assert (
+        httpx.post(f"{stack.url}/discord/interactions", content=raw + b" ", headers=headers).status_code
+        == 401
+    )  # tampered
     assert httpx.post(f"{stack.url}/discord/interactions", content=raw).status_code == 401  # unsigned
 
 
@@ -84,7 +111,13 @@ def test_remember_backfills_exactly_the_consenting_user(stack, discord):
     r = interact(stack, memory_cmd("remember", ALICE, token="tok-remember"))
     assert time.perf_counter() - started < 3
     assert r.json() == {"type": 5, "data": {"flags": 64}}
-    assert wait_until(lambda: any("Backfill complete" in s.get("content", "") for s in discord.sent if s.get("token") == "tok-remember"))
+    assert wait_until(
+        lambda: any(
+            "Backfill complete" in s.get("content", "")
+            for s in discord.sent
+            if s.get("token") == "tok-remember"
+        )
+    )
     expected = discord.expected_for(ALICE, ALLOWED)
     final = [s["content"] for s in discord.sent if s.get("token") == "tok-remember"][-1]
     assert final == f"Backfill complete: {len(expected)} messages stored."
@@ -93,22 +126,40 @@ def test_remember_backfills_exactly_the_consenting_user(stack, discord):
     # the interaction token is kept only in its own item, and only for Discord's 15 minutes
     state = stack.dynamodb.scan(TableName="engram-state")["Items"]
     holding = [i for i in state if "tok-remember" in json.dumps(i)]
-    assert holding and all(i["sk"]["S"].startswith(f"token#{ALICE}#") and int(i["expiresAt"]["N"]) <= time.time() + 900
-                           for i in holding)
+    assert holding and all(
+        i["sk"]["S"].startswith(f"token#{ALICE}#") and int(i["expiresAt"]["N"]) <= time.time() + 900
+        for i in holding
+    )
     assert stored_ids(stack, BOB) == []
     status = interact(stack, memory_cmd("status", ALICE)).json()
     assert status["type"] == 4 and status["data"]["flags"] == 64
     assert f"Memories stored: {len(expected)}" in status["data"]["content"]
     # again: resumes, stores nothing twice
     interact(stack, memory_cmd("remember", ALICE, token="tok-again"))
-    assert wait_until(lambda: any("Backfill complete" in s.get("content", "") for s in discord.sent if s.get("token") == "tok-again"))
-    assert [s["content"] for s in discord.sent if s.get("token") == "tok-again"][-1] == "Backfill complete: 0 messages stored."
+    assert wait_until(
+        lambda: any(
+            "Backfill complete" in s.get("content", "") for s in discord.sent if s.get("token") == "tok-again"
+        )
+    )
+    assert [s["content"] for s in discord.sent if s.get("token") == "tok-again"][
+        -1
+    ] == "Backfill complete: 0 messages stored."
     assert sorted(stored_ids(stack, ALICE)) == sorted(ids)
 
 
 def test_ask_recalls_memories_of_the_same_server_only(stack, discord):
     assert wait_until(lambda: len(stored_ids(stack, ALICE)) > 0)
-    r = interact(stack, command("ask", ALICE, guild="g2", channel="c21", options=[{"name": "prompt", "type": 3, "value": "What boats did we talk about?"}], token="tok-ask"))
+    r = interact(
+        stack,
+        command(
+            "ask",
+            ALICE,
+            guild="g2",
+            channel="c21",
+            options=[{"name": "prompt", "type": 3, "value": "What boats did we talk about?"}],
+            token="tok-ask",
+        ),
+    )
     assert r.json() == {"type": 5}
     assert wait_until(lambda: any(s.get("token") == "tok-ask" for s in discord.sent))
     request = discord.chat_requests[-1]
@@ -117,10 +168,14 @@ def test_ask_recalls_memories_of_the_same_server_only(stack, discord):
     memories = json.loads(system[0]["content"].split("\n", 1)[1])
     assert memories and all(m["serverId"] == "g2" for m in memories)
     assert request["messages"][-1] == {"role": "user", "content": "What boats did we talk about?"}
-    assert any(m["role"] == "user" and "bob in Beta" in m["content"] for m in request["messages"])  # rolling context
+    assert any(
+        m["role"] == "user" and "bob in Beta" in m["content"] for m in request["messages"]
+    )  # rolling context
     answer = [s for s in discord.sent if s.get("token") == "tok-ask"][-1]
     assert answer["content"] == "Here is what I remember."
-    assert wait_until(lambda: answer["id"] in stored_ids(stack, ALICE))  # the reply is stored, attributed to alice
+    assert wait_until(
+        lambda: answer["id"] in stored_ids(stack, ALICE)
+    )  # the reply is stored, attributed to alice
 
 
 def test_export_sends_everything_stored_about_the_user_by_dm_once_per_ten_minutes(stack, discord):
@@ -150,7 +205,11 @@ def test_export_sends_everything_stored_about_the_user_by_dm_once_per_ten_minute
 def test_forget_leaves_nothing_of_the_user(stack, discord):
     assert stored_ids(stack, ALICE)
     interact(stack, memory_cmd("forget", ALICE, token="tok-forget"))
-    assert wait_until(lambda: any("Forgotten" in s.get("content", "") for s in discord.sent if s.get("token") == "tok-forget"))
+    assert wait_until(
+        lambda: any(
+            "Forgotten" in s.get("content", "") for s in discord.sent if s.get("token") == "tok-forget"
+        )
+    )
     assert stored_ids(stack, ALICE) == []
     items = stack.dynamodb.scan(TableName="engram-memories")["Items"]
     assert not [i for i in items if i.get("userId", {}).get("S") == ALICE]
@@ -158,7 +217,9 @@ def test_forget_leaves_nothing_of_the_user(stack, discord):
     state = stack.dynamodb.scan(TableName="engram-state")["Items"]
     left = [i for i in state if ALICE in i["sk"]["S"] or ALICE in i["pk"]["S"]]
     # only the tombstone: the user's id and when, which keeps anything queued before from storing them again
-    assert [(i["pk"]["S"], i["sk"]["S"], sorted(i)) for i in left] == [(f"forgotten#{APP_ID}", ALICE, ["pk", "sk", "value"])]
+    assert [(i["pk"]["S"], i["sk"]["S"], sorted(i)) for i in left] == [
+        (f"forgotten#{APP_ID}", ALICE, ["pk", "sk", "value"])
+    ]
     assert "off for you" in interact(stack, memory_cmd("status", ALICE)).json()["data"]["content"]
 
 
@@ -177,9 +238,17 @@ class DuplicatingQueue:
 def test_duplicate_deliveries_count_each_channel_once(stack, discord, monkeypatch):
     monkeypatch.setattr(stack.discord, "queue", DuplicatingQueue(stack.discord.queue))
     interact(stack, memory_cmd("remember", BOB, token="tok-dup"))
-    assert wait_until(lambda: any("Backfill complete" in s.get("content", "") for s in discord.sent if s.get("token") == "tok-dup"))
+    assert wait_until(
+        lambda: any(
+            "Backfill complete" in s.get("content", "") for s in discord.sent if s.get("token") == "tok-dup"
+        )
+    )
     time.sleep(1.5)  # let the duplicates run out
-    finals = [s["content"] for s in discord.sent if s.get("token") == "tok-dup" and "Backfill complete" in s.get("content", "")]
+    finals = [
+        s["content"]
+        for s in discord.sent
+        if s.get("token") == "tok-dup" and "Backfill complete" in s.get("content", "")
+    ]
     expected = discord.expected_for(BOB, ALLOWED)
     assert finals == [f"Backfill complete: {len(expected)} messages stored."]
     assert set(stored_ids(stack, BOB)) == expected

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
-from engram.discord.settings import DiscordSettings
 
+from engram.discord.settings import DiscordSettings
 from infra.local_stack import LocalStack
 from tests.fake_discord import ALICE, APP_ID, BOB, TOKEN, FakeDiscord
 from tests.integration.conftest import KEY
@@ -30,8 +30,13 @@ def discord():
 @pytest.fixture
 def stack(tmp_path, local_embedder, discord):
     settings = DiscordSettings(
-        DISCORD_APPLICATION_ID=APP_ID, DISCORD_PUBLIC_KEY=SIGNER.verify_key.encode().hex(), DISCORD_BOT_TOKEN=TOKEN,
-        DISCORD_API_BASE=discord.url, OLLAMA_URL=discord.url, OLLAMA_CHAT_MODEL="chat", DISCORD_BACKFILL_PAGES_PER_JOB="2",
+        DISCORD_APPLICATION_ID=APP_ID,
+        DISCORD_PUBLIC_KEY=SIGNER.verify_key.encode().hex(),
+        DISCORD_BOT_TOKEN=TOKEN,
+        DISCORD_API_BASE=discord.url,
+        OLLAMA_URL=discord.url,
+        OLLAMA_CHAT_MODEL="chat",
+        DISCORD_BACKFILL_PAGES_PER_JOB="2",
     )
     s = LocalStack(tmp_path, port=0, api_key=KEY, embedder=local_embedder, discord_settings=settings).start()
     yield s
@@ -45,7 +50,9 @@ def replies(discord, token):
 def remembered(stack, discord) -> None:
     """Alice opts in, and her backfill is complete."""
     interact(stack, memory_cmd("remember", ALICE, token="tok-remember"))
-    assert wait_until(lambda: any("Backfill complete" in r for r in replies(discord, "tok-remember")), timeout_s=90)
+    assert wait_until(
+        lambda: any("Backfill complete" in r for r in replies(discord, "tok-remember")), timeout_s=90
+    )
 
 
 def test_without_the_message_content_intent_remember_and_status_say_so(stack, discord):
@@ -53,8 +60,11 @@ def test_without_the_message_content_intent_remember_and_status_say_so(stack, di
     remembered(stack, discord)
     said = replies(discord, "tok-remember")
     assert all("Message Content intent is off" in r for r in said)  # the first answer and the final one
-    assert not [m for m in stored_ids(stack, ALICE) if not m.startswith("interaction-")
-                and discord.find(m)["author"]["id"] == ALICE]  # none of her own words: Discord gave none
+    assert not [
+        m
+        for m in stored_ids(stack, ALICE)
+        if not m.startswith("interaction-") and discord.find(m)["author"]["id"] == ALICE
+    ]  # none of her own words: Discord gave none
     status = interact(stack, memory_cmd("status", ALICE)).json()["data"]["content"]
     assert "Message Content intent is off" in status
 
@@ -95,7 +105,15 @@ def test_an_export_to_closed_dms_says_so_and_may_be_asked_again(stack, discord):
 
 def test_an_answer_longer_than_a_message_comes_in_several(stack, discord):
     discord.answer = " ".join(f"part{i}" for i in range(700))  # ~5,500 characters
-    interact(stack, command("ask", ALICE, options=[{"name": "prompt", "type": 3, "value": "Tell me everything."}], token="tok-ask"))
+    interact(
+        stack,
+        command(
+            "ask",
+            ALICE,
+            options=[{"name": "prompt", "type": 3, "value": "Tell me everything."}],
+            token="tok-ask",
+        ),
+    )
     assert wait_until(lambda: len(replies(discord, "tok-ask")) >= 3, timeout_s=60)
     parts = replies(discord, "tok-ask")
     assert all(len(p) <= 2000 for p in parts) and " ".join(parts).split() == discord.answer.split()
@@ -107,7 +125,10 @@ def test_channels_the_bot_may_not_read_are_recorded_skipped_and_shown(stack, dis
     from engram.jobs import DiscordJob
 
     alice = {"id": ALICE, "username": "alice"}
-    discord.channels["g1"] += [{"id": "c15", "type": 0, "name": "staff"}, {"id": "c16", "type": 0, "name": "archive"}]
+    discord.channels["g1"] += [
+        {"id": "c15", "type": 0, "name": "staff"},
+        {"id": "c16", "type": 0, "name": "archive"},
+    ]
     discord.history.update({"c15": [], "c16": []})
     discord.add("c15", alice, "staff only")
     discord.add("c16", alice, "old news")
@@ -121,8 +142,12 @@ def test_channels_the_bot_may_not_read_are_recorded_skipped_and_shown(stack, dis
     status = interact(stack, memory_cmd("status", ALICE)).json()["data"]["content"]
     assert "Channels I may not read: 2" in status
     dlq = stack.sqs.get_queue_url(QueueName="engram-JobsDeadLetterQueue")["QueueUrl"]
-    assert stack.sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["ApproximateNumberOfMessages"])[
-        "Attributes"]["ApproximateNumberOfMessages"] == "0"
+    assert (
+        stack.sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["ApproximateNumberOfMessages"])[
+            "Attributes"
+        ]["ApproximateNumberOfMessages"]
+        == "0"
+    )
 
 
 def test_forget_this_message_removes_one_stored_message_of_its_owner_only(stack, discord):
@@ -140,7 +165,9 @@ def test_forget_this_message_removes_one_stored_message_of_its_owner_only(stack,
     assert "isn't yours" in replies(discord, "tok-bob")[-1] and mine["id"] in stored_ids(stack, ALICE)
     forget_message(ALICE, "tok-alice")
     assert wait_until(lambda: replies(discord, "tok-alice"), timeout_s=30)
-    assert replies(discord, "tok-alice")[-1].startswith("Forgotten") and mine["id"] not in stored_ids(stack, ALICE)
+    assert replies(discord, "tok-alice")[-1].startswith("Forgotten") and mine["id"] not in stored_ids(
+        stack, ALICE
+    )
 
 
 def test_ask_recalls_only_what_everyone_who_sees_the_answer_may_read(stack, discord):
@@ -148,8 +175,17 @@ def test_ask_recalls_only_what_everyone_who_sees_the_answer_may_read(stack, disc
     it, even asked by staff; an /ask in #staff may."""
     view = 1 << 10
     discord.roles["g1"].append({"id": "r-staff", "name": "staff", "permissions": "0"})
-    discord.channels["g1"].append({"id": "c17", "type": 0, "name": "staff", "permission_overwrites": [
-        {"id": "g1", "type": 0, "allow": "0", "deny": str(view)}, {"id": "r-staff", "type": 0, "allow": str(view), "deny": "0"}]})
+    discord.channels["g1"].append(
+        {
+            "id": "c17",
+            "type": 0,
+            "name": "staff",
+            "permission_overwrites": [
+                {"id": "g1", "type": 0, "allow": "0", "deny": str(view)},
+                {"id": "r-staff", "type": 0, "allow": str(view), "deny": "0"},
+            ],
+        }
+    )
     discord.members[("g1", ALICE)] = ["r-staff"]
     discord.history["c17"] = []
     discord.add("c17", {"id": ALICE, "username": "alice"}, "the staff gardening rota is secret: Tuesdays")
@@ -157,10 +193,24 @@ def test_ask_recalls_only_what_everyone_who_sees_the_answer_may_read(stack, disc
 
     def told(channel, token):
         asked = len(discord.chat_requests)
-        interact(stack, command("ask", ALICE, guild="g1", channel=channel, token=token,
-                                options=[{"name": "prompt", "type": 3, "value": "What is the gardening rota?"}]))
+        interact(
+            stack,
+            command(
+                "ask",
+                ALICE,
+                guild="g1",
+                channel=channel,
+                token=token,
+                options=[{"name": "prompt", "type": 3, "value": "What is the gardening rota?"}],
+            ),
+        )
         assert wait_until(lambda: replies(discord, token), timeout_s=60)
-        system = [m["content"] for r in discord.chat_requests[asked:] for m in r["messages"] if m["role"] == "system"]
+        system = [
+            m["content"]
+            for r in discord.chat_requests[asked:]
+            for m in r["messages"]
+            if m["role"] == "system"
+        ]
         return " ".join(system)
 
     in_general = told("c11", "tok-general")
@@ -181,9 +231,13 @@ def test_archived_threads_forum_posts_and_voice_chat_are_read(stack, discord):
     hidden = discord.add("t22", alice, "an archived private thread")
     voice = discord.add("c13", alice, "typed in the voice channel's chat")
     meta = {"archived": True, "archive_timestamp": "2026-10-01T00:00:00+00:00"}
-    discord.archived = {"c18": {"public": [{"id": "t19", "type": 11, "parent_id": "c18", "thread_metadata": meta}]},
-                        "c11": {"public": [{"id": "t20", "type": 11, "parent_id": "c11", "thread_metadata": meta}],
-                                "private": [{"id": "t22", "type": 12, "parent_id": "c11", "thread_metadata": meta}]}}
+    discord.archived = {
+        "c18": {"public": [{"id": "t19", "type": 11, "parent_id": "c18", "thread_metadata": meta}]},
+        "c11": {
+            "public": [{"id": "t20", "type": 11, "parent_id": "c11", "thread_metadata": meta}],
+            "private": [{"id": "t22", "type": 12, "parent_id": "c11", "thread_metadata": meta}],
+        },
+    }
     discord.private_threads_forbidden = True
     remembered(stack, discord)
     stored = set(stored_ids(stack, ALICE))
@@ -198,6 +252,7 @@ def test_a_catch_up_tick_reads_only_channels_with_new_messages(stack, discord):
     from engram.jobs import DiscordJob
 
     remembered(stack, discord)
+
     def tick():  # the jobs run on the stack's own pollers too: wait until the queue is quiet
         stack.engine.queue.send(DiscordJob(action="catchup"))
         time.sleep(1.5)
@@ -215,7 +270,7 @@ def test_a_catch_up_tick_reads_only_channels_with_new_messages(stack, discord):
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 def tick(stack):
@@ -241,7 +296,9 @@ def test_edits_and_deletions_on_discord_reach_memory(stack, discord):
     gone = discord.add("c21", alice, "my locker combination is cobalt-walrus", timestamp=_now())
     after = discord.add("c21", alice, "and I cycle to the harbour", timestamp=_now())
     tick(stack)
-    assert wait_until(lambda: {moved["id"], gone["id"], after["id"]} <= set(stored_ids(stack, ALICE)), timeout_s=20)
+    assert wait_until(
+        lambda: {moved["id"], gone["id"], after["id"]} <= set(stored_ids(stack, ALICE)), timeout_s=20
+    )
 
     discord.edit(moved["id"], "I live in Porto now, by the sea")
     discord.delete(gone["id"])
@@ -254,9 +311,21 @@ def test_edits_and_deletions_on_discord_reach_memory(stack, discord):
     found = stack.engine.service.search(APP_ID, "Porto", user=ALICE, kind="message")
     assert moved["id"] in [m.source_id for m in found]
     # the deleted words are nowhere: not in any record, context or content
-    assert wait_until(lambda: not [r for r in MemoryRecord.scan() if "cobalt-walrus" in json.dumps(
-        {"t": r.text, "c": r.context, "x": r.content})], timeout_s=20)
-    assert not [m for m in stack.engine.service.search(APP_ID, "Lisbon", user=ALICE, kind="message") if "Lisbon" in m.text]
+    assert wait_until(
+        lambda: (
+            not [
+                r
+                for r in MemoryRecord.scan()
+                if "cobalt-walrus" in json.dumps({"t": r.text, "c": r.context, "x": r.content})
+            ]
+        ),
+        timeout_s=20,
+    )
+    assert not [
+        m
+        for m in stack.engine.service.search(APP_ID, "Lisbon", user=ALICE, kind="message")
+        if "Lisbon" in m.text
+    ]
 
 
 def test_a_new_channel_is_paged_in_bounded_jobs_and_ask_reads_one_page(stack, discord):
@@ -268,8 +337,17 @@ def test_a_new_channel_is_paged_in_bounded_jobs_and_ask_reads_one_page(stack, di
     discord.history["c23"] = []
     written = [discord.add("c23", alice, f"alice in the new channel, note {i}") for i in range(430)]
     reads = len(discord.history_reads)
-    interact(stack, command("ask", ALICE, guild="g2", channel="c23", token="tok-ask-new",
-                            options=[{"name": "prompt", "type": 3, "value": "What did I note?"}]))
+    interact(
+        stack,
+        command(
+            "ask",
+            ALICE,
+            guild="g2",
+            channel="c23",
+            token="tok-ask-new",
+            options=[{"name": "prompt", "type": 3, "value": "What did I note?"}],
+        ),
+    )
     assert wait_until(lambda: replies(discord, "tok-ask-new"), timeout_s=60)
     assert wait_until(lambda: {m["id"] for m in written} <= set(stored_ids(stack, ALICE)), timeout_s=60)
     # /ask: its newest page and the rolling context; then 3.3 more pages in jobs of at most two pages
@@ -283,7 +361,9 @@ def test_a_backfill_reads_only_the_guilds_the_user_is_in(stack, discord):
     reads = len(discord.history_reads)
     remembered(stack, discord)
     assert "c21" not in discord.history_reads[reads:]
-    assert not {m["id"] for m in discord.history["c21"] if m["author"]["id"] == ALICE} & set(stored_ids(stack, ALICE))
+    assert not {m["id"] for m in discord.history["c21"] if m["author"]["id"] == ALICE} & set(
+        stored_ids(stack, ALICE)
+    )
     # nor does a catch-up read a server where no consenting user is, however busy it is
     discord.add("c21", {"id": BOB, "username": "bob"}, "bob keeps talking in Beta")
     reads = len(discord.requests)
@@ -291,8 +371,17 @@ def test_a_backfill_reads_only_the_guilds_the_user_is_in(stack, discord):
     assert not [r for r in discord.requests[reads:] if "/guilds/g2/" in r or "c21" in r]
     # she joins Beta: her first /ask there makes it hers, and the catch-up reads it from then on
     discord.members[("g2", ALICE)] = []
-    interact(stack, command("ask", ALICE, guild="g2", channel="c21", token="tok-ask-beta",
-                            options=[{"name": "prompt", "type": 3, "value": "Anything about boats?"}]))
+    interact(
+        stack,
+        command(
+            "ask",
+            ALICE,
+            guild="g2",
+            channel="c21",
+            token="tok-ask-beta",
+            options=[{"name": "prompt", "type": 3, "value": "Anything about boats?"}],
+        ),
+    )
     assert wait_until(lambda: replies(discord, "tok-ask-beta"), timeout_s=60)
     joined = discord.add("c21", {"id": ALICE, "username": "alice"}, "alice now sails in Beta")
     tick(stack)

@@ -3,14 +3,20 @@
 from tests.support import wait_until
 
 
-
-
 def test_switch_off_and_back_while_searches_keep_answering(api, stack):
     bot = "embed-switch"
     api.post(f"/v1/bots/{bot}/memories", json={"text": "Nadia's violin lessons are on Thursdays."})
-    assert api.get("/v1/settings").json() == {"embedder": "local", "embeddingProvider": None, "embeddingModel": None, "messageVectors": 8000}
+    assert api.get("/v1/settings").json() == {
+        "embedder": "local",
+        "embeddingProvider": None,
+        "embeddingModel": None,
+        "messageVectors": 8000,
+    }
     # an unreachable provider: 400 with the reason, nothing changes
-    r = api.patch("/v1/settings", json={"embedder": "remote", "embeddingProvider": "ollama", "embeddingModel": "nomic-embed-text"})
+    r = api.patch(
+        "/v1/settings",
+        json={"embedder": "remote", "embeddingProvider": "ollama", "embeddingModel": "nomic-embed-text"},
+    )
     assert r.status_code == 400 and "didn't answer" in r.json()["error"]["message"]
     assert api.get("/v1/settings").json()["embedder"] == "local"
     assert api.patch("/v1/settings", json={"embedder": "remote"}).status_code == 400
@@ -20,7 +26,9 @@ def test_switch_off_and_back_while_searches_keep_answering(api, stack):
     assert api.patch("/v1/settings", json={"embedder": "off"}).json()["embedder"] == "off"
     off = api.get("/v1/settings/embedding").json()
     assert off["model"] is None
-    added = api.post(f"/v1/bots/{bot}/memories", json={"text": "The bakery on Elm Street opens at seven."}).json()
+    added = api.post(
+        f"/v1/bots/{bot}/memories", json={"text": "The bakery on Elm Street opens at seven."}
+    ).json()
     found = api.get(f"/v1/bots/{bot}/memories", params={"query": "bakery"}).json()["memories"]
     assert found[0]["id"] == added["id"]  # by words at once
     # back to local: earlier vectors are reused, the new record's fills in, searches keep answering
@@ -32,7 +40,10 @@ def test_switch_off_and_back_while_searches_keep_answering(api, stack):
         return p["model"] == "all-minilm-l6-v2" and p["memoriesWithVectors"] == p["memories"]
 
     assert wait_until(full)
-    found = api.get(f"/v1/bots/{bot}/memories", params={"query": "Where can I buy fresh bread in the morning?", "limit": 1}).json()
+    found = api.get(
+        f"/v1/bots/{bot}/memories",
+        params={"query": "Where can I buy fresh bread in the morning?", "limit": 1},
+    ).json()
     assert found["memories"][0]["id"] == added["id"]  # by meaning once its vector filled in
     bad = api.patch("/v1/settings", json={"messageVectors": "lots"})
     assert bad.status_code == 400

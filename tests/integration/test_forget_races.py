@@ -23,8 +23,12 @@ SETTLE_S = 5  # the pollers' rounds and two catch-up ticks: anything that would 
 
 @pytest.fixture
 def fakes():
-    discord, upstream, extractor, embedder = (FakeDiscord().start(), FakeUpstream().start(), FakeUpstream().start(),
-                                              FakeDiscord().start())
+    discord, upstream, extractor, embedder = (
+        FakeDiscord().start(),
+        FakeUpstream().start(),
+        FakeUpstream().start(),
+        FakeDiscord().start(),
+    )
     yield discord, upstream, extractor, embedder
     for fake in (discord, upstream, extractor, embedder):
         fake.gate.release()
@@ -35,8 +39,11 @@ def fakes():
 def stack(tmp_path, fakes):
     discord, upstream, extractor, embedder = fakes
     # embeddings from a fake of their own, so holding Discord (or the chat model) never holds a forget
-    env = {**environment(discord, upstream, extractor), "ENGRAM_OLLAMA_URL": embedder.url,
-           "ENGRAM_SQS_PORT": str(free_port())}
+    env = {
+        **environment(discord, upstream, extractor),
+        "ENGRAM_OLLAMA_URL": embedder.url,
+        "ENGRAM_SQS_PORT": str(free_port()),
+    }
     s = Stack(tmp_path, env).start()
     yield s
     s.stop()
@@ -44,7 +51,9 @@ def stack(tmp_path, fakes):
 
 def send_job(stack: Stack, job, queue: str) -> None:
     """Put a job straight on the stack's queue, as a retry or a DLQ redrive delivers it."""
-    sqs = boto3.client("sqs", endpoint_url=f"http://127.0.0.1:{stack.env['ENGRAM_SQS_PORT']}", region_name="us-east-1")
+    sqs = boto3.client(
+        "sqs", endpoint_url=f"http://127.0.0.1:{stack.env['ENGRAM_SQS_PORT']}", region_name="us-east-1"
+    )
     url = sqs.get_queue_url(QueueName=f"engram-{queue}")["QueueUrl"]
     sqs.send_message(QueueUrl=url, MessageBody=job.model_dump_json())
 
@@ -52,7 +61,9 @@ def send_job(stack: Stack, job, queue: str) -> None:
 def remembered(stack: Stack, discord) -> None:
     """Alice opts in, and her backfill is complete."""
     interact(stack, memory_command("remember", ALICE, "tok-remember"))
-    assert wait_until(lambda: any("Backfill complete" in s.get("content", "") for s in discord.sent), timeout_s=90)
+    assert wait_until(
+        lambda: any("Backfill complete" in s.get("content", "") for s in discord.sent), timeout_s=90
+    )
 
 
 def forget(stack: Stack, bot: str, user: str) -> dict:
@@ -66,7 +77,9 @@ def held(fake, what: str) -> None:
 
 
 def discord_messages(stack: Stack, user: str = ALICE) -> list[dict]:
-    return stack.api.get(f"/v1/bots/{APP_ID}/memories", params={"kind": "message", "userId": user, "limit": 500}).json()["memories"]
+    return stack.api.get(
+        f"/v1/bots/{APP_ID}/memories", params={"kind": "message", "userId": user, "limit": 500}
+    ).json()["memories"]
 
 
 def facts(stack: Stack, bot: str, user: str) -> list[dict]:
@@ -78,10 +91,16 @@ def status(stack: Stack, user: str = ALICE) -> str:
 
 
 def chat(stack: Stack, user: str, text: str) -> httpx.Response:
-    return httpx.post(f"{stack.url}/oa/v1/chat/completions", timeout=30,
-                      headers={"Authorization": f"Bearer {PROXY_KEY}", "x-librechat-user-id": user,
-                               "x-librechat-conversation-id": "conv-1"},
-                      json={"model": "m", "messages": [{"role": "user", "content": text}]})
+    return httpx.post(
+        f"{stack.url}/oa/v1/chat/completions",
+        timeout=30,
+        headers={
+            "Authorization": f"Bearer {PROXY_KEY}",
+            "x-librechat-user-id": user,
+            "x-librechat-conversation-id": "conv-1",
+        },
+        json={"model": "m", "messages": [{"role": "user", "content": text}]},
+    )
 
 
 def test_a_backfill_page_in_flight_stores_nothing_after_the_forget(stack, fakes):
@@ -106,7 +125,9 @@ def test_a_remember_in_flight_or_retried_after_the_forget_does_not_opt_the_user_
     forget(stack, APP_ID, ALICE)
     discord.gate.release()
     # ... and the same remember delivered again later (a retry, a DLQ redrive)
-    send_job(stack, DiscordJob(action="remember", user=ALICE, token="tok-old", issued_at=asked), "InteractiveQueue")
+    send_job(
+        stack, DiscordJob(action="remember", user=ALICE, token="tok-old", issued_at=asked), "InteractiveQueue"
+    )
     time.sleep(SETTLE_S)
     assert "off for you" in status(stack)
     assert discord_messages(stack) == []
@@ -121,7 +142,11 @@ def test_a_backfill_link_and_a_catch_up_made_before_the_forget_store_nothing_aft
     forget(stack, APP_ID, ALICE)
     assert discord_messages(stack) == []
     discord.add("c21", {"id": ALICE, "username": "alice"}, "written just after the forget")
-    send_job(stack, BackfillJob(user=ALICE, guild="g2", channel="c21", run="the-run-before", step=0, origin=1), "JobsQueue")
+    send_job(
+        stack,
+        BackfillJob(user=ALICE, guild="g2", channel="c21", run="the-run-before", step=0, origin=1),
+        "JobsQueue",
+    )
     send_job(stack, DiscordJob(action="catchup", guild="g2", channel="c21", issued_at=1), "JobsQueue")
     time.sleep(SETTLE_S)
     assert discord_messages(stack) == []
@@ -143,13 +168,18 @@ def test_an_ask_in_flight_stores_neither_prompt_nor_answer_after_the_forget(stac
     discord = fakes[0]
     remembered(stack, discord)
     body = memory_command("remember", ALICE, "tok-ask")
-    body["data"] = {"name": "ask", "options": [{"type": 3, "name": "prompt", "value": "what about the quokka plan?"}]}
+    body["data"] = {
+        "name": "ask",
+        "options": [{"type": 3, "name": "prompt", "value": "what about the quokka plan?"}],
+    }
     discord.gate.hold()
     interact(stack, body)
     held(discord, "the /ask job")
     forget(stack, APP_ID, ALICE)
     discord.gate.release()
-    assert wait_until(lambda: any(s.get("token") == "tok-ask" for s in discord.sent), timeout_s=60)  # it answered
+    assert wait_until(
+        lambda: any(s.get("token") == "tok-ask" for s in discord.sent), timeout_s=60
+    )  # it answered
     time.sleep(SETTLE_S)
     assert discord_messages(stack) == []
 
@@ -162,21 +192,42 @@ def test_an_extraction_in_flight_or_redriven_stores_nothing_after_the_forget(sta
     forget(stack, "librechat", "alice")
     extractor.gate.release()
     # the same extraction delivered again from before the forget (a DLQ redrive)
-    send_job(stack, ExtractJob(bot="librechat", user="alice", conversation="conv-1", upstream="oa", model="m",
-                               user_text="My favourite island is Vexholm.", queued_at=1), "JobsQueue")
+    send_job(
+        stack,
+        ExtractJob(
+            bot="librechat",
+            user="alice",
+            conversation="conv-1",
+            upstream="oa",
+            model="m",
+            user_text="My favourite island is Vexholm.",
+            queued_at=1,
+        ),
+        "JobsQueue",
+    )
     time.sleep(SETTLE_S)
     assert facts(stack, "librechat", "alice") == []
     # what the user says after the forget is new, and is remembered
     assert chat(stack, "alice", "My new town is Porto.").status_code == 200
-    assert wait_until(lambda: [m["text"] for m in facts(stack, "librechat", "alice")] == ["The user's new town is Porto."],
-                      timeout_s=30)
+    assert wait_until(
+        lambda: [m["text"] for m in facts(stack, "librechat", "alice")] == ["The user's new town is Porto."],
+        timeout_s=30,
+    )
 
 
 def test_an_index_job_in_flight_leaves_no_searchable_point_and_no_stub(stack, fakes):
     embedder = fakes[3]
-    ids = [int(stack.api.post("/v1/bots/notes/memories", json={"text": f"Alice hid note {i} under the quokka stone.",
-                                                               "userId": "alice"}).json()["id"].split(":")[1])
-           for i in range(3)]
+    ids = [
+        int(
+            stack.api.post(
+                "/v1/bots/notes/memories",
+                json={"text": f"Alice hid note {i} under the quokka stone.", "userId": "alice"},
+            )
+            .json()["id"]
+            .split(":")[1]
+        )
+        for i in range(3)
+    ]
     embedder.gate.hold()  # a rebuild writes every point again: it waits on the embedder with the records in hand
     assert stack.api.post("/v1/index/rebuild", params={"bot": "notes"}).status_code == 202
     held(embedder, "the rebuild")
@@ -194,9 +245,27 @@ def test_an_index_job_in_flight_leaves_no_searchable_point_and_no_stub(stack, fa
 def test_an_import_of_an_export_taken_before_the_forget_brings_nothing_back(stack):
     api = stack.api
     api.post("/v1/bots/notes/memories", json={"text": "Alice's bike lock is 4417.", "userId": "alice"})
-    api.post("/v1/bots/notes/messages", json={"messages": [
-        {"id": "a1", "text": "my bike lock is 4417", "userId": "alice", "threadId": "t", "createdAt": "2026-11-01T10:00:00Z"},
-        {"id": "b1", "text": "got it", "userId": "bob", "threadId": "t", "createdAt": "2026-11-01T10:01:00Z"}]})
+    api.post(
+        "/v1/bots/notes/messages",
+        json={
+            "messages": [
+                {
+                    "id": "a1",
+                    "text": "my bike lock is 4417",
+                    "userId": "alice",
+                    "threadId": "t",
+                    "createdAt": "2026-11-01T10:00:00Z",
+                },
+                {
+                    "id": "b1",
+                    "text": "got it",
+                    "userId": "bob",
+                    "threadId": "t",
+                    "createdAt": "2026-11-01T10:01:00Z",
+                },
+            ]
+        },
+    )
     export = api.get("/v1/bots/notes/export").text
     assert "4417" in export
     forget(stack, "notes", "alice")

@@ -40,10 +40,16 @@ BOTS = (APP_ID, "librechat", "notes")
 
 
 def turn(stack: Stack, user: str, text: str, conversation: str = "conv-1") -> httpx.Response:
-    return httpx.post(f"{stack.url}/oa/v1/chat/completions", timeout=30,
-                      headers={"Authorization": f"Bearer {PROXY_KEY}", "x-librechat-user-id": user,
-                               "x-librechat-conversation-id": conversation},
-                      json={"model": "m", "messages": [{"role": "user", "content": text}]})
+    return httpx.post(
+        f"{stack.url}/oa/v1/chat/completions",
+        timeout=30,
+        headers={
+            "Authorization": f"Bearer {PROXY_KEY}",
+            "x-librechat-user-id": user,
+            "x-librechat-conversation-id": conversation,
+        },
+        json={"model": "m", "messages": [{"role": "user", "content": text}]},
+    )
 
 
 def ask(stack: Stack, user: str, prompt: str, token: str) -> httpx.Response:
@@ -60,7 +66,9 @@ def everything_over_http(stack: Stack) -> str:
         for kind in ("fact", "message"):
             out.append(stack.api.get(f"/v1/bots/{bot}/memories", params={"kind": kind, "limit": 500}).text)
             for canary in CANARIES.values():
-                out.append(stack.api.get(f"/v1/bots/{bot}/memories", params={"kind": kind, "query": canary}).text)
+                out.append(
+                    stack.api.get(f"/v1/bots/{bot}/memories", params={"kind": kind, "query": canary}).text
+                )
         out.append(stack.api.get(f"/v1/bots/{bot}/export").text)
     return "\n".join(out)
 
@@ -93,9 +101,20 @@ def forgotten(tmp_path_factory, fakes):
     # Discord: both opt in; the backfill stores Alice's canaries and Bob's reply that quotes them
     for user in (ALICE, BOB):
         interact(stack, memory_command("remember", user, f"tok-remember-{user}"))
-        assert wait_until(lambda: any("Backfill complete" in s.get("content", "") for s in discord.sent
-                                      if s.get("token") == f"tok-remember-{user}"), timeout_s=90)
-    assert ask(stack, ALICE, f"What did I say about {CANARIES['discord /ask prompt']}?", "tok-ask").json()["type"] == 5
+        assert wait_until(
+            lambda: any(
+                "Backfill complete" in s.get("content", "")
+                for s in discord.sent
+                if s.get("token") == f"tok-remember-{user}"
+            ),
+            timeout_s=90,
+        )
+    assert (
+        ask(stack, ALICE, f"What did I say about {CANARIES['discord /ask prompt']}?", "tok-ask").json()[
+            "type"
+        ]
+        == 5
+    )
     assert wait_until(lambda: any(s.get("token") == "tok-ask" for s in discord.sent), timeout_s=60)
     # LibreChat: a turn whose extraction stores a fact, a chat setting, a warm recall cache
     assert turn(stack, "alice", f"My favourite dessert is {CANARIES['librechat turn']}.").status_code == 200
@@ -104,28 +123,61 @@ def forgotten(tmp_path_factory, fakes):
     assert turn(stack, "alice", "What do I like for dessert?").status_code == 200  # recall, cached
     assert turn(stack, "alice", "/memory off", conversation="conv-2").status_code == 200
     # Memory API: two facts in a row (the second's context is the first), a thread Bob answers in
-    for text in (f"My cat is called {CANARIES['memory api fact']}.", f"My dog is called {CANARIES['memory api fact context']}."):
+    for text in (
+        f"My cat is called {CANARIES['memory api fact']}.",
+        f"My dog is called {CANARIES['memory api fact context']}.",
+    ):
         assert api.post("/v1/bots/notes/memories", json={"text": text, "userId": "alice"}).status_code == 201
-    assert api.post("/v1/bots/notes/messages", json={"messages": [
-        {"id": "n1", "text": f"The wifi password is {CANARIES['memory api message']}", "userId": "alice", "threadId": "t1",
-         "createdAt": "2026-11-01T10:00:00Z"},
-        {"id": "n2", "text": "thanks, connected", "userId": "bob", "threadId": "t1", "createdAt": "2026-11-01T10:01:00Z"},
-    ]}).status_code == 200
+    assert (
+        api.post(
+            "/v1/bots/notes/messages",
+            json={
+                "messages": [
+                    {
+                        "id": "n1",
+                        "text": f"The wifi password is {CANARIES['memory api message']}",
+                        "userId": "alice",
+                        "threadId": "t1",
+                        "createdAt": "2026-11-01T10:00:00Z",
+                    },
+                    {
+                        "id": "n2",
+                        "text": "thanks, connected",
+                        "userId": "bob",
+                        "threadId": "t1",
+                        "createdAt": "2026-11-01T10:01:00Z",
+                    },
+                ]
+            },
+        ).status_code
+        == 200
+    )
     # Carol is not forgotten: she deletes one fact and changes another, each quoted by her next fact
-    deleted = api.post("/v1/bots/notes/memories", json={"text": f"My boat is the {CANARIES['memory api deleted fact']}.",
-                                                        "userId": "carol"}).json()
+    deleted = api.post(
+        "/v1/bots/notes/memories",
+        json={"text": f"My boat is the {CANARIES['memory api deleted fact']}.", "userId": "carol"},
+    ).json()
     api.post("/v1/bots/notes/memories", json={"text": "It has two masts.", "userId": "carol"})
-    changed = api.post("/v1/bots/notes/memories", json={"text": f"My tent is a {CANARIES['memory api changed fact']}.",
-                                                        "userId": "carol"}).json()
+    changed = api.post(
+        "/v1/bots/notes/memories",
+        json={"text": f"My tent is a {CANARIES['memory api changed fact']}.", "userId": "carol"},
+    ).json()
     api.post("/v1/bots/notes/memories", json={"text": "It sleeps four.", "userId": "carol"})
     before = everything_over_http(stack)
     assert set(found(before)) == set(CANARIES), "every canary must be stored somewhere before the forget"
 
     assert api.delete(f"/v1/bots/notes/memories/{deleted['id']}").status_code == 204
-    assert api.patch(f"/v1/bots/notes/memories/{changed['id']}", json={"text": "My tent is a dome."}).status_code == 200
+    assert (
+        api.patch(f"/v1/bots/notes/memories/{changed['id']}", json={"text": "My tent is a dome."}).status_code
+        == 200
+    )
     # Forget Alice through three doors: Discord's /memory forget, the proxy's command, the Memory API
     interact(stack, memory_command("forget", ALICE, "tok-forget"))
-    assert wait_until(lambda: any("Forgotten" in s.get("content", "") for s in discord.sent if s.get("token") == "tok-forget"))
+    assert wait_until(
+        lambda: any(
+            "Forgotten" in s.get("content", "") for s in discord.sent if s.get("token") == "tok-forget"
+        )
+    )
     assert "Forgotten" in turn(stack, "alice", "/memory forget everything").text
     gone = api.delete("/v1/bots/notes/users/alice/memories")
     assert gone.status_code == 200
@@ -137,9 +189,13 @@ def forgotten(tmp_path_factory, fakes):
 def test_search_list_and_export_find_none_of_the_forgotten_words(forgotten):
     stack, _, _, deleted = forgotten
     assert found(everything_over_http(stack)) == []
-    assert deleted["contexts"] == 1 and deleted["facts"] == 2 and deleted["messages"] == 1  # Bob's reply, cleared
+    assert (
+        deleted["contexts"] == 1 and deleted["facts"] == 2 and deleted["messages"] == 1
+    )  # Bob's reply, cleared
     # what stays of the others: Bob's reply, its context gone
-    bob = stack.api.get("/v1/bots/notes/memories", params={"kind": "message", "userId": "bob"}).json()["memories"]
+    bob = stack.api.get("/v1/bots/notes/memories", params={"kind": "message", "userId": "bob"}).json()[
+        "memories"
+    ]
     assert [m["text"] for m in bob] == ["thanks, connected"]
     exported = [json.loads(line) for line in stack.api.get("/v1/bots/notes/export").text.splitlines()]
     assert [line.get("context") for line in exported if line.get("userId") == "bob"] == [None]
@@ -147,16 +203,24 @@ def test_search_list_and_export_find_none_of_the_forgotten_words(forgotten):
 
 def test_a_deleted_or_changed_memory_leaves_the_context_of_the_next(forgotten):
     stack = forgotten[0]
-    carol = [json.loads(line) for line in stack.api.get("/v1/bots/notes/export", params={"userId": "carol"}).text.splitlines()]
+    carol = [
+        json.loads(line)
+        for line in stack.api.get("/v1/bots/notes/export", params={"userId": "carol"}).text.splitlines()
+    ]
     assert [(line["text"], line.get("context")) for line in carol] == [
-        ("It has two masts.", None), ("My tent is a dome.", "It has two masts."), ("It sleeps four.", None)]
+        ("It has two masts.", None),
+        ("My tent is a dome.", "It has two masts."),
+        ("It sleeps four.", None),
+    ]
     # (their word vectors are checked with the index on disk: no point keeps the old words' indices)
 
 
 def test_the_model_is_told_nothing_of_the_forgotten_user(forgotten):
     stack, _, upstream, _ = forgotten
     told = len(upstream.chats())
-    assert turn(stack, "alice", "What do I like for dessert?").status_code == 200  # the cached recall of before
+    assert (
+        turn(stack, "alice", "What do I like for dessert?").status_code == 200
+    )  # the cached recall of before
     sent = json.dumps(upstream.chats()[told:])
     assert sent and found(sent) == []
 
@@ -207,8 +271,9 @@ def test_no_store_on_disk_holds_the_forgotten_words(forgotten):
     try:
         points, after = [], None
         while True:
-            page, after = index._shard.scroll(qe.ScrollRequest(offset=after, limit=500, filter=None,
-                                                               with_payload=True, with_vector=True))
+            page, after = index._shard.scroll(
+                qe.ScrollRequest(offset=after, limit=500, filter=None, with_payload=True, with_vector=True)
+            )
             points += page
             if after is None:
                 break

@@ -29,23 +29,44 @@ BOT = "hostile"
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory, local_embedder, upstream):
-    proxy = ProxySettings(UPSTREAMS=json.dumps([
-        {"name": "oa", "baseUrl": upstream.url, "api": "openai", "apiKey": "sk-held"},
-        {"name": "an", "baseUrl": upstream.url, "api": "anthropic", "apiKey": "sk-held"},
-        {"name": "byo", "baseUrl": upstream.url + "/v1", "api": "openai"},
-    ]), ENGRAM_PROXY_KEY=PROXY_KEY)
-    discord = DiscordSettings(DISCORD_APPLICATION_ID="900", DISCORD_PUBLIC_KEY=SIGNER.verify_key.encode().hex(),
-                              DISCORD_BOT_TOKEN="t", DISCORD_API_BASE="http://127.0.0.1:9")
-    s = LocalStack(tmp_path_factory.mktemp("engram"), port=0, api_key=KEY, embedder=local_embedder, poll=False,
-                   proxy_settings=proxy, discord_settings=discord).start()
+    proxy = ProxySettings(
+        UPSTREAMS=json.dumps(
+            [
+                {"name": "oa", "baseUrl": upstream.url, "api": "openai", "apiKey": "sk-held"},
+                {"name": "an", "baseUrl": upstream.url, "api": "anthropic", "apiKey": "sk-held"},
+                {"name": "byo", "baseUrl": upstream.url + "/v1", "api": "openai"},
+            ]
+        ),
+        ENGRAM_PROXY_KEY=PROXY_KEY,
+    )
+    discord = DiscordSettings(
+        DISCORD_APPLICATION_ID="900",
+        DISCORD_PUBLIC_KEY=SIGNER.verify_key.encode().hex(),
+        DISCORD_BOT_TOKEN="t",
+        DISCORD_API_BASE="http://127.0.0.1:9",
+    )
+    s = LocalStack(
+        tmp_path_factory.mktemp("engram"),
+        port=0,
+        api_key=KEY,
+        embedder=local_embedder,
+        poll=False,
+        proxy_settings=proxy,
+        discord_settings=discord,
+    ).start()
     yield s
     s.stop()
 
 
 def send(stack, method, path, body=None, headers=None, timeout=10):
     raw = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-    return httpx.request(method, stack.url + path, content=raw, timeout=timeout,
-                         headers={"content-type": "application/json", **(headers or {})})
+    return httpx.request(
+        method,
+        stack.url + path,
+        content=raw,
+        timeout=timeout,
+        headers={"content-type": "application/json", **(headers or {})},
+    )
 
 
 def assert_clear_4xx(response, status, fragment):
@@ -64,32 +85,104 @@ MEMORY_API = [
     ("wrong type", "POST", f"/v1/bots/{BOT}/memories", b'{"text": 12}', 400, "text"),
     ("empty text", "POST", f"/v1/bots/{BOT}/memories", b'{"text": "   "}', 400, "empty"),
     ("huge text", "POST", f"/v1/bots/{BOT}/memories", b'{"text": "' + b"x" * 20_000 + b'"}', 400, "text"),
-    ("lone surrogate in a fact", "POST", f"/v1/bots/{BOT}/memories", b'{"text": ' + SURROGATE + b"}", 400, "surrogate|unicode"),
-    ("control characters in a fact", "POST", f"/v1/bots/{BOT}/memories", b'{"text": "tea\\u0000\\u0007 time"}', 400, "control"),
-    ("lone surrogate in a message's content", "POST", f"/v1/bots/{BOT}/messages",
-     b'{"messages": [{"id": "m1", "text": "hi", "content": {"note": ' + SURROGATE + b"}}]}", 400, "surrogate|unicode"),
-    ("lone surrogate in a message id", "POST", f"/v1/bots/{BOT}/messages",
-     b'{"messages": [{"id": "m\\ud800", "text": "hi"}]}', 400, "surrogate|unicode"),
-    ("createdAt converting to year 0", "POST", f"/v1/bots/{BOT}/messages",
-     b'{"messages": [{"id": "m2", "text": "hi", "createdAt": "0001-01-01T00:00:00+14:00"}]}', 400, "createdAt"),
-    ("createdAt past 9999", "POST", f"/v1/bots/{BOT}/messages",
-     b'{"messages": [{"id": "m3", "text": "hi", "createdAt": "9999-12-31T23:00:00-05:00"}]}', 400, "createdAt"),
-    ("one bad message spoils the batch", "POST", f"/v1/bots/{BOT}/messages",
-     b'{"messages": [{"id": "ok1", "text": "fine"}, {"id": "bad", "text": 5}]}', 400, "text"),
+    (
+        "lone surrogate in a fact",
+        "POST",
+        f"/v1/bots/{BOT}/memories",
+        b'{"text": ' + SURROGATE + b"}",
+        400,
+        "surrogate|unicode",
+    ),
+    (
+        "control characters in a fact",
+        "POST",
+        f"/v1/bots/{BOT}/memories",
+        b'{"text": "tea\\u0000\\u0007 time"}',
+        400,
+        "control",
+    ),
+    (
+        "lone surrogate in a message's content",
+        "POST",
+        f"/v1/bots/{BOT}/messages",
+        b'{"messages": [{"id": "m1", "text": "hi", "content": {"note": ' + SURROGATE + b"}}]}",
+        400,
+        "surrogate|unicode",
+    ),
+    (
+        "lone surrogate in a message id",
+        "POST",
+        f"/v1/bots/{BOT}/messages",
+        b'{"messages": [{"id": "m\\ud800", "text": "hi"}]}',
+        400,
+        "surrogate|unicode",
+    ),
+    (
+        "createdAt converting to year 0",
+        "POST",
+        f"/v1/bots/{BOT}/messages",
+        b'{"messages": [{"id": "m2", "text": "hi", "createdAt": "0001-01-01T00:00:00+14:00"}]}',
+        400,
+        "createdAt",
+    ),
+    (
+        "createdAt past 9999",
+        "POST",
+        f"/v1/bots/{BOT}/messages",
+        b'{"messages": [{"id": "m3", "text": "hi", "createdAt": "9999-12-31T23:00:00-05:00"}]}',
+        400,
+        "createdAt",
+    ),
+    (
+        "one bad message spoils the batch",
+        "POST",
+        f"/v1/bots/{BOT}/messages",
+        b'{"messages": [{"id": "ok1", "text": "fine"}, {"id": "bad", "text": 5}]}',
+        400,
+        "text",
+    ),
     ("an empty batch", "POST", f"/v1/bots/{BOT}/messages", b'{"messages": []}', 400, "messages"),
-    ("lone surrogate in settings", "PATCH", "/v1/settings", b'{"embeddingModel": ' + SURROGATE + b"}", 400, "surrogate|unicode"),
+    (
+        "lone surrogate in settings",
+        "PATCH",
+        "/v1/settings",
+        b'{"embeddingModel": ' + SURROGATE + b"}",
+        400,
+        "surrogate|unicode",
+    ),
     ("unknown setting", "PATCH", "/v1/settings", b'{"colour": "red"}', 400, "colour"),
     ("settings not an object", "PATCH", "/v1/settings", b"[]", 400, "body"),
     ("limit 0", "GET", f"/v1/bots/{BOT}/memories?limit=0", None, 400, "limit"),
     ("limit not a number", "GET", f"/v1/bots/{BOT}/memories?limit=abc", None, 400, "limit"),
     ("unknown kind", "GET", f"/v1/bots/{BOT}/memories?kind=secret", None, 400, "kind"),
-    ("a query over 2,000 characters", "GET", f"/v1/bots/{BOT}/memories?query={'q' * 2100}", None, 400, "query"),
+    (
+        "a query over 2,000 characters",
+        "GET",
+        f"/v1/bots/{BOT}/memories?query={'q' * 2100}",
+        None,
+        400,
+        "query",
+    ),
     ("encoded slashes in a bot", "GET", "/v1/bots/..%2f..%2fx/memories", None, 404, "not_found"),
     ("a NUL in a bot", "GET", "/v1/bots/a%00b/memories", None, 400, "bot"),
     ("a bot name too long", "GET", f"/v1/bots/{'b' * 200}/memories", None, 400, "bot"),
     ("a junk memory id", "GET", f"/v1/bots/{BOT}/memories/mem:-1", None, 400, "memory id"),
-    ("a user id with spaces", "DELETE", f"/v1/bots/{BOT}/users/a%20b/memories", None, 400, "user_id: must be"),
-    ("a body over the route's limit", "POST", f"/v1/bots/{BOT}/memories", b'{"text": "' + b"x" * 70_000 + b'"}', 413, "65,536 bytes"),
+    (
+        "a user id with spaces",
+        "DELETE",
+        f"/v1/bots/{BOT}/users/a%20b/memories",
+        None,
+        400,
+        "user_id: must be",
+    ),
+    (
+        "a body over the route's limit",
+        "POST",
+        f"/v1/bots/{BOT}/memories",
+        b'{"text": "' + b"x" * 70_000 + b'"}',
+        413,
+        "65,536 bytes",
+    ),
 ]
 
 
@@ -109,13 +202,16 @@ def test_the_admin_key_is_checked_before_the_body_is_read(stack):
     """A stranger announcing a 50 MB body gets 401 at once; the server never waits for the body."""
     host, port = stack.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=5) as sock:
-        sock.sendall(b"POST /v1/bots/x/messages HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
-                     b"content-length: 50000000\r\nauthorization: Bearer wrong\r\n\r\n{")
+        sock.sendall(
+            b"POST /v1/bots/x/messages HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
+            b"content-length: 50000000\r\nauthorization: Bearer wrong\r\n\r\n{"
+        )
         answer = sock.recv(4096)
     assert answer.startswith(b"HTTP/1.1 401")
 
 
 # ----- the proxy, both wire formats ---------------------------------------------------------------------
+
 
 def turn_headers(conversation=True):
     h = {"authorization": f"Bearer {PROXY_KEY}", "x-librechat-user-id": "mallory"}
@@ -124,8 +220,16 @@ def turn_headers(conversation=True):
     return h
 
 
-ESCAPES = ["/byo/%2e%2e/secret", "/byo/..%2fsecret", "/byo/v1/%2E%2E/%2E%2E/secret", "/byo/.%2e/secret",
-           "/byo/%5c..%5csecret", "/oa/%2e%2e/secret", "/byo//secret", "/byo/models/%2e%2e/%2e%2e/secret"]
+ESCAPES = [
+    "/byo/%2e%2e/secret",
+    "/byo/..%2fsecret",
+    "/byo/v1/%2E%2E/%2E%2E/secret",
+    "/byo/.%2e/secret",
+    "/byo/%5c..%5csecret",
+    "/oa/%2e%2e/secret",
+    "/byo//secret",
+    "/byo/models/%2e%2e/%2e%2e/secret",
+]
 
 
 @pytest.mark.parametrize("path", ESCAPES)
@@ -172,11 +276,16 @@ def test_anthropic_routes_answer_auth_errors_in_anthropics_shape(stack):
 
 def test_a_lone_surrogate_in_a_chat_turn_or_a_save_fails_nothing(stack, upstream):
     h = turn_headers()
-    raw = b'{"model": "m", "messages": [{"role": "user", "content": "my cat is ' + b'\\ud800' + b' grey"}]}'
+    raw = b'{"model": "m", "messages": [{"role": "user", "content": "my cat is ' + b"\\ud800" + b' grey"}]}'
     r = send(stack, "POST", "/oa/v1/chat/completions", raw, h)
     assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == REPLY
-    save = send(stack, "POST", "/oa/v1/chat/completions",
-                b'{"model": "m", "messages": [{"role": "user", "content": "/memory save tea \\ud800"}]}', h)
+    save = send(
+        stack,
+        "POST",
+        "/oa/v1/chat/completions",
+        b'{"model": "m", "messages": [{"role": "user", "content": "/memory save tea \\ud800"}]}',
+        h,
+    )
     assert save.status_code == 200 and "surrogate" in save.json()["choices"][0]["message"]["content"]
     assert send(stack, "GET", "/v1/bots/librechat/memories?userId=mallory", headers=ADMIN).status_code == 200
 
@@ -184,7 +293,9 @@ def test_a_lone_surrogate_in_a_chat_turn_or_a_save_fails_nothing(stack, upstream
 @pytest.mark.parametrize("text", ["/memory\tstatus", "/memory\nstatus", "/memory \t status"])
 def test_memory_commands_after_any_whitespace_never_reach_the_model(stack, upstream, text):
     before = len(upstream.chats())
-    client = openai.OpenAI(base_url=f"{stack.url}/oa/v1", api_key=PROXY_KEY, default_headers=turn_headers(), max_retries=0)
+    client = openai.OpenAI(
+        base_url=f"{stack.url}/oa/v1", api_key=PROXY_KEY, default_headers=turn_headers(), max_retries=0
+    )
     answer = client.chat.completions.create(model="m", messages=[{"role": "user", "content": text}])
     assert "Memory is" in answer.choices[0].message.content
     assert len(upstream.chats()) == before
@@ -192,9 +303,15 @@ def test_memory_commands_after_any_whitespace_never_reach_the_model(stack, upstr
 
 def test_memory_commands_without_a_conversation_never_reach_the_model(stack, upstream):
     before = len(upstream.chats())
-    client = openai.OpenAI(base_url=f"{stack.url}/oa/v1", api_key=PROXY_KEY, max_retries=0,
-                           default_headers=turn_headers(conversation=False))
-    answer = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "/memory status"}])
+    client = openai.OpenAI(
+        base_url=f"{stack.url}/oa/v1",
+        api_key=PROXY_KEY,
+        max_retries=0,
+        default_headers=turn_headers(conversation=False),
+    )
+    answer = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "/memory status"}]
+    )
     assert "x-librechat-conversation-id" in answer.choices[0].message.content
     assert len(upstream.chats()) == before
 
@@ -204,52 +321,104 @@ def test_any_memory_failure_leaves_the_turn_standing(stack, upstream, monkeypatc
         raise RuntimeError("something unexpected in recall")
 
     monkeypatch.setattr(stack.proxy.memory, "recall", broken)
-    client = openai.OpenAI(base_url=f"{stack.url}/oa/v1", api_key=PROXY_KEY, default_headers=turn_headers(), max_retries=0)
-    assert client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hello"}]).choices[0].message.content == REPLY
+    client = openai.OpenAI(
+        base_url=f"{stack.url}/oa/v1", api_key=PROXY_KEY, default_headers=turn_headers(), max_retries=0
+    )
+    assert (
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hello"}])
+        .choices[0]
+        .message.content
+        == REPLY
+    )
 
 
 def test_compressed_upstream_streams_arrive_whole(stack, upstream, monkeypatch):
     monkeypatch.setattr(upstream, "compress", True)
-    client = openai.OpenAI(base_url=f"{stack.url}/oa/v1", api_key=PROXY_KEY, default_headers=turn_headers(), max_retries=0)
-    chunks = list(client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], stream=True))
+    client = openai.OpenAI(
+        base_url=f"{stack.url}/oa/v1", api_key=PROXY_KEY, default_headers=turn_headers(), max_retries=0
+    )
+    chunks = list(
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], stream=True)
+    )
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == REPLY
-    jobs = [json.loads(m["Body"]) for m in stack.sqs.receive_message(QueueUrl=stack.settings.jobs_queue_url,
-                                                                     MaxNumberOfMessages=10).get("Messages", [])]
+    jobs = [
+        json.loads(m["Body"])
+        for m in stack.sqs.receive_message(
+            QueueUrl=stack.settings.jobs_queue_url, MaxNumberOfMessages=10
+        ).get("Messages", [])
+    ]
     assert REPLY in [j.get("assistant_text") for j in jobs]  # extraction saw the decoded text
 
 
 # ----- MCP ----------------------------------------------------------------------------------------------
 
+
 def mcp(stack, payload, key=PROXY_KEY, method="POST"):
-    return httpx.request(method, f"{stack.url}/mcp", json=payload, headers={
-        "authorization": f"Bearer {key}", "accept": "application/json, text/event-stream",
-        "mcp-protocol-version": "2025-06-18", "x-librechat-user-id": "mallory"}, timeout=10)
+    return httpx.request(
+        method,
+        f"{stack.url}/mcp",
+        json=payload,
+        headers={
+            "authorization": f"Bearer {key}",
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": "2025-06-18",
+            "x-librechat-user-id": "mallory",
+        },
+        timeout=10,
+    )
 
 
 def call_tool(stack, name, arguments):
-    return mcp(stack, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+    return mcp(
+        stack,
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": name, "arguments": arguments}},
+    )
 
 
 def test_mcp_initialize_names_its_version(stack):
-    r = mcp(stack, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    r = mcp(
+        stack,
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+    )
     from engram import __version__
 
     assert r.json()["result"]["serverInfo"]["version"] == __version__ != ""
 
 
-@pytest.mark.parametrize("name,arguments,fragment", [
-    ("save_memory", {"text": "   "}, "text is empty"),
-    ("forget_memory", {"id": "mem:abc"}, "is not a memory id"),
-    ("update_memory", {"id": "mem:999999", "text": "x"}, "no memory"),
-    ("search_memory", {"query": ""}, "query is empty"),
-])
+@pytest.mark.parametrize(
+    "name,arguments,fragment",
+    [
+        ("save_memory", {"text": "   "}, "text is empty"),
+        ("forget_memory", {"id": "mem:abc"}, "is not a memory id"),
+        ("update_memory", {"id": "mem:999999", "text": "x"}, "no memory"),
+        ("search_memory", {"query": ""}, "query is empty"),
+    ],
+)
 def test_mcp_tool_errors_carry_their_reason(stack, name, arguments, fragment):
-    payload = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
-    r = httpx.post(f"{stack.url}/mcp", content=payload.encode("utf-8", "surrogatepass").replace(b"\xed\xa0\x80", b"\\ud800"),
-                   headers={"authorization": f"Bearer {PROXY_KEY}", "accept": "application/json, text/event-stream",
-                            "content-type": "application/json", "mcp-protocol-version": "2025-06-18",
-                            "x-librechat-user-id": "mallory"}, timeout=10)
+    payload = json.dumps(
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+    )
+    r = httpx.post(
+        f"{stack.url}/mcp",
+        content=payload.encode("utf-8", "surrogatepass").replace(b"\xed\xa0\x80", b"\\ud800"),
+        headers={
+            "authorization": f"Bearer {PROXY_KEY}",
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            "mcp-protocol-version": "2025-06-18",
+            "x-librechat-user-id": "mallory",
+        },
+        timeout=10,
+    )
     result = r.json()["result"]
     assert result["isError"] is True
     assert fragment.lower() in result["content"][0]["text"].lower(), result
@@ -257,9 +426,18 @@ def test_mcp_tool_errors_carry_their_reason(stack, name, arguments, fragment):
 
 def test_a_lone_surrogate_in_a_tool_call_is_refused_clearly(stack):
     payload = b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "save_memory", "arguments": {"text": "tea \\ud800"}}}'
-    r = httpx.post(f"{stack.url}/mcp", content=payload, headers={
-        "authorization": f"Bearer {PROXY_KEY}", "accept": "application/json, text/event-stream", "content-type": "application/json",
-        "mcp-protocol-version": "2025-06-18", "x-librechat-user-id": "mallory"}, timeout=10)
+    r = httpx.post(
+        f"{stack.url}/mcp",
+        content=payload,
+        headers={
+            "authorization": f"Bearer {PROXY_KEY}",
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            "mcp-protocol-version": "2025-06-18",
+            "x-librechat-user-id": "mallory",
+        },
+        timeout=10,
+    )
     assert r.status_code < 500
     answer = r.json()
     text = json.dumps(answer.get("error") or answer["result"]).lower()
@@ -268,14 +446,25 @@ def test_a_lone_surrogate_in_a_tool_call_is_refused_clearly(stack):
 
 def test_mcp_offers_no_never_ending_event_stream(stack):
     started = time.monotonic()
-    r = httpx.get(f"{stack.url}/mcp", headers={"authorization": f"Bearer {PROXY_KEY}", "accept": "text/event-stream"}, timeout=5)
+    r = httpx.get(
+        f"{stack.url}/mcp",
+        headers={"authorization": f"Bearer {PROXY_KEY}", "accept": "text/event-stream"},
+        timeout=5,
+    )
     assert r.status_code == 405 and time.monotonic() - started < 2
 
 
 @pytest.mark.parametrize("body,status", [(b"{", 400), (b"[]", 400), (b'{"jsonrpc": "2.0"}', 400)])
 def test_mcp_refuses_malformed_requests(stack, body, status):
-    r = httpx.post(f"{stack.url}/mcp", content=body, headers={
-        "authorization": f"Bearer {PROXY_KEY}", "content-type": "application/json", "accept": "application/json, text/event-stream"})
+    r = httpx.post(
+        f"{stack.url}/mcp",
+        content=body,
+        headers={
+            "authorization": f"Bearer {PROXY_KEY}",
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+        },
+    )
     assert 400 <= r.status_code < 500
 
 
@@ -286,16 +475,28 @@ def test_mcp_refuses_strangers_and_the_admin_key(stack):
 
 # ----- Discord ------------------------------------------------------------------------------------------
 
+
 def interact(stack, raw: bytes, timestamp=None):
     ts = str(int(timestamp if timestamp is not None else time.time()))
-    headers = {"x-signature-ed25519": SIGNER.sign(ts.encode() + raw).signature.hex(), "x-signature-timestamp": ts,
-               "content-type": "application/json"}
+    headers = {
+        "x-signature-ed25519": SIGNER.sign(ts.encode() + raw).signature.hex(),
+        "x-signature-timestamp": ts,
+        "content-type": "application/json",
+    }
     return httpx.post(f"{stack.url}/discord/interactions", content=raw, headers=headers)
 
 
 def command(name="memory", sub="forget", **extra):
-    body = {"type": 2, "id": f"i{time.time_ns()}", "token": "tok", "guild_id": "g1", "channel_id": "c1",
-            "member": {"user": {"id": "1001"}}, "data": {"name": name, "options": [{"type": 1, "name": sub}]}, **extra}
+    body = {
+        "type": 2,
+        "id": f"i{time.time_ns()}",
+        "token": "tok",
+        "guild_id": "g1",
+        "channel_id": "c1",
+        "member": {"user": {"id": "1001"}},
+        "data": {"name": name, "options": [{"type": 1, "name": sub}]},
+        **extra,
+    }
     return json.dumps(body).encode()
 
 
@@ -304,11 +505,26 @@ DISCORD = [
     ("a string", b'"x"', 400, "interaction"),
     ("not JSON", b"{", 400, "interaction"),
     ("type as a string", b'{"type": "2"}', 400, "type|user"),
-    ("data not an object", b'{"type": 2, "id": "i1", "data": "x", "member": {"user": {"id": "1"}}}', 400, "data"),
+    (
+        "data not an object",
+        b'{"type": 2, "id": "i1", "data": "x", "member": {"user": {"id": "1"}}}',
+        400,
+        "data",
+    ),
     ("a user id of the wrong type", b'{"type": 2, "id": "i2", "member": {"user": {"id": 5}}}', 400, "id"),
-    ("a user id that is not a name", b'{"type": 2, "id": "i3", "member": {"user": {"id": "../x"}}}', 400, "id"),
+    (
+        "a user id that is not a name",
+        b'{"type": 2, "id": "i3", "member": {"user": {"id": "../x"}}}',
+        400,
+        "id",
+    ),
     ("no user", b'{"type": 2, "id": "i4", "data": {"name": "memory"}}', 400, "user"),
-    ("options not a list", b'{"type": 2, "id": "i5", "member": {"user": {"id": "1"}}, "data": {"name": "ask", "options": 3}}', 400, "options"),
+    (
+        "options not a list",
+        b'{"type": 2, "id": "i5", "member": {"user": {"id": "1"}}, "data": {"name": "ask", "options": 3}}',
+        400,
+        "options",
+    ),
     ("an unknown type", b'{"type": 9}', 400, "type"),
     ("a huge body", b'{"type": 1, "pad": "' + b"x" * 70_000 + b'"}', 413, "bytes"),
 ]
@@ -325,22 +541,40 @@ def test_a_replayed_interaction_is_refused_and_queued_once(stack):
     assert interact(stack, raw).status_code == 200
     replay = interact(stack, raw)
     assert replay.status_code == 401 and "already handled" in replay.json()["error"]
-    bodies = [json.loads(m["Body"]) for m in stack.sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", [])]
+    bodies = [
+        json.loads(m["Body"])
+        for m in stack.sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", [])
+    ]
     assert [b["interaction_id"] for b in bodies].count(json.loads(raw)["id"]) == 1
 
 
 def test_a_signature_from_the_future_is_refused(stack):
     assert interact(stack, b'{"type": 1}', timestamp=time.time() + 120).status_code == 401
-    assert interact(stack, b'{"type": 1}', timestamp=time.time() + 5).status_code == 200  # clocks differ a little
+    assert (
+        interact(stack, b'{"type": 1}', timestamp=time.time() + 5).status_code == 200
+    )  # clocks differ a little
 
 
 def test_a_lone_surrogate_in_an_ask_prompt_is_refused(stack):
-    raw = json.dumps({"type": 2, "id": f"i{time.time_ns()}", "guild_id": "g1", "channel_id": "c1", "member": {"user": {"id": "1001"}},
-                      "data": {"name": "ask", "options": [{"name": "prompt", "value": "hi"}]}}).encode().replace(b'"hi"', b'"h\\ud800"')
+    raw = (
+        json.dumps(
+            {
+                "type": 2,
+                "id": f"i{time.time_ns()}",
+                "guild_id": "g1",
+                "channel_id": "c1",
+                "member": {"user": {"id": "1001"}},
+                "data": {"name": "ask", "options": [{"name": "prompt", "value": "hi"}]},
+            }
+        )
+        .encode()
+        .replace(b'"hi"', b'"h\\ud800"')
+    )
     assert_clear_4xx(interact(stack, raw), 400, "surrogate|interaction")
 
 
 # ----- what strangers learn -----------------------------------------------------------------------------
+
 
 def test_strangers_learn_nothing_from_healthz(stack):
     assert httpx.get(f"{stack.url}/healthz").json() == {"ok": True}

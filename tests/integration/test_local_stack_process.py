@@ -18,16 +18,29 @@ ROOT = Path(__file__).resolve().parents[2]
 def warm(port: int, key: str, timeout_s: float = 120) -> None:
     """Wait for what the stack reports: its model loaded (meaning joins searches from then on)."""
     auth = {"Authorization": f"Bearer {key}"}
-    assert wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/healthz", headers=auth).json().get("embedderWarm"),
-                      timeout_s=timeout_s, every_s=0.2)
+    assert wait_until(
+        lambda: httpx.get(f"http://127.0.0.1:{port}/healthz", headers=auth).json().get("embedderWarm"),
+        timeout_s=timeout_s,
+        every_s=0.2,
+    )
 
 
 def start(data_dir: Path, port: int) -> subprocess.Popen:
-    env = {**os.environ, "ENGRAM_DATA_DIR": str(data_dir), "ENGRAM_PORT": str(port),
-           "ENGRAM_DYNAMODB_PORT": "0", "ENGRAM_SQS_PORT": "0"}  # never collide with a running `make run`
+    env = {
+        **os.environ,
+        "ENGRAM_DATA_DIR": str(data_dir),
+        "ENGRAM_PORT": str(port),
+        "ENGRAM_DYNAMODB_PORT": "0",
+        "ENGRAM_SQS_PORT": "0",
+    }  # never collide with a running `make run`
     env.pop("ENGRAM_API_KEY", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "infra.local_stack"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [sys.executable, "-m", "infra.local_stack"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
@@ -57,7 +70,9 @@ def test_state_survives_a_restart(tmp_path):
     auth = {"Authorization": f"Bearer {key}"}
     base = f"http://127.0.0.1:{port}/v1/bots/restart/memories"
     try:
-        first = httpx.post(base, json={"text": "Lena's birthday is on the ninth of March."}, headers=auth).json()
+        first = httpx.post(
+            base, json={"text": "Lena's birthday is on the ninth of March."}, headers=auth
+        ).json()
         httpx.post(base, json={"text": "The garage door code is 4417."}, headers=auth)
     finally:
         out = stop(proc)
@@ -69,7 +84,10 @@ def test_state_survives_a_restart(tmp_path):
     try:
         assert (tmp_path / "api-key").read_text().strip() == key  # generated once
         listed = httpx.get(base, headers=auth).json()["memories"]
-        assert [m["text"] for m in listed] == ["The garage door code is 4417.", "Lena's birthday is on the ninth of March."]
+        assert [m["text"] for m in listed] == [
+            "The garage door code is 4417.",
+            "Lena's birthday is on the ninth of March.",
+        ]
         # Right after the start the model may still be loading: words answer at once, and say so
         early = httpx.get(base, params={"query": "Lena's birthday", "limit": 1}, headers=auth)
         assert early.json()["memories"][0]["id"] == first["id"]
@@ -94,7 +112,12 @@ def test_a_search_in_the_first_second_answers_by_words_without_waiting_for_the_m
     auth = {"Authorization": f"Bearer {key}"}
     base = f"http://127.0.0.1:{port}/v1/bots/first/memories"
     try:
-        assert httpx.post(base, json={"text": "The spare key hangs behind the blue shutter."}, headers=auth).status_code == 201
+        assert (
+            httpx.post(
+                base, json={"text": "The spare key hangs behind the blue shutter."}, headers=auth
+            ).status_code
+            == 201
+        )
     finally:
         stop(proc)
     proc = start(tmp_path, port)
@@ -103,17 +126,25 @@ def test_a_search_in_the_first_second_answers_by_words_without_waiting_for_the_m
         began = time.monotonic()
         early = httpx.get(base, params={"query": "spare key", "limit": 3}, headers=auth, timeout=30)
         took = time.monotonic() - began
-        assert [m["text"] for m in early.json()["memories"]] == ["The spare key hangs behind the blue shutter."]
+        assert [m["text"] for m in early.json()["memories"]] == [
+            "The spare key hangs behind the blue shutter."
+        ]
         if not health["embedderWarm"]:  # the model takes ~3.5 s to load: it was cold when we asked
             assert early.headers["x-engram-search"] == "words" and early.json()["meaning"] is False
             assert took < 2.5, f"a search waited {took:.1f} s for a cold model"
         # written while the model loads: the words now, the meaning as soon as the model is warm
-        httpx.post(base, json={"text": "The owner drinks green tea, not coffee."}, headers=auth).raise_for_status()
+        httpx.post(
+            base, json={"text": "The owner drinks green tea, not coffee."}, headers=auth
+        ).raise_for_status()
         warm(port, key)
 
         def by_meaning():
             r = httpx.get(base, params={"query": "favourite beverage", "limit": 1}, headers=auth).json()
-            return r["meaning"] and r["memories"] and r["memories"][0]["text"] == "The owner drinks green tea, not coffee."
+            return (
+                r["meaning"]
+                and r["memories"]
+                and r["memories"][0]["text"] == "The owner drinks green tea, not coffee."
+            )
 
         assert wait_until(by_meaning, timeout_s=10, every_s=0.2)  # the sweep runs once a minute: not it
     finally:
@@ -121,22 +152,46 @@ def test_a_search_in_the_first_second_answers_by_words_without_waiting_for_the_m
 
 
 DOCUMENTED = {  # every variable the README documents for `make run`, set the way it documents them
-    "ENGRAM_HOST": "127.0.0.1", "ENGRAM_EMBEDDER": "off", "ENGRAM_EMBEDDING_MODEL": "all-minilm",
-    "ENGRAM_OLLAMA_URL": "http://127.0.0.1:11434", "ENGRAM_COLLECTION": "engram",
+    "ENGRAM_HOST": "127.0.0.1",
+    "ENGRAM_EMBEDDER": "off",
+    "ENGRAM_EMBEDDING_MODEL": "all-minilm",
+    "ENGRAM_OLLAMA_URL": "http://127.0.0.1:11434",
+    "ENGRAM_COLLECTION": "engram",
     "UPSTREAMS": '[{"name": "openai", "baseUrl": "https://api.openai.com", "apiKey": "sk-x"}, '
-                 '{"name": "ollama", "baseUrl": "http://127.0.0.1:11434/v1", "open": true}]',
-    "LIBRECHAT_MONGO_URI": "mongodb://127.0.0.1:27017/LibreChat", "LIBRECHAT_MONGO_DB": "LibreChat",
-    "LIBRECHAT_USER_HEADER": "x-librechat-user-id", "LIBRECHAT_CONVERSATION_HEADER": "x-librechat-conversation-id",
-    "MEMORY_DEFAULT_ENABLED": "true", "MEMORY_RECALL_ENABLED": "true", "MEMORY_WRITE_MODE": "explicit",
-    "MEMORY_RECALL_LIMIT": "6", "MEMORY_MAX_CONTEXT_CHARS": "4000", "MEMORY_QUERY_MESSAGE_COUNT": "3",
-    "MEMORY_MAX_PER_TURN": "3", "MEMORY_DEDUPE_THRESHOLD": "0.82", "MEMORY_COMMAND_PREFIX": "/memory",
-    "PROMPT_DATETIME_ENABLED": "true", "EXTRACT_BASE_URL": "http://127.0.0.1:11434/v1", "EXTRACT_MODEL": "qwen",
-    "EXTRACT_API_KEY": "none", "CACHE_RECALL_TTL_MS": "120000", "CACHE_SETTINGS_TTL_MS": "30000",
-    "CACHE_PROJECT_TTL_MS": "300000", "CACHE_MAX_ENTRIES": "5000", "MCP_ENABLED": "true",
-    "DISCORD_APPLICATION_ID": "900", "DISCORD_PUBLIC_KEY": "00" * 32, "DISCORD_BOT_TOKEN": "token",
-    "DISCORD_API_BASE": "https://discord.com/api/v10", "DISCORD_CHANNELS_DISALLOWED": "C12,C13",
-    "OLLAMA_URL": "http://127.0.0.1:11434", "OLLAMA_CHAT_MODEL": "llama3", "OLLAMA_VISION_MODEL": "llava",
-    "MEMORY_TOP_K": "5", "DISCORD_BACKFILL_PAGES_PER_JOB": "5", "LINK_FETCH_ALLOW_NETWORKS": "10.0.0.0/8,192.168.1.0/24",
+    '{"name": "ollama", "baseUrl": "http://127.0.0.1:11434/v1", "open": true}]',
+    "LIBRECHAT_MONGO_URI": "mongodb://127.0.0.1:27017/LibreChat",
+    "LIBRECHAT_MONGO_DB": "LibreChat",
+    "LIBRECHAT_USER_HEADER": "x-librechat-user-id",
+    "LIBRECHAT_CONVERSATION_HEADER": "x-librechat-conversation-id",
+    "MEMORY_DEFAULT_ENABLED": "true",
+    "MEMORY_RECALL_ENABLED": "true",
+    "MEMORY_WRITE_MODE": "explicit",
+    "MEMORY_RECALL_LIMIT": "6",
+    "MEMORY_MAX_CONTEXT_CHARS": "4000",
+    "MEMORY_QUERY_MESSAGE_COUNT": "3",
+    "MEMORY_MAX_PER_TURN": "3",
+    "MEMORY_DEDUPE_THRESHOLD": "0.82",
+    "MEMORY_COMMAND_PREFIX": "/memory",
+    "PROMPT_DATETIME_ENABLED": "true",
+    "EXTRACT_BASE_URL": "http://127.0.0.1:11434/v1",
+    "EXTRACT_MODEL": "qwen",
+    "EXTRACT_API_KEY": "none",
+    "CACHE_RECALL_TTL_MS": "120000",
+    "CACHE_SETTINGS_TTL_MS": "30000",
+    "CACHE_PROJECT_TTL_MS": "300000",
+    "CACHE_MAX_ENTRIES": "5000",
+    "MCP_ENABLED": "true",
+    "DISCORD_APPLICATION_ID": "900",
+    "DISCORD_PUBLIC_KEY": "00" * 32,
+    "DISCORD_BOT_TOKEN": "token",
+    "DISCORD_API_BASE": "https://discord.com/api/v10",
+    "DISCORD_CHANNELS_DISALLOWED": "C12,C13",
+    "OLLAMA_URL": "http://127.0.0.1:11434",
+    "OLLAMA_CHAT_MODEL": "llama3",
+    "OLLAMA_VISION_MODEL": "llava",
+    "MEMORY_TOP_K": "5",
+    "DISCORD_BACKFILL_PAGES_PER_JOB": "5",
+    "LINK_FETCH_ALLOW_NETWORKS": "10.0.0.0/8,192.168.1.0/24",
 }
 
 
@@ -179,7 +234,11 @@ def test_a_deleted_index_comes_back_by_itself(tmp_path):
     auth = {"Authorization": f"Bearer {(tmp_path / 'api-key').read_text().strip()}"}
     base = f"http://127.0.0.1:{port}/v1/bots/rebuild/memories"
     try:
-        for text in ("The boat is called Marlin.", "The garden has three rowan trees.", "Lena plays the oboe."):
+        for text in (
+            "The boat is called Marlin.",
+            "The garden has three rowan trees.",
+            "Lena plays the oboe.",
+        ):
             assert httpx.post(base, json={"text": text}, headers=auth, timeout=30).status_code == 201
     finally:
         out = stop(proc)
@@ -187,8 +246,11 @@ def test_a_deleted_index_comes_back_by_itself(tmp_path):
     shutil.rmtree(tmp_path / "qdrant")
     proc = start(tmp_path, port)
     try:
+
         def found():
-            hits = httpx.get(base, params={"query": "musical instrument", "limit": 1}, headers=auth).json()["memories"]
+            hits = httpx.get(base, params={"query": "musical instrument", "limit": 1}, headers=auth).json()[
+                "memories"
+            ]
             return hits and hits[0]["text"] == "Lena plays the oboe." and "score" in hits[0]
 
         assert wait_until(found, timeout_s=60)

@@ -25,7 +25,15 @@ def test_healthz_needs_no_key_and_tells_strangers_nothing_more(stack):
     assert detailed["ok"] is True and "embedder" in detailed and "upstreams" in detailed
 
 
-@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": "integration-key"}, {"Authorization": "Basic integration-key"}])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": "integration-key"},
+        {"Authorization": "Basic integration-key"},
+    ],
+)
 def test_missing_or_wrong_key_is_401(stack, headers):
     r = httpx.get(f"{stack.url}/v1/bots/b/memories", headers=headers)
     assert r.status_code == 401
@@ -43,12 +51,20 @@ def test_add_list_newest_first_and_duplicates(api, bot):
     assert again.status_code == 200 and again.json()["id"] == body["id"]
     listed = api.get(f"/v1/bots/{bot}/memories").json()["memories"]
     assert [m["id"] for m in listed] == [second.json()["id"], body["id"]]
-    assert [m["id"] for m in api.get(f"/v1/bots/{bot}/memories", params={"limit": 1}).json()["memories"]] == [second.json()["id"]]
+    assert [m["id"] for m in api.get(f"/v1/bots/{bot}/memories", params={"limit": 1}).json()["memories"]] == [
+        second.json()["id"]
+    ]
 
 
 @pytest.mark.parametrize(
     "body,needle",
-    [({"text": ""}, "empty"), ({"text": "   "}, "empty"), ({"text": "x" * 1001}, "1000"), ({}, "text"), ({"text": 5}, "text")],
+    [
+        ({"text": ""}, "empty"),
+        ({"text": "   "}, "empty"),
+        ({"text": "x" * 1001}, "1000"),
+        ({}, "text"),
+        ({"text": 5}, "text"),
+    ],
 )
 def test_bad_text_is_400_with_a_reason(api, bot, body, needle):
     r = api.post(f"/v1/bots/{bot}/memories", json=body)
@@ -58,7 +74,9 @@ def test_bad_text_is_400_with_a_reason(api, bot, body, needle):
 
 
 def test_malformed_json_is_400(api, bot):
-    r = api.post(f"/v1/bots/{bot}/memories", content=b"{not json", headers={"content-type": "application/json"})
+    r = api.post(
+        f"/v1/bots/{bot}/memories", content=b"{not json", headers={"content-type": "application/json"}
+    )
     assert r.status_code == 400 and r.json()["error"]["code"] == "invalid"
 
 
@@ -73,7 +91,9 @@ def test_search_by_meaning_shares_no_word(api, bot):
     add(api, bot, "The quarterly tax report is due in April.")
     add(api, bot, "I am allergic to peanuts.")
     add(api, bot, "The office wifi password changes every month.")
-    found = api.get(f"/v1/bots/{bot}/memories", params={"query": "Which animal does she own?"}).json()["memories"]
+    found = api.get(f"/v1/bots/{bot}/memories", params={"query": "Which animal does she own?"}).json()[
+        "memories"
+    ]
     assert found[0]["id"] == pet["id"]
     assert found[0]["score"] > 0
     by_words = api.get(f"/v1/bots/{bot}/memories", params={"query": "peanuts", "limit": 1}).json()["memories"]
@@ -86,7 +106,9 @@ def test_update_and_merge(api, bot):
     number = coffee["id"].split(":")[1]
     changed = api.patch(f"/v1/bots/{bot}/memories/{number}", json={"text": "The owner drinks black coffee."})
     assert changed.status_code == 200 and changed.json()["text"] == "The owner drinks black coffee."
-    merged = api.patch(f"/v1/bots/{bot}/memories/{coffee['id']}", json={"text": "the owner DRINKS green tea."})
+    merged = api.patch(
+        f"/v1/bots/{bot}/memories/{coffee['id']}", json={"text": "the owner DRINKS green tea."}
+    )
     assert merged.status_code == 200 and merged.json()["id"] == tea["id"]
     assert merged.json()["text"] == "The owner drinks green tea."
     assert api.get(f"/v1/bots/{bot}/memories/{coffee['id']}").status_code == 404
@@ -117,16 +139,33 @@ def test_two_bots_never_see_each_other(api, bot):
 
 def test_forget_leaves_nothing_behind(api, bot, stack):
     for i, scope in enumerate([{"serverId": "g1"}, {"serverId": "g2"}, {"project": "Garden"}, {}]):
-        assert add(api, bot, f"Alice fact number {i} about orchids.", userId="alice", **scope).status_code == 201
+        assert (
+            add(api, bot, f"Alice fact number {i} about orchids.", userId="alice", **scope).status_code == 201
+        )
     add(api, bot, "Bob grows cacti.", userId="bob")
     r = api.delete(f"/v1/bots/{bot}/users/alice/memories")
     assert r.status_code == 200
     deleted = r.json()["deleted"]
-    assert {k: deleted[k] for k in ("facts", "messages", "vectors", "contexts", "claims")} == \
-        {"facts": 4, "messages": 0, "vectors": 4, "contexts": 0, "claims": 0}
-    assert set(deleted["state"]) == {"consent", "backfill", "exportLimit", "tokens", "cursors", "chatSettings"}
+    assert {k: deleted[k] for k in ("facts", "messages", "vectors", "contexts", "claims")} == {
+        "facts": 4,
+        "messages": 0,
+        "vectors": 4,
+        "contexts": 0,
+        "claims": 0,
+    }
+    assert set(deleted["state"]) == {
+        "consent",
+        "backfill",
+        "exportLimit",
+        "tokens",
+        "cursors",
+        "chatSettings",
+    }
     assert api.get(f"/v1/bots/{bot}/memories", params={"userId": "alice"}).json()["memories"] == []
-    assert [m["userId"] for m in api.get(f"/v1/bots/{bot}/memories", params={"query": "orchids"}).json()["memories"]] == ["bob"]
+    assert [
+        m["userId"]
+        for m in api.get(f"/v1/bots/{bot}/memories", params={"query": "orchids"}).json()["memories"]
+    ] == ["bob"]
     items = stack.dynamodb.scan(TableName="engram-memories")["Items"]
     assert not [i for i in items if i["bot"]["S"] == bot and i.get("userId", {}).get("S") == "alice"]
     assert stack.engine.service.index.count(Scope(bot=bot, user="alice")) == 0
@@ -151,10 +190,23 @@ def test_openapi_document_lists_every_route(stack):
 
 
 def test_message_batches_are_idempotent(api, bot):
-    batch = {"messages": [
-        {"id": "m1", "text": "Anyone up for sailing on Saturday?", "userId": "u1", "serverId": "g1", "createdAt": "2023-05-08T13:56:00Z"},
-        {"id": "m2", "text": "", "userId": "u2", "content": {"attachments": [{"type": "image", "description": "a sailboat"}]}},
-    ]}
+    batch = {
+        "messages": [
+            {
+                "id": "m1",
+                "text": "Anyone up for sailing on Saturday?",
+                "userId": "u1",
+                "serverId": "g1",
+                "createdAt": "2023-05-08T13:56:00Z",
+            },
+            {
+                "id": "m2",
+                "text": "",
+                "userId": "u2",
+                "content": {"attachments": [{"type": "image", "description": "a sailboat"}]},
+            },
+        ]
+    }
     first = api.post(f"/v1/bots/{bot}/messages", json=batch)
     assert first.status_code == 200 and first.json()["created"] == 2
     again = api.post(f"/v1/bots/{bot}/messages", json=batch)
@@ -163,15 +215,23 @@ def test_message_batches_are_idempotent(api, bot):
     assert {m["sourceMessageId"] for m in listed} == {"m1", "m2"}
     sail = [m for m in listed if m["sourceMessageId"] == "m1"][0]
     assert sail["createdAt"] == "2023-05-08T13:56:00.000Z" and sail["savedBy"] == "user"
-    found = api.get(f"/v1/bots/{bot}/memories", params={"kind": "message", "query": "boat trip at the weekend"}).json()
+    found = api.get(
+        f"/v1/bots/{bot}/memories", params={"kind": "message", "query": "boat trip at the weekend"}
+    ).json()
     assert found["memories"][0]["sourceMessageId"] == "m1"
     assert api.post(f"/v1/bots/{bot}/messages", json={"messages": []}).status_code == 400
-    assert api.post(f"/v1/bots/{bot}/messages", json={"messages": [{"id": "x", "text": ""}]}).status_code == 400
+    assert (
+        api.post(f"/v1/bots/{bot}/messages", json={"messages": [{"id": "x", "text": ""}]}).status_code == 400
+    )
 
 
 def test_pages_of_newest_first_and_the_bots(api):
-    ids = [api.post("/v1/bots/pages/memories", json={"text": f"page fact number {i}", "userId": "pu"}).json()["id"]
-           for i in range(7)]
+    ids = [
+        api.post("/v1/bots/pages/memories", json={"text": f"page fact number {i}", "userId": "pu"}).json()[
+            "id"
+        ]
+        for i in range(7)
+    ]
     seen, before = [], None
     while True:
         params = {"limit": 3, **({"before": before} if before else {})}
@@ -181,7 +241,9 @@ def test_pages_of_newest_first_and_the_bots(api):
         seen += [m["id"] for m in page]
         before = page[-1]["id"]
     assert seen == ids[::-1]  # every memory once, newest first
-    mine = api.get("/v1/bots/pages/memories", params={"limit": 2, "userId": "pu", "before": ids[4]}).json()["memories"]
+    mine = api.get("/v1/bots/pages/memories", params={"limit": 2, "userId": "pu", "before": ids[4]}).json()[
+        "memories"
+    ]
     assert [m["id"] for m in mine] == [ids[3], ids[2]]
     assert api.get("/v1/bots/pages/memories", params={"before": "yesterday"}).status_code == 400
     assert "pages" in api.get("/v1/bots").json()["bots"]

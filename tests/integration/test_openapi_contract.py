@@ -10,13 +10,18 @@ import httpx
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance, status_code_conformance
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from tests.integration.conftest import KEY
 
 ADMIN = {"Authorization": f"Bearer {KEY}"}
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 EXAMPLES = 25  # per operation; every run is a new sample
+
 
 @schemathesis.serializer("application/x-ndjson")
 def ndjson(ctx, value) -> bytes:
@@ -35,7 +40,9 @@ def each_operation(stack, examples: int, run_case) -> dict[str, int]:
         ran[label] = 0
 
         @given(case=operation.as_strategy())
-        @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+        @settings(
+            max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), database=None
+        )
         def run(case):
             ran[label] += 1
             run_case(case)
@@ -66,9 +73,14 @@ def test_the_document_matches_the_server(stack):
     operations = [(path, method, op) for path, ops in doc["paths"].items() for method, op in ops.items()]
     assert not [f"{m} {p}" for p, m, op in operations if "422" in op["responses"]]  # errors are 400
     assert doc["components"]["securitySchemes"]["adminKey"] == {
-        "type": "http", "scheme": "bearer", "description": doc["components"]["securitySchemes"]["adminKey"]["description"]}
+        "type": "http",
+        "scheme": "bearer",
+        "description": doc["components"]["securitySchemes"]["adminKey"]["description"],
+    }
     for path, method, op in operations:
         if path.startswith("/v1/"):
             assert op.get("security") == [{"adminKey": []}], f"{method} {path}"
     patch = doc["paths"]["/v1/settings"]["patch"]
-    assert patch["requestBody"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/EmbeddingSettingsPatch"}
+    assert patch["requestBody"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/EmbeddingSettingsPatch"
+    }

@@ -25,8 +25,13 @@ def aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
         create_tables(dynamodb, TABLES)
         queues = create_queues(sqs, "t")
-        yield {"dynamodb": dynamodb, "sqs": sqs, "queue_url": queues["JobsQueue"],
-               "interactive_queue_url": queues["InteractiveQueue"], "dlq_url": queues["JobsDeadLetterQueue"]}
+        yield {
+            "dynamodb": dynamodb,
+            "sqs": sqs,
+            "queue_url": queues["JobsQueue"],
+            "interactive_queue_url": queues["InteractiveQueue"],
+            "dlq_url": queues["JobsDeadLetterQueue"],
+        }
 
 
 @pytest.fixture(params=["edge", "qdrant-rest"])
@@ -56,8 +61,11 @@ def embedder():
 def engine(aws, raw_index, embedder, tmp_path):
     """An engine on moto + a real index + the fake embedder; the index can be taken down."""
     settings = Settings(
-        memories_table=TABLES["MemoriesTable"], state_table=TABLES["StateTable"], jobs_queue_url=aws["queue_url"],
-        data_dir=tmp_path, api_key="unit-key",
+        memories_table=TABLES["MemoriesTable"],
+        state_table=TABLES["StateTable"],
+        jobs_queue_url=aws["queue_url"],
+        data_dir=tmp_path,
+        api_key="unit-key",
     )
     eng = build_engine(settings, index=SwitchableIndex(raw_index), embedder=embedder, sqs_client=aws["sqs"])
     set_engine(eng)

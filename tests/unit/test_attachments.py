@@ -16,11 +16,23 @@ def site():
     fake.stop()
 
 
-@pytest.mark.parametrize("url", [
-    "http://127.0.0.1:9/", "http://localhost:9/", "http://10.1.2.3/", "http://192.168.0.1/", "http://172.16.0.1/",
-    "http://169.254.169.254/latest/meta-data/", "http://[::1]/", "http://[fe80::1]/", "http://0.0.0.0/",
-    "file:///etc/passwd", "ftp://example.com/", "gopher://x/",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9/",
+        "http://localhost:9/",
+        "http://10.1.2.3/",
+        "http://192.168.0.1/",
+        "http://172.16.0.1/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::1]/",
+        "http://[fe80::1]/",
+        "http://0.0.0.0/",
+        "file:///etc/passwd",
+        "ftp://example.com/",
+        "gopher://x/",
+    ],
+)
 def test_private_addresses_and_other_schemes_are_refused(url):
     with pytest.raises(UnsafeURL):
         SafeFetcher().fetch(url)
@@ -35,7 +47,9 @@ def test_a_name_that_resolves_inside_is_refused():
 
 
 def test_redirects_are_checked_at_every_hop(site):
-    fetcher = SafeFetcher(allow=["127.0.0.1/32"])  # the test site itself is allowed; the metadata address is not
+    fetcher = SafeFetcher(
+        allow=["127.0.0.1/32"]
+    )  # the test site itself is allowed; the metadata address is not
     with pytest.raises(UnsafeURL, match="169.254.169.254"):
         fetcher.fetch(f"{site.url}/to-metadata")
 
@@ -47,20 +61,34 @@ def test_size_and_time_limits(site):
         silent.bind(("127.0.0.1", 0))
         silent.listen(1)
         with pytest.raises(httpx.TimeoutException):
-            SafeFetcher(allow=["127.0.0.1/32"], timeout_s=0.5).fetch(f"http://127.0.0.1:{silent.getsockname()[1]}/")
+            SafeFetcher(allow=["127.0.0.1/32"], timeout_s=0.5).fetch(
+                f"http://127.0.0.1:{silent.getsockname()[1]}/"
+            )
 
 
 def test_links_become_web_attachments_and_images_descriptions(site):
     ollama = httpx.Client(base_url=site.url)
     interpreter = Interpreter(SafeFetcher(allow=["127.0.0.1/32"]), ollama, "llava")
-    message = {"content": f"Read this: {site.url}/page. And not this http://169.254.169.254/x",
-               "attachments": [{"filename": "cat.png", "content_type": "image/png", "url": f"{site.url}/cat.png"}]}
+    message = {
+        "content": f"Read this: {site.url}/page. And not this http://169.254.169.254/x",
+        "attachments": [{"filename": "cat.png", "content_type": "image/png", "url": f"{site.url}/cat.png"}],
+    }
     image, web, blocked = interpreter.attachments(message)
-    assert image == {"type": "image", "filename": "cat.png", "url": f"{site.url}/cat.png", "description": "A grey cat asleep on a windowsill."}
+    assert image == {
+        "type": "image",
+        "filename": "cat.png",
+        "url": f"{site.url}/cat.png",
+        "description": "A grey cat asleep on a windowsill.",
+    }
     assert web["type"] == "web" and web["title"] == "Growing tomatoes" and "six hours of sun" in web["text"]
     assert "menu" not in web["text"] and "footer" not in web["text"]
     assert blocked["url"] == "http://169.254.169.254/x" and "does not fetch" in blocked["error"]
-    assert Interpreter(SafeFetcher(), ollama, None).attachments({"content": "", "attachments": message["attachments"]})[0].get("description") is None
+    assert (
+        Interpreter(SafeFetcher(), ollama, None)
+        .attachments({"content": "", "attachments": message["attachments"]})[0]
+        .get("description")
+        is None
+    )
 
 
 def test_one_deadline_bounds_the_whole_fetch():
@@ -90,6 +118,8 @@ def test_one_deadline_bounds_the_whole_fetch():
     threading.Thread(target=drip, daemon=True).start()
     started = time.monotonic()
     with pytest.raises(httpx.TimeoutException):
-        SafeFetcher(allow=["127.0.0.1/32"], timeout_s=1.0, total_s=1.5).fetch(f"http://127.0.0.1:{server.getsockname()[1]}/")
+        SafeFetcher(allow=["127.0.0.1/32"], timeout_s=1.0, total_s=1.5).fetch(
+            f"http://127.0.0.1:{server.getsockname()[1]}/"
+        )
     assert time.monotonic() - started < 3
     server.close()

@@ -52,7 +52,9 @@ def signed_event(name):
     event = json.loads((ROOT / "events" / f"discord-{name}.json").read_text())
     ts = str(int(time.time()))
     event["headers"]["x-signature-timestamp"] = ts
-    event["headers"]["x-signature-ed25519"] = SIGNER.sign(ts.encode() + event["body"].encode()).signature.hex()
+    event["headers"]["x-signature-ed25519"] = SIGNER.sign(
+        ts.encode() + event["body"].encode()
+    ).signature.hex()
     return event
 
 
@@ -62,12 +64,25 @@ def test_interactions_function_on_the_sample_events(interactions, aws):
     forged["headers"]["x-signature-ed25519"] = SigningKey.generate().sign(b"x").signature.hex()
     assert interactions(forged, LambdaContext())["statusCode"] == 401
     status = json.loads(interactions(signed_event("memory-status"), LambdaContext())["body"])
-    assert status["type"] == 4 and status["data"]["flags"] == 64 and "off for you" in status["data"]["content"]
-    assert json.loads(interactions(signed_event("memory-remember"), LambdaContext())["body"]) == {"type": 5, "data": {"flags": 64}}
+    assert (
+        status["type"] == 4 and status["data"]["flags"] == 64 and "off for you" in status["data"]["content"]
+    )
+    assert json.loads(interactions(signed_event("memory-remember"), LambdaContext())["body"]) == {
+        "type": 5,
+        "data": {"flags": 64},
+    }
     assert json.loads(interactions(signed_event("ask"), LambdaContext())["body"]) == {"type": 5}
-    queued = [json.loads(m["Body"]) for m in aws["sqs"].receive_message(QueueUrl=aws["queue_url"], MaxNumberOfMessages=10)["Messages"]]
-    assert [(j["action"], j["user"], j["guild"]) for j in queued] == [("remember", "1001", "g1"), ("ask", "1001", "g1")]
-    assert queued[1]["prompt"] == "What did we plant last spring?" and queued[1]["token"] == "interaction-token"
+    queued = [
+        json.loads(m["Body"])
+        for m in aws["sqs"].receive_message(QueueUrl=aws["queue_url"], MaxNumberOfMessages=10)["Messages"]
+    ]
+    assert [(j["action"], j["user"], j["guild"]) for j in queued] == [
+        ("remember", "1001", "g1"),
+        ("ask", "1001", "g1"),
+    ]
+    assert (
+        queued[1]["prompt"] == "What did we plant last spring?" and queued[1]["token"] == "interaction-token"
+    )
 
 
 def test_the_webhook_path_imports_no_model_and_no_vector_index():
@@ -77,7 +92,9 @@ def test_the_webhook_path_imports_no_model_and_no_vector_index():
         "print(sorted(m for m in ('torch', 'sentence_transformers', 'qdrant_client', 'qdrant_edge', 'fastapi') if m in sys.modules))"
     )
     env = {"PATH": "/usr/bin:/bin", "AWS_DEFAULT_REGION": "us-east-1", "DISCORD_PUBLIC_KEY": "00" * 32}
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout.split("\n")
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    ).stdout.split("\n")
     assert out[1] == "[]", out
 
 
@@ -85,17 +102,24 @@ def test_register_commands_puts_both_commands():
     seen = []
 
     def handle(request):
-        seen.append((request.method, request.url.path, request.headers["authorization"], json.loads(request.content)))
+        seen.append(
+            (request.method, request.url.path, request.headers["authorization"], json.loads(request.content))
+        )
         return httpx.Response(200, json=json.loads(request.content))
 
-    done = register("900", "tok", "https://discord.test/api/v10", guild="g1", transport=httpx.MockTransport(handle))
+    done = register(
+        "900", "tok", "https://discord.test/api/v10", guild="g1", transport=httpx.MockTransport(handle)
+    )
     assert [c["name"] for c in done] == ["memory", "ask", "Forget this message"]
     assert seen[0][:3] == ("PUT", "/api/v10/applications/900/guilds/g1/commands", "Bot tok")
     assert {o["name"] for o in COMMANDS[0]["options"]} == {"remember", "forget", "status", "export"}
     assert COMMANDS[1]["options"][0]["required"] is True
     # where each shows: /memory in a server and the bot's DM, /ask only in a server; installed to servers
     assert [(c["name"], c["type"], c["contexts"], c["integration_types"]) for c in COMMANDS] == [
-        ("memory", 1, [0, 1], [0]), ("ask", 1, [0], [0]), ("Forget this message", 3, [0], [0])]
+        ("memory", 1, [0, 1], [0]),
+        ("ask", 1, [0], [0]),
+        ("Forget this message", 3, [0], [0]),
+    ]
 
 
 def test_long_answers_are_split_at_word_boundaries_within_discord_s_limit():
@@ -104,7 +128,11 @@ def test_long_answers_are_split_at_word_boundaries_within_discord_s_limit():
     parts = split_message(" ".join(f"word{i}" for i in range(1000)))
     assert all(len(p) <= 2000 for p in parts) and len(parts) == 4
     assert " ".join(parts).split() == [f"word{i}" for i in range(1000)]
-    assert split_message("short") == ["short"] and [len(p) for p in split_message("x" * 4100)] == [2000, 2000, 100]
+    assert split_message("short") == ["short"] and [len(p) for p in split_message("x" * 4100)] == [
+        2000,
+        2000,
+        100,
+    ]
 
 
 def test_rate_limits_delay_instead_of_breaking_them():
@@ -119,10 +147,19 @@ def test_rate_limits_delay_instead_of_breaking_them():
         if request.url.path.endswith("/c9/messages") and len(calls) > 3:
             return httpx.Response(429, json={"retry_after": 2.5, "global": False})
         remaining = "0" if request.url.path.endswith("/c1/messages") else "5"
-        return httpx.Response(200, json=[], headers={"x-ratelimit-bucket": "b-" + request.url.path.split("/")[-2],
-                                                     "x-ratelimit-remaining": remaining, "x-ratelimit-reset-after": "1.5"})
+        return httpx.Response(
+            200,
+            json=[],
+            headers={
+                "x-ratelimit-bucket": "b-" + request.url.path.split("/")[-2],
+                "x-ratelimit-remaining": remaining,
+                "x-ratelimit-reset-after": "1.5",
+            },
+        )
 
-    client = DiscordClient("https://d.test/api/v10", "tok", "900", transport=httpx.MockTransport(handle), limits=limits)
+    client = DiscordClient(
+        "https://d.test/api/v10", "tok", "900", transport=httpx.MockTransport(handle), limits=limits
+    )
     client.messages("c1")
     with pytest.raises(RateLimited) as limited:  # the bucket is used up: delay, don't ask
         client.messages("c1")

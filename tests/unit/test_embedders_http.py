@@ -45,9 +45,13 @@ def test_ollama_unreachable_is_unavailable():
         emb.embed(["a"])
 
 
-@pytest.mark.parametrize("payload", [{"embeddings": [[1.0]]}, {"embeddings": "nope"}, {"x": 1}, {"embeddings": [["a"], [1]]}])
+@pytest.mark.parametrize(
+    "payload", [{"embeddings": [[1.0]]}, {"embeddings": "nope"}, {"x": 1}, {"embeddings": [["a"], [1]]}]
+)
 def test_ollama_nonsense_is_unavailable(payload):
-    emb = OllamaEmbedder("http://o", "all-minilm", transport=httpx.MockTransport(lambda r: httpx.Response(200, json=payload)))
+    emb = OllamaEmbedder(
+        "http://o", "all-minilm", transport=httpx.MockTransport(lambda r: httpx.Response(200, json=payload))
+    )
     with pytest.raises(EmbedderUnavailable):
         emb.embed(["a", "b"])
 
@@ -61,13 +65,22 @@ def test_openai_style_sends_key_and_reorders_by_index():
         data = [{"index": i, "embedding": [float(i)]} for i in range(len(body["input"]))]
         return httpx.Response(200, json={"data": list(reversed(data)), "model": body["model"]})
 
-    emb = OpenAIEmbedder("https://api.example/v1", "text-embedding-3-small", api_key="sk-1", transport=httpx.MockTransport(handle))
+    emb = OpenAIEmbedder(
+        "https://api.example/v1",
+        "text-embedding-3-small",
+        api_key="sk-1",
+        transport=httpx.MockTransport(handle),
+    )
     assert emb.embed(["a", "b", "c"]) == [[0.0], [1.0], [2.0]]
     assert seen == [("/v1/embeddings", "Bearer sk-1")]
 
 
 def test_openai_style_error_status_is_unavailable():
-    emb = OpenAIEmbedder("http://x", "m", transport=httpx.MockTransport(lambda r: httpx.Response(401, json={"error": "bad key"})))
+    emb = OpenAIEmbedder(
+        "http://x",
+        "m",
+        transport=httpx.MockTransport(lambda r: httpx.Response(401, json={"error": "bad key"})),
+    )
     with pytest.raises(EmbedderUnavailable, match="401"):
         emb.embed(["a"])
 

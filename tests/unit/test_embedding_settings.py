@@ -41,8 +41,11 @@ class FakeEmbeddingServer:
 @pytest.fixture
 def fake(engine):
     server = FakeEmbeddingServer()
-    engine.embedding.providers = Providers(engine.settings, {"fakeai": ("http://fakeai/v1", "k"), "noembed": ("http://noembed/v1", None)},
-                                           httpx.MockTransport(server.handle))
+    engine.embedding.providers = Providers(
+        engine.settings,
+        {"fakeai": ("http://fakeai/v1", "k"), "noembed": ("http://noembed/v1", None)},
+        httpx.MockTransport(server.handle),
+    )
     engine.embedding.retry_delay_s = 0
     return server
 
@@ -56,8 +59,14 @@ def test_bad_changes_answer_400_and_change_nothing(engine, fake):
     name = engine.service.dense_name
     cases = [
         ({"embedder": "remote"}, "remote needs an embeddingProvider and an embeddingModel"),
-        ({"embedder": "remote", "embeddingProvider": "nope", "embeddingModel": "m1"}, "no provider named 'nope'"),
-        ({"embedder": "remote", "embeddingProvider": "noembed", "embeddingModel": "m1"}, "that provider serves no embeddings"),
+        (
+            {"embedder": "remote", "embeddingProvider": "nope", "embeddingModel": "m1"},
+            "no provider named 'nope'",
+        ),
+        (
+            {"embedder": "remote", "embeddingProvider": "noembed", "embeddingModel": "m1"},
+            "that provider serves no embeddings",
+        ),
         ({"colour": "blue"}, "unknown settings: colour"),
         ({"messageVectors": -1}, "greater than or equal to 0"),
     ]
@@ -73,12 +82,18 @@ def test_bad_changes_answer_400_and_change_nothing(engine, fake):
 def test_switching_models_reembeds_in_the_background_and_drops_the_old_vectors(engine, fake, aws):
     service = engine.service
     # three owners: a fact saved right after another by the same author carries it as context
-    facts = [service.add_fact("b1", t, user=f"owner{i}")[0]
-             for i, t in enumerate(("The owner drinks green tea.", "The owner's car is red.", "The cat is called Miso."))]
+    facts = [
+        service.add_fact("b1", t, user=f"owner{i}")[0]
+        for i, t in enumerate(
+            ("The owner drinks green tea.", "The owner's car is red.", "The cat is called Miso.")
+        )
+    ]
     service.add_fact("b2", "Another bot's fact about tea.")
     old = service.dense_name
     assert engine.embedding.progress()["memoriesWithVectors"] == 4
-    chosen = engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m1"})
+    chosen = engine.embedding.change(
+        {"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m1"}
+    )
     assert chosen.embeddingModel == "m1" and service.dense_name == "dense-fakeai-m1"
     progress = engine.embedding.progress()
     assert progress["model"] == "m1" and progress["memories"] == 4 and progress["memoriesWithVectors"] == 0
@@ -98,7 +113,9 @@ def test_switching_back_reuses_vectors_that_still_exist(engine, fake, aws):
     drain(aws)
     engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m2"})
     calls = fake.calls
-    engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m1"})  # before m2 ran
+    engine.embedding.change(
+        {"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m1"}
+    )  # before m2 ran
     assert engine.embedding.progress()["memoriesWithVectors"] == 1
     drain(aws)
     assert fake.calls - calls <= 3  # test strings and the progress ping only: nothing re-embedded
@@ -122,7 +139,11 @@ def test_off_keeps_words_and_the_embedder_stopping_mid_reembed(engine, fake, aws
     fake.down = True  # stopped mid-way
     poller.poll_once(wait_s=0)
     progress = engine.embedding.progress()
-    assert progress["memoriesWithVectors"] == 2 and progress["model"] is None and "did not answer" in progress["error"]
+    assert (
+        progress["memoriesWithVectors"] == 2
+        and progress["model"] is None
+        and "did not answer" in progress["error"]
+    )
     assert len(service.search("b1", "sailing")) == 5  # words keep answering
     fake.down = False
     drain(aws)

@@ -25,10 +25,17 @@ def load(name: str) -> dict:
 
 
 def test_every_event_has_a_handler_and_every_function_an_event():
-    prefixes = {"apigw-": "HttpFunction", "function-url-": "StreamingProxyFunction", "discord-": "InteractionsFunction",
-                "schedule-": "ScheduleFunction", "sqs-": "WorkerFunction"}
+    prefixes = {
+        "apigw-": "HttpFunction",
+        "function-url-": "StreamingProxyFunction",
+        "discord-": "InteractionsFunction",
+        "schedule-": "ScheduleFunction",
+        "sqs-": "WorkerFunction",
+    }
     owners = {next(f for p, f in prefixes.items() if name.startswith(p)) for name in ALL}
-    functions = {k for k, v in load_template()["Resources"].items() if v["Type"] == "AWS::Serverless::Function"}
+    functions = {
+        k for k, v in load_template()["Resources"].items() if v["Type"] == "AWS::Serverless::Function"
+    }
     assert owners == functions
 
 
@@ -53,9 +60,13 @@ def test_sqs_events_carry_every_job_kind_on_its_own_queue():
 
 
 def test_schedule_events_are_what_the_rules_send():
-    rules = [e["Properties"]["Input"] for e in load_template()["Resources"]["ScheduleFunction"]["Properties"]["Events"].values()]
-    assert sorted(json.dumps(load(n), separators=(",", ":")) for n in ALL if n.startswith("schedule-")) == \
-        sorted(json.dumps(json.loads(r), separators=(",", ":")) for r in rules)
+    rules = [
+        e["Properties"]["Input"]
+        for e in load_template()["Resources"]["ScheduleFunction"]["Properties"]["Events"].values()
+    ]
+    assert sorted(
+        json.dumps(load(n), separators=(",", ":")) for n in ALL if n.startswith("schedule-")
+    ) == sorted(json.dumps(json.loads(r), separators=(",", ":")) for r in rules)
 
 
 def test_discord_events_verify_once_signed_for_sam_local(tmp_path):
@@ -67,19 +78,39 @@ def test_discord_events_verify_once_signed_for_sam_local(tmp_path):
         event = json.loads((signed / name).read_text())
         Interaction.model_validate_json(event["body"])
         headers = event["headers"]
-        assert verify_request(env["DISCORD_PUBLIC_KEY"], headers["x-signature-ed25519"], headers["x-signature-timestamp"],
-                              event["body"].encode(), max_age_s=300), name
+        assert verify_request(
+            env["DISCORD_PUBLIC_KEY"],
+            headers["x-signature-ed25519"],
+            headers["x-signature-timestamp"],
+            event["body"].encode(),
+            max_age_s=300,
+        ), name
         unsigned = load(name)["headers"]["x-signature-ed25519"]
-        assert not verify_request(env["DISCORD_PUBLIC_KEY"], unsigned, headers["x-signature-timestamp"], event["body"].encode(),
-                                  max_age_s=300)
+        assert not verify_request(
+            env["DISCORD_PUBLIC_KEY"],
+            unsigned,
+            headers["x-signature-timestamp"],
+            event["body"].encode(),
+            max_age_s=300,
+        )
 
 
 def test_sam_local_events_carry_this_data_dirs_keys_and_a_new_interaction_each_time(tmp_path):
     (tmp_path / "api-key").write_text("local-admin")
     (tmp_path / "proxy-key").write_text("local-proxy")
     first = json.loads((prepare(tmp_path) / "discord-memory-status.json").read_text())
-    assert json.loads((tmp_path / "events" / "apigw-http-add-memory.json").read_text())["headers"]["authorization"] == "Bearer local-admin"
-    assert json.loads((tmp_path / "events" / "apigw-http-proxy-turn.json").read_text())["headers"]["authorization"] == "Bearer local-proxy"
+    assert (
+        json.loads((tmp_path / "events" / "apigw-http-add-memory.json").read_text())["headers"][
+            "authorization"
+        ]
+        == "Bearer local-admin"
+    )
+    assert (
+        json.loads((tmp_path / "events" / "apigw-http-proxy-turn.json").read_text())["headers"][
+            "authorization"
+        ]
+        == "Bearer local-proxy"
+    )
     second = json.loads((prepare(tmp_path) / "discord-memory-status.json").read_text())
     # the function refuses an interaction id it has handled (a replay): each run is a new one
     assert json.loads(first["body"])["id"] != json.loads(second["body"])["id"]

@@ -19,13 +19,19 @@ from engram.service import ChatMessage
 
 USERS = ["u1", "u2", "u3"]
 # ("write", user, kind, how many steps ago it was asked for) | ("forget", user) | ("remove", nth write)
-write = st.tuples(st.just("write"), st.sampled_from(USERS), st.sampled_from(["fact", "message"]), st.integers(0, 3))
+write = st.tuples(
+    st.just("write"), st.sampled_from(USERS), st.sampled_from(["fact", "message"]), st.integers(0, 3)
+)
 forget = st.tuples(st.just("forget"), st.sampled_from(USERS))
 remove = st.tuples(st.just("remove"), st.integers(0, 10))
 program = st.lists(st.one_of(write, write, write, forget, remove), min_size=3, max_size=16)
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(steps=program)
 def test_nothing_asked_for_before_a_forget_is_stored_after_it(service, aws, monkeypatch, steps):
     run = uuid.uuid4().hex[:6]
@@ -55,9 +61,19 @@ def test_nothing_asked_for_before_a_forget_is_stored_after_it(service, aws, monk
                     memory, _ = service.add_fact(bot, f"Note {word} from {user}.", user=user, origin=asked)
                     ids = [memory.id]
                 else:
-                    memories, _ = service.add_messages(bot, [ChatMessage(
-                        source_id=f"{run}-{n}", text=f"say {word}", user=user, thread="t", created_at=clock["now"])],
-                        origin=asked)
+                    memories, _ = service.add_messages(
+                        bot,
+                        [
+                            ChatMessage(
+                                source_id=f"{run}-{n}",
+                                text=f"say {word}",
+                                user=user,
+                                thread="t",
+                                created_at=clock["now"],
+                            )
+                        ],
+                        origin=asked,
+                    )
                     ids = [m.id for m in memories]
             except Forgotten:
                 ids = []
@@ -65,7 +81,10 @@ def test_nothing_asked_for_before_a_forget_is_stored_after_it(service, aws, monk
             assert bool(ids) != refused, (step, last_forget)
             written += [(user, asked, word, i) for i in ids]
     # nothing from before a user's last forget, anywhere in either store
-    items = json.dumps(aws["dynamodb"].scan(TableName="t-memories")["Items"] + aws["dynamodb"].scan(TableName="t-state")["Items"])
+    items = json.dumps(
+        aws["dynamodb"].scan(TableName="t-memories")["Items"]
+        + aws["dynamodb"].scan(TableName="t-state")["Items"]
+    )
     for user, asked, word, _ in written:
         if user in last_forget and asked <= last_forget[user]:
             assert word not in items

@@ -21,9 +21,15 @@ def everything(aws) -> str:
 
 
 def test_forget_user_reaches_the_contexts_of_other_people_and_every_state_kind(service, aws):
-    service.add_messages("bot1", [
-        ChatMessage(source_id="a1", text="my locker code is vexmorrow", user="alice", thread="t", created_at=1000),
-        ChatMessage(source_id="b1", text="noted", user="bob", thread="t", created_at=2000)])
+    service.add_messages(
+        "bot1",
+        [
+            ChatMessage(
+                source_id="a1", text="my locker code is vexmorrow", user="alice", thread="t", created_at=1000
+            ),
+            ChatMessage(source_id="b1", text="noted", user="bob", thread="t", created_at=2000),
+        ],
+    )
     service.state.give_consent("bot1", "alice", 1)
     service.state.start_backfill_run("bot1", "alice", "run1", 3, 1)
     service.state.save_cursor("bot1", "alice", "c1", {"before": "5"})
@@ -32,10 +38,20 @@ def test_forget_user_reaches_the_contexts_of_other_people_and_every_state_kind(s
     service.state.set_chat_setting("bot1", "alice", "conv-1", False)
     assert "vexmorrow" in everything(aws)
     bob = service.search("bot1", "vexmorrow", kind="message")
-    assert [m.source_id for m in bob][:2] == ["a1", "b1"]  # Bob's reply is found by Alice's words, via its context
+    assert [m.source_id for m in bob][:2] == [
+        "a1",
+        "b1",
+    ]  # Bob's reply is found by Alice's words, via its context
     deleted = service.forget_user("bot1", "alice")
     assert (deleted["messages"], deleted["contexts"]) == (1, 1)
-    assert deleted["state"] == {"consent": 1, "backfill": 1, "exportLimit": 1, "tokens": 1, "cursors": 1, "chatSettings": 1}
+    assert deleted["state"] == {
+        "consent": 1,
+        "backfill": 1,
+        "exportLimit": 1,
+        "tokens": 1,
+        "cursors": 1,
+        "chatSettings": 1,
+    }
     assert "vexmorrow" not in everything(aws)
     from engram.embedders import NoEmbedder
 
@@ -52,8 +68,14 @@ def test_writes_asked_for_before_a_forget_are_refused_and_new_ones_are_not(servi
     service.forget_user("bot1", "alice")
     with pytest.raises(Forgotten):
         service.add_fact("bot1", "Alice likes go.", user="alice", origin=asked)
-    stored, created = service.add_messages("bot1", [ChatMessage(source_id="m1", text="old words", user="alice"),
-                                                    ChatMessage(source_id="m2", text="bob's words", user="bob")], origin=asked)
+    stored, created = service.add_messages(
+        "bot1",
+        [
+            ChatMessage(source_id="m1", text="old words", user="alice"),
+            ChatMessage(source_id="m2", text="bob's words", user="bob"),
+        ],
+        origin=asked,
+    )
     assert created == 1 and [m.user for m in stored] == ["bob"]
     assert service.list("bot1", user="alice") == []
     fresh, created = service.add_fact("bot1", "Alice is back and likes go.", user="alice")  # asked for now
@@ -70,7 +92,9 @@ def test_a_write_racing_a_forget_is_taken_back(service, monkeypatch):
         return written
 
     monkeypatch.setattr(service.records, "create_many", create_then_forget)
-    _, created = service.add_messages("bot1", [ChatMessage(source_id="m1", text="racing words", user="alice")])
+    _, created = service.add_messages(
+        "bot1", [ChatMessage(source_id="m1", text="racing words", user="alice")]
+    )
     assert created == 0
     assert service.list("bot1", kind="message") == [] and service.index.count(Scope(bot="bot1")) == 0
 
@@ -90,12 +114,19 @@ def test_forgets_are_applied_again_to_a_restored_table(service, aws):
 
     service.add_fact("bot1", "Alice likes chess.", user="alice")
     service.forget_user("bot1", "alice")
-    tombstones = [i for i in aws["dynamodb"].scan(TableName="t-state")["Items"] if i["pk"]["S"].startswith("forgotten#")]
+    tombstones = [
+        i for i in aws["dynamodb"].scan(TableName="t-state")["Items"] if i["pk"]["S"].startswith("forgotten#")
+    ]
     # a restore to before the forget: Alice's record back, her tombstone gone (it lives on in the old table)
-    aws["dynamodb"].create_table(TableName="t-state-old", KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
-                                 {"AttributeName": "sk", "KeyType": "RANGE"}], BillingMode="PAY_PER_REQUEST",
-                                 AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
-                                                       {"AttributeName": "sk", "AttributeType": "S"}])
+    aws["dynamodb"].create_table(
+        TableName="t-state-old",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+    )
     for item in tombstones:
         aws["dynamodb"].put_item(TableName="t-state-old", Item=item)
         StateItem(item["pk"]["S"], item["sk"]["S"]).delete()

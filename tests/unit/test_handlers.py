@@ -48,8 +48,13 @@ def test_schedule_function_queues_a_sweep(aws, monkeypatch):
 
     get_settings.cache_clear()
     try:
-        assert load_function_handler("schedule")(event("schedule-sweep.json"), LambdaContext()) == {"queued": "sweep"}
+        assert load_function_handler("schedule")(event("schedule-sweep.json"), LambdaContext()) == {
+            "queued": "sweep"
+        }
     finally:
         get_settings.cache_clear()
-    bodies = [m["Body"] for m in aws["sqs"].receive_message(QueueUrl=aws["queue_url"], MaxNumberOfMessages=10)["Messages"]]
+    bodies = [
+        m["Body"]
+        for m in aws["sqs"].receive_message(QueueUrl=aws["queue_url"], MaxNumberOfMessages=10)["Messages"]
+    ]
     assert bodies == ['{"kind":"sweep"}']

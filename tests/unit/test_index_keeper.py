@@ -12,7 +12,15 @@ def test_reconcile_deletes_points_without_a_record_and_rewrites_missing_ones(ser
     lost, _ = service.add_fact("b1", "The garage code is 4417.")
     service.add_messages("b1", [ChatMessage(source_id="m1", text="we planted rowan trees", user="u1")])
     # a crash after the point, before the record: an orphan point
-    service.index.upsert([IndexPoint(id=9_999, payload={"bot": "b1", "kind": "fact", "text": "ghost"}, words=SparseVector([1], [1.0]))])
+    service.index.upsert(
+        [
+            IndexPoint(
+                id=9_999,
+                payload={"bot": "b1", "kind": "fact", "text": "ghost"},
+                words=SparseVector([1], [1.0]),
+            )
+        ]
+    )
     # a point lost behind a record marked indexed
     service.index.delete([lost.id])
     keeper = IndexKeeper(service.indexer)
@@ -27,7 +35,9 @@ def test_reconcile_deletes_points_without_a_record_and_rewrites_missing_ones(ser
 def test_a_lost_index_is_noticed_and_rebuilt_from_the_records(service):
     for i in range(7):
         service.add_fact("b2", f"Fact number {i} about boats.", user="u1")
-    service.add_messages("b2", [ChatMessage(source_id=f"m{i}", text=f"message {i} about sails", user="u1") for i in range(5)])
+    service.add_messages(
+        "b2", [ChatMessage(source_id=f"m{i}", text=f"message {i} about sails", user="u1") for i in range(5)]
+    )
     keeper = IndexKeeper(service.indexer)
     assert not keeper.needs_rebuild()
     service.index.delete_scope(Scope(bot="b2"))  # the collection emptied (deleted directory, new Qdrant)
@@ -35,13 +45,24 @@ def test_a_lost_index_is_noticed_and_rebuilt_from_the_records(service):
     done = keeper.rebuild()
     assert done["records"] == 12 and done["error"] is None
     assert service.index.count(Scope(bot="b2")) == 12
-    assert len(service.search("b2", "boats", limit=10)) == 7 and len(service.search("b2", "sails", "message", 10)) == 5
+    assert (
+        len(service.search("b2", "boats", limit=10)) == 7
+        and len(service.search("b2", "sails", "message", 10)) == 5
+    )
     assert not keeper.needs_rebuild()
 
 
 def test_reconcile_pages_through_many_points(service):
     for i in range(450):
-        service.index.upsert([IndexPoint(id=100_000 + i, payload={"bot": "b3", "kind": "fact", "text": "x"}, words=SparseVector([1], [1.0]))])
+        service.index.upsert(
+            [
+                IndexPoint(
+                    id=100_000 + i,
+                    payload={"bot": "b3", "kind": "fact", "text": "x"},
+                    words=SparseVector([1], [1.0]),
+                )
+            ]
+        )
     service.records.register_bot("b3")
     done = IndexKeeper(service.indexer).reconcile("b3")
     assert done["points"] == 450 and done["orphans_deleted"] == 450

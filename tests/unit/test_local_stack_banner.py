@@ -18,4 +18,6 @@ def test_a_terminal_sees_the_key_and_a_log_sees_only_where_it_is(monkeypatch, tm
     assert "k-123" not in local_stack._shown("k-123", "ENGRAM_API_KEY", tmp_path / "api-key")
     assert str(tmp_path / "api-key") in local_stack._shown("k-123", "ENGRAM_API_KEY", tmp_path / "api-key")
     monkeypatch.setenv("ENGRAM_API_KEY", "k-123")
-    assert local_stack._shown("k-123", "ENGRAM_API_KEY", tmp_path / "api-key").startswith("from ENGRAM_API_KEY")
+    assert local_stack._shown("k-123", "ENGRAM_API_KEY", tmp_path / "api-key").startswith(
+        "from ENGRAM_API_KEY"
+    )

@@ -2,7 +2,7 @@
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import httpx
 import mongomock
@@ -20,15 +20,17 @@ from engram.vectors import Scope
 
 
 def test_datetime_block_has_iso_weekday_and_unix_seconds_to_the_minute():
-    block = datetime_block(datetime(2026, 8, 30, 4, 5, 6, 789, tzinfo=timezone.utc))
+    block = datetime_block(datetime(2026, 8, 30, 4, 5, 6, 789, tzinfo=UTC))
     assert "- UTC: 2026-08-30T04:05Z (Sunday, 30 August 2026)" in block
     assert "- Unix time: 1788062700 (seconds since 1970-01-01T00:00:00Z, to the minute)" in block
     # the same block all minute long: a provider's prompt cache can reuse it turn after turn
-    assert datetime_block(datetime(2026, 8, 30, 4, 5, 59, tzinfo=timezone.utc)) == block
+    assert datetime_block(datetime(2026, 8, 30, 4, 5, 59, tzinfo=UTC)) == block
 
 
 def memory(i, text):
-    return Memory(id=i, bot="b", kind="fact", text=text, saved_by="bot", created_at=0, updated_at=1_780_000_000_000)
+    return Memory(
+        id=i, bot="b", kind="fact", text=text, saved_by="bot", created_at=0, updated_at=1_780_000_000_000
+    )
 
 
 def test_memory_block_quotes_memories_as_data_within_budget():
@@ -60,13 +62,23 @@ def test_recall_modes_from_the_environment(engine, monkeypatch, mode):
     monkeypatch.setenv("MEMORY_RECALL_MODE", mode)
     chat = ChatMemory(ProxySettings(MEMORY_RECALL_LIMIT="2"), engine.service, ProjectResolver(None))
     turn = Turn(f"u-{mode}", "c", None, authorized=True)
-    for text in ("The user's dog is called Biscuit.", "The user lives in Lyon.", "The user plays the oboe.",
-                 "The user is allergic to peanuts."):
+    for text in (
+        "The user's dog is called Biscuit.",
+        "The user lives in Lyon.",
+        "The user plays the oboe.",
+        "The user is allergic to peanuts.",
+    ):
         chat.save(turn, text)
     block, found = chat.context(turn, "What is my dog's name?")
     texts = {"dog": "Biscuit" in block, "newest": "peanuts" in block and "oboe" in block}
-    assert texts == {"relevant": {"dog": True, "newest": False}, "newest": {"dog": False, "newest": True},
-                     "both": {"dog": True, "newest": True}}[mode]
+    assert (
+        texts
+        == {
+            "relevant": {"dog": True, "newest": False},
+            "newest": {"dog": False, "newest": True},
+            "both": {"dog": True, "newest": True},
+        }[mode]
+    )
     assert len(block) <= chat.settings.max_context_chars and found == len(set(re.findall(r"mem:\d+", block)))
     with pytest.raises(ValidationError):
         ProxySettings(MEMORY_RECALL_MODE="everything")
@@ -75,32 +87,71 @@ def test_recall_modes_from_the_environment(engine, monkeypatch, mode):
 def test_inject_system_in_both_formats():
     openai_body = {"messages": [{"role": "user", "content": "hi"}]}
     out = wire.inject_system("openai", openai_body, "CLOCK")
-    assert out["messages"][0] == {"role": "system", "content": "CLOCK"} and openai_body["messages"][0]["role"] == "user"
-    with_system = {"messages": [{"role": "system", "content": "Be brief."}, {"role": "developer", "content": "Cite."},
-                                {"role": "user", "content": "hi"}]}
-    assert [m["content"] for m in wire.inject_system("openai", with_system, "CLOCK")["messages"]] == \
-        ["Be brief.", "Cite.", "CLOCK", "hi"]  # the caller's prompt first, untouched
+    assert (
+        out["messages"][0] == {"role": "system", "content": "CLOCK"}
+        and openai_body["messages"][0]["role"] == "user"
+    )
+    with_system = {
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "developer", "content": "Cite."},
+            {"role": "user", "content": "hi"},
+        ]
+    }
+    assert [m["content"] for m in wire.inject_system("openai", with_system, "CLOCK")["messages"]] == [
+        "Be brief.",
+        "Cite.",
+        "CLOCK",
+        "hi",
+    ]  # the caller's prompt first, untouched
     assert wire.inject_system("anthropic", {"messages": []}, "CLOCK")["system"] == "CLOCK"
     assert wire.inject_system("anthropic", {"system": "Be brief."}, "CLOCK")["system"] == "Be brief.\n\nCLOCK"
     cached = [{"type": "text", "text": "B", "cache_control": {"type": "ephemeral"}}]
     blocks = wire.inject_system("anthropic", {"system": cached}, "CLOCK")["system"]
-    assert blocks == [{"type": "text", "text": "B", "cache_control": {"type": "ephemeral"}}, {"type": "text", "text": "CLOCK"}]
+    assert blocks == [
+        {"type": "text", "text": "B", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "CLOCK"},
+    ]
 
 
 def test_user_turns_read_strings_and_blocks():
-    body = {"messages": [
-        {"role": "user", "content": "one"}, {"role": "assistant", "content": "x"},
-        {"role": "user", "content": [{"type": "text", "text": "two"}, {"type": "image_url", "image_url": {}}]},
-        {"role": "user", "content": [{"type": "tool_result", "content": "ignored"}]},
-    ]}
+    body = {
+        "messages": [
+            {"role": "user", "content": "one"},
+            {"role": "assistant", "content": "x"},
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "two"}, {"type": "image_url", "image_url": {}}],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "content": "ignored"}]},
+        ]
+    }
     assert wire.user_turns(body) == ["one", "two"]
     assert wire.last_user_text(body) == ""
 
 
-@pytest.mark.parametrize("api,events,text", [
-    ("openai", [{"choices": [{"delta": {"content": "Hel"}}]}, {"choices": [{"delta": {"content": "lo"}}]}, {"choices": [], "usage": {"total_tokens": 3}}], "Hello"),
-    ("anthropic", [{"type": "content_block_delta", "delta": {"type": "text_delta", "text": "Hel"}}, {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "lo"}}], "Hello"),
-])
+@pytest.mark.parametrize(
+    "api,events,text",
+    [
+        (
+            "openai",
+            [
+                {"choices": [{"delta": {"content": "Hel"}}]},
+                {"choices": [{"delta": {"content": "lo"}}]},
+                {"choices": [], "usage": {"total_tokens": 3}},
+            ],
+            "Hello",
+        ),
+        (
+            "anthropic",
+            [
+                {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "Hel"}},
+                {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "lo"}},
+            ],
+            "Hello",
+        ),
+    ],
+)
 def test_stream_capture_survives_events_split_anywhere(api, events, text):
     raw = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
     capture = wire.StreamCapture(api)
@@ -109,34 +160,47 @@ def test_stream_capture_survives_events_split_anywhere(api, events, text):
     assert capture.text == text
 
 
-@pytest.mark.parametrize("answer,facts", [
-    ('{"memories": ["a"]}', ["a"]),
-    ('Here:\n```json\n{"memories": ["a", "b"]}\n```\nDone.', ["a", "b"]),
-    ("{'memories': ['The user's dog is Rex.',]}", ["The user's dog is Rex."]),
-    ('{memories: ["x"],}', ["x"]),
-    ('["just", "a list"]', ["just", "a list"]),
-    ('{"memories": []}', []),
-    ("no JSON at all", None),
-    ('{"memories": "not a list"}', None),
-])
+@pytest.mark.parametrize(
+    "answer,facts",
+    [
+        ('{"memories": ["a"]}', ["a"]),
+        ('Here:\n```json\n{"memories": ["a", "b"]}\n```\nDone.', ["a", "b"]),
+        ("{'memories': ['The user's dog is Rex.',]}", ["The user's dog is Rex."]),
+        ('{memories: ["x"],}', ["x"]),
+        ('["just", "a list"]', ["just", "a list"]),
+        ('{"memories": []}', []),
+        ("no JSON at all", None),
+        ('{"memories": "not a list"}', None),
+    ],
+)
 def test_parse_memories_tolerates_small_model_output(answer, facts):
     assert parse_memories(answer) == facts
 
 
-@pytest.mark.parametrize("text,secret", [
-    ("The user's wifi password is hunter2.", True), ("The user's API key is sk-abc123def456ghi789.", True),
-    ("Card 4111 1111 1111 1111 is the user's.", True), ("The user's GitHub token is ghp_abcdefghijklmnopqrstuvwxyz01.", True),
-    ("The user prefers green tea.", False), ("The user lives in Lisbon.", False),
-])
+@pytest.mark.parametrize(
+    "text,secret",
+    [
+        ("The user's wifi password is hunter2.", True),
+        ("The user's API key is sk-abc123def456ghi789.", True),
+        ("Card 4111 1111 1111 1111 is the user's.", True),
+        ("The user's GitHub token is ghp_abcdefghijklmnopqrstuvwxyz01.", True),
+        ("The user prefers green tea.", False),
+        ("The user lives in Lisbon.", False),
+    ],
+)
 def test_secrets_are_recognised(text, secret):
     assert looks_secret(text) is secret
 
 
-@pytest.mark.parametrize("text,fact", [
-    ("Remember that my sister is called Ana", "my sister is called Ana."),
-    ("please remember: the router is in the attic.", "the router is in the attic."),
-    ("Do you remember my sister?", None), ("remember", None),
-])
+@pytest.mark.parametrize(
+    "text,fact",
+    [
+        ("Remember that my sister is called Ana", "my sister is called Ana."),
+        ("please remember: the router is in the attic.", "the router is in the attic."),
+        ("Do you remember my sister?", None),
+        ("remember", None),
+    ],
+)
 def test_explicit_facts(text, fact):
     assert explicit_fact(text) == fact
 
@@ -145,7 +209,9 @@ def test_upstream_names_are_checked():
     with pytest.raises(ValidationError):
         ProxySettings(UPSTREAMS='[{"name": "v1", "baseUrl": "http://x"}]')
     with pytest.raises(ValidationError):
-        ProxySettings(UPSTREAMS='[{"name": "a", "baseUrl": "http://x"}, {"name": "a", "baseUrl": "http://y"}]')
+        ProxySettings(
+            UPSTREAMS='[{"name": "a", "baseUrl": "http://x"}, {"name": "a", "baseUrl": "http://y"}]'
+        )
     with pytest.raises(ValidationError):
         ProxySettings(UPSTREAMS='[{"name": "a", "baseUrl": "ftp://x"}]')
     s = ProxySettings(UPSTREAMS='[{"name": "a", "baseUrl": "http://x/v1/"}]')
@@ -196,13 +262,36 @@ def test_a_new_conversation_is_retried_once():
     assert resolver.project("u", "new") == "Garden" and len(calls) == 2
 
 
-@pytest.mark.parametrize("env,turn,scope,boost", [
-    ({}, Turn("u", "c", "P"), Scope(bot="librechat", kind="fact", user="u"), "P"),
-    ({"MEMORY_RECALL_SCOPE": "project"}, Turn("u", "c", "P"), Scope(bot="librechat", kind="fact", user="u", project="P"), None),
-    ({"MEMORY_RECALL_SCOPE": "global"}, Turn("u", "c", "P"), Scope(bot="librechat", kind="fact", user="u"), None),
-    ({"MEMORY_SHARING": "project"}, Turn("u", "c", "P"), Scope(bot="librechat", kind="fact", project="P"), None),
-    ({"MEMORY_SHARING": "project"}, Turn("u", "c", None), Scope(bot="librechat", kind="fact", user="u"), None),
-])
+@pytest.mark.parametrize(
+    "env,turn,scope,boost",
+    [
+        ({}, Turn("u", "c", "P"), Scope(bot="librechat", kind="fact", user="u"), "P"),
+        (
+            {"MEMORY_RECALL_SCOPE": "project"},
+            Turn("u", "c", "P"),
+            Scope(bot="librechat", kind="fact", user="u", project="P"),
+            None,
+        ),
+        (
+            {"MEMORY_RECALL_SCOPE": "global"},
+            Turn("u", "c", "P"),
+            Scope(bot="librechat", kind="fact", user="u"),
+            None,
+        ),
+        (
+            {"MEMORY_SHARING": "project"},
+            Turn("u", "c", "P"),
+            Scope(bot="librechat", kind="fact", project="P"),
+            None,
+        ),
+        (
+            {"MEMORY_SHARING": "project"},
+            Turn("u", "c", None),
+            Scope(bot="librechat", kind="fact", user="u"),
+            None,
+        ),
+    ],
+)
 def test_recall_scope_follows_sharing_and_scope(env, turn, scope, boost):
     memory = ChatMemory(ProxySettings(**env), service=None, projects=ProjectResolver(None))
     assert memory.scope(turn) == (scope, boost)
@@ -210,7 +299,10 @@ def test_recall_scope_follows_sharing_and_scope(env, turn, scope, boost):
 
 def test_projectless_off_and_precedence(engine):
     memory = ChatMemory(ProxySettings(MEMORY_PROJECTLESS="off"), engine.service, ProjectResolver(None))
-    assert memory.enabled(Turn("u", "c", None)) == (False, "memory is off in chats outside a project (MEMORY_PROJECTLESS=off)")
+    assert memory.enabled(Turn("u", "c", None)) == (
+        False,
+        "memory is off in chats outside a project (MEMORY_PROJECTLESS=off)",
+    )
     memory = ChatMemory(ProxySettings(MEMORY_DEFAULT_ENABLED="false"), engine.service, ProjectResolver(None))
     turn = Turn("u", "c", None, authorized=True)
     assert memory.enabled(turn) == (False, "the server default")
@@ -226,7 +318,9 @@ def test_projectless_off_and_precedence(engine):
 def extraction_server(answers, seen):
     def handle(request):
         seen.append(json.loads(request.content))
-        return httpx.Response(200, json={"choices": [{"message": {"content": answers[min(len(seen), len(answers)) - 1]}}]})
+        return httpx.Response(
+            200, json={"choices": [{"message": {"content": answers[min(len(seen), len(answers)) - 1]}}]}
+        )
 
     return httpx.MockTransport(handle)
 
@@ -236,24 +330,44 @@ def job(text="My tea is sencha"):
 
 
 def test_extractor_stores_drops_secrets_caps_and_dedupes(engine):
-    settings = ProxySettings(EXTRACT_BASE_URL="http://extract/v1", EXTRACT_MODEL="small", MEMORY_MAX_PER_TURN="2")
+    settings = ProxySettings(
+        EXTRACT_BASE_URL="http://extract/v1", EXTRACT_MODEL="small", MEMORY_MAX_PER_TURN="2"
+    )
     seen = []
-    answer = json.dumps({"memories": ["The user's wifi password is hunter2.", "The user drinks sencha.", "The user likes hiking."]})
+    answer = json.dumps(
+        {
+            "memories": [
+                "The user's wifi password is hunter2.",
+                "The user drinks sencha.",
+                "The user likes hiking.",
+            ]
+        }
+    )
     extractor = Extractor(settings, engine.service, extraction_server([answer], seen))
     assert extractor.run(job()) == ["The user drinks sencha."]  # secret dropped; the cap counts it
     assert seen[0]["model"] == "small" and "long-term memory" in seen[0]["messages"][0]["content"]
-    again = Extractor(settings, engine.service, extraction_server([json.dumps({"memories": ["The user drinks sencha!"]})], []))
+    again = Extractor(
+        settings,
+        engine.service,
+        extraction_server([json.dumps({"memories": ["The user drinks sencha!"]})], []),
+    )
     assert again.run(job()) == []  # already known
 
 
 def test_extractor_retries_once_then_drops(engine, caplog):
     settings = ProxySettings(EXTRACT_BASE_URL="http://extract/v1", EXTRACT_MODEL="small")
     seen = []
-    extractor = Extractor(settings, engine.service, extraction_server(["I am not JSON", "Still not JSON"], seen))
+    extractor = Extractor(
+        settings, engine.service, extraction_server(["I am not JSON", "Still not JSON"], seen)
+    )
     assert extractor.run(job()) == [] and len(seen) == 2
     assert "not JSON even after a retry" in caplog.text
     seen2 = []
-    fixed = Extractor(settings, engine.service, extraction_server(["nope", '{"memories": ["The user drinks sencha."]}'], seen2))
+    fixed = Extractor(
+        settings,
+        engine.service,
+        extraction_server(["nope", '{"memories": ["The user drinks sencha."]}'], seen2),
+    )
     assert fixed.run(job()) == ["The user drinks sencha."] and len(seen2) == 2
 
 
@@ -261,11 +375,26 @@ def test_extractor_never_spends_a_callers_key(engine):
     settings = ProxySettings(UPSTREAMS='[{"name": "byo", "baseUrl": "http://up"}]')
     seen = []
     extractor = Extractor(settings, engine.service, extraction_server(['{"memories": ["x"]}'], seen))
-    assert extractor.run(ExtractJob(bot="librechat", user="u", conversation="c", upstream="byo", model="m", user_text="My x is y")) == []
+    assert (
+        extractor.run(
+            ExtractJob(
+                bot="librechat", user="u", conversation="c", upstream="byo", model="m", user_text="My x is y"
+            )
+        )
+        == []
+    )
     assert seen == []
 
 
 def test_explicit_mode_stores_only_what_was_asked(engine):
     extractor = Extractor(ProxySettings(), engine.service, httpx.MockTransport(lambda r: httpx.Response(500)))
-    stored = extractor.run(ExtractJob(bot="librechat", user="u", conversation="c", mode="explicit", user_text="Remember that the boiler was serviced in May"))
+    stored = extractor.run(
+        ExtractJob(
+            bot="librechat",
+            user="u",
+            conversation="c",
+            mode="explicit",
+            user_text="Remember that the boiler was serviced in May",
+        )
+    )
     assert stored == ["the boiler was serviced in May."]

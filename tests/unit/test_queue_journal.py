@@ -15,7 +15,9 @@ def _fresh_queues():
 
 
 def _bodies(sqs, url):
-    return sorted(m["Body"] for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []))
+    return sorted(
+        m["Body"] for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    )
 
 
 def test_sent_and_not_deleted_comes_back_after_a_restart(tmp_path):
@@ -23,14 +25,20 @@ def test_sent_and_not_deleted_comes_back_after_a_restart(tmp_path):
         sqs, urls, _ = _fresh_queues()
         client = JournaledSqs(sqs, QueueJournal(tmp_path / "journal.sqlite"))
         client.send_message(QueueUrl=urls["JobsQueue"], MessageBody="done")
-        client.send_message_batch(QueueUrl=urls["InteractiveQueue"],
-                                  Entries=[{"Id": "1", "MessageBody": "a"}, {"Id": "2", "MessageBody": "b"}])
+        client.send_message_batch(
+            QueueUrl=urls["InteractiveQueue"],
+            Entries=[{"Id": "1", "MessageBody": "a"}, {"Id": "2", "MessageBody": "b"}],
+        )
         got = client.receive_message(QueueUrl=urls["JobsQueue"])["Messages"]
         client.delete_message(QueueUrl=urls["JobsQueue"], ReceiptHandle=got[0]["ReceiptHandle"])
-        interactive = client.receive_message(QueueUrl=urls["InteractiveQueue"], MaxNumberOfMessages=10)["Messages"]
+        interactive = client.receive_message(QueueUrl=urls["InteractiveQueue"], MaxNumberOfMessages=10)[
+            "Messages"
+        ]
         first = [m for m in interactive if m["Body"] == "a"]
-        client.delete_message_batch(QueueUrl=urls["InteractiveQueue"],
-                                    Entries=[{"Id": "0", "ReceiptHandle": first[0]["ReceiptHandle"]}])
+        client.delete_message_batch(
+            QueueUrl=urls["InteractiveQueue"],
+            Entries=[{"Id": "0", "ReceiptHandle": first[0]["ReceiptHandle"]}],
+        )
         assert len(client.journal) == 1  # "b": received, never deleted (a crashed job)
     with mock_aws():  # the restart: moto's queues are empty again
         sqs, urls, by_name = _fresh_queues()

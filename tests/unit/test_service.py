@@ -173,28 +173,44 @@ def test_forget_leaves_nothing_behind_in_either_store(service, aws):
     for i, (server, project) in enumerate([("s1", None), ("s2", None), (None, "p1")]):
         service.add_fact("bot1", f"Alice fact {i} about chess.", user="alice", server=server, project=project)
     deleted = service.forget_user("bot1", "alice")
-    assert {k: deleted[k] for k in ("facts", "messages", "vectors")} == {"facts": 3, "messages": 0, "vectors": 3}
+    assert {k: deleted[k] for k in ("facts", "messages", "vectors")} == {
+        "facts": 3,
+        "messages": 0,
+        "vectors": 3,
+    }
     # DynamoDB: no record and no unique key of alice in bot1
     items = aws["dynamodb"].scan(TableName="t-memories")["Items"]
     assert all(not (i["bot"]["S"] == "bot1" and i.get("userId", {}).get("S") == "alice") for i in items)
     assert len(items) == 2
-    keys = [i for i in aws["dynamodb"].scan(TableName="t-state")["Items"] if i["pk"]["S"].startswith("unique#")]
+    keys = [
+        i for i in aws["dynamodb"].scan(TableName="t-state")["Items"] if i["pk"]["S"].startswith("unique#")
+    ]
     assert len(keys) == 2
     # Qdrant: nothing of alice in bot1; the others untouched
     assert service.index.count(Scope(bot="bot1", user="alice")) == 0
     assert service.index.count(Scope(bot="bot1", user="bob")) == 1
     assert [m.id for m in service.search("bot2", "chess")] == [other_bot.id]
     again = service.forget_user("bot1", "alice")
-    assert {k: again[k] for k in ("facts", "messages", "vectors", "contexts", "claims")} == \
-        {"facts": 0, "messages": 0, "vectors": 0, "contexts": 0, "claims": 0}
+    assert {k: again[k] for k in ("facts", "messages", "vectors", "contexts", "claims")} == {
+        "facts": 0,
+        "messages": 0,
+        "vectors": 0,
+        "contexts": 0,
+        "claims": 0,
+    }
 
 
 def test_forget_leaves_no_text_of_the_user_as_anyone_s_context(service, aws):
     from engram.service import ChatMessage
 
     service.add_fact("bot1", "Alice keeps bees on the roof.", user="alice", project="p1")
-    service.add_messages("bot1", [ChatMessage(source_id="m1", text="Alice's secret is the blue door.", user="alice", thread="t1")])
-    service.add_messages("bot1", [ChatMessage(source_id="m2", text="Bob says hello.", user="bob", thread="t2")])
+    service.add_messages(
+        "bot1",
+        [ChatMessage(source_id="m1", text="Alice's secret is the blue door.", user="alice", thread="t1")],
+    )
+    service.add_messages(
+        "bot1", [ChatMessage(source_id="m2", text="Bob says hello.", user="bob", thread="t2")]
+    )
     service.forget_user("bot1", "alice")
     state = json.dumps(aws["dynamodb"].scan(TableName="t-state")["Items"])
     assert "bees" not in state and "blue door" not in state and "Bob says hello." in state
@@ -204,8 +220,9 @@ def test_a_fact_carries_its_author_s_previous_fact_as_context_when_recent(servic
     first, _ = service.add_fact("bot1", "Caroline: I went to a support group yesterday.", user="caroline")
     second, _ = service.add_fact("bot1", "Caroline: It was really powerful.", user="caroline")
     other, _ = service.add_fact("bot1", "Melanie: That sounds great.", user="melanie")
-    later, _ = service.add_fact("bot1", "Caroline: Painting now.", user="caroline",
-                                created_at=second.created_at + 31 * 60_000)
+    later, _ = service.add_fact(
+        "bot1", "Caroline: Painting now.", user="caroline", created_at=second.created_at + 31 * 60_000
+    )
     contexts = {m.id: service.records.get("bot1", m.id).context for m in (first, second, other, later)}
     assert contexts == {first.id: None, second.id: first.text, other.id: None, later.id: None}
     # the context is part of what the index knows: "support group" finds the reply that follows it too
@@ -241,21 +258,37 @@ def test_concurrent_adds_of_the_same_text_make_one_memory(service):
 def test_messages_are_stored_once_by_source_id(service):
     from engram.service import ChatMessage
 
-    batch = [ChatMessage(source_id=f"d{i}", text=f"message number {i} about sailing", user="u1", server="g1") for i in range(3)]
+    batch = [
+        ChatMessage(source_id=f"d{i}", text=f"message number {i} about sailing", user="u1", server="g1")
+        for i in range(3)
+    ]
     memories, created = service.add_messages("bot1", batch)
     assert created == 3 and [m.source_id for m in memories] == ["d0", "d1", "d2"]
-    again, created_again = service.add_messages("bot1", batch + [ChatMessage(source_id="d3", text="fourth about sailing")])
+    again, created_again = service.add_messages(
+        "bot1", batch + [ChatMessage(source_id="d3", text="fourth about sailing")]
+    )
     assert created_again == 1
     assert [m.id for m in again[:3]] == [m.id for m in memories]
     assert len(service.list("bot1", kind="message")) == 4
     assert service.list("bot1") == []  # facts by default
-    assert {m.source_id for m in service.search("bot1", "sailing", kind="message")} == {"d0", "d1", "d2", "d3"}
+    assert {m.source_id for m in service.search("bot1", "sailing", kind="message")} == {
+        "d0",
+        "d1",
+        "d2",
+        "d3",
+    }
     gone = service.forget_user("bot1", "u1")
     assert (gone["facts"], gone["messages"], gone["vectors"]) == (0, 3, 3)
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"source_id": "", "text": "x"}, {"source_id": "a", "text": ""}, {"source_id": "a", "text": "x" * 16001}, {"source_id": "a", "text": "x", "user": "a b"}]
+    "kwargs",
+    [
+        {"source_id": "", "text": "x"},
+        {"source_id": "a", "text": ""},
+        {"source_id": "a", "text": "x" * 16001},
+        {"source_id": "a", "text": "x", "user": "a b"},
+    ],
 )
 def test_bad_messages_are_refused(kwargs):
     from engram.service import ChatMessage
@@ -277,7 +310,9 @@ def test_thread_context_comes_from_the_previous_message_even_across_batches(serv
     assert records["a1"].context is None
     assert records["a2"].context == "Did you paint anything lately?"
     assert records["x1"].context is None
-    later, _ = service.add_messages("bot1", [ChatMessage(source_id="a3", text="It took two weeks.", thread="c1", created_at=3000)])
+    later, _ = service.add_messages(
+        "bot1", [ChatMessage(source_id="a3", text="It took two weeks.", thread="c1", created_at=3000)]
+    )
     assert service.records.get("bot1", later[0].id).context == "Yes, a sunrise over the lake."
     # an older message arriving late does not move the thread's tail back
     service.add_messages("bot1", [ChatMessage(source_id="a0", text="Hi!", thread="c1", created_at=500)])
@@ -289,9 +324,7 @@ def test_thread_context_comes_from_the_previous_message_even_across_batches(serv
 
 
 def test_a_claim_left_by_a_crash_is_taken_over(service):
-    from engram.store import now_ms
-
-    from engram.store import fact_key
+    from engram.store import fact_key, now_ms
 
     key = fact_key(None, None, None, "Crash-proof fact.")
     StateItem("unique#bot1", key, memory_id=424242, value=now_ms() - 60_000).save()  # its record never landed
@@ -321,8 +354,15 @@ def test_two_builds_of_one_index_answer_in_one_order(tmp_path):
     from engram.words import WordVectorizer
 
     words = WordVectorizer()
-    points = [IndexPoint(i, {"bot": "b", "kind": "fact", "text": f"apple {i}"}, words.document(f"apple pie {i % 3}"),
-                         {"d": [1.0, (i % 4) / 4, 0.5]}) for i in range(1, 16)]
+    points = [
+        IndexPoint(
+            i,
+            {"bot": "b", "kind": "fact", "text": f"apple {i}"},
+            words.document(f"apple pie {i % 3}"),
+            {"d": [1.0, (i % 4) / 4, 0.5]},
+        )
+        for i in range(1, 16)
+    ]
     answers = []
     for name, order in (("forward", points), ("backward", points[::-1])):
         index = EdgeIndex(tmp_path / name)
@@ -330,10 +370,17 @@ def test_two_builds_of_one_index_answer_in_one_order(tmp_path):
         for p in order:
             index.upsert([p])
         scope = Scope(bot="b")
-        answers.append([
-            [h.id for h in index.search(scope, words.query("apple pie"), dense, 5, Fusion(k=2, words_weight=1.5))]
-            for dense in (None, ("d", [1.0, 0.2, 0.5]))
-        ])
+        answers.append(
+            [
+                [
+                    h.id
+                    for h in index.search(
+                        scope, words.query("apple pie"), dense, 5, Fusion(k=2, words_weight=1.5)
+                    )
+                ]
+                for dense in (None, ("d", [1.0, 0.2, 0.5]))
+            ]
+        )
         index.close()
     assert answers[0] == answers[1]
     words_only, hybrid = answers[0]

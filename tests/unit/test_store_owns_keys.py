@@ -10,8 +10,21 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "layers" / "engram" / "engram"
 FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
 # Every prefix `engram.store.keys` builds: a string starting with one of them outside the store is a key
-KEY_PREFIXES = ("unique#", "thread#", "discord#", "lcmem#", "consent#", "backfill#", "token#", "export#",
-                "forgotten#", "ctx#", "src#", "fact#", "chat#")
+KEY_PREFIXES = (
+    "unique#",
+    "thread#",
+    "discord#",
+    "lcmem#",
+    "consent#",
+    "backfill#",
+    "token#",
+    "export#",
+    "forgotten#",
+    "ctx#",
+    "src#",
+    "fact#",
+    "chat#",
+)
 
 
 def modules():
@@ -33,19 +46,35 @@ def test_nothing_outside_the_store_imports_pynamodb_or_the_table_models():
     for path, tree in modules():
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
-                offences += [f"{path.name}: import {a.name}" for a in node.names if a.name.split(".")[0] == "pynamodb"]
+                offences += [
+                    f"{path.name}: import {a.name}" for a in node.names if a.name.split(".")[0] == "pynamodb"
+                ]
             elif isinstance(node, ast.ImportFrom):
                 module = node.module or ""
-                if module.split(".")[0] == "pynamodb" or module.endswith("store.models") or module.endswith("records"):
+                if (
+                    module.split(".")[0] == "pynamodb"
+                    or module.endswith("store.models")
+                    or module.endswith("records")
+                ):
                     offences.append(f"{path.name}: from {module} import ...")
-                if any(a.name in ("StateItem", "MemoryRecord") for a in node.names) and module.endswith("models"):
+                if any(a.name in ("StateItem", "MemoryRecord") for a in node.names) and module.endswith(
+                    "models"
+                ):
                     offences.append(f"{path.name}: the table models")
             elif isinstance(node, ast.Name) and node.id == "StateItem":
                 offences.append(f"{path.name}:{node.lineno}: StateItem")
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "MemoryRecord":
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "MemoryRecord"
+            ):
                 offences.append(f"{path.name}:{node.lineno}: builds a MemoryRecord (use store.new_record)")
-            elif isinstance(node, ast.Attribute) and node.attr in ("by_user", "by_kind", "pending") \
-                    and isinstance(node.value, ast.Name) and node.value.id == "MemoryRecord":
+            elif (
+                isinstance(node, ast.Attribute)
+                and node.attr in ("by_user", "by_kind", "pending")
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "MemoryRecord"
+            ):
                 offences.append(f"{path.name}:{node.lineno}: queries a table index")
     assert offences == []
 
@@ -66,10 +95,38 @@ def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_pe
     words (counters, settings, bots, channel ids, seen interaction ids, the tombstone itself)."""
     from engram.store import keys
 
-    builders = {name for name, value in vars(keys).items() if callable(value) and not name.startswith("_")} - {"fold_digest"}
-    reached = {"bot_user", "bot_kind", "unique_pk", "fact_key", "source_key", "thread_pk", "fact_tail",
-               "carriers_pk", "carrier_sk", "consent", "backfill_run", "export_limit", "token", "tokens_prefix",
-               "cursors_pk", "chat_settings_pk", "chat_setting_sk", "conversation_of", "discord_pk"}
-    nobody = {"bot_registered", "channel_newest", "seen_interaction", "tombstone", "tombstone_bot", "content_intent", "unreadable_pk",
-              "recent_pk"}
+    builders = {
+        name for name, value in vars(keys).items() if callable(value) and not name.startswith("_")
+    } - {"fold_digest"}
+    reached = {
+        "bot_user",
+        "bot_kind",
+        "unique_pk",
+        "fact_key",
+        "source_key",
+        "thread_pk",
+        "fact_tail",
+        "carriers_pk",
+        "carrier_sk",
+        "consent",
+        "backfill_run",
+        "export_limit",
+        "token",
+        "tokens_prefix",
+        "cursors_pk",
+        "chat_settings_pk",
+        "chat_setting_sk",
+        "conversation_of",
+        "discord_pk",
+    }
+    nobody = {
+        "bot_registered",
+        "channel_newest",
+        "seen_interaction",
+        "tombstone",
+        "tombstone_bot",
+        "content_intent",
+        "unreadable_pk",
+        "recent_pk",
+    }
     assert builders == reached | nobody, builders ^ (reached | nobody)

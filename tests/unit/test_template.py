@@ -51,11 +51,15 @@ def test_the_layer_is_built_for_the_templates_runtime_and_architecture():
     globals_ = load_template()["Globals"]["Function"]
     makefile = (ROOT / "layers/engram/Makefile").read_text()
     version = globals_["Runtime"].removeprefix("python")
-    platform = {"x86_64": "manylinux2014_x86_64", "arm64": "manylinux2014_aarch64"}[globals_["Architectures"][0]]
+    platform = {"x86_64": "manylinux2014_x86_64", "arm64": "manylinux2014_aarch64"}[
+        globals_["Architectures"][0]
+    ]
     assert f"LAMBDA_PYTHON_VERSION := {version}\n" in makefile
     assert f"LAMBDA_PLATFORM := {platform}\n" in makefile
     assert "--only-binary=:all:" in makefile and "--python-version $(LAMBDA_PYTHON_VERSION)" in makefile
-    assert load_template()["Resources"]["EngramLayer"]["Properties"]["CompatibleRuntimes"] == [globals_["Runtime"]]
+    assert load_template()["Resources"]["EngramLayer"]["Properties"]["CompatibleRuntimes"] == [
+        globals_["Runtime"]
+    ]
 
 
 def _functions():
@@ -83,7 +87,9 @@ def test_only_the_functions_that_call_ollama_join_the_vpc():
 def test_the_interactions_function_reads_no_secret_and_queues_only_interactive_jobs():
     policies = _functions()["InteractionsFunction"]["Policies"]
     assert not [p for p in policies if "SSMParameterReadPolicy" in p]
-    sends = [p["SQSSendMessagePolicy"]["QueueName"]["GetAtt"] for p in policies if "SQSSendMessagePolicy" in p]
+    sends = [
+        p["SQSSendMessagePolicy"]["QueueName"]["GetAtt"] for p in policies if "SQSSendMessagePolicy" in p
+    ]
     assert sends == ["InteractiveQueue.QueueName"]
 
 
@@ -115,9 +121,15 @@ def test_the_layer_uses_no_dynamodb_feature_the_local_dynamodb_lacks():
     import re
     from pathlib import Path
 
-    banned = re.compile(r"TransactWrite|TransactGet|transact_write|transact_get|execute_statement|ExecuteStatement"
-                        r"|update_time_to_live|UpdateTimeToLive")
+    banned = re.compile(
+        r"TransactWrite|TransactGet|transact_write|transact_get|execute_statement|ExecuteStatement"
+        r"|update_time_to_live|UpdateTimeToLive"
+    )
     package = Path(__file__).resolve().parents[2] / "layers" / "engram" / "engram"
-    found = [f"{p.relative_to(package)}:{n}" for p in package.rglob("*.py")
-             for n, line in enumerate(p.read_text().splitlines(), 1) if banned.search(line)]
+    found = [
+        f"{p.relative_to(package)}:{n}"
+        for p in package.rglob("*.py")
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if banned.search(line)
+    ]
     assert found == []

@@ -3,8 +3,8 @@ a memory may go into an answer only if everyone who can see the answer's channel
 
 from __future__ import annotations
 
-from engram.discord.visibility import ADMINISTRATOR, READ, VIEW_CHANNEL, READ_MESSAGE_HISTORY, Guild, can_read, \
-    readable_by_everyone_who_sees as ok
+from engram.discord.visibility import ADMINISTRATOR, READ, READ_MESSAGE_HISTORY, VIEW_CHANNEL, Guild, can_read
+from engram.discord.visibility import readable_by_everyone_who_sees as ok
 
 G = "g1"
 STAFF, MUTED, MOD = "r-staff", "r-muted", "r-mod"
@@ -58,7 +58,9 @@ def test_a_member_an_overwrite_lets_in_must_read_the_memory_too():
     g = guild({"staff": PRIVATE, "ops": PRIVATE + [member("u7", allow=VIEW_CHANNEL)]}, members={"u7": []})
     assert not ok(g, "ops", "staff")  # u7 sees #ops through their own overwrite, not #staff
     assert ok(g, "staff", "ops")
-    g = guild({"staff": PRIVATE, "ops": PRIVATE + [member("u7", allow=VIEW_CHANNEL)]}, members={"u7": [STAFF]})
+    g = guild(
+        {"staff": PRIVATE, "ops": PRIVATE + [member("u7", allow=VIEW_CHANNEL)]}, members={"u7": [STAFF]}
+    )
     assert ok(g, "ops", "staff")  # ... unless they are staff anyway
 
 

@@ -15,11 +15,17 @@ def test_one_bad_message_fails_alone(service, aws):
     memory, _ = service.add_fact("bot1", "The owner drinks tea.")
     handler = load_function_handler("worker")
     messages = [
-        {"MessageId": "good", "ReceiptHandle": "r1", "Body": IndexJob(bot="bot1", ids=[memory.id]).model_dump_json()},
+        {
+            "MessageId": "good",
+            "ReceiptHandle": "r1",
+            "Body": IndexJob(bot="bot1", ids=[memory.id]).model_dump_json(),
+        },
         {"MessageId": "bad", "ReceiptHandle": "r2", "Body": json.dumps({"kind": "explode"})},
         {"MessageId": "sweep", "ReceiptHandle": "r3", "Body": SweepJob().model_dump_json()},
     ]
-    result = handler(sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:t-jobs", "us-east-1"), LambdaContext())
+    result = handler(
+        sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:t-jobs", "us-east-1"), LambdaContext()
+    )
     assert result == {"batchItemFailures": [{"itemIdentifier": "bad"}]}
 
 
@@ -50,14 +56,23 @@ class ContextWithLittleTimeLeft(LambdaContext):
 def test_a_job_started_too_close_to_the_timeout_goes_back_on_the_queue(service, aws):
     handler = load_function_handler("worker")
     messages = [{"MessageId": "late", "ReceiptHandle": "r1", "Body": SweepJob().model_dump_json()}]
-    result = handler(sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:t-jobs", "us-east-1"), ContextWithLittleTimeLeft())
-    assert result == {"batchItemFailures": []}  # not a failure: requeued at once, not after the visibility timeout
+    result = handler(
+        sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:t-jobs", "us-east-1"),
+        ContextWithLittleTimeLeft(),
+    )
+    assert result == {
+        "batchItemFailures": []
+    }  # not a failure: requeued at once, not after the visibility timeout
     again = aws["sqs"].receive_message(QueueUrl=aws["queue_url"], MaxNumberOfMessages=10)["Messages"]
     assert [json.loads(m["Body"]) for m in again] == [{"kind": "sweep"}]
 
 
 def test_a_batch_that_fails_whole_is_reported_not_raised(service, aws):
     handler = load_function_handler("worker")
-    messages = [{"MessageId": f"m{i}", "ReceiptHandle": f"r{i}", "Body": '{"kind": "explode"}'} for i in range(3)]
-    result = handler(sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:t-jobs", "us-east-1"), LambdaContext())
+    messages = [
+        {"MessageId": f"m{i}", "ReceiptHandle": f"r{i}", "Body": '{"kind": "explode"}'} for i in range(3)
+    ]
+    result = handler(
+        sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:t-jobs", "us-east-1"), LambdaContext()
+    )
     assert result == {"batchItemFailures": [{"itemIdentifier": f"m{i}"} for i in range(3)]}

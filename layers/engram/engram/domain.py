@@ -75,13 +75,19 @@ class ChatMessage:
         check_json(f"message {self.source_id!r} content", self.content)
         if not self.text.strip() and not self.content:
             raise InvalidInput(f"message {self.source_id} has no text and no content")
-        check_name("userId", self.user), check_name("serverId", self.server), check_name("project", self.project)
+        (
+            check_name("userId", self.user),
+            check_name("serverId", self.server),
+            check_name("project", self.project),
+        )
         check_name("threadId", self.thread)
         if self.saved_by not in ("bot", "owner", "user"):
             raise InvalidInput("savedBy must be bot, owner or user")
         if self.context is not None:
             if not isinstance(self.context, str) or len(self.context) > MAX_CONTEXT_CHARS:
-                raise InvalidInput(f"message {self.source_id!r} context must be at most {MAX_CONTEXT_CHARS} characters")
+                raise InvalidInput(
+                    f"message {self.source_id!r} context must be at most {MAX_CONTEXT_CHARS} characters"
+                )
             check_text(f"message {self.source_id!r} context", self.context)
 
 
@@ -104,16 +110,25 @@ class Memory:
     score: float | None = None
 
     @classmethod
-    def from_record(cls, r: MemoryRecord) -> "Memory":
+    def from_record(cls, r: MemoryRecord) -> Memory:
         """From a DynamoDB record."""
         return cls(
-            id=int(r.id), bot=r.bot, kind=r.kind, text=r.text, saved_by=r.saved_by,
-            created_at=int(r.created_at), updated_at=int(r.updated_at), user=r.user, server=r.server,
-            project=r.project, source_id=r.source_id, content=r.content,
+            id=int(r.id),
+            bot=r.bot,
+            kind=r.kind,
+            text=r.text,
+            saved_by=r.saved_by,
+            created_at=int(r.created_at),
+            updated_at=int(r.updated_at),
+            user=r.user,
+            server=r.server,
+            project=r.project,
+            source_id=r.source_id,
+            content=r.content,
         )
 
     @classmethod
-    def from_hit(cls, hit: Hit) -> "Memory":
+    def from_hit(cls, hit: Hit) -> Memory:
         """From a search hit's payload (no second round trip)."""
         fields = from_payload(hit.payload)
         fields.setdefault("saved_by", "owner")

@@ -53,14 +53,27 @@ class Providers:
         if chosen.embeddingProvider == "ollama":
             from .embedders.http import OllamaEmbedder
 
-            return OllamaEmbedder(self.settings.ollama_url, chosen.embeddingModel, self.settings.embed_timeout_s, transport=self.transport)
+            return OllamaEmbedder(
+                self.settings.ollama_url,
+                chosen.embeddingModel,
+                self.settings.embed_timeout_s,
+                transport=self.transport,
+            )
         if chosen.embeddingProvider not in self.upstreams:
-            raise InvalidInput(f"no provider named {chosen.embeddingProvider!r} (ollama, or an UPSTREAMS name: {', '.join(sorted(self.upstreams)) or 'none'})")
+            raise InvalidInput(
+                f"no provider named {chosen.embeddingProvider!r} (ollama, or an UPSTREAMS name: {', '.join(sorted(self.upstreams)) or 'none'})"
+            )
         from .embedders.http import OpenAIEmbedder
 
         base, key = self.upstreams[chosen.embeddingProvider]
-        return OpenAIEmbedder(base, chosen.embeddingModel, api_key=key, timeout_s=self.settings.embed_timeout_s,
-                              transport=self.transport, provider=chosen.embeddingProvider)
+        return OpenAIEmbedder(
+            base,
+            chosen.embeddingModel,
+            api_key=key,
+            timeout_s=self.settings.embed_timeout_s,
+            transport=self.transport,
+            provider=chosen.embeddingProvider,
+        )
 
 
 def _explain(exc: EmbedderUnavailable, chosen: EmbeddingSettings) -> str:
@@ -76,9 +89,22 @@ def _explain(exc: EmbedderUnavailable, chosen: EmbeddingSettings) -> str:
 class EmbeddingManager:
     """The current embedder for every process, cached for 30 s; changes re-embed in the background."""
 
-    def __init__(self, service: MemoryService, queue: JobQueue, providers: Providers, defaults: EmbeddingSettings,
-                 ttl_s: float = 30.0, retry_delay_s: int = 60):
-        self.service, self.queue, self.providers, self.defaults, self.ttl_s = service, queue, providers, defaults, ttl_s
+    def __init__(
+        self,
+        service: MemoryService,
+        queue: JobQueue,
+        providers: Providers,
+        defaults: EmbeddingSettings,
+        ttl_s: float = 30.0,
+        retry_delay_s: int = 60,
+    ):
+        self.service, self.queue, self.providers, self.defaults, self.ttl_s = (
+            service,
+            queue,
+            providers,
+            defaults,
+            ttl_s,
+        )
         self.retry_delay_s = retry_delay_s
         self._loaded_at = 0.0
         self._current: EmbeddingSettings = defaults  # what the service's embedder was built from
@@ -117,9 +143,14 @@ class EmbeddingManager:
         try:
             chosen = EmbeddingSettings(**merged)
         except ValidationError as exc:
-            raise InvalidInput("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from exc
+            raise InvalidInput(
+                "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            ) from exc
         embedder = self.providers.build(chosen)
-        model_changes = vector_name(getattr(embedder, "provider", "off"), getattr(embedder, "model", "")) != self.service.dense_name
+        model_changes = (
+            vector_name(getattr(embedder, "provider", "off"), getattr(embedder, "model", ""))
+            != self.service.dense_name
+        )
         if not isinstance(embedder, NoEmbedder) and (model_changes or chosen.embedder != old.embedder):
             try:
                 vectors = embedder.embed(["engram embedding test"])
@@ -189,12 +220,18 @@ class EmbeddingManager:
                 self.queue.send(job, delay_s=self.retry_delay_s)
                 return
             if done < len(todo):
-                self.queue.send(job, delay_s=self.retry_delay_s)  # the embedder is down: wait for it, keep our place
+                self.queue.send(
+                    job, delay_s=self.retry_delay_s
+                )  # the embedder is down: wait for it, keep our place
                 return
         if len(page) < PAGE:
             self.queue.send(ReembedJob(vector=job.vector, phase=job.phase, bot_index=job.bot_index + 1))
         else:
-            self.queue.send(ReembedJob(vector=job.vector, phase=job.phase, bot_index=job.bot_index, after_id=int(page[-1].id)))
+            self.queue.send(
+                ReembedJob(
+                    vector=job.vector, phase=job.phase, bot_index=job.bot_index, after_id=int(page[-1].id)
+                )
+            )
 
     def _finish(self, vector: str) -> None:
         """Every record has been through: drop every other model's vectors (the records are untouched)."""
@@ -210,9 +247,13 @@ def defaults_from(settings: Settings) -> EmbeddingSettings:
     if settings.embedder == "off":
         return EmbeddingSettings(embedder="off")
     if settings.embedder == "ollama":
-        return EmbeddingSettings(embedder="remote", embeddingProvider="ollama", embeddingModel=settings.embedding_model)
+        return EmbeddingSettings(
+            embedder="remote", embeddingProvider="ollama", embeddingModel=settings.embedding_model
+        )
     if settings.embedder == "remote":
-        return EmbeddingSettings(embedder="remote", embeddingProvider="default", embeddingModel=settings.embedding_model)
+        return EmbeddingSettings(
+            embedder="remote", embeddingProvider="default", embeddingModel=settings.embedding_model
+        )
     return EmbeddingSettings(embedder="local")
 
 

@@ -25,8 +25,8 @@ class Engine:
     settings: Settings
     service: MemoryService
     queue: JobQueue
-    embedding: "EmbeddingManager | None" = None
-    keeper: "IndexKeeper | None" = None
+    embedding: EmbeddingManager | None = None
+    keeper: IndexKeeper | None = None
 
     def refresh(self) -> None:
         """Pick up embedder settings another process changed (a DynamoDB read at most every 30 s)."""
@@ -60,7 +60,9 @@ def _secret(settings: Settings) -> Settings:
     return settings
 
 
-def build_engine(settings: Settings, index: VectorIndex | None = None, embedder=None, sqs_client=None) -> Engine:
+def build_engine(
+    settings: Settings, index: VectorIndex | None = None, embedder=None, sqs_client=None
+) -> Engine:
     """Build an engine; tests pass their own index, embedder or SQS client."""
     settings = _secret(settings)
     queue = build_queue(settings, sqs_client)
@@ -82,7 +84,13 @@ def build_engine(settings: Settings, index: VectorIndex | None = None, embedder=
     manager = EmbeddingManager(service, queue, providers_from(settings, upstreams), defaults_from(settings))
     from .indexing import IndexKeeper
 
-    return Engine(settings=settings, service=service, queue=queue, embedding=manager, keeper=IndexKeeper(service.indexer))
+    return Engine(
+        settings=settings,
+        service=service,
+        queue=queue,
+        embedding=manager,
+        keeper=IndexKeeper(service.indexer),
+    )
 
 
 _engine: ProcessSingleton[Engine] = ProcessSingleton(lambda: build_engine(get_settings()))

@@ -41,5 +41,11 @@ def forget_user(service, bot: str, user: str) -> dict:
         except Exception:  # a cache that cannot be cleared must not undo a forget; tombstones cover it
             log.exception("a forget hook failed")
     facts = sum(1 for r in records if r.kind == "fact")
-    return {"facts": facts, "messages": len(records) - facts, "vectors": vectors, "contexts": contexts,
-            "claims": len(claims), "state": state}
+    return {
+        "facts": facts,
+        "messages": len(records) - facts,
+        "vectors": vectors,
+        "contexts": contexts,
+        "claims": len(claims),
+        "state": state,
+    }

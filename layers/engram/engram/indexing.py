@@ -8,9 +8,9 @@ from __future__ import annotations
 import logging
 import math
 import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 from .embedders import Embedder, NoEmbedder, vector_name
 from .errors import EmbedderUnavailable, IndexUnavailable, Unavailable
@@ -45,9 +45,17 @@ class Indexer:
     """Writes points for records and marks them indexed; a record stays pending (and a job or the sweep
     finishes it) whenever the index, or the embedder, cannot be had right now."""
 
-    def __init__(self, records: RecordStore, index: VectorIndex, embedder: Embedder | NoEmbedder,
-                 queue: JobQueue, words: WordVectorizer, message_vector_chars: int = 8000,
-                 retrieval: Retrieval = DEFAULT, state: StateStore | None = None):
+    def __init__(
+        self,
+        records: RecordStore,
+        index: VectorIndex,
+        embedder: Embedder | NoEmbedder,
+        queue: JobQueue,
+        words: WordVectorizer,
+        message_vector_chars: int = 8000,
+        retrieval: Retrieval = DEFAULT,
+        state: StateStore | None = None,
+    ):
         self.records = records
         self.state = state or StateStore()
         self.retrieval = retrieval
@@ -120,15 +128,19 @@ class Indexer:
             if text
         }
 
-    def embed_ahead(self, records: list[MemoryRecord]) -> "Future[dict[int, list[float]]] | None":
+    def embed_ahead(self, records: list[MemoryRecord]) -> Future[dict[int, list[float]]] | None:
         """Start the records' dense vectors now, in the background (a write embeds while DynamoDB stores
         the records); None when vectors are off or the model is still loading."""
         if self.dense_name is None or not is_warm(self.embedder) or not records:
             return None
         return self._ahead.submit(self.dense_vectors, records)
 
-    def index_records(self, records: list[MemoryRecord], wait: bool = True,
-                      ahead: "Future[dict[int, list[float]]] | None" = None) -> int:
+    def index_records(
+        self,
+        records: list[MemoryRecord],
+        wait: bool = True,
+        ahead: Future[dict[int, list[float]]] | None = None,
+    ) -> int:
         """Write the points of records (words always, meaning when the embedder answers; without
         `wait`, only if it is warm; `ahead`: vectors already being made); returns how many are complete.
         Records left incomplete stay pending."""
@@ -142,7 +154,9 @@ class Indexer:
                 id=int(r.id),
                 payload=payload(r),
                 words=self.words.document(
-                    r.text, context=r.context, date=date_words(int(r.created_at)) if self.retrieval.date_terms else None,
+                    r.text,
+                    context=r.context,
+                    date=date_words(int(r.created_at)) if self.retrieval.date_terms else None,
                 ),
                 dense={name: dense_by_id[int(r.id)]} if int(r.id) in dense_by_id else {},
             )
@@ -180,8 +194,9 @@ class Indexer:
             self.records.delete(left)
         return [r for r in records if not (r.user in gone and gone[r.user] >= int(r.created_at))]
 
-    def index_or_defer(self, bot: str, records: list[MemoryRecord],
-                       ahead: "Future[dict[int, list[float]]] | None" = None) -> None:
+    def index_or_defer(
+        self, bot: str, records: list[MemoryRecord], ahead: Future[dict[int, list[float]]] | None = None
+    ) -> None:
         """A write's points, without ever waiting for a model to load: words now, and a job for the
         meaning if the embedder is still cold. If the index is down the records stay pending and a job
         retries them (the sweep finds them even if the queue is down too)."""
@@ -210,7 +225,11 @@ class Indexer:
         indexed = [r for r in records if not r.pending_bot]
         done = (self.index_records(pending) if pending else 0) + len(waiting) - len(pending)
         name = self.dense_name
-        have = self.index.with_dense(name, [int(r.id) for r in indexed]) if indexed and self.dense_exists(name) else set()
+        have = (
+            self.index.with_dense(name, [int(r.id) for r in indexed])
+            if indexed and self.dense_exists(name)
+            else set()
+        )
         todo = [r for r in indexed if int(r.id) not in have and self.vector_text(r)]
         done += len(indexed) - len(todo)
         chunks = [todo[i : i + PIPELINE_CHUNK] for i in range(0, len(todo), PIPELINE_CHUNK)]
@@ -293,8 +312,9 @@ class IndexKeeper:
 
     def _reindex(self, records: list[MemoryRecord]) -> None:
         """Write these records' points again; pending first, so if the embedder is down the sweep finishes."""
-        records = [r for r in self.indexer.unforgotten(records)
-                   if self.indexer.records.mark_pending(r)]  # deleted meanwhile: left alone
+        records = [
+            r for r in self.indexer.unforgotten(records) if self.indexer.records.mark_pending(r)
+        ]  # deleted meanwhile: left alone
         if records:
             self.indexer.index_records(records)
         self.progress.reindexed += len(records)

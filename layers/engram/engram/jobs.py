@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Literal, Protocol, Union
+from typing import Annotated, Literal, Protocol
 
 from pydantic import BaseModel, Field, TypeAdapter
 
@@ -101,8 +101,10 @@ class IndexMaintenanceJob(BaseModel):
     bot: str | None = None
 
 
-Job = Annotated[Union[IndexJob, SweepJob, ExtractJob, DiscordJob, BackfillJob, ReembedJob, IndexMaintenanceJob],
-                Field(discriminator="kind")]
+Job = Annotated[
+    IndexJob | SweepJob | ExtractJob | DiscordJob | BackfillJob | ReembedJob | IndexMaintenanceJob,
+    Field(discriminator="kind"),
+]
 _JOB = TypeAdapter(Job)
 
 

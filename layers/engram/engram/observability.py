@@ -8,7 +8,7 @@ import contextlib
 import logging
 import os
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
@@ -47,8 +47,9 @@ def instrumented(handler: Callable) -> Callable:
     wrapped = metrics.log_metrics(handler, capture_cold_start_metric=True) if METRICS_ON else handler
     # No bodies in traces: a handler's response (a list, an export) and an error's text can carry memory
     # text, which a forget could not reach inside X-Ray
-    return logger.inject_lambda_context(tracer().capture_lambda_handler(wrapped, capture_response=False,
-                                                                       capture_error=False))
+    return logger.inject_lambda_context(
+        tracer().capture_lambda_handler(wrapped, capture_response=False, capture_error=False)
+    )
 
 
 def record_ms(phase: str, ms: float) -> None:

@@ -6,8 +6,9 @@ stored), its vectors made by index jobs afterwards."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
-from typing import Any, Iterable, Iterator, Literal
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
@@ -62,7 +63,7 @@ class ImportLine(BaseModel):
 
 
 def _ms(value: datetime | None) -> int | None:
-    return int(value.astimezone(timezone.utc).timestamp() * 1000) if value else None
+    return int(value.astimezone(UTC).timestamp() * 1000) if value else None
 
 
 def _error(exc: Exception) -> str:
@@ -96,8 +97,13 @@ def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict
             continue
         try:
             line = ImportLine.model_validate_json(raw)
-            for field, value in (("userId", line.userId), ("serverId", line.serverId), ("project", line.project),
-                                 ("threadId", line.threadId), ("contextUserId", line.contextUserId)):
+            for field, value in (
+                ("userId", line.userId),
+                ("serverId", line.serverId),
+                ("project", line.project),
+                ("threadId", line.threadId),
+                ("contextUserId", line.contextUserId),
+            ):
                 check_name(field, value)
             # An export taken before a forget must not bring the forgotten back: what was written before its
             # user's forget is refused, and a context quoting someone forgotten since is left out
@@ -109,24 +115,44 @@ def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict
                 line.context, line.contextUserId = None, None
             if line.kind == "fact":
                 _, created = service.add_fact(
-                    bot, line.text, user=line.userId, server=line.serverId, project=line.project,
-                    saved_by=line.savedBy, created_at=_ms(line.createdAt), updated_at=_ms(line.updatedAt),
-                    defer_vectors=True, origin=written or None,
+                    bot,
+                    line.text,
+                    user=line.userId,
+                    server=line.serverId,
+                    project=line.project,
+                    saved_by=line.savedBy,
+                    created_at=_ms(line.createdAt),
+                    updated_at=_ms(line.updatedAt),
+                    defer_vectors=True,
+                    origin=written or None,
                 )
                 counts["facts"]["created" if created else "existing"] += 1
                 continue
             if not line.sourceMessageId:
                 raise ValueError("a message needs its sourceMessageId")
             message = ChatMessage(
-                source_id=line.sourceMessageId, text=line.text, user=line.userId, server=line.serverId,
-                project=line.project, created_at=_ms(line.createdAt), updated_at=_ms(line.updatedAt),
-                content=line.content, saved_by=line.savedBy, thread=line.threadId, context=line.context,
+                source_id=line.sourceMessageId,
+                text=line.text,
+                user=line.userId,
+                server=line.serverId,
+                project=line.project,
+                created_at=_ms(line.createdAt),
+                updated_at=_ms(line.updatedAt),
+                content=line.content,
+                saved_by=line.savedBy,
+                thread=line.threadId,
+                context=line.context,
                 context_author=line.contextUserId if line.context else None,
             )
             if message.source_id in seen:  # twice in one batch: the first stands
                 counts["messages"]["existing"] += 1
                 continue
-        except (ValidationError, InvalidInput, ValueError, Forgotten) as exc:  # Unavailable: the caller hears 503
+        except (
+            ValidationError,
+            InvalidInput,
+            ValueError,
+            Forgotten,
+        ) as exc:  # Unavailable: the caller hears 503
             errors.append({"line": number, "error": _error(exc)})
             continue
         seen.add(message.source_id)

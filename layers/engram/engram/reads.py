@@ -36,24 +36,48 @@ class MemoryReads:
         return Memory.from_record(record)
 
     def list(
-        self, bot: str, kind: str = "fact", limit: int | None = None, *, server=None, project=None, user=None,
+        self,
+        bot: str,
+        kind: str = "fact",
+        limit: int | None = None,
+        *,
+        server=None,
+        project=None,
+        user=None,
         before: int | None = None,
     ) -> list[Memory]:
         """Newest first; `before` (a memory id) pages on: only memories older than it."""
         bot, kind, limit = check_name("bot", bot), self._kind(kind), check_limit(limit)
-        rows = self.records.newest(bot, kind, limit, check_name("serverId", server),
-                                   check_name("project", project), check_name("userId", user), before)
+        rows = self.records.newest(
+            bot,
+            kind,
+            limit,
+            check_name("serverId", server),
+            check_name("project", project),
+            check_name("userId", user),
+            before,
+        )
         return [Memory.from_record(r) for r in rows]
 
     def search(
-        self, bot: str, query: str, kind: str = "fact", limit: int | None = None, *, server=None, project=None,
+        self,
+        bot: str,
+        query: str,
+        kind: str = "fact",
+        limit: int | None = None,
+        *,
+        server=None,
+        project=None,
         user=None,
     ) -> Found:
         """Best first, by words and (with vectors on) by meaning; words alone when the embedder is down
         or still loading."""
         scope = Scope(
-            bot=check_name("bot", bot), kind=self._kind(kind), server=check_name("serverId", server),
-            project=check_name("project", project), user=check_name("userId", user),
+            bot=check_name("bot", bot),
+            kind=self._kind(kind),
+            server=check_name("serverId", server),
+            project=check_name("project", project),
+            user=check_name("userId", user),
         )
         return self.recall(scope, query, check_limit(limit))
 
@@ -74,7 +98,9 @@ class MemoryReads:
             with timed("vector-query"):
                 settings = self.retrieval
                 moving = bool(settings.feedback_docs and settings.feedback_dense and dense)
-                hits = self.index.search(scope, words, dense, max(k, FEEDBACK_MIN_HITS), fusion, with_vector=moving)
+                hits = self.index.search(
+                    scope, words, dense, max(k, FEEDBACK_MIN_HITS), fusion, with_vector=moving
+                )
                 # Feedback needs a crowd: in a handful of memories the top three are most of the scope
                 if settings.feedback_docs and len(hits) >= FEEDBACK_MIN_HITS:
                     # Pseudo-relevance feedback: what the best hits agree on, asked again (no new embed)
@@ -104,7 +130,9 @@ class MemoryReads:
 
     def _words_fallback(self, scope: Scope, query: str, k: int) -> Found:
         q = self.words.query(query)
-        rows = self.records.newest(scope.bot, scope.kind or "fact", FALLBACK_SCAN, scope.server, scope.project, scope.user)
+        rows = self.records.newest(
+            scope.bot, scope.kind or "fact", FALLBACK_SCAN, scope.server, scope.project, scope.user
+        )
         scored = [(self.words.score(q, self.words.document(r.text)), r) for r in rows]
         scored = [(s, r) for s, r in scored if s > 0]
         scored.sort(key=lambda pair: (-pair[0], -int(pair[1].id)))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .vectors import Fusion, Hit
 from .words import SparseVector, term_index, terms
@@ -53,7 +53,9 @@ class Retrieval:
         words = self.words_weight
         if self.short_query_terms and query_terms <= self.short_query_terms:
             words *= self.short_query_words
-        return Fusion(k=self.fusion_k, words_weight=words, dense_weight=self.dense_weight, candidates=self.candidates)
+        return Fusion(
+            k=self.fusion_k, words_weight=words, dense_weight=self.dense_weight, candidates=self.candidates
+        )
 
 
 DEFAULT = Retrieval()
@@ -61,7 +63,7 @@ DEFAULT = Retrieval()
 
 def date_words(created_at_ms: int) -> str:
     """A memory's month and year as words ("may 2023"), for questions that name a time."""
-    when = datetime.fromtimestamp(created_at_ms / 1000, tz=timezone.utc)
+    when = datetime.fromtimestamp(created_at_ms / 1000, tz=UTC)
     return f"{when.strftime('%B').lower()} {when.year}"
 
 
@@ -76,7 +78,9 @@ def feedback_query(query: SparseVector, hits: list[Hit], settings: Retrieval) ->
     for hit in top:
         shared.update({term_index(t) for t in terms(str(hit.payload.get("text", "")))} - have)
     # A term one hit alone has says nothing about what the others agree on
-    chosen = sorted((i for i, n in shared.items() if n >= 2), key=lambda i: (-shared[i], i))[: settings.feedback_terms]
+    chosen = sorted((i for i, n in shared.items() if n >= 2), key=lambda i: (-shared[i], i))[
+        : settings.feedback_terms
+    ]
     if not chosen:
         return None
     weights = dict(zip(query.indices, query.values))

@@ -40,10 +40,15 @@ class MemoryService(MemoryWrites, MemoryReads):
         self.index = index
         self.queue = queue
         self.retrieval = retrieval
-        self.words = WordVectorizer(retrieval.k1, retrieval.b, context_weight=retrieval.words_context,
-                                    date_weight=retrieval.date_terms)
-        self.indexer = Indexer(records, index, embedder, queue, self.words, message_vector_chars, retrieval,
-                               state=self.state)
+        self.words = WordVectorizer(
+            retrieval.k1,
+            retrieval.b,
+            context_weight=retrieval.words_context,
+            date_weight=retrieval.date_terms,
+        )
+        self.indexer = Indexer(
+            records, index, embedder, queue, self.words, message_vector_chars, retrieval, state=self.state
+        )
 
     # The embedder and its state belong to the indexer; these read through for the front doors.
     @property

@@ -4,7 +4,7 @@ one table, so that adding a field is one edit here (and forget's reach is one li
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .text import format_memory_id
@@ -43,7 +43,7 @@ FIELDS = (
 
 def iso(ms: int) -> str:
     """Epoch milliseconds as ISO-8601 UTC with milliseconds (how the API writes times)."""
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _outward(field: Field, value: Any) -> Any:

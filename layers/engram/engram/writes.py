@@ -40,7 +40,11 @@ class MemoryWrites:
         """Add a fact; (memory, True) when new, (the memory already there, False) for the same text.
         `origin`: when the fact was asked for (a job's queue time); Forgotten if its user was forgotten since."""
         bot = check_name("bot", bot)
-        user, server, project = check_name("userId", user), check_name("serverId", server), check_name("project", project)
+        user, server, project = (
+            check_name("userId", user),
+            check_name("serverId", server),
+            check_name("project", project),
+        )
         text = clean_fact(text)
         origin = origin if origin is not None else now_ms()
         if user and self.refused(bot, {user}, origin):
@@ -56,8 +60,19 @@ class MemoryWrites:
         memory_id = self.records.next_id()
         context, author, source = self._fact_context(bot, tail, created)
         record = new_record(
-            bot, memory_id, "fact", text, user=user, saved_by=saved_by, created_at=created, updated_at=updated,
-            server=server, project=project, unique_key=key, context=context, context_author=author,
+            bot,
+            memory_id,
+            "fact",
+            text,
+            user=user,
+            saved_by=saved_by,
+            created_at=created,
+            updated_at=updated,
+            server=server,
+            project=project,
+            unique_key=key,
+            context=context,
+            context_author=author,
             context_source=source,
         )
         try:
@@ -73,9 +88,15 @@ class MemoryWrites:
         self._index(bot, [record], defer_vectors)
         return Memory.from_record(record), True
 
-    def add_messages(self, bot: str, messages: list["ChatMessage"], defer_vectors: bool = False,
-                     origin: int | None = None, stored_tails: bool = True,
-                     fresh_out: list[Memory] | None = None) -> tuple[list[Memory], int]:
+    def add_messages(
+        self,
+        bot: str,
+        messages: list[ChatMessage],
+        defer_vectors: bool = False,
+        origin: int | None = None,
+        stored_tails: bool = True,
+        fresh_out: list[Memory] | None = None,
+    ) -> tuple[list[Memory], int]:
         """Store chat messages in one batch, idempotent by source message id; returns every message's
         memory (new or already there, in input order) and how many were new. `defer_vectors`: points are
         written by an index job (an import), not before the answer. `origin`: when the batch was asked for
@@ -106,14 +127,28 @@ class MemoryWrites:
             self.records.register_bot(bot)
         stamp = now_ms()
         ids = self.records.next_ids(len(fresh)) if fresh else []
-        contexts = [(m.context, m.context_author, m.context_source) if m.context is not None else c
-                    for m, c in zip(fresh, self._thread_contexts(bot, fresh, ids, stamp, stored_tails))]
+        contexts = [
+            (m.context, m.context_author, m.context_source) if m.context is not None else c
+            for m, c in zip(fresh, self._thread_contexts(bot, fresh, ids, stamp, stored_tails))
+        ]
         records = [
             new_record(
-                bot, memory_id, "message", m.text, user=m.user, saved_by=m.saved_by,
-                created_at=m.created_at or stamp, updated_at=m.updated_at or stamp, content=m.content,
-                server=m.server, project=m.project, source_id=m.source_id, unique_key=source_key(m.source_id),
-                thread=m.thread, context=context or None, context_author=author if context else None,
+                bot,
+                memory_id,
+                "message",
+                m.text,
+                user=m.user,
+                saved_by=m.saved_by,
+                created_at=m.created_at or stamp,
+                updated_at=m.updated_at or stamp,
+                content=m.content,
+                server=m.server,
+                project=m.project,
+                source_id=m.source_id,
+                unique_key=source_key(m.source_id),
+                thread=m.thread,
+                context=context or None,
+                context_author=author if context else None,
                 context_source=source if context else None,
             )
             for m, memory_id, (context, author, source) in zip(fresh, ids, contexts)
@@ -157,7 +192,9 @@ class MemoryWrites:
         """After a batch is written: note whose words each context carries, move the thread tails on, and
         let a forget that landed meanwhile win (its user's records go, contexts quoting them are cleared)."""
         self.records.note_carriers(written)
-        gone = self.refused(bot, {r.user for r in written} | {r.context_author for r in written if r.context}, origin)
+        gone = self.refused(
+            bot, {r.user for r in written} | {r.context_author for r in written if r.context}, origin
+        )
         if gone:
             mine = [r for r in written if r.user in gone]
             self._undo(bot, mine)
@@ -176,7 +213,11 @@ class MemoryWrites:
             return
         self._delete_records(records)
         for r in records:
-            threads = [t for t in (r.thread, fact_tail(r.server, r.project, r.user) if r.kind == "fact" else None) if t]
+            threads = [
+                t
+                for t in (r.thread, fact_tail(r.server, r.project, r.user) if r.kind == "fact" else None)
+                if t
+            ]
             self.records.drop_thread_tails(bot, threads, memory_id=int(r.id))
 
     def _index(self, bot: str, records: list[MemoryRecord], defer: bool) -> None:
@@ -193,13 +234,20 @@ class MemoryWrites:
         except Exception:  # the records stay pending: the sweep queues them
             log.exception("could not queue index jobs for %d records", len(ids))
 
-    def _thread_contexts(self, bot: str, messages: list[ChatMessage], ids: list[int], stamp: int,
-                         stored_tails: bool = True) -> list[tuple[str | None, str | None, int | None]]:
+    def _thread_contexts(
+        self, bot: str, messages: list[ChatMessage], ids: list[int], stamp: int, stored_tails: bool = True
+    ) -> list[tuple[str | None, str | None, int | None]]:
         """Each message's conversation context — the text of the message before it in its thread (earlier
         in the batch by time, else the newest one stored) — with whose words it is and which record."""
         threads = [m.thread for m in messages if m.thread] if stored_tails else []
-        tails = {t: (d.get("text"), d.get("user"), d.get("id"))
-                 for t, d in self.records.thread_tails(bot, threads).items()} if threads else {}
+        tails = (
+            {
+                t: (d.get("text"), d.get("user"), d.get("id"))
+                for t, d in self.records.thread_tails(bot, threads).items()
+            }
+            if threads
+            else {}
+        )
         order = sorted(range(len(messages)), key=lambda i: (messages[i].created_at or stamp, i))
         contexts: list[tuple[str | None, str | None, int | None]] = [(None, None, None)] * len(messages)
         for i in order:
@@ -226,10 +274,16 @@ class MemoryWrites:
     def _advance_threads(self, bot: str, written: list[MemoryRecord]) -> None:
         newest: dict[str, MemoryRecord] = {}
         for r in written:
-            if r.thread and r.text.strip() and (r.thread not in newest or r.created_at >= newest[r.thread].created_at):
+            if (
+                r.thread
+                and r.text.strip()
+                and (r.thread not in newest or r.created_at >= newest[r.thread].created_at)
+            ):
                 newest[r.thread] = r
         for thread, r in newest.items():
-            self.records.advance_thread_tail(bot, thread, int(r.created_at), r.text[:MAX_CONTEXT_CHARS], r.user, int(r.id))
+            self.records.advance_thread_tail(
+                bot, thread, int(r.created_at), r.text[:MAX_CONTEXT_CHARS], r.user, int(r.id)
+            )
 
     def _wait_for(self, bot: str, memory_id: int, timeout_s: float = 3.0) -> Memory:
         """A memory another request is writing right now: wait briefly for it to land."""
@@ -315,8 +369,11 @@ class MemoryWrites:
         cleared = []
         for start in range(0, len(carrier_ids), 100):
             for carrier in self.records.batch_get(bot, carrier_ids[start : start + 100]).values():
-                if carrier.context and (author is None or carrier.context_author == author) \
-                        and self.records.clear_context(carrier):
+                if (
+                    carrier.context
+                    and (author is None or carrier.context_author == author)
+                    and self.records.clear_context(carrier)
+                ):
                     carrier.context = carrier.context_author = carrier.context_source = None
                     cleared.append(carrier)
         for start in range(0, len(cleared), 100):
@@ -324,7 +381,11 @@ class MemoryWrites:
         for who, ids in notes.items():
             self.records.drop_carriers(bot, who, ids)
         for r in records:
-            threads = [t for t in (r.thread, fact_tail(r.server, r.project, r.user) if r.kind == "fact" else None) if t]
+            threads = [
+                t
+                for t in (r.thread, fact_tail(r.server, r.project, r.user) if r.kind == "fact" else None)
+                if t
+            ]
             self.records.drop_thread_tails(bot, threads, user=author, memory_id=int(r.id))
         return len(cleared)
 

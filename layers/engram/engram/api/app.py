@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -47,7 +48,9 @@ class AdminKeyBeforeBody:
     """Memory API requests (/v1/...) without the admin key are refused before anything reads their body:
     FastAPI reads and parses a body before it runs a route's dependencies."""
 
-    def __init__(self, app, expected_key: Callable[[], str | None], reader_key: Callable[[str], bool] | None = None):
+    def __init__(
+        self, app, expected_key: Callable[[], str | None], reader_key: Callable[[str], bool] | None = None
+    ):
         self.app = app
         self.expected_key = expected_key
         # A GET has no body to protect: a reader's key (the proxy key) goes on to the route, which decides.
@@ -61,8 +64,16 @@ class AdminKeyBeforeBody:
             except EngramError as exc:
                 await error_response(exc.status, exc.code, exc.message)(scope, receive, send)
                 return
-            reading = scope["method"] in ("GET", "HEAD") and self.reader_key is not None and scheme.lower() == "bearer"
-            if reading and not key_matches(token, expected) and await run_in_threadpool(self.reader_key, token):
+            reading = (
+                scope["method"] in ("GET", "HEAD")
+                and self.reader_key is not None
+                and scheme.lower() == "bearer"
+            )
+            if (
+                reading
+                and not key_matches(token, expected)
+                and await run_in_threadpool(self.reader_key, token)
+            ):
                 await self.app(scope, receive, send)
                 return
             if scheme.lower() != "bearer" or not key_matches(token, expected):
@@ -74,7 +85,11 @@ class AdminKeyBeforeBody:
 def too_large(scope) -> str:
     """The 413 message, naming the limit of the route (in the scope while the limit is in force)."""
     limit = scope.get(MAX_BODY_SIZE_SCOPE_KEY)
-    return f"the request body is larger than the {limit:,} bytes this route accepts" if limit else "the request body is too large"
+    return (
+        f"the request body is larger than the {limit:,} bytes this route accepts"
+        if limit
+        else "the request body is too large"
+    )
 
 
 class JsonTooLarge:
@@ -92,12 +107,23 @@ class JsonTooLarge:
 
         async def send_json(message):
             nonlocal replacing
-            if message["type"] == "http.response.start" and message["status"] == 413 and \
-                    dict(message.get("headers") or []).get(b"content-type", b"").startswith(b"text/plain"):
+            if (
+                message["type"] == "http.response.start"
+                and message["status"] == 413
+                and dict(message.get("headers") or []).get(b"content-type", b"").startswith(b"text/plain")
+            ):
                 replacing = True
                 body = json.dumps({"error": {"code": "too_large", "message": too_large(scope)}}).encode()
-                await send({"type": "http.response.start", "status": 413,
-                            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 413,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
                 await send({"type": "http.response.body", "body": body})
                 return
             if replacing:  # the plain-text body that followed: already answered
@@ -127,7 +153,11 @@ def _describe(exc: RequestValidationError) -> str:
     for err in exc.errors():
         where = ".".join(str(x) for x in err.get("loc", ()) if x not in ("body",)) or "body"
         pattern = (err.get("ctx") or {}).get("pattern")
-        message = f"must be {PATTERNS_IN_WORDS[pattern]}" if pattern in PATTERNS_IN_WORDS else err.get("msg", "invalid")
+        message = (
+            f"must be {PATTERNS_IN_WORDS[pattern]}"
+            if pattern in PATTERNS_IN_WORDS
+            else err.get("msg", "invalid")
+        )
         parts.append(f"{where}: {message}")
     return "; ".join(parts)
 
@@ -139,13 +169,22 @@ def _openapi(app: FastAPI) -> Callable[[], dict]:
     def build() -> dict:
         if app.openapi_schema:
             return app.openapi_schema
-        doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        doc = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
         for operations in doc.get("paths", {}).values():
             for operation in operations.values():
                 responses = operation.get("responses", {})
                 if responses.pop("422", None) is not None:
-                    responses.setdefault("400", {"description": "Bad input", "content": {"application/json": {
-                        "schema": {"$ref": "#/components/schemas/ErrorResponse"}}}})
+                    responses.setdefault(
+                        "400",
+                        {
+                            "description": "Bad input",
+                            "content": {
+                                "application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}
+                            },
+                        },
+                    )
         for unused in ("HTTPValidationError", "ValidationError"):
             doc.get("components", {}).get("schemas", {}).pop(unused, None)
         app.openapi_schema = doc
@@ -154,8 +193,11 @@ def _openapi(app: FastAPI) -> Callable[[], dict]:
     return build
 
 
-def create_app(engine_factory: Callable[[], Engine] = get_engine, proxy_factory: Callable | None = None,
-               discord_settings_factory: Callable | None = None) -> FastAPI:
+def create_app(
+    engine_factory: Callable[[], Engine] = get_engine,
+    proxy_factory: Callable | None = None,
+    discord_settings_factory: Callable | None = None,
+) -> FastAPI:
     """The Memory API app, with the LibreChat proxy and MCP endpoint mounted when `proxy_factory` is
     given; factories are looked up per request so tests and the local stack can wire them."""
     docs = api_docs_enabled()
@@ -174,8 +216,11 @@ def create_app(engine_factory: Callable[[], Engine] = get_engine, proxy_factory:
     app.state.proxy_factory = proxy_factory
     app.state.discord_settings_factory = discord_settings_factory
     app.openapi = _openapi(app)
-    app.add_middleware(AdminKeyBeforeBody, expected_key=lambda: engine_factory().api_key(),
-                       reader_key=(lambda token: proxy_factory().key_matches(token)) if proxy_factory else None)
+    app.add_middleware(
+        AdminKeyBeforeBody,
+        expected_key=lambda: engine_factory().api_key(),
+        reader_key=(lambda token: proxy_factory().key_matches(token)) if proxy_factory else None,
+    )
     app.add_middleware(JsonTooLarge)
 
     @app.exception_handler(EngramError)

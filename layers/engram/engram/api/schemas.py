@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timezone
+from datetime import UTC
 from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
@@ -45,8 +45,11 @@ class MemoryList(BaseModel):
     """Newest first, or best first when a query was given."""
 
     memories: list[MemoryOut]
-    meaning: bool | None = Field(None, description="Searches only: whether meaning took part. False: words alone "
-                                 "answered (vectors off, the embedder down, or its model still loading).")
+    meaning: bool | None = Field(
+        None,
+        description="Searches only: whether meaning took part. False: words alone "
+        "answered (vectors off, the embedder down, or its model still loading).",
+    )
 
 
 class NewMemory(BaseModel):
@@ -76,10 +79,14 @@ class MessageIn(BaseModel):
     userId: str | None = Field(default=None, pattern=NAME)
     serverId: str | None = Field(default=None, pattern=NAME)
     project: str | None = Field(default=None, pattern=NAME)
-    createdAt: AwareDatetime | None = Field(default=None, description=f"Between {EARLIEST_YEAR} and {LATEST_YEAR} (UTC).")
+    createdAt: AwareDatetime | None = Field(
+        default=None, description=f"Between {EARLIEST_YEAR} and {LATEST_YEAR} (UTC)."
+    )
     content: dict[str, Any] | None = None
     savedBy: Literal["bot", "owner", "user"] = "user"
-    threadId: str | None = Field(default=None, pattern=NAME, description="The conversation (channel, chat) it belongs to.")
+    threadId: str | None = Field(
+        default=None, pattern=NAME, description="The conversation (channel, chat) it belongs to."
+    )
 
     @field_validator("createdAt")
     @classmethod
@@ -87,7 +94,7 @@ class MessageIn(BaseModel):
         if value is None:
             return value
         try:
-            utc = value.astimezone(timezone.utc)
+            utc = value.astimezone(UTC)
         except (OverflowError, ValueError):
             raise ValueError(f"createdAt must be between {EARLIEST_YEAR} and {LATEST_YEAR} (UTC)")
         if not EARLIEST_YEAR <= utc.year <= LATEST_YEAR:

@@ -9,7 +9,7 @@ import logging
 import re
 import socket
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import httpcore
 import httpx
@@ -48,20 +48,38 @@ class GuardedBackend(SyncBackend):
         addresses = [info[4][0] for info in infos]
         safe = [a for a in addresses if _allowed(a, self.allow)]
         if not safe or len(safe) != len(addresses):
-            raise UnsafeURL(f"{host} resolves to an address engram does not fetch from ({', '.join(sorted(set(addresses)))})")
+            raise UnsafeURL(
+                f"{host} resolves to an address engram does not fetch from ({', '.join(sorted(set(addresses)))})"
+            )
         return super().connect_tcp(safe[0], port, timeout, local_address, socket_options)
 
 
 class SafeFetcher:
     """GET http(s) URLs with size, time and redirect limits; every hop goes through the guarded backend."""
 
-    def __init__(self, max_bytes: int = 2_000_000, timeout_s: float = 5.0, max_redirects: int = 3,
-                 resolve: Callable = socket.getaddrinfo, allow: list[str] | None = None, total_s: float = 10.0):
-        self.max_bytes, self.max_redirects, self.total_s, self.timeout_s = max_bytes, max_redirects, total_s, timeout_s
+    def __init__(
+        self,
+        max_bytes: int = 2_000_000,
+        timeout_s: float = 5.0,
+        max_redirects: int = 3,
+        resolve: Callable = socket.getaddrinfo,
+        allow: list[str] | None = None,
+        total_s: float = 10.0,
+    ):
+        self.max_bytes, self.max_redirects, self.total_s, self.timeout_s = (
+            max_bytes,
+            max_redirects,
+            total_s,
+            timeout_s,
+        )
         transport = httpx.HTTPTransport(retries=0)
         transport._pool._network_backend = GuardedBackend(resolve, allow)  # httpx has no public hook for it
-        self._client = httpx.Client(transport=transport, timeout=timeout_s, follow_redirects=False,
-                                    headers={"User-Agent": "engram/1.0 (+link preview)"})
+        self._client = httpx.Client(
+            transport=transport,
+            timeout=timeout_s,
+            follow_redirects=False,
+            headers={"User-Agent": "engram/1.0 (+link preview)"},
+        )
 
     def fetch(self, url: str) -> tuple[str, str, bytes]:
         """(final URL, content type, body up to max_bytes); raises UnsafeURL or httpx.HTTPError."""
@@ -71,7 +89,9 @@ class SafeFetcher:
         for _ in range(self.max_redirects + 1):
             if not re.match(r"^https?://", url, re.IGNORECASE):
                 raise UnsafeURL(f"only http(s) links are fetched, not {url[:40]!r}")
-            with self._client.stream("GET", url, timeout=min(self.timeout_s, self._left(deadline))) as response:
+            with self._client.stream(
+                "GET", url, timeout=min(self.timeout_s, self._left(deadline))
+            ) as response:
                 if response.is_redirect and "location" in response.headers:
                     url = str(response.url.join(response.headers["location"]))
                     continue
@@ -109,8 +129,15 @@ def readable_text(html: bytes, limit: int = 4000) -> tuple[str | None, str]:
 class Interpreter:
     """Turns a message's images and links into attachments (the vector still comes from the text)."""
 
-    def __init__(self, fetcher: SafeFetcher, ollama: httpx.Client | None, vision_model: str | None, max_links: int = 3):
-        self.fetcher, self.ollama, self.vision_model, self.max_links = fetcher, ollama, vision_model, max_links
+    def __init__(
+        self, fetcher: SafeFetcher, ollama: httpx.Client | None, vision_model: str | None, max_links: int = 3
+    ):
+        self.fetcher, self.ollama, self.vision_model, self.max_links = (
+            fetcher,
+            ollama,
+            vision_model,
+            max_links,
+        )
 
     def attachments(self, message: dict) -> list[dict]:
         """Described images (vision on) and fetched links; failures are recorded, never raised."""
@@ -130,8 +157,20 @@ class Interpreter:
             _, content_type, image = self.fetcher.fetch(url)
             if not content_type.startswith("image/"):
                 return None
-            r = self.ollama.post("/api/chat", json={"model": self.vision_model, "stream": False, "messages": [
-                {"role": "user", "content": "Describe this image in two or three sentences.", "images": [base64.b64encode(image).decode()]}]})
+            r = self.ollama.post(
+                "/api/chat",
+                json={
+                    "model": self.vision_model,
+                    "stream": False,
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": "Describe this image in two or three sentences.",
+                            "images": [base64.b64encode(image).decode()],
+                        }
+                    ],
+                },
+            )
             r.raise_for_status()
             return (r.json().get("message") or {}).get("content") or None
         except (UnsafeURL, httpx.HTTPError, ValueError) as exc:

@@ -32,8 +32,13 @@ class Backfill:
             return
         except DiscordError as exc:  # answered now, not after the queue's retries outlive the token
             log.warning("remember could not list the channels: %s", exc)
-            self.reply(job.token, job.issued_at, user, "I couldn't reach Discord to plan your backfill "
-                       f"(it answered {exc.status}), so you're not opted in yet. Try /memory remember again in a minute.")
+            self.reply(
+                job.token,
+                job.issued_at,
+                user,
+                "I couldn't reach Discord to plan your backfill "
+                f"(it answered {exc.status}), so you're not opted in yet. Try /memory remember again in a minute.",
+            )
             return
         if self.service.refused(self.bot, {user}, job.issued_at):
             log.info("dropping a remember asked for before the user was forgotten")
@@ -48,16 +53,35 @@ class Backfill:
             log.info("a remember undone: the user was forgotten while it ran")
             return
         if not channels:
-            self.reply(job.token, job.issued_at, user, "You're opted in. I can't read any channels yet, so there was nothing to backfill.")
+            self.reply(
+                job.token,
+                job.issued_at,
+                user,
+                "You're opted in. I can't read any channels yet, so there was nothing to backfill.",
+            )
             return
         for guild, channel in channels:
-            self.queue.send(BackfillJob(user=user, guild=guild, channel=channel, run=run, origin=consented_at,
-                                        last_message_id=self.last_message_ids.get(channel),
-                                        parent_id=self.thread_parents.get(channel)))
+            self.queue.send(
+                BackfillJob(
+                    user=user,
+                    guild=guild,
+                    channel=channel,
+                    run=run,
+                    origin=consented_at,
+                    last_message_id=self.last_message_ids.get(channel),
+                    parent_id=self.thread_parents.get(channel),
+                )
+            )
         warning = "" if intent is not False else " " + INTENT_OFF
-        unread = f" ({skipped} more I may not read are skipped; /memory status counts them)" if skipped else ""
-        self.reply(job.token, job.issued_at, user,
-                   f"You're opted in. Backfilling your history from {len(channels)} channels…{unread}{warning}")
+        unread = (
+            f" ({skipped} more I may not read are skipped; /memory status counts them)" if skipped else ""
+        )
+        self.reply(
+            job.token,
+            job.issued_at,
+            user,
+            f"You're opted in. Backfilling your history from {len(channels)} channels…{unread}{warning}",
+        )
 
     def check_content_intent(self) -> bool | None:
         """Ask Discord whether the app has the Message Content intent (its application flags), and note
@@ -113,13 +137,16 @@ class Backfill:
                     break
                 if not page and state.get("before") is None and job.last_message_id:
                     # 200 [] for a channel that has messages: Read Message History is missing
-                    self.unreadable_now(job.channel, "no Read Message History (an empty history of a channel with messages)")
+                    self.unreadable_now(
+                        job.channel, "no Read Message History (an empty history of a channel with messages)"
+                    )
                     state["done"] = True
                     break
                 if page:
                     self._remember_newest(job.channel, page[0]["id"])
-                stored += self.store_messages(job.guild, job.channel, page, {job.user}, origin=job.origin or 0,
-                                              backfill=True)
+                stored += self.store_messages(
+                    job.guild, job.channel, page, {job.user}, origin=job.origin or 0, backfill=True
+                )
                 if len(page) < 100:
                     state["done"] = True
                     break
@@ -141,8 +168,12 @@ class Backfill:
         if finished and run["left"] == 0:
             intent = self.state.content_intent(self.bot)
             warning = " " + INTENT_OFF if intent is not None and not intent["on"] else ""
-            self.reply(self._token(job.user, job.run), int(run.get("issuedAt") or 0), job.user,
-                       f"Backfill complete: {run['count']} messages stored.{warning}")
+            self.reply(
+                self._token(job.user, job.run),
+                int(run.get("issuedAt") or 0),
+                job.user,
+                f"Backfill complete: {run['count']} messages stored.{warning}",
+            )
 
     def _remember_newest(self, channel: str, message_id: str) -> None:
         """The newest message id seen per channel: where catch-up starts."""

@@ -33,13 +33,24 @@ class CatchUp:
         # stored lately whose window is due: an edit or a deletion moves no last_message_id
         seen = self.state.channels_seen(self.bot, [c for _, c in fresh])
         now = now_ms()
-        fresh = [(g, c) for g, c in fresh
-                 if self._moved(self.last_message_ids.get(c), (seen.get(c) or {}).get("newest"))
-                 or self._window_due(seen.get(c) or {}, now)]
+        fresh = [
+            (g, c)
+            for g, c in fresh
+            if self._moved(self.last_message_ids.get(c), (seen.get(c) or {}).get("newest"))
+            or self._window_due(seen.get(c) or {}, now)
+        ]
         for (guild, channel), recheck in [(c, False) for c in fresh] + [(c, True) for c in due]:
-            self.queue.send(DiscordJob(action="catchup", guild=guild, channel=channel, issued_at=job.issued_at,
-                                       recheck=recheck, last_message_id=self.last_message_ids.get(channel),
-                                       parent_id=self.thread_parents.get(channel)))
+            self.queue.send(
+                DiscordJob(
+                    action="catchup",
+                    guild=guild,
+                    channel=channel,
+                    issued_at=job.issued_at,
+                    recheck=recheck,
+                    last_message_id=self.last_message_ids.get(channel),
+                    parent_id=self.thread_parents.get(channel),
+                )
+            )
         return len(fresh) + len(due)
 
     @staticmethod
@@ -52,11 +63,17 @@ class CatchUp:
         """A quiet channel is re-read while it holds messages stored in the last WINDOW_DAYS, at most every
         `window_every_s`."""
         stored_at = int(seen.get("storedAt") or 0)
-        return stored_at > now - WINDOW_DAYS * 86_400_000 and \
-            int(seen.get("windowAt") or 0) <= now // 1000 - self.settings.window_every_s
+        return (
+            stored_at > now - WINDOW_DAYS * 86_400_000
+            and int(seen.get("windowAt") or 0) <= now // 1000 - self.settings.window_every_s
+        )
 
-    def catch_up(self, channels: list[tuple[str, str]] | None = None, recheck: bool = False,
-                 last_message_id: str | None = None) -> int:
+    def catch_up(
+        self,
+        channels: list[tuple[str, str]] | None = None,
+        recheck: bool = False,
+        last_message_id: str | None = None,
+    ) -> int:
         """Read each channel's newest page: store what consenting users wrote since the newest message seen,
         apply edits and deletions to what is stored from that window, and queue a bounded job for any older
         unread gap (never walked here: /ask calls this). Idempotent: messages are keyed by their Discord id.
@@ -78,18 +95,33 @@ class CatchUp:
                 self.state.readable_again(self.bot, channel)
             if not page:
                 if newest is None and last_message_id:
-                    self.unreadable_now(channel, "no Read Message History (an empty history of a channel with messages)")
+                    self.unreadable_now(
+                        channel, "no Read Message History (an empty history of a channel with messages)"
+                    )
                 continue  # an empty page never deletes: it is also what a lost permission looks like
             self.apply_window(guild, channel, page, whole=len(page) < PAGE)
             new = [m for m in page if newest is None or int(m["id"]) > int(newest)]
             stored += self.store_messages(guild, channel, new, users)
-            self.state.see_channel(self.bot, channel, newest=max(page, key=lambda m: int(m["id"]))["id"],
-                                   windowAt=now_ms() // 1000)
+            self.state.see_channel(
+                self.bot,
+                channel,
+                newest=max(page, key=lambda m: int(m["id"]))["id"],
+                windowAt=now_ms() // 1000,
+            )
             oldest = min(page, key=lambda m: int(m["id"]))["id"]
             if len(page) == PAGE and (newest is None or int(oldest) > int(newest)):
                 # older unread messages remain (a new channel, or a burst of more than a page): bounded jobs
-                self.queue.send(DiscordJob(action="catchup", guild=guild, channel=channel, before=oldest, until=newest,
-                                           issued_at=now_ms(), parent_id=self.thread_parents.get(channel)))
+                self.queue.send(
+                    DiscordJob(
+                        action="catchup",
+                        guild=guild,
+                        channel=channel,
+                        before=oldest,
+                        until=newest,
+                        issued_at=now_ms(),
+                        parent_id=self.thread_parents.get(channel),
+                    )
+                )
         return stored
 
     def catch_up_gap(self, job: DiscordJob) -> int:
@@ -103,8 +135,9 @@ class CatchUp:
             if page is None:
                 return stored
             older = [m for m in page if job.until is None or int(m["id"]) > int(job.until)]
-            stored += self.store_messages(job.guild, job.channel, older, users, origin=job.issued_at or None,
-                                          backfill=True)
+            stored += self.store_messages(
+                job.guild, job.channel, older, users, origin=job.issued_at or None, backfill=True
+            )
             if len(page) < PAGE or len(older) < len(page):
                 return stored  # the channel's first message, or the newest one read before: done
             before = min(page, key=lambda m: int(m["id"]))["id"]

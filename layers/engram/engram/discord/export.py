@@ -22,8 +22,10 @@ class Export:
         DM, at most once per EXPORT_EVERY_S and up to EXPORT_MAX_BYTES."""
         from ..portability import export_lines
 
-        limits = (f"Limits: one export every {EXPORT_EVERY_S // 60} minutes, files up to "
-                  f"{EXPORT_MAX_BYTES // 1_000_000} MB.")
+        limits = (
+            f"Limits: one export every {EXPORT_EVERY_S // 60} minutes, files up to "
+            f"{EXPORT_MAX_BYTES // 1_000_000} MB."
+        )
         now = now_ms()
         if not self.state.take_export_slot(self.bot, job.user, now, EXPORT_EVERY_S):
             self.reply(job.token, job.issued_at, job.user, f"You asked for an export a moment ago. {limits}")
@@ -34,8 +36,14 @@ class Export:
             header.append({"kind": "consent", **consent})
         run = self.state.backfill_run(self.bot, job.user)
         if run is not None:
-            header.append({"kind": "backfill", "value": run["left"], "channels": run.get("channels"),
-                           "issuedAt": run.get("issuedAt")})
+            header.append(
+                {
+                    "kind": "backfill",
+                    "value": run["left"],
+                    "channels": run.get("channels"),
+                    "issuedAt": run.get("issuedAt"),
+                }
+            )
         for entry in header:
             entry.pop("token", None)
         out, count = bytearray(), 0
@@ -45,18 +53,35 @@ class Export:
             out += line.encode()
             count += 1
             if len(out) > EXPORT_MAX_BYTES:
-                self.reply(job.token, job.issued_at, job.user,
-                           f"Everything stored about you is more than {EXPORT_MAX_BYTES // 1_000_000} MB, too big for a "
-                           f"Discord file; the bot's operator can export it for you (GET /v1/bots/{self.bot}/export?userId={job.user}). {limits}")
+                self.reply(
+                    job.token,
+                    job.issued_at,
+                    job.user,
+                    f"Everything stored about you is more than {EXPORT_MAX_BYTES // 1_000_000} MB, too big for a "
+                    f"Discord file; the bot's operator can export it for you (GET /v1/bots/{self.bot}/export?userId={job.user}). {limits}",
+                )
                 return
         try:
-            self.client.direct_file(job.user, f"Everything I store about you: {count} memories.",
-                                    f"engram-{job.user}.ndjson", bytes(out), "application/x-ndjson")
+            self.client.direct_file(
+                job.user,
+                f"Everything I store about you: {count} memories.",
+                f"engram-{job.user}.ndjson",
+                bytes(out),
+                "application/x-ndjson",
+            )
         except DiscordError as exc:  # closed DMs (50007) and the like: said now, and the slot given back
             self.state.release_export_slot(self.bot, job.user)
-            self.reply(job.token, job.issued_at, job.user,
-                       f"I couldn't send you a DM (Discord answered {exc.status}). Allow direct messages from this "
-                       "server's members (Privacy Settings), then ask again.")
+            self.reply(
+                job.token,
+                job.issued_at,
+                job.user,
+                f"I couldn't send you a DM (Discord answered {exc.status}). Allow direct messages from this "
+                "server's members (Privacy Settings), then ask again.",
+            )
             return
-        self.reply(job.token, job.issued_at, job.user,
-                   f"Sent you a DM with everything I store about you ({count} memories, {len(out) // 1024 + 1} KB). {limits}")
+        self.reply(
+            job.token,
+            job.issued_at,
+            job.user,
+            f"Sent you a DM with everything I store about you ({count} memories, {len(out) // 1024 + 1} KB). {limits}",
+        )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -45,7 +45,7 @@ class _Member(BaseModel):
 class _Option(BaseModel):
     name: str = Field(max_length=64)
     value: str | int | float | bool | None = None
-    options: list["_Option"] | None = None
+    options: list[_Option] | None = None
 
 
 class _Data(BaseModel):
@@ -68,14 +68,25 @@ class Interaction(BaseModel):
     data: _Data | None = None
 
 
-def handle_interaction(raw: bytes, headers: Mapping[str, str], settings: DiscordSettings,
-                       queue: Callable[[], JobQueue], status: Callable[[str], str],
-                       first_time: Callable[[str], bool] | None = None) -> tuple[int, dict]:
+def handle_interaction(
+    raw: bytes,
+    headers: Mapping[str, str],
+    settings: DiscordSettings,
+    queue: Callable[[], JobQueue],
+    status: Callable[[str], str],
+    first_time: Callable[[str], bool] | None = None,
+) -> tuple[int, dict]:
     """(HTTP status, JSON body) for one interaction request. `first_time(interaction id)` is False for
     an interaction already handled: a replay of a signed request is refused."""
     lower = {k.lower(): v for k, v in headers.items()}
-    if not verify_request(settings.public_key, lower.get("x-signature-ed25519"), lower.get("x-signature-timestamp"),
-                          raw, settings.max_signature_age_s, max_future_s=settings.max_signature_future_s):
+    if not verify_request(
+        settings.public_key,
+        lower.get("x-signature-ed25519"),
+        lower.get("x-signature-timestamp"),
+        raw,
+        settings.max_signature_age_s,
+        max_future_s=settings.max_signature_future_s,
+    ):
         return 401, {"error": "invalid request signature"}
     try:
         body = Interaction.model_validate_json(raw)
@@ -86,7 +97,7 @@ def handle_interaction(raw: bytes, headers: Mapping[str, str], settings: Discord
         return 200, {"type": PONG}
     if body.type != APPLICATION_COMMAND:
         return 400, {"error": f"unsupported interaction type {body.type}"}
-    user = (body.member.user if body.member and body.member.user else body.user)
+    user = body.member.user if body.member and body.member.user else body.user
     if user is None:
         return 400, {"error": "no user in the interaction"}
     if not body.id:
@@ -99,8 +110,14 @@ def handle_interaction(raw: bytes, headers: Mapping[str, str], settings: Discord
             return 503, {"error": "cannot take commands just now; try again"}
         if not fresh:
             return 401, {"error": "this interaction was already handled (a replayed request)"}
-    job = dict(user=user.id, guild=body.guild_id, channel=body.channel_id, token=body.token,
-               interaction_id=body.id, issued_at=int(time.time() * 1000))
+    job = dict(
+        user=user.id,
+        guild=body.guild_id,
+        channel=body.channel_id,
+        token=body.token,
+        interaction_id=body.id,
+        issued_at=int(time.time() * 1000),
+    )
     data = body.data or _Data()
     if data.type == MESSAGE_COMMAND and data.name == FORGET_THIS_MESSAGE:
         if not data.target_id:
@@ -160,7 +177,11 @@ def consent_status(settings: DiscordSettings) -> Callable[[str], str]:
         intent = state.content_intent(settings.bot)
         warning = f" {INTENT_OFF}" if intent is not None and not intent["on"] else ""
         unreadable = len(state.unreadable(settings.bot))
-        unread = f" Channels I may not read: {unreadable} (View Channel or Read Message History missing)." if unreadable else ""
+        unread = (
+            f" Channels I may not read: {unreadable} (View Channel or Read Message History missing)."
+            if unreadable
+            else ""
+        )
         return f"Long-term memory is on for you. {backfill} Memories stored: {stored}.{unread}{warning}"
 
     return status

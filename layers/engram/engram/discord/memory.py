@@ -25,12 +25,18 @@ EMPTY_PAGE_SIGN = 5  # this many messages of others, every one empty: the intent
 UNREADABLE_RETRY_S = 3600  # a channel Discord refused is tried again after an hour
 
 
-
 class DiscordMemory(Backfill, CatchUp, Window, Export, Ask):
     """Consent, backfill, catch-up, forget, status and /ask for one Discord application."""
 
-    def __init__(self, settings: DiscordSettings, service: MemoryService, queue: JobQueue, client: DiscordClient,
-                 ollama: httpx.Client | None = None, interpreter: Interpreter | None = None):
+    def __init__(
+        self,
+        settings: DiscordSettings,
+        service: MemoryService,
+        queue: JobQueue,
+        client: DiscordClient,
+        ollama: httpx.Client | None = None,
+        interpreter: Interpreter | None = None,
+    ):
         self.settings = settings
         self.service = service
         self.queue = queue
@@ -41,7 +47,8 @@ class DiscordMemory(Backfill, CatchUp, Window, Export, Ask):
         self.visibility = Visibility(client)
         self.ollama = ollama or httpx.Client(base_url=settings.ollama_url.rstrip("/"), timeout=120)
         self.interpreter = interpreter or Interpreter(
-            SafeFetcher(allow=sorted(settings.fetch_allow_networks)), self.ollama, settings.vision_model)
+            SafeFetcher(allow=sorted(settings.fetch_allow_networks)), self.ollama, settings.vision_model
+        )
 
     @property
     def bot(self) -> str:
@@ -95,7 +102,9 @@ class DiscordMemory(Backfill, CatchUp, Window, Export, Ask):
                 if job.before:
                     self.catch_up_gap(job)
                 else:
-                    self.catch_up([(job.guild, job.channel)], recheck=job.recheck, last_message_id=job.last_message_id)
+                    self.catch_up(
+                        [(job.guild, job.channel)], recheck=job.recheck, last_message_id=job.last_message_id
+                    )
             except RateLimited as limited:  # delay this channel's job on the queue; never sleep in Lambda
                 self.queue.send(job, delay_s=int(limited.retry_after) + 1)
         elif job.action == "catchup":
@@ -115,8 +124,9 @@ class DiscordMemory(Backfill, CatchUp, Window, Export, Ask):
             said = "Forgotten: I no longer remember that message."
         self.reply(job.token, job.issued_at, job.user, said)
 
-    def readable_channels(self, archived: bool = False, member: str | None = None,
-                          only: set[str] | None = None) -> list[tuple[str, str]]:
+    def readable_channels(
+        self, archived: bool = False, member: str | None = None, only: set[str] | None = None
+    ) -> list[tuple[str, str]]:
         """(guild, channel) of every channel the bot can read, except the disallowed ones (each channel's
         newest message id kept in `last_message_ids`); with `archived`, archived threads too (a backfill:
         a catch-up needs none, as a new message in a thread makes it active again); with `member`, only
@@ -173,8 +183,15 @@ class DiscordMemory(Backfill, CatchUp, Window, Export, Ask):
         log.info("channel %s cannot be read (%s): skipped for an hour", channel, reason)
         self.state.mark_unreadable(self.bot, channel, reason, now_ms() // 1000 + UNREADABLE_RETRY_S)
 
-    def store_messages(self, guild: str, channel: str, page: list[dict], users: set[str], origin: int | None = None,
-                       backfill: bool = False) -> int:
+    def store_messages(
+        self,
+        guild: str,
+        channel: str,
+        page: list[dict],
+        users: set[str],
+        origin: int | None = None,
+        backfill: bool = False,
+    ) -> int:
         """Store the messages of consenting users and the bot's replies to them; returns how many were new.
         Consent is read again right before the write, and the write itself refuses users forgotten since
         `origin` (when the job was queued): a forget between the fetch and the store wins. A backfill page
@@ -193,19 +210,32 @@ class DiscordMemory(Backfill, CatchUp, Window, Export, Ask):
             if owner is None:
                 continue
             text = (message.get("content") or "").strip()
-            images = [a for a in message.get("attachments", []) if (a.get("content_type") or "").startswith("image/")]
+            images = [
+                a
+                for a in message.get("attachments", [])
+                if (a.get("content_type") or "").startswith("image/")
+            ]
             if not text and not (images and self.settings.vision_model):
                 continue  # empty, or image-only without vision
-            batch.append(ChatMessage(
-                source_id=message["id"], text=text, user=owner, server=guild, thread=channel,
-                created_at=timestamp_ms(message.get("timestamp")), saved_by=saved_by,
-                content=self._content(guild, channel, message),
-            ))
+            batch.append(
+                ChatMessage(
+                    source_id=message["id"],
+                    text=text,
+                    user=owner,
+                    server=guild,
+                    thread=channel,
+                    created_at=timestamp_ms(message.get("timestamp")),
+                    saved_by=saved_by,
+                    content=self._content(guild, channel, message),
+                )
+            )
         if not batch:
             return 0
         origin = checked_at if origin is None else min(origin, checked_at)
         fresh = []
-        _, created = self.service.add_messages(self.bot, batch, origin=origin, stored_tails=not backfill, fresh_out=fresh)
+        _, created = self.service.add_messages(
+            self.bot, batch, origin=origin, stored_tails=not backfill, fresh_out=fresh
+        )
         by_id = {m["id"]: m for m in page}
         self.note_stored(channel, [(by_id[f.source_id], f.id) for f in fresh if f.source_id in by_id])
         return created
@@ -213,10 +243,15 @@ class DiscordMemory(Backfill, CatchUp, Window, Export, Ask):
     def _notice_missing_content(self, page: list[dict]) -> None:
         """A page of other people's messages that all came back empty (no text, attachments or embeds):
         the sign of a missing Message Content intent, noted for /memory status and the backfill's reply."""
-        others = [m for m in page if not (m.get("author") or {}).get("bot")
-                  and (m.get("author") or {}).get("id") != self.settings.application_id]
-        if len(others) >= EMPTY_PAGE_SIGN and not any(m.get("content") or m.get("attachments") or m.get("embeds")
-                                                     for m in others):
+        others = [
+            m
+            for m in page
+            if not (m.get("author") or {}).get("bot")
+            and (m.get("author") or {}).get("id") != self.settings.application_id
+        ]
+        if len(others) >= EMPTY_PAGE_SIGN and not any(
+            m.get("content") or m.get("attachments") or m.get("embeds") for m in others
+        ):
             self.state.note_content_intent(self.bot, False, "empty page", now_ms())
 
     def _owner(self, message: dict, users: set[str]) -> tuple[str | None, str]:
@@ -253,12 +288,18 @@ class DiscordMemory(Backfill, CatchUp, Window, Export, Ask):
         replied = message.get("referenced_message") or {}
         reference = message.get("message_reference") or {}
         if replied.get("id") or reference.get("message_id"):
-            content["replyTo"] = {"messageId": replied.get("id") or reference.get("message_id"),
-                                  "authorId": (replied.get("author") or {}).get("id")}
+            content["replyTo"] = {
+                "messageId": replied.get("id") or reference.get("message_id"),
+                "authorId": (replied.get("author") or {}).get("id"),
+            }
         return content
 
     def forget(self, job: DiscordJob) -> None:
         """Delete everything of the user, everywhere: the same forget_user the Memory API runs."""
         deleted = self.service.forget_user(self.bot, job.user)
-        self.reply(job.token, job.issued_at, job.user,
-                   f"Forgotten: {deleted['messages']} messages and {deleted['facts']} facts deleted, and your consent removed.")
+        self.reply(
+            job.token,
+            job.issued_at,
+            job.user,
+            f"Forgotten: {deleted['messages']} messages and {deleted['facts']} facts deleted, and your consent removed.",
+        )

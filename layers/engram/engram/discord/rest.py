@@ -38,7 +38,6 @@ THREADS = {10, 11, 12}
 PERSON_MESSAGE_TYPES = {0, 19, 20, 23}
 
 
-
 class RateLimits:
     """Discord's limits as this process sees them: per-route buckets from the X-RateLimit headers, and
     the global 50 requests a second. A request that would break one waits when the wait is short (at most
@@ -97,20 +96,31 @@ class RateLimits:
         with self._lock:
             self._route_bucket[self.route(method, path)] = bucket
             if headers.get("x-ratelimit-remaining") == "0":
-                self._exhausted_until[bucket] = self.clock() + float(headers.get("x-ratelimit-reset-after") or 1)
+                self._exhausted_until[bucket] = self.clock() + float(
+                    headers.get("x-ratelimit-reset-after") or 1
+                )
 
 
 class DiscordClient:
     """A small, synchronous Discord REST client (httpx; the transport is injectable for tests)."""
 
-    def __init__(self, api_base: str, bot_token: str | None, application_id: str | None, transport=None,
-                 timeout_s: float = 10.0, limits: RateLimits | None = None):
+    def __init__(
+        self,
+        api_base: str,
+        bot_token: str | None,
+        application_id: str | None,
+        transport=None,
+        timeout_s: float = 10.0,
+        limits: RateLimits | None = None,
+    ):
         headers = {"User-Agent": "DiscordBot (https://github.com/engram, 1.0)"}
         if bot_token:
             headers["Authorization"] = f"Bot {bot_token}"
         self.application_id = application_id
         self.limits = limits or RateLimits()
-        self._http = httpx.Client(base_url=api_base.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport)
+        self._http = httpx.Client(
+            base_url=api_base.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport
+        )
 
     def _call(self, method: str, path: str, auth: bool = True, **kwargs):
         headers = None if auth else {"Authorization": ""}
@@ -118,7 +128,11 @@ class DiscordClient:
         response = self._http.request(method, path, headers=headers, **kwargs)
         self.limits.after(method, path, response.headers)
         if response.status_code == 429:
-            data = response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
+            data = (
+                response.json()
+                if response.headers.get("content-type", "").startswith("application/json")
+                else {}
+            )
             retry = float(data.get("retry_after") or response.headers.get("retry-after") or 1)
             raise RateLimited(retry, bool(data.get("global")))
         if response.status_code >= 400:
@@ -198,7 +212,9 @@ class DiscordClient:
         """One member of the guild (their roles)."""
         return self._call("GET", f"/guilds/{guild_id}/members/{user_id}")
 
-    def messages(self, channel_id: str, before: str | None = None, after: str | None = None, limit: int = 100) -> list[dict]:
+    def messages(
+        self, channel_id: str, before: str | None = None, after: str | None = None, limit: int = 100
+    ) -> list[dict]:
         """Up to `limit` messages, newest first (Discord's order)."""
         params = {"limit": limit}
         if before:
@@ -209,8 +225,12 @@ class DiscordClient:
 
     def edit_original(self, token: str, content: str) -> dict:
         """Edit the deferred interaction response (the token lives 15 minutes)."""
-        return self._call("PATCH", f"/webhooks/{self.application_id}/{token}/messages/@original",
-                          json={"content": content[:2000], "allowed_mentions": {"parse": []}}, auth=False)
+        return self._call(
+            "PATCH",
+            f"/webhooks/{self.application_id}/{token}/messages/@original",
+            json={"content": content[:2000], "allowed_mentions": {"parse": []}},
+            auth=False,
+        )
 
     def followup(self, token: str, content: str, ephemeral: bool = False) -> dict:
         """A followup message on an interaction."""
@@ -222,12 +242,23 @@ class DiscordClient:
     def direct_file(self, user_id: str, content: str, filename: str, data: bytes, media_type: str) -> dict:
         """A DM carrying one attachment (multipart: the message as payload_json, the file as files[0])."""
         channel = self._call("POST", "/users/@me/channels", json={"recipient_id": user_id})
-        payload = {"content": content[:2000], "allowed_mentions": {"parse": []},
-                   "attachments": [{"id": 0, "filename": filename}]}
-        return self._call("POST", f"/channels/{channel['id']}/messages", data={"payload_json": json.dumps(payload)},
-                          files={"files[0]": (filename, data, media_type)})
+        payload = {
+            "content": content[:2000],
+            "allowed_mentions": {"parse": []},
+            "attachments": [{"id": 0, "filename": filename}],
+        }
+        return self._call(
+            "POST",
+            f"/channels/{channel['id']}/messages",
+            data={"payload_json": json.dumps(payload)},
+            files={"files[0]": (filename, data, media_type)},
+        )
 
     def direct_message(self, user_id: str, content: str) -> dict:
         """A DM with the bot token: the way to answer after the interaction token has expired."""
         channel = self._call("POST", "/users/@me/channels", json={"recipient_id": user_id})
-        return self._call("POST", f"/channels/{channel['id']}/messages", json={"content": content[:2000], "allowed_mentions": {"parse": []}})
+        return self._call(
+            "POST",
+            f"/channels/{channel['id']}/messages",
+            json={"content": content[:2000], "allowed_mentions": {"parse": []}},
+        )

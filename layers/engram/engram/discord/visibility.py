@@ -92,8 +92,11 @@ def readable_by_everyone_who_sees(guild: Guild, answer_channel: str, memory_chan
         return False
     if answer == memory:
         return True
-    return all(can_read(guild, memory, roles, member) for roles, member in audiences(guild, answer, memory)
-               if permissions(guild, answer, roles, member) & VIEW_CHANNEL)
+    return all(
+        can_read(guild, memory, roles, member)
+        for roles, member in audiences(guild, answer, memory)
+        if permissions(guild, answer, roles, member) & VIEW_CHANNEL
+    )
 
 
 class Visibility:
@@ -112,7 +115,9 @@ class Visibility:
         roles = {r["id"]: _bits(r.get("permissions")) for r in self.client.roles(guild_id)}
         channels = self.client.all_channels(guild_id)
         overwrites = {c["id"]: list(c.get("permission_overwrites") or []) for c in channels}
-        parents = {t["id"]: t["parent_id"] for t in self.client.active_threads(guild_id) if t.get("parent_id")}
+        parents = {
+            t["id"]: t["parent_id"] for t in self.client.active_threads(guild_id) if t.get("parent_id")
+        }
         members = {o["id"] for ows in overwrites.values() for o in ows if int(o.get("type", 0)) == 1}
         member_roles = {}
         for member in sorted(members):
@@ -124,10 +129,17 @@ class Visibility:
         self._cache[guild_id] = (self.clock(), found)
         return found
 
-    def allowed(self, guild_id: str, answer_channel: str, memory_channels: set[str],
-                parents: dict[str, str] | None = None) -> set[str]:
+    def allowed(
+        self,
+        guild_id: str,
+        answer_channel: str,
+        memory_channels: set[str],
+        parents: dict[str, str] | None = None,
+    ) -> set[str]:
         """Which of these channels' memories may go into an answer posted in `answer_channel` (`parents`:
         threads' channels as stored with their memories, for threads no longer active)."""
         known = self.guild(guild_id)
-        guild = Guild(known.id, known.roles, known.overwrites, {**(parents or {}), **known.parents}, known.member_roles)
+        guild = Guild(
+            known.id, known.roles, known.overwrites, {**(parents or {}), **known.parents}, known.member_roles
+        )
         return {c for c in memory_channels if readable_by_everyone_who_sees(guild, answer_channel, c)}

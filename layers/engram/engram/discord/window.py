@@ -87,4 +87,3 @@ class Window:
             return True
         edited = self.service.edit_message(self.bot, memory_id, text, self._content(guild, channel, message))
         return edited is not None
-

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 from ..config import Settings
 from ..errors import EmbedderUnavailable, InvalidInput

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import httpx
 
@@ -11,7 +11,9 @@ from ..errors import EmbedderUnavailable
 
 def _check(vectors: object, expected: int, where: str) -> list[list[float]]:
     if not isinstance(vectors, list) or len(vectors) != expected:
-        raise EmbedderUnavailable(f"{where} answered {expected} texts with something other than {expected} vectors")
+        raise EmbedderUnavailable(
+            f"{where} answered {expected} texts with something other than {expected} vectors"
+        )
     for vector in vectors:
         if not isinstance(vector, list) or not vector or not all(isinstance(x, (int, float)) for x in vector):
             raise EmbedderUnavailable(f"{where} answered with a vector that is not a list of numbers")
@@ -23,7 +25,9 @@ class OllamaEmbedder:
 
     provider = "ollama"
 
-    def __init__(self, base_url: str, model: str, timeout_s: float = 10.0, batch_size: int = 64, transport=None):
+    def __init__(
+        self, base_url: str, model: str, timeout_s: float = 10.0, batch_size: int = 64, transport=None
+    ):
         self.model = model
         self.batch_size = batch_size
         self._client = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout_s, transport=transport)

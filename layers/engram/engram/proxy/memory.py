@@ -7,7 +7,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from ..errors import EngramError, NotFound
 from ..service import Memory, MemoryService
@@ -37,7 +37,7 @@ class Turn:
 def datetime_block(now: datetime | None = None) -> str:
     """The current UTC time to the minute (the block changes once a minute, not every turn), as
     ISO-8601 with the weekday and as unix seconds."""
-    now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(second=0, microsecond=0)
+    now = (now or datetime.now(UTC)).astimezone(UTC).replace(second=0, microsecond=0)
     return (
         f"{DATETIME_MARK}\n# Current date and time\n\nThis turn started at:\n\n"
         f"- UTC: {now.strftime('%Y-%m-%dT%H:%MZ')} ({now.strftime('%A')}, {now.day} {now.strftime('%B %Y')})\n"
@@ -46,11 +46,13 @@ def datetime_block(now: datetime | None = None) -> str:
 
 
 def _line(m: Memory) -> str:
-    when = datetime.fromtimestamp(m.updated_at / 1000, tz=timezone.utc).strftime("%Y-%m-%d")
+    when = datetime.fromtimestamp(m.updated_at / 1000, tz=UTC).strftime("%Y-%m-%d")
     return f"- {format_memory_id(m.id)} ({when}): {json.dumps(m.text, ensure_ascii=False)}\n"
 
 
-def _fill(memories: list[Memory], budget: int, skip: set[int] = frozenset()) -> tuple[list[str], set[int], int]:
+def _fill(
+    memories: list[Memory], budget: int, skip: set[int] = frozenset()
+) -> tuple[list[str], set[int], int]:
     """Lines for memories in order until the next would pass the budget; the ids used, the chars used."""
     lines, ids, used = [], set(), 0
     for m in memories:
@@ -84,7 +86,9 @@ def memory_block(memories: list[Memory], budget: int, newest: list[Memory] | Non
     latest, _, _ = _fill(newest, room - used - len(relevant_head) - len(newest_head), skip=shown)
     if not relevant and not latest:
         return ""
-    body = (relevant_head + "".join(relevant) if relevant else "") + (newest_head + "".join(latest) if latest else "")
+    body = (relevant_head + "".join(relevant) if relevant else "") + (
+        newest_head + "".join(latest) if latest else ""
+    )
     return head + body.lstrip("\n")
 
 
@@ -141,7 +145,9 @@ class ChatMemory:
 
     def set_enabled(self, turn: Turn, enabled: bool | None, for_chat: bool = True) -> None:
         """Set (or with None, drop) the chat's or the user's default setting."""
-        self.service.state.set_chat_setting(self.bot, turn.user, turn.conversation if for_chat else None, enabled)
+        self.service.state.set_chat_setting(
+            self.bot, turn.user, turn.conversation if for_chat else None, enabled
+        )
         self.settings_cache.discard(("settings", turn.user))
 
     # ----- recall ------------------------------------------------------------------------------
@@ -174,7 +180,8 @@ class ChatMemory:
         scope, _ = self.scope(turn)
         k = self.settings.recall_limit
         return self._cached(
-            ("newest", scope), {turn.user},
+            ("newest", scope),
+            {turn.user},
             lambda: self.service.list(scope.bot, "fact", k, project=scope.project, user=scope.user),
         )
 
@@ -198,7 +205,9 @@ class ChatMemory:
 
     def save(self, turn: Turn, text: str) -> tuple[Memory, bool]:
         """Store a fact for this user (and project)."""
-        memory, created = self.service.add_fact(self.bot, text, user=turn.user, project=turn.project, saved_by="user")
+        memory, created = self.service.add_fact(
+            self.bot, text, user=turn.user, project=turn.project, saved_by="user"
+        )
         self.forget_caches()
         return memory, created
 
@@ -231,8 +240,10 @@ class ChatMemory:
     def forget_me(self, turn: Turn) -> str:
         """Forget this user everywhere (forget_user: the Memory API's and Discord's forget), in words."""
         deleted = self.service.forget_user(self.bot, turn.user)
-        return (f"Forgotten: {deleted['facts']} memories and your memory settings deleted; nothing said before "
-                f"now will be stored.")
+        return (
+            f"Forgotten: {deleted['facts']} memories and your memory settings deleted; nothing said before "
+            f"now will be stored."
+        )
 
     def status(self, turn: Turn) -> str:
         """Where memory stands for this chat, in words."""
@@ -255,8 +266,10 @@ class ChatMemory:
         if not turn.user or not turn.conversation:
             return f"engram needs the {self.settings.user_header} and {self.settings.conversation_header} headers to manage memory."
         if not turn.authorized:
-            return "engram's memory needs engram's key: send it as the bearer token, x-api-key or x-engram-key."
-        words = text[len(prefix):].split(maxsplit=1)  # any whitespace: a space, a tab, a newline
+            return (
+                "engram's memory needs engram's key: send it as the bearer token, x-api-key or x-engram-key."
+            )
+        words = text[len(prefix) :].split(maxsplit=1)  # any whitespace: a space, a tab, a newline
         verb, rest = (words[0].lower() if words else ""), (words[1].strip() if len(words) > 1 else "")
         try:
             return self._run(turn, verb, rest)

@@ -23,13 +23,17 @@ class ProjectResolver:
         self.last_error: str | None = None
 
     @classmethod
-    def from_uri(cls, uri: str | None, db_name: str | None, timeout_ms: int, cache: StatsCache) -> "ProjectResolver":
+    def from_uri(
+        cls, uri: str | None, db_name: str | None, timeout_ms: int, cache: StatsCache
+    ) -> ProjectResolver:
         """Connect lazily to LibreChat's MongoDB (pymongo does not block until the first query)."""
         if not uri:
             return cls(None, cache)
         from pymongo import MongoClient
 
-        client = MongoClient(uri, serverSelectionTimeoutMS=timeout_ms, connectTimeoutMS=timeout_ms, socketTimeoutMS=timeout_ms)
+        client = MongoClient(
+            uri, serverSelectionTimeoutMS=timeout_ms, connectTimeoutMS=timeout_ms, socketTimeoutMS=timeout_ms
+        )
         database = client[db_name] if db_name else client.get_default_database("LibreChat")
         return cls(database, cache)
 
@@ -47,11 +51,15 @@ class ProjectResolver:
     def _lookup(self, user: str, conversation: str, retry: bool):
         self.lookups += 1
         try:
-            doc = self.db["conversations"].find_one({"conversationId": conversation, "user": user}, {"chatProjectId": 1})
+            doc = self.db["conversations"].find_one(
+                {"conversationId": conversation, "user": user}, {"chatProjectId": 1}
+            )
             if doc is None and retry:
                 # LibreChat may not have written a brand-new conversation yet
                 time.sleep(self.retry_delay_s)
-                doc = self.db["conversations"].find_one({"conversationId": conversation, "user": user}, {"chatProjectId": 1})
+                doc = self.db["conversations"].find_one(
+                    {"conversationId": conversation, "user": user}, {"chatProjectId": 1}
+                )
             if doc is None:
                 return _UNKNOWN
             project_id = doc.get("chatProjectId")

@@ -7,7 +7,7 @@ import contextlib
 import json
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import anyio
 import httpx
@@ -27,20 +27,37 @@ from .telemetry import TurnTrace
 log = logging.getLogger(__name__)
 
 # Never relayed: hop-by-hop headers, lengths httpx recomputes, and engram's own credentials.
-_DROP_REQUEST = {"host", "content-length", "connection", "keep-alive", "transfer-encoding", "accept-encoding", "x-engram-key", "upgrade"}
+_DROP_REQUEST = {
+    "host",
+    "content-length",
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "accept-encoding",
+    "x-engram-key",
+    "upgrade",
+}
 _DROP_RESPONSE = {"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding"}
 
 
 PROXY_BODY = 16 * 1024 * 1024
-_ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                    404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error"}
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+}
 
 
 def _error(status: int, code: str, message: str, api: str | None = None) -> JSONResponse:
     """An error in the caller's wire format: Anthropic's SDK reads `error.type`, OpenAI's `error.message`."""
     if api == "anthropic":
         kind = _ANTHROPIC_TYPES.get(status, "api_error")
-        return JSONResponse({"type": "error", "error": {"type": kind, "message": message}}, status_code=status)
+        return JSONResponse(
+            {"type": "error", "error": {"type": kind, "message": message}}, status_code=status
+        )
     return JSONResponse({"error": {"code": code, "type": code, "message": message}}, status_code=status)
 
 
@@ -55,8 +72,11 @@ def _contained(upstream, path: str, raw_path: bytes) -> bool:
         return False
     base = httpx.URL(upstream.baseUrl)
     target = httpx.URL(upstream.url(path))
-    return (target.host, target.port, target.scheme) == (base.host, base.port, base.scheme) and \
-        target.path.startswith(base.path.rstrip("/") + "/")
+    return (target.host, target.port, target.scheme) == (
+        base.host,
+        base.port,
+        base.scheme,
+    ) and target.path.startswith(base.path.rstrip("/") + "/")
 
 
 def _presented_key(request: Request) -> str | None:
@@ -101,9 +121,16 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
             return proxy, None, _error(404, "not_found", f"no upstream named {name!r}", api)
         authorized = proxy.key_matches(_presented_key(request))
         if not authorized and not upstream.open:
-            return proxy, upstream, _error(
-                401, "unauthorized", f"upstream {name!r} needs engram's proxy key (Authorization: Bearer, x-api-key or x-engram-key)",
-                api or upstream.api)
+            return (
+                proxy,
+                upstream,
+                _error(
+                    401,
+                    "unauthorized",
+                    f"upstream {name!r} needs engram's proxy key (Authorization: Bearer, x-api-key or x-engram-key)",
+                    api or upstream.api,
+                ),
+            )
         return proxy, upstream, authorized
 
     @router.post("/{name}/v1/chat/completions", include_in_schema=False)
@@ -114,13 +141,17 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
     async def anthropic_messages(name: str, request: Request):
         return await chat_turn(name, request, "anthropic")
 
-    @router.api_route("/{name}/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
+    @router.api_route(
+        "/{name}/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False
+    )
     async def verbatim(name: str, path: str, request: Request):
         proxy, upstream, outcome = await resolve(name, request)
         if isinstance(outcome, Response):
             return outcome
         if not _contained(upstream, path, request.scope.get("raw_path") or b""):
-            return _error(400, "invalid", f"the path must stay under upstream {name!r}'s base URL", upstream.api)
+            return _error(
+                400, "invalid", f"the path must stay under upstream {name!r}'s base URL", upstream.api
+            )
         return await relay(proxy, upstream, request, path, await request.body(), None, None)
 
     async def chat_turn(name: str, request: Request, api: str):
@@ -137,7 +168,9 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
             if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
                 raise ValueError("no messages")
         except ValueError:
-            return _error(400, "invalid", "the request body must be a JSON object with a `messages` list", api)
+            return _error(
+                400, "invalid", "the request body must be a JSON object with a `messages` list", api
+            )
         s = proxy.settings
         user = request.headers.get(s.user_header) or None
         conversation = request.headers.get(s.conversation_header) or None
@@ -146,11 +179,20 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
         last = scrub(said)  # what engram only reads (queries, extraction); the upstream gets the body as sent
         command = is_command(last, s.command_prefix)
         if command and not conversation:  # answered, never sent to the model, even without the headers
-            answer = await run_in_threadpool(proxy.memory.command, Turn(user=user, conversation=None, project=None,
-                                                                          authorized=authorized), said)
+            answer = await run_in_threadpool(
+                proxy.memory.command,
+                Turn(user=user, conversation=None, project=None, authorized=authorized),
+                said,
+            )
             return speak(api, model, answer, body.get("stream") is True, body)
         # /memory commands never call a model, so they are never traced
-        trace = TurnTrace() if command else proxy.telemetry.turn(conversation=conversation, user=user, upstream=upstream.name, model=model)
+        trace = (
+            TurnTrace()
+            if command
+            else proxy.telemetry.turn(
+                conversation=conversation, user=user, upstream=upstream.name, model=model
+            )
+        )
         if not conversation:  # LibreChat's side calls (titles, its memory agent): untouched
             return await relay(proxy, upstream, request, path, raw, api, None, trace, model)
         stream = body.get("stream") is True
@@ -158,7 +200,9 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
         project = None
         try:
             with trace.span("resolve-context"):
-                project = await timed(proxy, "project", lambda: proxy.projects.project(user, conversation) if user else None)
+                project = await timed(
+                    proxy, "project", lambda: proxy.projects.project(user, conversation) if user else None
+                )
         except Exception:  # memory's context failing never fails the turn
             log.exception("project lookup failed; answering without a project")
         project_ms = (time.perf_counter() - started) * 1000
@@ -188,7 +232,9 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
             phases = {"project": round(project_ms, 1), "settingsAndRecall": round(spent - project_ms, 1)}
             log.warning(
                 "memory added %d ms to a chat turn before the model was called: %s (slowest phase: %s)",
-                spent, json.dumps(phases), max(phases, key=phases.get),
+                spent,
+                json.dumps(phases),
+                max(phases, key=phases.get),
                 extra={"phases": phases, "conversation": conversation},
             )
         out = wire.inject_system(api, body, "\n\n".join(blocks)) if blocks else dict(body)
@@ -198,9 +244,11 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
         if memory_on and s.write_mode != "off" and last:
             mode = "explicit" if s.write_mode == "explicit" else "llm"
             if mode == "llm" or explicit_fact(last):
+
                 def after(text: str):
                     with trace.span("memory-write", mode=mode):
                         queue_extraction(proxy, turn, upstream.name, model, mode, last, text)
+
         return await relay(proxy, upstream, request, path, json.dumps(out).encode(), api, after, trace, model)
 
     return router
@@ -222,16 +270,27 @@ def speak(api: str, model: str, text: str, stream: bool, body: dict) -> Response
     """A reply engram gives itself, in the caller's wire format."""
     if stream:
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        return StreamingResponse(wire.reply_stream(api, model, text, include_usage), media_type="text/event-stream")
+        return StreamingResponse(
+            wire.reply_stream(api, model, text, include_usage), media_type="text/event-stream"
+        )
     return JSONResponse(wire.reply_json(api, model, text))
 
 
-def queue_extraction(proxy: Proxy, turn: Turn, upstream: str, model: str, mode: str, user_text: str, assistant_text: str) -> None:
+def queue_extraction(
+    proxy: Proxy, turn: Turn, upstream: str, model: str, mode: str, user_text: str, assistant_text: str
+) -> None:
     """Hand the exchange to the worker; a queue failure costs the memory, never the reply."""
     try:
         job = ExtractJob(
-            bot=proxy.settings.bot, user=turn.user, conversation=turn.conversation, project=turn.project,
-            upstream=upstream, model=model or None, mode=mode, user_text=user_text[:20_000], assistant_text=assistant_text[:20_000],
+            bot=proxy.settings.bot,
+            user=turn.user,
+            conversation=turn.conversation,
+            project=turn.project,
+            upstream=upstream,
+            model=model or None,
+            mode=mode,
+            user_text=user_text[:20_000],
+            assistant_text=assistant_text[:20_000],
             queued_at=now_ms(),
         )
         proxy.engine.queue.send(job)
@@ -239,8 +298,17 @@ def queue_extraction(proxy: Proxy, turn: Turn, upstream: str, model: str, mode: 
         log.exception("could not queue memory extraction")
 
 
-async def relay(proxy: Proxy, upstream, request: Request, path: str, content: bytes, api: str | None, after,
-                trace=None, model: str = ""):
+async def relay(
+    proxy: Proxy,
+    upstream,
+    request: Request,
+    path: str,
+    content: bytes,
+    api: str | None,
+    after,
+    trace=None,
+    model: str = "",
+):
     """Send to the upstream and relay its answer: streamed chunk by chunk with its status and headers,
     or whole. Once the answer is complete, `after(text)` gets the assistant's text and the turn's
     trace gets the upstream generation (model, usage) and is closed — before the reply ends (after the
@@ -256,8 +324,11 @@ async def relay(proxy: Proxy, upstream, request: Request, path: str, content: by
 
     def _finish(status: int, usage: dict | None, text: str) -> None:
         if generation is not None:
-            generation.update(usage_details=TurnTrace.usage(api, usage), output=text[:2000] or None,
-                              level="DEFAULT" if status < 400 else "ERROR")
+            generation.update(
+                usage_details=TurnTrace.usage(api, usage),
+                output=text[:2000] or None,
+                level="DEFAULT" if status < 400 else "ERROR",
+            )
             generation.end()
         if after and status == 200 and text:
             after(text)
@@ -268,14 +339,18 @@ async def relay(proxy: Proxy, upstream, request: Request, path: str, content: by
     url = upstream.url(path)
     if request.url.query:
         url = f"{url}?{request.url.query}"
-    outgoing = proxy.client.build_request(request.method, url, headers=_outgoing_headers(request, proxy, upstream), content=content)
+    outgoing = proxy.client.build_request(
+        request.method, url, headers=_outgoing_headers(request, proxy, upstream), content=content
+    )
     started = time.perf_counter()
     try:
         response = await proxy.client.send(outgoing, stream=True)
     except httpx.HTTPError as exc:
         proxy.counters.record("upstream", (time.perf_counter() - started) * 1000, ok=False)
         await run_in_threadpool(finish, 502, None, "")
-        return _error(502, "upstream_unavailable", f"upstream {upstream.name!r} did not answer: {type(exc).__name__}")
+        return _error(
+            502, "upstream_unavailable", f"upstream {upstream.name!r} did not answer: {type(exc).__name__}"
+        )
     headers = {k: v for k, v in response.headers.items() if k.lower() not in _DROP_RESPONSE}
     streaming = "text/event-stream" in response.headers.get("content-type", "")
     if not streaming:
@@ -311,8 +386,15 @@ async def relay(proxy: Proxy, upstream, request: Request, path: str, content: by
             # work (extraction, the trace) must run anyway
             with anyio.CancelScope(shield=True):
                 await response.aclose()
-                proxy.counters.record("upstream", (time.perf_counter() - started) * 1000, response.status_code < 500)
+                proxy.counters.record(
+                    "upstream", (time.perf_counter() - started) * 1000, response.status_code < 500
+                )
                 if not finished:
-                    await run_in_threadpool(finish, response.status_code, capture.usage if capture else None, capture.text if capture else "")
+                    await run_in_threadpool(
+                        finish,
+                        response.status_code,
+                        capture.usage if capture else None,
+                        capture.text if capture else "",
+                    )
 
     return StreamingResponse(chunks(), status_code=response.status_code, headers=headers)

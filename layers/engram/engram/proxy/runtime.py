@@ -36,11 +36,16 @@ class Counters:
         if _ON_LAMBDA:
             from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-            with single_metric(name=f"{phase}Ms", unit=MetricUnit.Milliseconds, value=ms, namespace="engram") as metric:
+            with single_metric(
+                name=f"{phase}Ms", unit=MetricUnit.Milliseconds, value=ms, namespace="engram"
+            ) as metric:
                 metric.add_dimension(name="outcome", value="ok" if ok else "error")
 
     def as_json(self) -> dict:
-        return {p: {"calls": n, "errors": self.errors.get(p, 0), "maxMs": self.max_ms.get(p, 0.0)} for p, n in self.calls.items()}
+        return {
+            p: {"calls": n, "errors": self.errors.get(p, 0), "maxMs": self.max_ms.get(p, 0.0)}
+            for p, n in self.calls.items()
+        }
 
 
 @dataclass
@@ -70,17 +75,27 @@ class Proxy:
         return key_matches(presented, self.settings.proxy_key)
 
 
-def build_proxy(settings: ProxySettings, engine: Engine, mongo_database=None, transport=None, telemetry=None) -> Proxy:
+def build_proxy(
+    settings: ProxySettings, engine: Engine, mongo_database=None, transport=None, telemetry=None
+) -> Proxy:
     """Build the proxy; tests pass a mongomock database, their own transport and telemetry."""
     project_cache = StatsCache(settings.cache_project_ttl_ms, settings.cache_max_entries)
     if mongo_database is not None:
         projects = ProjectResolver(mongo_database, project_cache)
     else:
-        projects = ProjectResolver.from_uri(settings.mongo_uri, settings.mongo_db, settings.mongo_timeout_ms, project_cache)
+        projects = ProjectResolver.from_uri(
+            settings.mongo_uri, settings.mongo_db, settings.mongo_timeout_ms, project_cache
+        )
     timeout = httpx.Timeout(settings.upstream_timeout_s, connect=10.0)
     client = httpx.AsyncClient(timeout=timeout, transport=transport, follow_redirects=False)
-    return Proxy(settings, engine, ChatMemory(settings, engine.service, projects), projects, client,
-                 telemetry=telemetry or Telemetry.from_env())
+    return Proxy(
+        settings,
+        engine,
+        ChatMemory(settings, engine.service, projects),
+        projects,
+        client,
+        telemetry=telemetry or Telemetry.from_env(),
+    )
 
 
 _proxy: ProcessSingleton[Proxy] = ProcessSingleton(lambda: build_proxy(get_proxy_settings(), get_engine()))

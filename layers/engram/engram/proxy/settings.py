@@ -29,7 +29,9 @@ class Upstream(BaseModel):
     @classmethod
     def _name(cls, value: str) -> str:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}", value) or value.lower() in RESERVED:
-            raise ValueError(f"upstream name {value!r} must be a plain path segment and not one of {sorted(RESERVED)}")
+            raise ValueError(
+                f"upstream name {value!r} must be a plain path segment and not one of {sorted(RESERVED)}"
+            )
         return value
 
     @field_validator("baseUrl")
@@ -54,7 +56,9 @@ class ProxySettings(BaseSettings):
 
     upstreams: list[Upstream] = Field(default_factory=list, validation_alias="UPSTREAMS")
     user_header: str = Field("x-librechat-user-id", validation_alias="LIBRECHAT_USER_HEADER")
-    conversation_header: str = Field("x-librechat-conversation-id", validation_alias="LIBRECHAT_CONVERSATION_HEADER")
+    conversation_header: str = Field(
+        "x-librechat-conversation-id", validation_alias="LIBRECHAT_CONVERSATION_HEADER"
+    )
     # The key LibreChat holds: opens the proxy and /mcp, never the Memory API (its admin key is another).
     proxy_key: str | None = Field(None, validation_alias="ENGRAM_PROXY_KEY")
     mongo_uri: str | None = Field(None, validation_alias="LIBRECHAT_MONGO_URI")
@@ -69,7 +73,9 @@ class ProxySettings(BaseSettings):
     recall_enabled: bool = Field(True, validation_alias="MEMORY_RECALL_ENABLED")
     write_mode: Literal["llm", "explicit", "off"] = Field("llm", validation_alias="MEMORY_WRITE_MODE")
     recall_limit: int = Field(6, ge=1, le=50, validation_alias="MEMORY_RECALL_LIMIT")
-    recall_mode: Literal["relevant", "newest", "both"] = Field("relevant", validation_alias="MEMORY_RECALL_MODE")
+    recall_mode: Literal["relevant", "newest", "both"] = Field(
+        "relevant", validation_alias="MEMORY_RECALL_MODE"
+    )
     max_context_chars: int = Field(4000, ge=200, validation_alias="MEMORY_MAX_CONTEXT_CHARS")
     query_message_count: int = Field(3, ge=1, le=20, validation_alias="MEMORY_QUERY_MESSAGE_COUNT")
     max_per_turn: int = Field(3, ge=0, le=20, validation_alias="MEMORY_MAX_PER_TURN")

@@ -59,7 +59,10 @@ class TurnTrace:
         if not usage:
             return None
         if api == "openai":
-            return {"input": int(usage.get("prompt_tokens") or 0), "output": int(usage.get("completion_tokens") or 0)}
+            return {
+                "input": int(usage.get("prompt_tokens") or 0),
+                "output": int(usage.get("completion_tokens") or 0),
+            }
         return {"input": int(usage.get("input_tokens") or 0), "output": int(usage.get("output_tokens") or 0)}
 
     def end(self, **fields: Any) -> None:
@@ -72,25 +75,38 @@ class TurnTrace:
 class Telemetry:
     """Creates turn traces, or nothing at all without Langfuse keys."""
 
-    def __init__(self, public_key: str | None = None, secret_key: str | None = None, base_url: str | None = None,
-                 environment: str | None = None, span_exporter=None):
+    def __init__(
+        self,
+        public_key: str | None = None,
+        secret_key: str | None = None,
+        base_url: str | None = None,
+        environment: str | None = None,
+        span_exporter=None,
+    ):
         self.client = None
         if public_key and secret_key:
             try:
                 from langfuse import Langfuse
 
                 self.client = Langfuse(
-                    public_key=public_key, secret_key=secret_key, base_url=base_url or "https://cloud.langfuse.com",
-                    environment=environment or "production", span_exporter=span_exporter,
+                    public_key=public_key,
+                    secret_key=secret_key,
+                    base_url=base_url or "https://cloud.langfuse.com",
+                    environment=environment or "production",
+                    span_exporter=span_exporter,
                 )
             except Exception:  # telemetry never takes the proxy down
                 log.exception("Langfuse could not start; telemetry is off")
 
     @classmethod
-    def from_env(cls) -> "Telemetry":
+    def from_env(cls) -> Telemetry:
         """From LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY, LANGFUSE_BASE_URL, LANGFUSE_ENVIRONMENT."""
-        return cls(os.environ.get("LANGFUSE_PUBLIC_KEY"), os.environ.get("LANGFUSE_SECRET_KEY"),
-                   os.environ.get("LANGFUSE_BASE_URL"), os.environ.get("LANGFUSE_ENVIRONMENT"))
+        return cls(
+            os.environ.get("LANGFUSE_PUBLIC_KEY"),
+            os.environ.get("LANGFUSE_SECRET_KEY"),
+            os.environ.get("LANGFUSE_BASE_URL"),
+            os.environ.get("LANGFUSE_ENVIRONMENT"),
+        )
 
     @property
     def enabled(self) -> bool:
@@ -103,7 +119,9 @@ class Telemetry:
         from langfuse import propagate_attributes
 
         with propagate_attributes(session_id=conversation, user_id=user, trace_name="chat-turn"):
-            root = self.client.start_observation(name="chat-turn", as_type="span", metadata={"upstream": upstream, "model": model})
+            root = self.client.start_observation(
+                name="chat-turn", as_type="span", metadata={"upstream": upstream, "model": model}
+            )
         return TurnTrace(root)
 
     def flush(self) -> None:

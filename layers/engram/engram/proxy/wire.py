@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any, Iterator, Literal
+from collections.abc import Iterator
+from typing import Any, Literal
 
 Api = Literal["openai", "anthropic"]
 
@@ -16,7 +17,9 @@ def content_text(content: Any) -> str:
         return content
     if isinstance(content, list):
         return "\n".join(
-            part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") in ("text", "input_text")
+            part.get("text", "")
+            for part in content
+            if isinstance(part, dict) and part.get("type") in ("text", "input_text")
         )
     return ""
 
@@ -50,7 +53,11 @@ def inject_system(api: Api, body: dict, text: str) -> dict:
     if api == "openai":
         messages = list(body.get("messages") or [])
         at = 0
-        while at < len(messages) and isinstance(messages[at], dict) and messages[at].get("role") in ("system", "developer"):
+        while (
+            at < len(messages)
+            and isinstance(messages[at], dict)
+            and messages[at].get("role") in ("system", "developer")
+        ):
             at += 1
         body["messages"] = [*messages[:at], {"role": "system", "content": text}, *messages[at:]]
         return body
@@ -75,7 +82,14 @@ def reply_json(api: Api, model: str, text: str) -> dict:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None}, "logprobs": None, "finish_reason": "stop"}],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text, "refusal": None},
+                    "logprobs": None,
+                    "finish_reason": "stop",
+                }
+            ],
             "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
         }
     return {
@@ -98,21 +112,52 @@ def _sse(data: dict | str, event: str | None = None) -> bytes:
 def reply_stream(api: Api, model: str, text: str, include_usage: bool = False) -> Iterator[bytes]:
     """The same reply as a server-sent event stream in the caller's format."""
     if api == "openai":
-        base = {"id": f"chatcmpl-engram-{uuid.uuid4().hex[:24]}", "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
-        yield _sse({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
+        base = {
+            "id": f"chatcmpl-engram-{uuid.uuid4().hex[:24]}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+        }
+        yield _sse(
+            {
+                **base,
+                "choices": [
+                    {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+                ],
+            }
+        )
         yield _sse({**base, "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]})
         yield _sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
         if include_usage:
-            yield _sse({**base, "choices": [], "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}})
+            yield _sse(
+                {
+                    **base,
+                    "choices": [],
+                    "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+                }
+            )
         yield _sse("[DONE]")
         return
     message = reply_json("anthropic", model, "")
     message["content"], message["stop_reason"] = [], None
     yield _sse({"type": "message_start", "message": message}, "message_start")
-    yield _sse({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}, "content_block_start")
-    yield _sse({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}, "content_block_delta")
+    yield _sse(
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        "content_block_start",
+    )
+    yield _sse(
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+        "content_block_delta",
+    )
     yield _sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
-    yield _sse({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 0}}, "message_delta")
+    yield _sse(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": 0},
+        },
+        "message_delta",
+    )
     yield _sse({"type": "message_stop"}, "message_stop")
 
 

@@ -6,5 +6,16 @@ from .models import MemoryRecord
 from .records import CLAIM_IN_FLIGHT_MS, KINDS, Duplicate, RecordStore, new_record, now_ms
 from .state import StateStore
 
-__all__ = ["CLAIM_IN_FLIGHT_MS", "KINDS", "Duplicate", "MemoryRecord", "RecordStore", "StateStore", "fact_key",
-           "fact_tail", "new_record", "now_ms", "source_key"]
+__all__ = [
+    "CLAIM_IN_FLIGHT_MS",
+    "KINDS",
+    "Duplicate",
+    "MemoryRecord",
+    "RecordStore",
+    "StateStore",
+    "fact_key",
+    "fact_tail",
+    "new_record",
+    "now_ms",
+    "source_key",
+]

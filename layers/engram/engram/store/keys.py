@@ -86,7 +86,7 @@ def tombstone(bot: str, user: str) -> tuple[str, str]:
 
 def tombstone_bot(pk: str) -> str | None:
     """The bot a tombstone's pk names (None: not a tombstone)."""
-    return pk[len(TOMBSTONE_PREFIX):] if pk.startswith(TOMBSTONE_PREFIX) else None
+    return pk[len(TOMBSTONE_PREFIX) :] if pk.startswith(TOMBSTONE_PREFIX) else None
 
 
 # ----- Discord -------------------------------------------------------------------------------------

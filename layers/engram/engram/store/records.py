@@ -4,9 +4,10 @@ the index of which records carry whose words."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from ..config import Settings
 from ..errors import Unavailable
@@ -36,12 +37,33 @@ CLAIM_IN_FLIGHT_MS = 30_000
 _unique_pk = keys.unique_pk
 
 
-def new_record(bot: str, memory_id: int, kind: str, text: str, *, user: str | None = None,
-               saved_by: str = "owner", created_at: int, updated_at: int, **fields: Any) -> MemoryRecord:
+def new_record(
+    bot: str,
+    memory_id: int,
+    kind: str,
+    text: str,
+    *,
+    user: str | None = None,
+    saved_by: str = "owner",
+    created_at: int,
+    updated_at: int,
+    **fields: Any,
+) -> MemoryRecord:
     """A record not yet written, its index keys filled in (and marked pending: its point comes next)."""
-    return MemoryRecord(bot=bot, id=memory_id, kind=kind, text=text, user=user, saved_by=saved_by,
-                        created_at=created_at, updated_at=updated_at, bot_user=keys.bot_user(bot, user),
-                        bot_kind=keys.bot_kind(bot, kind), pending_bot=bot, **fields)
+    return MemoryRecord(
+        bot=bot,
+        id=memory_id,
+        kind=kind,
+        text=text,
+        user=user,
+        saved_by=saved_by,
+        created_at=created_at,
+        updated_at=updated_at,
+        bot_user=keys.bot_user(bot, user),
+        bot_kind=keys.bot_kind(bot, kind),
+        pending_bot=bot,
+        **fields,
+    )
 
 
 class RecordStore:
@@ -71,20 +93,39 @@ class RecordStore:
         """Every bot that has records (what register_bot wrote), for jobs that walk every bot."""
         return self._guard(lambda: sorted(i.sk for i in StateItem.query("bots")))
 
-    def page(self, bot: str, kind: str, cursor: int | None, limit: int, oldest_first: bool = False) -> list[MemoryRecord]:
+    def page(
+        self, bot: str, kind: str, cursor: int | None, limit: int, oldest_first: bool = False
+    ) -> list[MemoryRecord]:
         """Up to `limit` records of a kind past `cursor` (all when None): newest first with ids below it,
         or with `oldest_first` ids above it."""
         condition = None
         if cursor:
             condition = MemoryRecord.id > cursor if oldest_first else MemoryRecord.id < cursor
-        return self._guard(lambda: list(MemoryRecord.by_kind.query(
-            keys.bot_kind(bot, kind), range_key_condition=condition, scan_index_forward=oldest_first, limit=limit))[:limit])
+        return self._guard(
+            lambda: list(
+                MemoryRecord.by_kind.query(
+                    keys.bot_kind(bot, kind),
+                    range_key_condition=condition,
+                    scan_index_forward=oldest_first,
+                    limit=limit,
+                )
+            )[:limit]
+        )
 
     def user_ids_oldest_first(self, bot: str, user: str, after_id: int | None, limit: int) -> list[int]:
         """Up to `limit` ids of a user's records above `after_id`, oldest first (the user index)."""
         condition = MemoryRecord.id > after_id if after_id else None
-        return self._guard(lambda: [int(r.id) for r in MemoryRecord.by_user.query(
-            keys.bot_user(bot, user), range_key_condition=condition, scan_index_forward=True, limit=limit)][:limit])
+        return self._guard(
+            lambda: [
+                int(r.id)
+                for r in MemoryRecord.by_user.query(
+                    keys.bot_user(bot, user),
+                    range_key_condition=condition,
+                    scan_index_forward=True,
+                    limit=limit,
+                )
+            ][:limit]
+        )
 
     def next_id(self) -> int:
         """A new memory id from an atomic counter."""
@@ -106,23 +147,34 @@ class RecordStore:
         if not threads:
             return {}
         pk = keys.thread_pk(bot)
-        return self._guard(lambda: {i.sk: i.data for i in StateItem.batch_get([(pk, t) for t in dict.fromkeys(threads)])})
+        return self._guard(
+            lambda: {i.sk: i.data for i in StateItem.batch_get([(pk, t) for t in dict.fromkeys(threads)])}
+        )
 
-    def advance_thread_tail(self, bot: str, thread: str, at: int, text: str, user: str | None = None,
-                            memory_id: int | None = None) -> None:
+    def advance_thread_tail(
+        self, bot: str, thread: str, at: int, text: str, user: str | None = None, memory_id: int | None = None
+    ) -> None:
         """Remember a thread's newest message (whose words, and which record), unless a newer one is."""
-        item = StateItem(keys.thread_pk(bot), thread, value=at,
-                         data={"text": text, "at": at, "user": user, "id": memory_id})
+        item = StateItem(
+            keys.thread_pk(bot),
+            thread,
+            value=at,
+            data={"text": text, "at": at, "user": user, "id": memory_id},
+        )
         attempt(lambda: item.save(condition=StateItem.value.does_not_exist() | (StateItem.value <= at)))
 
-    def drop_thread_tails(self, bot: str, threads: list[str], user: str | None = None,
-                          memory_id: int | None = None) -> int:
+    def drop_thread_tails(
+        self, bot: str, threads: list[str], user: str | None = None, memory_id: int | None = None
+    ) -> int:
         """Forget the remembered newest text of these threads where that user wrote it (or where it is
         that record's text); returns how many were dropped."""
         pk = keys.thread_pk(bot)
-        mine = [t for t, d in self.thread_tails(bot, threads).items()
-                if (user is not None and (d or {}).get("user") == user)
-                or (memory_id is not None and (d or {}).get("id") == memory_id)]
+        mine = [
+            t
+            for t, d in self.thread_tails(bot, threads).items()
+            if (user is not None and (d or {}).get("user") == user)
+            or (memory_id is not None and (d or {}).get("id") == memory_id)
+        ]
 
         def run():
             with StateItem.batch_write() as batch:
@@ -143,8 +195,13 @@ class RecordStore:
         def run():
             with StateItem.batch_write() as batch:
                 for r in notes:
-                    batch.save(StateItem(keys.carriers_pk(r.bot, r.context_author), keys.carrier_sk(int(r.id)),
-                                         memory_id=int(r.context_source)))
+                    batch.save(
+                        StateItem(
+                            keys.carriers_pk(r.bot, r.context_author),
+                            keys.carrier_sk(int(r.id)),
+                            memory_id=int(r.context_source),
+                        )
+                    )
 
         if notes:
             self._guard(run)
@@ -152,8 +209,11 @@ class RecordStore:
     def carriers(self, bot: str, author: str | None, source: int | None = None) -> list[int]:
         """Ids of records whose context quotes this author (only from this source record, if given)."""
         condition = StateItem.memory_id == source if source is not None else None
-        return self._guard(lambda: [int(i.sk) for i in StateItem.query(keys.carriers_pk(bot, author),
-                                                                         filter_condition=condition)])
+        return self._guard(
+            lambda: [
+                int(i.sk) for i in StateItem.query(keys.carriers_pk(bot, author), filter_condition=condition)
+            ]
+        )
 
     def drop_carriers(self, bot: str, author: str | None, carrier_ids: list[int]) -> None:
         """The carriers no longer quote this author."""
@@ -169,8 +229,15 @@ class RecordStore:
     def clear_context(self, record: MemoryRecord) -> bool:
         """Drop a record's context (and mark it pending: its point is made again without it); False when
         the record no longer exists."""
-        return update_if_exists(record, [MemoryRecord.context.remove(), MemoryRecord.context_author.remove(),
-                                         MemoryRecord.context_source.remove(), MemoryRecord.pending_bot.set(record.bot)])
+        return update_if_exists(
+            record,
+            [
+                MemoryRecord.context.remove(),
+                MemoryRecord.context_author.remove(),
+                MemoryRecord.context_source.remove(),
+                MemoryRecord.pending_bot.set(record.bot),
+            ],
+        )
 
     # ----- unique keys ---------------------------------------------------------------------------
     # A claim (StateTable item) says which memory holds a unique key: a fact's folded text in its scope,
@@ -200,7 +267,9 @@ class RecordStore:
             return {}
         pk = _unique_pk(bot)
         claims = self._guard(
-            lambda: {i.sk: int(i.memory_id) for i in StateItem.batch_get([(pk, k) for k in dict.fromkeys(keys)])}
+            lambda: {
+                i.sk: int(i.memory_id) for i in StateItem.batch_get([(pk, k) for k in dict.fromkeys(keys)])
+            }
         )
         records = self.batch_get(bot, list(set(claims.values()))) if claims else {}
         return {k: i for k, i in claims.items() if i in records and records[i].unique_key == k}
@@ -210,8 +279,11 @@ class RecordStore:
         written with it right now), else None."""
         pk = _unique_pk(bot)
         for _ in range(3):
-            if attempt(lambda: StateItem(pk, key, memory_id=memory_id, value=now_ms()).save(
-                    condition=StateItem.pk.does_not_exist())):
+            if attempt(
+                lambda: StateItem(pk, key, memory_id=memory_id, value=now_ms()).save(
+                    condition=StateItem.pk.does_not_exist()
+                )
+            ):
                 return None
             try:
                 current = self._guard(lambda: StateItem.get(pk, key))
@@ -223,8 +295,11 @@ class RecordStore:
             if now_ms() - int(current.value or 0) < CLAIM_IN_FLIGHT_MS:
                 return holder  # its record is being written right now
             # a claim whose memory is gone or says something else now: take it over
-            if attempt(lambda: StateItem(pk, key, memory_id=memory_id, value=now_ms()).save(
-                    condition=StateItem.memory_id == holder)):
+            if attempt(
+                lambda: StateItem(pk, key, memory_id=memory_id, value=now_ms()).save(
+                    condition=StateItem.memory_id == holder
+                )
+            ):
                 return None
         raise Unavailable(f"could not settle which memory holds {key!r}; try again")
 
@@ -250,7 +325,9 @@ class RecordStore:
     def create_many(self, records: list[MemoryRecord]) -> list[MemoryRecord]:
         """Claim each record's key, then write the records that got theirs in batches of 25.
         Returns the records written (duplicates left out)."""
-        held = list(self._pool.map(lambda r: r.unique_key and self.claim(r.bot, r.unique_key, int(r.id)), records))
+        held = list(
+            self._pool.map(lambda r: r.unique_key and self.claim(r.bot, r.unique_key, int(r.id)), records)
+        )
         claimed = [r for r, holder in zip(records, held) if not holder]
 
         def write():
@@ -298,8 +375,12 @@ class RecordStore:
     def change_message(self, record: MemoryRecord, text: str, content: dict | None) -> bool:
         """A chat message edited where it was written: new text and content, its point to be made again;
         False when the record is gone (forgotten or deleted meanwhile)."""
-        actions = [MemoryRecord.text.set(text), MemoryRecord.updated_at.set(now_ms()),
-                   MemoryRecord.vector_model.remove(), MemoryRecord.pending_bot.set(record.bot)]
+        actions = [
+            MemoryRecord.text.set(text),
+            MemoryRecord.updated_at.set(now_ms()),
+            MemoryRecord.vector_model.remove(),
+            MemoryRecord.pending_bot.set(record.bot),
+        ]
         if content is not None:
             actions.append(MemoryRecord.content.set(content))
         return self._guard(lambda: update_if_exists(record, actions))
@@ -321,10 +402,15 @@ class RecordStore:
     def mark_indexed(self, record: MemoryRecord, vector_model: str | None) -> bool:
         """The record's point is written (with a dense vector of that model, when given);
         False when the record no longer exists."""
-        return update_if_exists(record, [
-            MemoryRecord.pending_bot.remove(),
-            MemoryRecord.vector_model.set(vector_model) if vector_model else MemoryRecord.vector_model.remove(),
-        ])
+        return update_if_exists(
+            record,
+            [
+                MemoryRecord.pending_bot.remove(),
+                MemoryRecord.vector_model.set(vector_model)
+                if vector_model
+                else MemoryRecord.vector_model.remove(),
+            ],
+        )
 
     def mark_indexed_many(self, done: list[tuple[MemoryRecord, str | None]]) -> list[MemoryRecord]:
         """mark_indexed for many records, several requests in flight; returns the records that no longer exist."""
@@ -368,7 +454,10 @@ class RecordStore:
             # A filter is applied after a page is read: read full pages when one is set, or a narrow
             # scope walks the kind's index 50 items per round trip
             rows = MemoryRecord.by_kind.query(
-                keys.bot_kind(bot, kind), range_key_condition=below, filter_condition=condition, scan_index_forward=False,
+                keys.bot_kind(bot, kind),
+                range_key_condition=below,
+                filter_condition=condition,
+                scan_index_forward=False,
                 page_size=500 if condition is not None else min(limit, 500),
             )
             out = []
@@ -380,8 +469,9 @@ class RecordStore:
 
         return self._guard(run)
 
-    def _newest_of_user(self, bot: str, kind: str, limit: int, server: str | None, project: str | None,
-                        user: str, below=None) -> list[MemoryRecord]:
+    def _newest_of_user(
+        self, bot: str, kind: str, limit: int, server: str | None, project: str | None, user: str, below=None
+    ) -> list[MemoryRecord]:
         """A user's records read through the user index (newest id first), so the cost follows the
         user's own records, not the bot's: a user with 50 of a bot's 100k memories costs 50 reads."""
         out: list[MemoryRecord] = []
@@ -390,12 +480,17 @@ class RecordStore:
         def take(chunk: list[int]) -> bool:
             found = MemoryRecord.batch_get([(bot, i) for i in chunk])
             for r in sorted(found, key=lambda r: -int(r.id)):
-                if r.kind == kind and (server is None or r.server == server) and (project is None or r.project == project):
+                if (
+                    r.kind == kind
+                    and (server is None or r.server == server)
+                    and (project is None or r.project == project)
+                ):
                     out.append(r)
             return len(out) >= limit
 
-        for row in MemoryRecord.by_user.query(keys.bot_user(bot, user), range_key_condition=below, scan_index_forward=False,
-                                              page_size=500):
+        for row in MemoryRecord.by_user.query(
+            keys.bot_user(bot, user), range_key_condition=below, scan_index_forward=False, page_size=500
+        ):
             ids.append(int(row.id))
             if len(ids) == 100:
                 if take(ids):
@@ -419,9 +514,17 @@ class RecordStore:
         """The fact claims made in a user's name (their scope is in the key), whether or not their
         record still exists: a forget releases them all, leftovers of a crash included."""
         # DynamoDB filters no key attribute: the partition's fact claims are read (keys only) and matched here
-        return self._guard(lambda: [i.sk for i in StateItem.query(
-            keys.unique_pk(bot), StateItem.sk.startswith(keys.FACT_CLAIM_PREFIX),
-            attributes_to_get=["pk", "sk"]) if i.sk.rsplit("#", 2)[-2] == user])
+        return self._guard(
+            lambda: [
+                i.sk
+                for i in StateItem.query(
+                    keys.unique_pk(bot),
+                    StateItem.sk.startswith(keys.FACT_CLAIM_PREFIX),
+                    attributes_to_get=["pk", "sk"],
+                )
+                if i.sk.rsplit("#", 2)[-2] == user
+            ]
+        )
 
     def drop_claims(self, bot: str, claim_keys: list[str]) -> None:
         """Delete these claims outright."""
@@ -433,4 +536,3 @@ class RecordStore:
 
         if claim_keys:
             self._guard(run)
-

@@ -47,8 +47,12 @@ class StateStore:
         if len(users) == 1:
             item = self._guard(lambda: _get(*keys.tombstone(bot, users[0])))
             return {users[0]: int(item.value)} if item is not None else {}
-        return self._guard(lambda: {i.sk: int(i.value) for i in StateItem.batch_get(
-            [keys.tombstone(bot, u) for u in users], consistent_read=True)})
+        return self._guard(
+            lambda: {
+                i.sk: int(i.value)
+                for i in StateItem.batch_get([keys.tombstone(bot, u) for u in users], consistent_read=True)
+            }
+        )
 
     @staticmethod
     def tombstones_in_table(dynamodb_client, table: str) -> list[tuple[str, str, int]]:
@@ -56,8 +60,10 @@ class StateStore:
         it works on a table the stack is not bound to (the live one, while a restored copy is checked)."""
         out = []
         for page in dynamodb_client.get_paginator("scan").paginate(
-                TableName=table, FilterExpression="begins_with(pk, :p)",
-                ExpressionAttributeValues={":p": {"S": keys.TOMBSTONE_PREFIX}}):
+            TableName=table,
+            FilterExpression="begins_with(pk, :p)",
+            ExpressionAttributeValues={":p": {"S": keys.TOMBSTONE_PREFIX}},
+        ):
             for item in page["Items"]:
                 bot = keys.tombstone_bot(item["pk"]["S"])
                 if bot is not None:
@@ -77,11 +83,21 @@ class StateStore:
             wanted = [u for u in users if u]
             if not wanted:
                 return set()
-            found = self._guard(lambda: list(StateItem.batch_get([keys.consent(bot, u) for u in wanted],
-                                                                 consistent_read=True)))
+            found = self._guard(
+                lambda: list(
+                    StateItem.batch_get([keys.consent(bot, u) for u in wanted], consistent_read=True)
+                )
+            )
         else:
-            found = self._guard(lambda: list(StateItem.query(
-                keys.discord_pk(bot), StateItem.sk.startswith(keys.CONSENT_PREFIX), consistent_read=True)))
+            found = self._guard(
+                lambda: list(
+                    StateItem.query(
+                        keys.discord_pk(bot),
+                        StateItem.sk.startswith(keys.CONSENT_PREFIX),
+                        consistent_read=True,
+                    )
+                )
+            )
         return {i.sk.split("#", 1)[1] for i in found}
 
     def give_consent(self, bot: str, user: str, at: int, guilds: list[str] | None = None) -> None:
@@ -92,8 +108,13 @@ class StateStore:
     def consenting_guilds(self, bot: str) -> set[str] | None:
         """The servers some consenting user is a member of; None when a consent does not say (one given
         before engram kept them): then every server is read."""
-        found = self._guard(lambda: list(StateItem.query(
-            keys.discord_pk(bot), StateItem.sk.startswith(keys.CONSENT_PREFIX), consistent_read=True)))
+        found = self._guard(
+            lambda: list(
+                StateItem.query(
+                    keys.discord_pk(bot), StateItem.sk.startswith(keys.CONSENT_PREFIX), consistent_read=True
+                )
+            )
+        )
         out: set[str] = set()
         for item in found:
             guilds = (item.data or {}).get("guilds")
@@ -109,21 +130,38 @@ class StateStore:
         if data is None or "guilds" not in data or guild in data["guilds"]:
             return
         data["guilds"] = sorted({*data["guilds"], guild})
-        attempt(lambda: StateItem(*keys.consent(bot, user), value=1, data=data).save(
-            condition=StateItem.pk.exists()))  # a forget meanwhile wins: no consent is written back
+        attempt(
+            lambda: StateItem(*keys.consent(bot, user), value=1, data=data).save(
+                condition=StateItem.pk.exists()
+            )
+        )  # a forget meanwhile wins: no consent is written back
 
     def backfill_run(self, bot: str, user: str) -> dict | None:
         """The user's latest backfill run: {"run", "left", "count", "channels", "issuedAt"}, or None."""
         item = self._guard(lambda: _get(*keys.backfill_run(bot, user)))
         if item is None:
             return None
-        return {"run": item.tag, "left": int(item.value or 0), "count": int(item.count or 0), **(item.data or {})}
+        return {
+            "run": item.tag,
+            "left": int(item.value or 0),
+            "count": int(item.count or 0),
+            **(item.data or {}),
+        }
 
     def start_backfill_run(self, bot: str, user: str, run: str, channels: int, issued_at: int) -> None:
-        self._guard(lambda: StateItem(*keys.backfill_run(bot, user), value=channels, count=0, tag=run,
-                                      data={"channels": channels, "issuedAt": issued_at}).save())
+        self._guard(
+            lambda: StateItem(
+                *keys.backfill_run(bot, user),
+                value=channels,
+                count=0,
+                tag=run,
+                data={"channels": channels, "issuedAt": issued_at},
+            ).save()
+        )
 
-    def count_backfill(self, bot: str, user: str, run: str, channel: str, stored: int, finished: bool) -> dict | None:
+    def count_backfill(
+        self, bot: str, user: str, run: str, channel: str, stored: int, finished: bool
+    ) -> dict | None:
         """Add to a run's count (and, once per channel, count the channel done): one conditional update.
         None when a newer run (or a forget) replaced it, or this channel was counted already."""
         item = StateItem(*keys.backfill_run(bot, user))
@@ -138,7 +176,9 @@ class StateStore:
 
     def keep_token(self, bot: str, user: str, run: str, token: str, expires_s: int) -> None:
         """An interaction token for a run's last word, in its own item with a TTL."""
-        self._guard(lambda: StateItem(*keys.token(bot, user, run), data={"token": token}, expires_at=expires_s).save())
+        self._guard(
+            lambda: StateItem(*keys.token(bot, user, run), data={"token": token}, expires_at=expires_s).save()
+        )
 
     def token(self, bot: str, user: str, run: str, now_s: int) -> str | None:
         """The run's token while it is valid (DynamoDB's TTL deletes late, dynalite never)."""
@@ -173,8 +213,11 @@ class StateStore:
         wanted = list(dict.fromkeys(channels))
         out = {}
         for start in range(0, len(wanted), 100):
-            items = self._guard(lambda: list(StateItem.batch_get(
-                [keys.channel_newest(bot, c) for c in wanted[start : start + 100]])))
+            items = self._guard(
+                lambda: list(
+                    StateItem.batch_get([keys.channel_newest(bot, c) for c in wanted[start : start + 100]])
+                )
+            )
             out.update({i.sk: dict(i.data or {}) for i in items})
         return out
 
@@ -183,7 +226,11 @@ class StateStore:
         # One small item per channel, written by that channel's catch-up job; a lost race costs one re-read
         current = self.channel_seen(bot, channel)
         merged = {**current, **changes}
-        if current.get("newest") and changes.get("newest") and int(current["newest"]) > int(changes["newest"]):
+        if (
+            current.get("newest")
+            and changes.get("newest")
+            and int(current["newest"]) > int(changes["newest"])
+        ):
             merged["newest"] = current["newest"]  # never back
         if current.get("storedAt") and changes.get("storedAt"):
             merged["storedAt"] = max(int(current["storedAt"]), int(changes["storedAt"]))
@@ -194,7 +241,9 @@ class StateStore:
         """Move a channel's newest seen id forward (never back)."""
         self.see_channel(bot, channel, newest=message_id)
 
-    def note_recent(self, bot: str, channel: str, entries: list[tuple[str, int, str, int]], stored_at: int) -> None:
+    def note_recent(
+        self, bot: str, channel: str, entries: list[tuple[str, int, str, int]], stored_at: int
+    ) -> None:
         """Messages just stored (or edited) from a channel: (message id, record id, edited time, expires s)."""
         if not entries:
             return
@@ -204,15 +253,20 @@ class StateStore:
             with StateItem.batch_write() as batch:
                 for message, record, edited, expires in entries:
                     batch.save(StateItem(pk, message, memory_id=record, tag=edited, expires_at=expires))
+
         self._guard(run)
         self.see_channel(bot, channel, storedAt=stored_at)
 
     def recent(self, bot: str, channel: str, now_s: int) -> dict[str, tuple[int, str]]:
         """{message id: (record id, edited time)} of a channel's messages stored lately and not expired
         (DynamoDB's TTL deletes late, dynalite never)."""
-        return self._guard(lambda: {i.sk: (int(i.memory_id), i.tag or "")
-                                    for i in StateItem.query(keys.recent_pk(bot, channel))
-                                    if int(i.expires_at or 0) > now_s})
+        return self._guard(
+            lambda: {
+                i.sk: (int(i.memory_id), i.tag or "")
+                for i in StateItem.query(keys.recent_pk(bot, channel))
+                if int(i.expires_at or 0) > now_s
+            }
+        )
 
     def drop_recent(self, bot: str, channel: str, messages: list[str]) -> None:
         """Stop watching these messages of a channel (deleted, or out of the window)."""
@@ -224,12 +278,15 @@ class StateStore:
             with StateItem.batch_write() as batch:
                 for message in messages:
                     batch.delete(StateItem(pk, message))
+
         self._guard(run)
 
     def note_content_intent(self, bot: str, on: bool, how: str, at: int) -> None:
         """Remember whether the app can read message text, and how that was learnt (flags, or a page of
         other people's messages that all came back empty)."""
-        self._guard(lambda: StateItem(*keys.content_intent(bot), value=int(on), data={"how": how, "at": at}).save())
+        self._guard(
+            lambda: StateItem(*keys.content_intent(bot), value=int(on), data={"how": how, "at": at}).save()
+        )
 
     def content_intent(self, bot: str) -> dict | None:
         """{"on", "how", "at"} as last noted, or None (never checked)."""
@@ -242,21 +299,31 @@ class StateStore:
 
     def unreadable(self, bot: str) -> dict[str, dict]:
         """Every channel marked unreadable: {channel: {"reason", "retryAt"}} (one query)."""
-        return self._guard(lambda: {i.sk: {"reason": i.tag, "retryAt": int(i.value or 0)}
-                                    for i in StateItem.query(keys.unreadable_pk(bot))})
+        return self._guard(
+            lambda: {
+                i.sk: {"reason": i.tag, "retryAt": int(i.value or 0)}
+                for i in StateItem.query(keys.unreadable_pk(bot))
+            }
+        )
 
     def readable_again(self, bot: str, channel: str) -> None:
         self._guard(StateItem(keys.unreadable_pk(bot), channel).delete)
 
     def first_sight(self, bot: str, interaction_id: str, expires_s: int) -> bool:
         """True the first time an interaction id is seen (a conditional write of a short-lived item)."""
-        return attempt(lambda: StateItem(*keys.seen_interaction(bot, interaction_id), expires_at=expires_s).save(
-            condition=StateItem.pk.does_not_exist()))
+        return attempt(
+            lambda: StateItem(*keys.seen_interaction(bot, interaction_id), expires_at=expires_s).save(
+                condition=StateItem.pk.does_not_exist()
+            )
+        )
 
     def take_export_slot(self, bot: str, user: str, now: int, every_s: int) -> bool:
         """At most one export per `every_s` per user: False when one was taken too recently."""
-        return attempt(lambda: StateItem(*keys.export_limit(bot, user), value=now, expires_at=now // 1000 + every_s).save(
-            condition=StateItem.sk.does_not_exist() | (StateItem.value < now - every_s * 1000)))
+        return attempt(
+            lambda: StateItem(
+                *keys.export_limit(bot, user), value=now, expires_at=now // 1000 + every_s
+            ).save(condition=StateItem.sk.does_not_exist() | (StateItem.value < now - every_s * 1000))
+        )
 
     def release_export_slot(self, bot: str, user: str) -> None:
         """Give the export slot back (the export could not be delivered)."""
@@ -271,8 +338,11 @@ class StateStore:
 
     def set_chat_setting(self, bot: str, user: str, conversation: str | None, enabled: bool | None) -> None:
         """Set (or with None, drop) a chat's setting, or the user's default (conversation None)."""
-        item = StateItem(keys.chat_settings_pk(bot, user), keys.chat_setting_sk(conversation),
-                         value=int(enabled) if enabled is not None else None)
+        item = StateItem(
+            keys.chat_settings_pk(bot, user),
+            keys.chat_setting_sk(conversation),
+            value=int(enabled) if enabled is not None else None,
+        )
         self._guard(item.delete if enabled is None else item.save)
 
     # ----- forget ---------------------------------------------------------------------------------------
@@ -281,8 +351,11 @@ class StateStore:
         """Delete every state item about a user of a bot: Discord consent, backfill run, export limit,
         tokens and cursors; LibreChat memory settings. Returns how many of each kind went."""
         discord = keys.discord_pk(bot)
-        singles = {"consent": keys.consent(bot, user), "backfill": keys.backfill_run(bot, user),
-                   "exportLimit": keys.export_limit(bot, user)}
+        singles = {
+            "consent": keys.consent(bot, user),
+            "backfill": keys.backfill_run(bot, user),
+            "exportLimit": keys.export_limit(bot, user),
+        }
 
         def run() -> dict[str, int]:
             out = {}

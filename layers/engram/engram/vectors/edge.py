@@ -16,7 +16,9 @@ _KEYWORD_FIELDS = ("bot", "kind", "server", "project", "user")
 
 
 def _filter(scope: Scope) -> qe.Filter:
-    return qe.Filter(must=[qe.FieldCondition(k, match=qe.MatchValue(v)) for k, v in scope.conditions().items()])
+    return qe.Filter(
+        must=[qe.FieldCondition(k, match=qe.MatchValue(v)) for k, v in scope.conditions().items()]
+    )
 
 
 def _sparse(vector: SparseVector) -> qe.SparseVector:
@@ -52,7 +54,9 @@ class EdgeIndex:
             self._shard = qe.EdgeShard.create(str(self.path), config)
             for name in _KEYWORD_FIELDS:
                 self._shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
-            self._shard.update(qe.UpdateOperation.create_field_index("createdAt", qe.PayloadSchemaType.Integer))
+            self._shard.update(
+                qe.UpdateOperation.create_field_index("createdAt", qe.PayloadSchemaType.Integer)
+            )
 
     def _run(self, fn):
         with self._lock:
@@ -72,7 +76,9 @@ class EdgeIndex:
         """Create the named dense vector (cosine) unless it exists."""
         with self._lock:
             if name not in self.dense_names():
-                self._run(lambda s: s.update(qe.UpdateOperation.create_dense_vector(name, size, qe.Distance.Cosine)))
+                self._run(
+                    lambda s: s.update(qe.UpdateOperation.create_dense_vector(name, size, qe.Distance.Cosine))
+                )
                 self._shard.flush()
 
     def delete_dense(self, name: str) -> None:
@@ -86,9 +92,7 @@ class EdgeIndex:
         """Write whole points."""
         if not points:
             return
-        edge_points = [
-            qe.Point(p.id, {WORDS: _sparse(p.words), **p.dense}, p.payload) for p in points
-        ]
+        edge_points = [qe.Point(p.id, {WORDS: _sparse(p.words), **p.dense}, p.payload) for p in points]
         self._run(lambda s: s.update(qe.UpdateOperation.upsert_points(edge_points)))
         self._after_writes(len(points))
 
@@ -136,13 +140,25 @@ class EdgeIndex:
         size = (max(fusion.candidates, limit) if len(legs) > 1 else limit) + TIE_MARGIN
         out = []
         for query, weight in legs:
-            request = qe.QueryRequest(limit=size, query=query, filter=flt, with_payload=False, with_vector=False)
-            out.append(([Hit(int(p.id), float(p.score), {}) for p in self._run(lambda s: s.query(request))], weight))
+            request = qe.QueryRequest(
+                limit=size, query=query, filter=flt, with_payload=False, with_vector=False
+            )
+            out.append(
+                ([Hit(int(p.id), float(p.score), {}) for p in self._run(lambda s: s.query(request))], weight)
+            )
         hits = fuse(out, fusion, limit)
         vectors = [dense[0]] if with_vector and dense is not None else False
         records = {int(r.id): r for r in self._run(lambda s: s.retrieve([h.id for h in hits], True, vectors))}
-        return [Hit(h.id, h.score, dict(records[h.id].payload or {}), _dense_of(records[h.id].vector, vectors or None))
-                for h in hits if h.id in records]
+        return [
+            Hit(
+                h.id,
+                h.score,
+                dict(records[h.id].payload or {}),
+                _dense_of(records[h.id].vector, vectors or None),
+            )
+            for h in hits
+            if h.id in records
+        ]
 
     def existing(self, ids: list[int]) -> set[int]:
         """Which of these point ids the shard holds."""
@@ -155,13 +171,17 @@ class EdgeIndex:
         if not ids:
             return set()
         flt = qe.Filter(must=[qe.HasIdCondition(set(ids)), qe.HasVectorCondition(name)])
-        request = qe.ScrollRequest(offset=None, limit=len(ids), filter=flt, with_payload=False, with_vector=False)
+        request = qe.ScrollRequest(
+            offset=None, limit=len(ids), filter=flt, with_payload=False, with_vector=False
+        )
         records, _ = self._run(lambda s: s.scroll(request))
         return {int(r.id) for r in records}
 
     def scroll_ids(self, scope: Scope, after: int | None, limit: int) -> tuple[list[int], int | None]:
         """One page of point ids in a scope, in id order, and the next page's first id (None: done)."""
-        request = qe.ScrollRequest(offset=after, limit=limit, filter=_filter(scope), with_payload=False, with_vector=False)
+        request = qe.ScrollRequest(
+            offset=after, limit=limit, filter=_filter(scope), with_payload=False, with_vector=False
+        )
         records, following = self._run(lambda s: s.scroll(request))
         return [int(r.id) for r in records], (int(following) if following is not None else None)
 

@@ -36,11 +36,19 @@ class QdrantServerIndex:
         self._collection_ready = False
 
     @classmethod
-    def connect(cls, url: str, api_key: str | None, collection: str, timeout_s: float = 5.0,
-                transport: httpx.BaseTransport | None = None) -> "QdrantServerIndex":
+    def connect(
+        cls,
+        url: str,
+        api_key: str | None,
+        collection: str,
+        timeout_s: float = 5.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> QdrantServerIndex:
         """A client for the server at `url` (no request is made until the index is first used)."""
         headers = {"api-key": api_key} if api_key else {}
-        client = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport)
+        client = httpx.Client(
+            base_url=url.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport
+        )
         return cls(client, collection)
 
     # ----- the wire --------------------------------------------------------------------------------
@@ -48,8 +56,12 @@ class QdrantServerIndex:
     def _request(self, method: str, path: str, body: dict | None = None, wait: bool = False) -> Any:
         """One REST call; its `result`. Every failure (refused, timed out, 4xx/5xx) is IndexUnavailable."""
         try:
-            response = self.client.request(method, f"/collections/{self.collection}{path}", json=body,
-                                           params={"wait": "true"} if wait else None)
+            response = self.client.request(
+                method,
+                f"/collections/{self.collection}{path}",
+                json=body,
+                params={"wait": "true"} if wait else None,
+            )
         except httpx.HTTPError as exc:
             raise IndexUnavailable(f"Qdrant failed: {type(exc).__name__}: {exc}") from exc
         if response.status_code >= 400:
@@ -63,7 +75,9 @@ class QdrantServerIndex:
         try:
             return response.json().get("result")
         except ValueError as exc:
-            raise IndexUnavailable(f"Qdrant answered something that is not JSON: {response.text[:200]}") from exc
+            raise IndexUnavailable(
+                f"Qdrant answered something that is not JSON: {response.text[:200]}"
+            ) from exc
 
     def _call(self, method: str, path: str, body: dict | None = None, wait: bool = False) -> Any:
         if not self._collection_ready:
@@ -99,7 +113,10 @@ class QdrantServerIndex:
     def upsert(self, points: list[IndexPoint]) -> None:
         """Write whole points."""
         if points:
-            body = [{"id": p.id, "vector": {WORDS: _sparse(p.words), **p.dense}, "payload": p.payload} for p in points]
+            body = [
+                {"id": p.id, "vector": {WORDS: _sparse(p.words), **p.dense}, "payload": p.payload}
+                for p in points
+            ]
             self._call("PUT", "/points", {"points": body}, wait=True)
 
     def set_dense(self, name: str, vectors: dict[int, list[float]]) -> None:
@@ -144,12 +161,27 @@ class QdrantServerIndex:
         # Both sides in one round trip, with payloads (a second trip for them would cost more than the bytes)
         searches = [{**leg, "filter": flt, "limit": size, "with_payload": True} for leg, _ in legs]
         results = self._call("POST", "/points/query/batch", {"searches": searches})
-        return fuse([
-            ([Hit(int(p["id"]), float(p["score"]), dict(p.get("payload") or {}),
-                  (p.get("vector") or {}).get(name) if name and isinstance(p.get("vector"), dict) else None)
-              for p in result["points"]], weight)
-            for result, (_, weight) in zip(results, legs)
-        ], fusion, limit)
+        return fuse(
+            [
+                (
+                    [
+                        Hit(
+                            int(p["id"]),
+                            float(p["score"]),
+                            dict(p.get("payload") or {}),
+                            (p.get("vector") or {}).get(name)
+                            if name and isinstance(p.get("vector"), dict)
+                            else None,
+                        )
+                        for p in result["points"]
+                    ],
+                    weight,
+                )
+                for result, (_, weight) in zip(results, legs)
+            ],
+            fusion,
+            limit,
+        )
 
     def existing(self, ids: list[int]) -> set[int]:
         """Which of these point ids the collection holds."""
@@ -162,8 +194,12 @@ class QdrantServerIndex:
         """Which of these points have the named dense vector."""
         if not ids:
             return set()
-        body = {"filter": {"must": [{"has_id": list(ids)}, {"has_vector": name}]}, "limit": len(ids),
-                "with_payload": False, "with_vector": False}
+        body = {
+            "filter": {"must": [{"has_id": list(ids)}, {"has_vector": name}]},
+            "limit": len(ids),
+            "with_payload": False,
+            "with_vector": False,
+        }
         return {int(p["id"]) for p in self._call("POST", "/points/scroll", body)["points"]}
 
     def scroll_ids(self, scope: Scope, after: int | None, limit: int) -> tuple[list[int], int | None]:

@@ -22,7 +22,12 @@ async def discord_interactions(request: Request) -> JSONResponse:
     raw = await request.body()
     engine = request.app.state.engine_factory
     status, body = await run_in_threadpool(
-        handle_interaction, raw, dict(request.headers), settings, lambda: engine().queue, consent_status(settings),
+        handle_interaction,
+        raw,
+        dict(request.headers),
+        settings,
+        lambda: engine().queue,
+        consent_status(settings),
         seen_once(settings),
     )
     return JSONResponse(body, status_code=status)

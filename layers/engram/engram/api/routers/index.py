@@ -14,8 +14,11 @@ router = APIRouter(tags=["index"], responses=ERRORS)
 
 
 @router.post("/v1/index/{action}", status_code=202)
-def maintain_index(action: Literal["reconcile", "rebuild"], eng: Admin,
-                   bot: Annotated[str | None, Query(pattern=NAME_PATTERN)] = None) -> dict:
+def maintain_index(
+    action: Literal["reconcile", "rebuild"],
+    eng: Admin,
+    bot: Annotated[str | None, Query(pattern=NAME_PATTERN)] = None,
+) -> dict:
     """Queue a reconcile (points without a record deleted, records without a point written again) or a
     rebuild (every point written again from DynamoDB), for one bot or every bot. Both read every record
     of the bots named: see the README for what that costs on AWS."""

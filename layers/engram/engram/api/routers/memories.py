@@ -37,14 +37,22 @@ def list_memories(
     bot: Bot,
     access: Reader,
     response: Response,
-    query: Annotated[str | None, Query(description="Search by words and meaning, best first.", max_length=2000)] = None,
+    query: Annotated[
+        str | None, Query(description="Search by words and meaning, best first.", max_length=2000)
+    ] = None,
     limit: Annotated[int | None, Query(ge=1, le=500, description="1-500; 200 when not given.")] = None,
     kind: Annotated[Literal["fact", "message"], Query()] = "fact",
     userId: Name = None,
     serverId: Name = None,
     project: Name = None,
-    before: Annotated[str | None, Query(pattern=MEMORY_ID_PATTERN, examples=["mem:12"],
-                                        description="Page on: only memories older than this one (the last id of a page).")] = None,
+    before: Annotated[
+        str | None,
+        Query(
+            pattern=MEMORY_ID_PATTERN,
+            examples=["mem:12"],
+            description="Page on: only memories older than this one (the last id of a page).",
+        ),
+    ] = None,
 ) -> dict:
     """List a bot's memories newest first (page on with `before`), or search them when `query` is given.
     The proxy key may read its own bot's memories here."""
@@ -67,7 +75,10 @@ def list_bots(access: Reader) -> dict:
 
 
 @router.post(
-    "/v1/bots/{bot}/memories", response_model=MemoryOut, response_model_exclude_unset=True, status_code=201,
+    "/v1/bots/{bot}/memories",
+    response_model=MemoryOut,
+    response_model_exclude_unset=True,
+    status_code=201,
     responses={200: {"model": MemoryOut, "description": "The same text was already remembered"}},
     max_body_size=SMALL_BODY,
 )
@@ -85,8 +96,15 @@ def add_messages(bot: Bot, body: MessageBatch, eng: Admin) -> dict:
     """Store chat messages (kind `message`) in one batch; a message id already stored is not stored again."""
     messages = [
         ChatMessage(
-            source_id=m.id, text=m.text, user=m.userId, server=m.serverId, project=m.project,
-            created_at=m.created_ms(), content=m.content, saved_by=m.savedBy, thread=m.threadId,
+            source_id=m.id,
+            text=m.text,
+            user=m.userId,
+            server=m.serverId,
+            project=m.project,
+            created_at=m.created_ms(),
+            content=m.content,
+            saved_by=m.savedBy,
+            thread=m.threadId,
         )
         for m in body.messages
     ]
@@ -94,16 +112,25 @@ def add_messages(bot: Bot, body: MessageBatch, eng: Admin) -> dict:
     return {"created": created, "ids": [format_memory_id(m.id) for m in memories]}
 
 
-@router.get("/v1/bots/{bot}/memories/{memory_id}", response_model=MemoryOut, response_model_exclude_unset=True,
-            responses=NOT_FOUND)
+@router.get(
+    "/v1/bots/{bot}/memories/{memory_id}",
+    response_model=MemoryOut,
+    response_model_exclude_unset=True,
+    responses=NOT_FOUND,
+)
 def get_memory(bot: Bot, memory_id: MemoryId, access: Reader) -> dict:
     """One memory by id (`12` or `mem:12`)."""
     access.check(bot)
     return access.engine.service.get(bot, parse_memory_id(memory_id)).to_json()
 
 
-@router.patch("/v1/bots/{bot}/memories/{memory_id}", response_model=MemoryOut, response_model_exclude_unset=True,
-              responses=NOT_FOUND, max_body_size=SMALL_BODY)
+@router.patch(
+    "/v1/bots/{bot}/memories/{memory_id}",
+    response_model=MemoryOut,
+    response_model_exclude_unset=True,
+    responses=NOT_FOUND,
+    max_body_size=SMALL_BODY,
+)
 def change_memory(bot: Bot, memory_id: MemoryId, body: MemoryChange, eng: Admin) -> dict:
     """Change a memory's text; if it now says what another says, that other memory stands and comes back."""
     return eng.service.update(bot, parse_memory_id(memory_id), body.text).to_json()
@@ -127,9 +154,16 @@ def forget_user(bot: Bot, user_id: Annotated[str, Path(pattern=NAME_PATTERN)], e
 NDJSON = "application/x-ndjson"
 
 
-@router.get("/v1/bots/{bot}/export", response_class=StreamingResponse,
-            responses={200: {"content": {NDJSON: {"schema": {"type": "string"}}},
-                             "description": "One JSON object per line: every record with all its fields"}})
+@router.get(
+    "/v1/bots/{bot}/export",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {NDJSON: {"schema": {"type": "string"}}},
+            "description": "One JSON object per line: every record with all its fields",
+        }
+    },
+)
 def export_memories(bot: Bot, access: Reader, userId: Name = None) -> StreamingResponse:
     """Every record of the bot (or of one user) as NDJSON, oldest first per kind, streamed a page at a
     time. On AWS use the streaming URL for big bots (API Gateway and Lambda buffer up to 6 MB)."""
@@ -143,12 +177,19 @@ def export_memories(bot: Bot, access: Reader, userId: Name = None) -> StreamingR
             yield from lines
 
     filename = f"{bot}-{userId}.ndjson" if userId else f"{bot}.ndjson"
-    return StreamingResponse(iterate_in_threadpool(stream()), media_type=NDJSON,
-                             headers={"content-disposition": f'attachment; filename="{filename}"'})
+    return StreamingResponse(
+        iterate_in_threadpool(stream()),
+        media_type=NDJSON,
+        headers={"content-disposition": f'attachment; filename="{filename}"'},
+    )
 
 
-@router.post("/v1/bots/{bot}/import", response_model=ImportResult, max_body_size=MESSAGES_BODY,
-             openapi_extra={"requestBody": {"required": True, "content": {NDJSON: {"schema": {"type": "string"}}}}})
+@router.post(
+    "/v1/bots/{bot}/import",
+    response_model=ImportResult,
+    max_body_size=MESSAGES_BODY,
+    openapi_extra={"requestBody": {"required": True, "content": {NDJSON: {"schema": {"type": "string"}}}}},
+)
 async def import_memories(bot: Bot, request: Request, eng: Admin) -> dict:
     """Store an export (NDJSON) into this bot: facts fold into the memory already there, messages already
     stored by source id are skipped; a bad line is reported by number and nothing of it is stored.

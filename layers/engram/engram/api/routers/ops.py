@@ -21,7 +21,9 @@ def livez() -> dict:
 
 
 @router.get("/healthz", response_model=Health)
-def healthz(request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Security(ADMIN_KEY)]) -> dict:
+def healthz(
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Security(ADMIN_KEY)]
+) -> dict:
     """Liveness for anyone. With the admin key also the embedder, the last error, and (with the proxy)
     the upstream names, cache stats, MongoDB's state and per-phase call counters; strangers learn
     nothing about what engram talks to."""
@@ -30,9 +32,13 @@ def healthz(request: Request, credentials: Annotated[HTTPAuthorizationCredential
         return {"ok": True}
     eng.refresh()
     service = eng.service
-    out = {"ok": True, "embedder": service.dense_name, "embedderWarm": is_warm(service.embedder),
-           "lastError": service.last_error,
-           "index": eng.keeper.progress.as_json() if eng.keeper else None}
+    out = {
+        "ok": True,
+        "embedder": service.dense_name,
+        "embedderWarm": is_warm(service.embedder),
+        "lastError": service.last_error,
+        "index": eng.keeper.progress.as_json() if eng.keeper else None,
+    }
     proxy_factory = request.app.state.proxy_factory
     if proxy_factory is not None:
         proxy = proxy_factory()
