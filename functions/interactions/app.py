@@ -24,9 +24,9 @@ def queue():
 
 @lru_cache(maxsize=1)
 def _bind_tables() -> None:
-    from engram.store import RecordStore
+    from engram.store import bind_tables
 
-    RecordStore(get_settings())
+    bind_tables(get_settings())
 
 
 def status(user: str) -> str:

@@ -208,7 +208,7 @@ from pathlib import Path
 sys.path.insert(0, ".")
 from infra.local_stack import LocalStack
 from tests.bench.run import synthetic_points
-from engram.store import MemoryRecord
+from engram.store.models import MemoryRecord
 n, data_dir = int(sys.argv[1]), Path(sys.argv[2])
 stack = LocalStack(data_dir, port=0, api_key="k").start()
 stack.engine.service.embedder.embed(["warm up"])

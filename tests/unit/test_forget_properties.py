@@ -61,7 +61,7 @@ def test_nothing_asked_for_before_a_forget_is_stored_after_it(service, aws, monk
                     memory, _ = service.add_fact(bot, f"Note {word} from {user}.", user=user, origin=asked)
                     ids = [memory.id]
                 else:
-                    memories, _ = service.add_messages(
+                    added = service.add_messages(
                         bot,
                         [
                             ChatMessage(
@@ -74,6 +74,7 @@ def test_nothing_asked_for_before_a_forget_is_stored_after_it(service, aws, monk
                         ],
                         origin=asked,
                     )
+                    memories = added.memories
                     ids = [m.id for m in memories]
             except Forgotten:
                 ids = []

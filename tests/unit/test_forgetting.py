@@ -68,7 +68,7 @@ def test_writes_asked_for_before_a_forget_are_refused_and_new_ones_are_not(servi
     service.forget_user("bot1", "alice")
     with pytest.raises(Forgotten):
         service.add_fact("bot1", "Alice likes go.", user="alice", origin=asked)
-    stored, created = service.add_messages(
+    added = service.add_messages(
         "bot1",
         [
             ChatMessage(source_id="m1", text="old words", user="alice"),
@@ -76,6 +76,7 @@ def test_writes_asked_for_before_a_forget_are_refused_and_new_ones_are_not(servi
         ],
         origin=asked,
     )
+    stored, created = added.memories, added.created
     assert created == 1 and [m.user for m in stored] == ["bob"]
     assert service.list("bot1", user="alice") == []
     fresh, created = service.add_fact("bot1", "Alice is back and likes go.", user="alice")  # asked for now
@@ -92,9 +93,8 @@ def test_a_write_racing_a_forget_is_taken_back(service, monkeypatch):
         return written
 
     monkeypatch.setattr(service.records, "create_many", create_then_forget)
-    _, created = service.add_messages(
-        "bot1", [ChatMessage(source_id="m1", text="racing words", user="alice")]
-    )
+    added = service.add_messages("bot1", [ChatMessage(source_id="m1", text="racing words", user="alice")])
+    created = added.created
     assert created == 0
     assert service.list("bot1", kind="message") == [] and service.index.count(Scope(bot="bot1")) == 0
 

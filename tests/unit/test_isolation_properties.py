@@ -14,7 +14,7 @@ from engram.errors import EngramError
 from engram.proxy.memory import ChatMemory, Turn
 from engram.proxy.projects import ProjectResolver
 from engram.proxy.settings import ProxySettings
-from engram.store import MemoryRecord
+from engram.store.models import MemoryRecord
 from engram.vectors import Scope
 
 USERS, SERVERS, PROJECTS, BOTS = ["u1", "u2", "u3"], ["s1", "s2", None], ["p1", "p2", None], ["b1", "b2"]
@@ -87,7 +87,7 @@ def test_no_scope_ever_sees_another_and_forget_leaves_nothing(service, steps, as
                 _, b, text, user, server, n = step
                 from engram.service import ChatMessage
 
-                memories, _ = service.add_messages(
+                added = service.add_messages(
                     bot_of[b],
                     [
                         ChatMessage(
@@ -99,6 +99,8 @@ def test_no_scope_ever_sees_another_and_forget_leaves_nothing(service, steps, as
                         )
                     ],
                 )
+
+                memories = added.memories
                 ids.extend((bot_of[b], m.id) for m in memories)
                 forgotten.discard((bot_of[b], user))
             elif step[0] == "update" and ids:

@@ -262,11 +262,11 @@ def test_messages_are_stored_once_by_source_id(service):
         ChatMessage(source_id=f"d{i}", text=f"message number {i} about sailing", user="u1", server="g1")
         for i in range(3)
     ]
-    memories, created = service.add_messages("bot1", batch)
+    added = service.add_messages("bot1", batch)
+    memories, created = added.memories, added.created
     assert created == 3 and [m.source_id for m in memories] == ["d0", "d1", "d2"]
-    again, created_again = service.add_messages(
-        "bot1", batch + [ChatMessage(source_id="d3", text="fourth about sailing")]
-    )
+    added = service.add_messages("bot1", batch + [ChatMessage(source_id="d3", text="fourth about sailing")])
+    again, created_again = added.memories, added.created
     assert created_again == 1
     assert [m.id for m in again[:3]] == [m.id for m in memories]
     assert len(service.list("bot1", kind="message")) == 4
@@ -305,14 +305,16 @@ def test_thread_context_comes_from_the_previous_message_even_across_batches(serv
         ChatMessage(source_id="a1", text="Did you paint anything lately?", thread="c1", created_at=1000),
         ChatMessage(source_id="x1", text="Unrelated channel.", thread="c2", created_at=1500),
     ]
-    memories, _ = service.add_messages("bot1", first)
+    added = service.add_messages("bot1", first)
+    memories = added.memories
     records = {m.source_id: service.records.get("bot1", m.id) for m in memories}
     assert records["a1"].context is None
     assert records["a2"].context == "Did you paint anything lately?"
     assert records["x1"].context is None
-    later, _ = service.add_messages(
+    added = service.add_messages(
         "bot1", [ChatMessage(source_id="a3", text="It took two weeks.", thread="c1", created_at=3000)]
     )
+    later = added.memories
     assert service.records.get("bot1", later[0].id).context == "Yes, a sunrise over the lake."
     # an older message arriving late does not move the thread's tail back
     service.add_messages("bot1", [ChatMessage(source_id="a0", text="Hi!", thread="c1", created_at=500)])

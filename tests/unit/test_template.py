@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from engram.store import MemoryRecord
+from engram.store.models import MemoryRecord
 from infra.aws_template import load_template, table_definitions
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from .errors import InvalidInput
 from .shapes import api_json, from_payload
-from .store import MemoryRecord
+from .store import Record
 from .text import NAME_PATTERN, check_json, check_text
 from .vectors import Hit
 
@@ -34,6 +34,14 @@ def check_name(what: str, value: str | None) -> str | None:
     if not isinstance(value, str) or not _NAME.fullmatch(value):
         raise InvalidInput(f"{what} must be 1-128 letters, digits or _.:@- (got {value!r})")
     return value
+
+
+def required_name(what: str, value: str | None) -> str:
+    """A name that must be given (a bot, the user a forget is for)."""
+    name = check_name(what, value)
+    if name is None:
+        raise InvalidInput(f"{what} is required")
+    return name
 
 
 def check_limit(limit: int | None) -> int:
@@ -110,7 +118,7 @@ class Memory:
     score: float | None = None
 
     @classmethod
-    def from_record(cls, r: MemoryRecord) -> Memory:
+    def from_record(cls, r: Record) -> Memory:
         """From a DynamoDB record."""
         return cls(
             id=int(r.id),

@@ -10,7 +10,7 @@ from .embedders import build_embedder
 from .jobs import JobQueue, build_queue
 from .service import MemoryService
 from .singleton import ProcessSingleton
-from .store import RecordStore
+from .store import RecordStore, bind_tables
 from .vectors import VectorIndex, build_index
 
 if TYPE_CHECKING:
@@ -65,9 +65,10 @@ def build_engine(
 ) -> Engine:
     """Build an engine; tests pass their own index, embedder or SQS client."""
     settings = _secret(settings)
+    bind_tables(settings)
     queue = build_queue(settings, sqs_client)
     service = MemoryService(
-        records=RecordStore(settings),
+        records=RecordStore(),
         index=index if index is not None else build_index(settings),
         embedder=embedder if embedder is not None else build_embedder(settings),
         queue=queue,

@@ -4,16 +4,21 @@ that a crash at any point leaves nothing findable, and a tombstone that keeps th
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
-from .domain import check_name
+from .domain import required_name
 from .store import now_ms
 from .vectors import Scope
+from .writes import MemoryWrites
 
 log = logging.getLogger(__name__)
 READ = 100
+# Called with (bot, user) after a forget: caches that could still serve the user drop them
+ForgetHook = Callable[[str, str], None]
 
 
-def forget_user(service, bot: str, user: str) -> dict:
+def forget_user(writes: MemoryWrites, hooks: list[ForgetHook], bot: str, user: str) -> dict[str, Any]:
     """Forget a user of a bot everywhere: vectors, records, the contexts of other records that quote them,
     thread tails, unique claims, Discord consent, backfill state, tokens and export limits, LibreChat memory
     settings, and every cache that could still serve them. Every front door calls this.
@@ -22,20 +27,20 @@ def forget_user(service, bot: str, user: str) -> dict:
     from here on (every write path reads it at the moment it writes); then consent (Discord stops reading
     them); vectors before records (nothing stays findable if the index fails half-way: the call fails and
     is retried); vectors once more at the end, for an index job that raced the first pass."""
-    bot, user = check_name("bot", bot), check_name("userId", user)
-    service.state.mark_forgotten(bot, user, now_ms())
-    state = service.state.forget_user(bot, user)
-    vectors = service.index.delete_scope(Scope(bot=bot, user=user))
-    ids = list(service.records.iter_user(bot, user))
+    bot, user = required_name("bot", bot), required_name("userId", user)
+    writes.state.mark_forgotten(bot, user, now_ms())
+    state = writes.state.forget_user(bot, user)
+    vectors = writes.index.delete_scope(Scope(bot=bot, user=user))
+    ids = list(writes.records.iter_user(bot, user))
     records = []
     for start in range(0, len(ids), READ):
-        records.extend(service.records.batch_get(bot, ids[start : start + READ]).values())
-    service.records.delete(records)
-    contexts = service.release_words(bot, records, author=user)
-    claims = service.records.user_claims(bot, user)  # leftovers of a crash between a claim and its record
-    service.records.drop_claims(bot, claims)
-    vectors += service.index.delete_scope(Scope(bot=bot, user=user))
-    for hook in list(service.forget_hooks):
+        records.extend(writes.records.batch_get(bot, ids[start : start + READ]).values())
+    writes.records.delete(records)
+    contexts = writes.release_words(bot, records, author=user)
+    claims = writes.records.user_claims(bot, user)  # leftovers of a crash between a claim and its record
+    writes.records.drop_claims(bot, claims)
+    vectors += writes.index.delete_scope(Scope(bot=bot, user=user))
+    for hook in list(hooks):
         try:
             hook(bot, user)
         except Exception:  # a cache that cannot be cleared must not undo a forget; tombstones cover it

@@ -18,7 +18,7 @@ from .jobs import IndexJob, JobQueue
 from .observability import timed
 from .retrieval import DEFAULT, Retrieval, date_words
 from .shapes import payload
-from .store import KINDS, MemoryRecord, RecordStore, StateStore, now_ms
+from .store import KINDS, Record, RecordStore, StateStore, now_ms
 from .vectors import IndexPoint, Scope, VectorIndex
 from .words import WordVectorizer
 
@@ -75,7 +75,7 @@ class Indexer:
             return None
         return vector_name(self.embedder.provider, self.embedder.model)
 
-    def vector_text(self, r: MemoryRecord) -> str | None:
+    def vector_text(self, r: Record) -> str | None:
         """The text a record's dense vector is made of (None: no dense vector)."""
         if r.kind == "message":
             return r.text[: self.message_vector_chars] if self.message_vector_chars > 0 and r.text else None
@@ -105,7 +105,7 @@ class Indexer:
             self.dense_ready.add(name)
         return True
 
-    def dense_vectors(self, records: list[MemoryRecord], wait: bool = True) -> dict[int, list[float]]:
+    def dense_vectors(self, records: list[Record], wait: bool = True) -> dict[int, list[float]]:
         """Each record's dense vector: its own text's embedding, mixed with its conversation context's
         (a chat reply means little without what it answers). One batched embed call; None texts skipped."""
         own = {int(r.id): self.vector_text(r) for r in records}
@@ -128,7 +128,7 @@ class Indexer:
             if text
         }
 
-    def embed_ahead(self, records: list[MemoryRecord]) -> Future[dict[int, list[float]]] | None:
+    def embed_ahead(self, records: list[Record]) -> Future[dict[int, list[float]]] | None:
         """Start the records' dense vectors now, in the background (a write embeds while DynamoDB stores
         the records); None when vectors are off or the model is still loading."""
         if self.dense_name is None or not is_warm(self.embedder) or not records:
@@ -137,7 +137,7 @@ class Indexer:
 
     def index_records(
         self,
-        records: list[MemoryRecord],
+        records: list[Record],
         wait: bool = True,
         ahead: Future[dict[int, list[float]]] | None = None,
     ) -> int:
@@ -176,7 +176,7 @@ class Indexer:
             self.last_error = None
         return complete
 
-    def unforgotten(self, records: list[MemoryRecord]) -> list[MemoryRecord]:
+    def unforgotten(self, records: list[Record]) -> list[Record]:
         """Records whose user was not forgotten after they were made. The others are what a forget that
         stopped half-way (a crash, a DynamoDB error) left: no point is written for them, and they are
         deleted, finishing that forget, so a reconcile or a rebuild never makes them findable again.
@@ -195,7 +195,7 @@ class Indexer:
         return [r for r in records if not (r.user in gone and gone[r.user] >= int(r.created_at))]
 
     def index_or_defer(
-        self, bot: str, records: list[MemoryRecord], ahead: Future[dict[int, list[float]]] | None = None
+        self, bot: str, records: list[Record], ahead: Future[dict[int, list[float]]] | None = None
     ) -> None:
         """A write's points, without ever waiting for a model to load: words now, and a job for the
         meaning if the embedder is still cold. If the index is down the records stay pending and a job
@@ -215,14 +215,14 @@ class Indexer:
         except Exception:
             log.exception("could not queue an index job for %d records", len(records))
 
-    def add_dense(self, records: list[MemoryRecord]) -> int:
+    def add_dense(self, records: list[Record]) -> int:
         """Give existing points the current model's vector without touching their other models' vectors
         (re-embedding: a switch back reuses them); records still pending are indexed whole. Returns how
         many now have it (or need none). Which points have it is asked of the index, so re-embedding
         writes nothing to DynamoDB; the next chunk is embedded while the last one is stored."""
-        waiting = [r for r in records if r.pending_bot]
+        waiting = [r for r in records if r.pending]
         pending = self.unforgotten(waiting)  # what an interrupted forget left needs no vector: counted done
-        indexed = [r for r in records if not r.pending_bot]
+        indexed = [r for r in records if not r.pending]
         done = (self.index_records(pending) if pending else 0) + len(waiting) - len(pending)
         name = self.dense_name
         have = (
@@ -262,7 +262,7 @@ class Indexer:
             ids = self.records.pending_ids(bot, 10_000)
             for start in range(0, len(ids), batch):
                 found = self.records.batch_get(bot, ids[start : start + batch])
-                due = [i for i, r in found.items() if r.pending_bot and int(r.updated_at) <= cutoff]
+                due = [i for i, r in found.items() if r.pending and int(r.updated_at) <= cutoff]
                 if due:
                     self.queue.send(IndexJob(bot=bot, ids=sorted(due)))
                     queued += len(due)
@@ -299,7 +299,7 @@ class IndexKeeper:
         """Every bot that has records."""
         return self.indexer.records.bots()
 
-    def _pages(self, bot: str) -> Iterator[list[MemoryRecord]]:
+    def _pages(self, bot: str) -> Iterator[list[Record]]:
         """Every record of a bot, a page at a time, each kind newest first."""
         for kind in KINDS:
             before = None
@@ -310,7 +310,7 @@ class IndexKeeper:
                     break
                 before = int(page[-1].id)
 
-    def _reindex(self, records: list[MemoryRecord]) -> None:
+    def _reindex(self, records: list[Record]) -> None:
         """Write these records' points again; pending first, so if the embedder is down the sweep finishes."""
         records = [
             r for r in self.indexer.unforgotten(records) if self.indexer.records.mark_pending(r)
@@ -341,7 +341,7 @@ class IndexKeeper:
         """Re-index the bot's records marked indexed whose point is missing; returns how many."""
         fixed = 0
         for page in self._pages(bot):
-            indexed = [r for r in page if not r.pending_bot]
+            indexed = [r for r in page if not r.pending]
             held = self.indexer.index.existing([int(r.id) for r in indexed])
             missing = [r for r in indexed if int(r.id) not in held]
             self._reindex(missing)

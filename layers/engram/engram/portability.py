@@ -86,7 +86,7 @@ def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict
 
     def flush() -> None:
         if pending:
-            _, created = service.add_messages(bot, pending, defer_vectors=True)
+            created = service.add_messages(bot, pending, defer_vectors=True).created
             counts["messages"]["created"] += created
             counts["messages"]["existing"] += len(pending) - created
             pending.clear()

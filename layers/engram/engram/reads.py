@@ -7,17 +7,38 @@ import logging
 
 from .domain import FALLBACK_SCAN, FEEDBACK_MIN_HITS, Found, Memory, check_limit, check_name
 from .errors import IndexUnavailable, InvalidInput, NotFound
+from .indexing import Indexer
 from .observability import timed
-from .retrieval import feedback_query, feedback_vector
-from .store import KINDS, source_key
+from .retrieval import Retrieval, feedback_query, feedback_vector
+from .store import KINDS, RecordStore, source_key
 from .text import check_text, format_memory_id
-from .vectors import Scope
+from .vectors import Scope, VectorIndex
+from .words import WordVectorizer
 
 log = logging.getLogger(__name__)
 
 
 class MemoryReads:
-    """The read half of MemoryService."""
+    """The read half of the memory service: one memory, newest first, and search by words and meaning."""
+
+    def __init__(
+        self,
+        records: RecordStore,
+        index: VectorIndex,
+        indexer: Indexer,
+        words: WordVectorizer,
+        retrieval: Retrieval,
+    ) -> None:
+        self.records = records
+        self.index = index
+        self.indexer = indexer
+        self.words = words
+        self.retrieval = retrieval
+
+    @property
+    def dense_name(self) -> str | None:
+        """The named vector of the current embedding model, or None when vectors are off."""
+        return self.indexer.dense_name
 
     def bots(self) -> list[str]:
         """Every bot that has memories (or had: a bot is registered at its first write)."""

@@ -5,20 +5,75 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass
 
-from .domain import INGEST_CHUNK, MAX_BATCH, MAX_CONTEXT_CHARS, ChatMessage, Memory, SavedBy, check_name
+from .domain import (
+    INGEST_CHUNK,
+    MAX_BATCH,
+    MAX_CONTEXT_CHARS,
+    ChatMessage,
+    Memory,
+    SavedBy,
+    check_name,
+    required_name,
+)
 from .errors import Forgotten, InvalidInput, NotFound, Unavailable
-from .jobs import IndexJob
-from .store import Duplicate, MemoryRecord, fact_key, fact_tail, new_record, now_ms, source_key
+from .indexing import Indexer
+from .jobs import IndexJob, JobQueue
+from .retrieval import Retrieval
+from .store import (
+    Duplicate,
+    Record,
+    RecordStore,
+    StateStore,
+    fact_key,
+    fact_tail,
+    new_record,
+    now_ms,
+    source_key,
+)
 from .text import clean_fact, format_memory_id
+from .vectors import VectorIndex
 
 log = logging.getLogger(__name__)
 
 
-class MemoryWrites:
-    """The write half of MemoryService (its state: records, index, state, indexer, queue, retrieval)."""
+@dataclass(frozen=True, slots=True)
+class Added:
+    """What a batch of chat messages became: every message's memory in input order (new or already
+    there), and the ones this call created."""
 
-    def refused(self, bot: str, users, origin: int) -> set[str]:
+    memories: list[Memory]
+    fresh: list[Memory]
+
+    @property
+    def created(self) -> int:
+        return len(self.fresh)
+
+
+class MemoryWrites:
+    """The write half of the memory service: facts and messages in, changes, removals, and words leaving
+    the contexts that quote them."""
+
+    def __init__(
+        self,
+        records: RecordStore,
+        state: StateStore,
+        index: VectorIndex,
+        indexer: Indexer,
+        queue: JobQueue,
+        retrieval: Retrieval,
+    ) -> None:
+        self.records = records
+        self.state = state
+        self.index = index
+        self.indexer = indexer
+        self.queue = queue
+        self.retrieval = retrieval
+
+    def refused(self, bot: str, users: Iterable[str | None], origin: int) -> set[str]:
         """Which of these users were forgotten at or after `origin` (when the write was made, asked for or
         queued): their words are dropped, whatever path brings them (tombstones, read at write time)."""
         return {u for u, at in self.state.forgotten(bot, {u for u in users if u}).items() if at >= origin}
@@ -95,118 +150,138 @@ class MemoryWrites:
         defer_vectors: bool = False,
         origin: int | None = None,
         stored_tails: bool = True,
-        fresh_out: list[Memory] | None = None,
-    ) -> tuple[list[Memory], int]:
-        """Store chat messages in one batch, idempotent by source message id; returns every message's
-        memory (new or already there, in input order) and how many were new. `defer_vectors`: points are
+    ) -> Added:
+        """Store chat messages in one batch, idempotent by source message id. `defer_vectors`: points are
         written by an index job (an import), not before the answer. `origin`: when the batch was asked for
         (a job's queue time); messages of users forgotten since are dropped, and a message whose context
         quotes one is stored without it. `stored_tails=False` (a page older than what is stored): contexts
-        come from earlier messages of the batch only, never from a thread's newest stored message.
-        `fresh_out`, when given, receives the memories this call created."""
-        bot = check_name("bot", bot)
+        come from earlier messages of the batch only, never from a thread's newest stored message."""
+        bot = required_name("bot", bot)
         if not messages:
-            return [], 0
+            return Added([], [])
+        self._check_batch(messages)
+        origin = origin if origin is not None else now_ms()
+        messages = self._without_forgotten(bot, messages, origin)
+        keys = [source_key(m.source_id) for m in messages]
+        known = self.records.find_uniques(bot, keys)
+        records = self._new_records(
+            bot, [m for m, k in zip(messages, keys, strict=True) if k not in known], stored_tails
+        )
+        # Vectors are made while DynamoDB stores the records, a chunk at a time, so each chunk's points and
+        # marks are written while the next chunk embeds (in-process: 68 % -> 87 % of the embedder alone)
+        chunks = [records[i : i + INGEST_CHUNK] for i in range(0, len(records), INGEST_CHUNK)]
+        aheads = [] if defer_vectors else [self.indexer.embed_ahead(chunk) for chunk in chunks]
+        kept = self._settle(bot, self.records.create_many(records), origin)
+        if defer_vectors:
+            self._index(bot, kept, True)
+        else:
+            self._index_chunks(bot, chunks, aheads, kept)
+        return self._outcome(bot, keys, known, kept)
+
+    @staticmethod
+    def _check_batch(messages: list[ChatMessage]) -> None:
         if len(messages) > MAX_BATCH:
             raise InvalidInput(f"at most {MAX_BATCH} messages per batch")
         keys = [source_key(m.source_id) for m in messages]
         if len(set(keys)) != len(keys):
             raise InvalidInput("a batch names the same source message id twice")
-        origin = origin if origin is not None else now_ms()
-        users = {m.user for m in messages} | {m.context_author for m in messages}
-        gone = self.refused(bot, users, origin)
-        if gone:
-            messages = [m for m in messages if m.user not in gone]
-            for m in messages:
-                if m.context_author in gone:
-                    m.context, m.context_author, m.context_source = "", None, None
-            keys = [source_key(m.source_id) for m in messages]
-        known = self.records.find_uniques(bot, keys)
-        fresh = [m for m, k in zip(messages, keys) if k not in known]
-        if fresh:
-            self.records.register_bot(bot)
+
+    def _without_forgotten(self, bot: str, messages: list[ChatMessage], origin: int) -> list[ChatMessage]:
+        """The batch less the messages of users forgotten since `origin`; a context quoting one is left out."""
+        gone = self.refused(bot, {m.user for m in messages} | {m.context_author for m in messages}, origin)
+        if not gone:
+            return messages
+        kept = [m for m in messages if m.user not in gone]
+        for m in kept:
+            if m.context_author in gone:
+                m.context, m.context_author, m.context_source = "", None, None
+        return kept
+
+    def _new_records(self, bot: str, fresh: list[ChatMessage], stored_tails: bool) -> list[Record]:
+        """Records for the messages not stored yet, each with its context (given, or its thread's)."""
+        if not fresh:
+            return []
+        self.records.register_bot(bot)
         stamp = now_ms()
-        ids = self.records.next_ids(len(fresh)) if fresh else []
-        contexts = [
-            (m.context, m.context_author, m.context_source) if m.context is not None else c
-            for m, c in zip(fresh, self._thread_contexts(bot, fresh, ids, stamp, stored_tails))
-        ]
-        records = [
-            new_record(
-                bot,
-                memory_id,
-                "message",
-                m.text,
-                user=m.user,
-                saved_by=m.saved_by,
-                created_at=m.created_at or stamp,
-                updated_at=m.updated_at or stamp,
-                content=m.content,
-                server=m.server,
-                project=m.project,
-                source_id=m.source_id,
-                unique_key=source_key(m.source_id),
-                thread=m.thread,
-                context=context or None,
-                context_author=author if context else None,
-                context_source=source if context else None,
+        ids = self.records.next_ids(len(fresh))
+        threads = self._thread_contexts(bot, fresh, ids, stamp, stored_tails)
+        out = []
+        for m, memory_id, thread_context in zip(fresh, ids, threads, strict=True):
+            given = (m.context, m.context_author, m.context_source)
+            context, author, source = given if m.context is not None else thread_context
+            out.append(
+                new_record(
+                    bot,
+                    memory_id,
+                    "message",
+                    m.text,
+                    user=m.user,
+                    saved_by=m.saved_by,
+                    created_at=m.created_at or stamp,
+                    updated_at=m.updated_at or stamp,
+                    content=m.content,
+                    server=m.server,
+                    project=m.project,
+                    source_id=m.source_id,
+                    unique_key=source_key(m.source_id),
+                    thread=m.thread,
+                    context=context or None,
+                    context_author=author if context else None,
+                    context_source=source if context else None,
+                )
             )
-            for m, memory_id, (context, author, source) in zip(fresh, ids, contexts)
-        ]
-        if defer_vectors:
-            written = self.records.create_many(records)
-            self._settle(bot, written, origin)
-            written = [r for r in written if not getattr(r, "undone", False)]
-            self._index(bot, written, True)
-        else:
-            # Vectors are made while DynamoDB stores the records, a chunk at a time, so each chunk's points
-            # and marks are written while the next chunk embeds (in-process: 68 % -> 87 % of the embedder alone)
-            chunks = [records[i : i + INGEST_CHUNK] for i in range(0, len(records), INGEST_CHUNK)]
-            aheads = [self.indexer.embed_ahead(chunk) for chunk in chunks]
-            written = self.records.create_many(records)
-            self._settle(bot, written, origin)
-            stored = {int(r.id) for r in written if not getattr(r, "undone", False)}
-            for chunk, ahead in zip(chunks, aheads):
-                mine = [r for r in chunk if int(r.id) in stored]
-                if mine:
-                    self.indexer.index_or_defer(bot, mine, ahead)
-                elif ahead is not None:
-                    ahead.cancel()
-            written = [r for r in written if int(r.id) in stored]
-        by_key = {r.unique_key: r for r in written}
+        return out
+
+    def _index_chunks(
+        self,
+        bot: str,
+        chunks: list[list[Record]],
+        aheads: list[Future[dict[int, list[float]]] | None],
+        kept: list[Record],
+    ) -> None:
+        """Points for the records kept, chunk by chunk, each with the vectors embedded ahead for it."""
+        stored = {r.id for r in kept}
+        for chunk, ahead in zip(chunks, aheads, strict=True):
+            mine = [r for r in chunk if r.id in stored]
+            if mine:
+                self.indexer.index_or_defer(bot, mine, ahead)
+            elif ahead is not None:
+                ahead.cancel()
+
+    def _outcome(self, bot: str, keys: list[str], known: dict[str, int], kept: list[Record]) -> Added:
+        """Every message's memory in input order: the ones written now, and the ones already there."""
+        by_key = {r.unique_key: r for r in kept}
         missing = [k for k in keys if k not in by_key and k not in known]
         if missing:  # lost a race to a concurrent import of the same messages
             known.update(self.records.find_uniques(bot, missing))
         stored = self.records.batch_get(bot, [known[k] for k in keys if k in known])
-        out = []
+        memories, fresh = [], []
         for key in keys:
             if key in by_key:
-                out.append(Memory.from_record(by_key[key]))
-                if fresh_out is not None:
-                    fresh_out.append(out[-1])
+                memories.append(Memory.from_record(by_key[key]))
+                fresh.append(memories[-1])
             elif known.get(key) in stored:
-                out.append(Memory.from_record(stored[known[key]]))
-        return out, len(written)
+                memories.append(Memory.from_record(stored[known[key]]))
+        return Added(memories, fresh)
 
-    def _settle(self, bot: str, written: list[MemoryRecord], origin: int) -> None:
+    def _settle(self, bot: str, written: list[Record], origin: int) -> list[Record]:
         """After a batch is written: note whose words each context carries, move the thread tails on, and
-        let a forget that landed meanwhile win (its user's records go, contexts quoting them are cleared)."""
+        let a forget that landed meanwhile win (its user's records go, contexts quoting them are cleared).
+        Returns the records that stay."""
         self.records.note_carriers(written)
         gone = self.refused(
             bot, {r.user for r in written} | {r.context_author for r in written if r.context}, origin
         )
+        kept = [r for r in written if r.user not in gone]
         if gone:
-            mine = [r for r in written if r.user in gone]
-            self._undo(bot, mine)
-            for r in mine:
-                r.undone = True
-            quoting = [r for r in written if r.user not in gone and r.context and r.context_author in gone]
-            for r in quoting:
-                self.records.clear_context(r)
-                r.context = r.context_author = r.context_source = None
-        self._advance_threads(bot, [r for r in written if not getattr(r, "undone", False)])
+            self._undo(bot, [r for r in written if r.user in gone])
+            for r in kept:
+                if r.context and r.context_author in gone:
+                    self.records.clear_context(r)
+        self._advance_threads(bot, kept)
+        return kept
 
-    def _undo(self, bot: str, records: list[MemoryRecord]) -> None:
+    def _undo(self, bot: str, records: list[Record]) -> None:
         """Take back records just written (their user was forgotten meanwhile): points, records, claims,
         and the thread tails that quote them."""
         if not records:
@@ -220,7 +295,7 @@ class MemoryWrites:
             ]
             self.records.drop_thread_tails(bot, threads, memory_id=int(r.id))
 
-    def _index(self, bot: str, records: list[MemoryRecord], defer: bool) -> None:
+    def _index(self, bot: str, records: list[Record], defer: bool) -> None:
         """Points now (the usual write), or by an index job (bulk imports: the answer does not wait)."""
         if not records:
             return
@@ -271,8 +346,8 @@ class MemoryWrites:
             return None, None, None
         return str(previous["text"])[:MAX_CONTEXT_CHARS], previous.get("user"), previous.get("id")
 
-    def _advance_threads(self, bot: str, written: list[MemoryRecord]) -> None:
-        newest: dict[str, MemoryRecord] = {}
+    def _advance_threads(self, bot: str, written: list[Record]) -> None:
+        newest: dict[str, Record] = {}
         for r in written:
             if (
                 r.thread
@@ -334,7 +409,7 @@ class MemoryWrites:
         self.indexer.index_or_defer(bot, [record])
         return Memory.from_record(record)
 
-    def _merge_into(self, changed: MemoryRecord, other_id: int) -> Memory:
+    def _merge_into(self, changed: Record, other_id: int) -> Memory:
         other = self._wait_for(changed.bot, other_id)
         self._delete_records([changed])
         self.release_words(changed.bot, [changed])
@@ -348,13 +423,13 @@ class MemoryWrites:
         self._delete_records([record])
         self.release_words(bot, [record])
 
-    def _delete_records(self, records: list[MemoryRecord]) -> None:
+    def _delete_records(self, records: list[Record]) -> None:
         # Vectors first: if Qdrant is down nothing is deleted and the caller hears 503,
         # instead of a record gone with its vector still answering searches.
         self.index.delete([int(r.id) for r in records])
         self.records.delete(records)
 
-    def release_words(self, bot: str, records: list[MemoryRecord], author: str | None = None) -> int:
+    def release_words(self, bot: str, records: list[Record], author: str | None = None) -> int:
         """The words of these records (or, with `author`, every record of that author) leave the places that
         quote them: other records' contexts are cleared and their points made again, and thread tails that
         hold them are dropped. Returns how many contexts were cleared."""
@@ -374,7 +449,6 @@ class MemoryWrites:
                     and (author is None or carrier.context_author == author)
                     and self.records.clear_context(carrier)
                 ):
-                    carrier.context = carrier.context_author = carrier.context_source = None
                     cleared.append(carrier)
         for start in range(0, len(cleared), 100):
             self.indexer.index_or_defer(bot, cleared[start : start + 100])
@@ -388,9 +462,3 @@ class MemoryWrites:
             ]
             self.records.drop_thread_tails(bot, threads, user=author, memory_id=int(r.id))
         return len(cleared)
-
-    def forget_user(self, bot: str, user: str) -> dict:
-        """Forget a user everywhere engram keeps anything of theirs (see engram.forgetting)."""
-        from .forgetting import forget_user
-
-        return forget_user(self, bot, user)

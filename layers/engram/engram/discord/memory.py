@@ -232,10 +232,8 @@ class DiscordMemory(Backfill, CatchUp, Window, Export, Ask):
         if not batch:
             return 0
         origin = checked_at if origin is None else min(origin, checked_at)
-        fresh = []
-        _, created = self.service.add_messages(
-            self.bot, batch, origin=origin, stored_tails=not backfill, fresh_out=fresh
-        )
+        added = self.service.add_messages(self.bot, batch, origin=origin, stored_tails=not backfill)
+        fresh, created = added.fresh, added.created
         by_id = {m["id"]: m for m in page}
         self.note_stored(channel, [(by_id[f.source_id], f.id) for f in fresh if f.source_id in by_id])
         return created

@@ -6,6 +6,8 @@ from pynamodb.attributes import JSONAttribute, NumberAttribute, UnicodeAttribute
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
+from ..config import Settings
+
 
 class ByUser(GlobalSecondaryIndex):
     """Every record a user is attributed to, per bot: what forget walks."""
@@ -92,3 +94,14 @@ class StateItem(Model):
     data = JSONAttribute(null=True)
     members = UnicodeSetAttribute(null=True)  # e.g. the channels of a backfill run already counted done
     expires_at = NumberAttribute(null=True, attr_name="expiresAt")
+
+
+def bind_tables(settings: Settings) -> None:
+    """Point both models at the tables, region and endpoint these settings name. pynamodb keeps a table
+    per model class, so this is process-wide: it is called once where a process builds its engine (and by
+    the interactions function, which builds none), never as a constructor's side effect."""
+    for model, table in ((MemoryRecord, settings.memories_table), (StateItem, settings.state_table)):
+        model.Meta.table_name = table
+        model.Meta.region = settings.aws_region
+        model.Meta.host = settings.dynamodb_endpoint
+        model._connection = None  # the connection caches its host: rebuild it for these settings

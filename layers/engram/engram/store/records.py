@@ -4,12 +4,10 @@ the index of which records carry whose words."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import Settings
 from ..errors import Unavailable
 from . import keys
 from .dynamo import attempt, guard, update_if_exists
@@ -37,6 +35,65 @@ CLAIM_IN_FLIGHT_MS = 30_000
 _unique_pk = keys.unique_pk
 
 
+@dataclass(slots=True)
+class Record:
+    """One memory as the store holds it: a fact, or a stored chat message with its whole content. A plain
+    object: what the rest of engram reads and hands back; only this package knows the table's rows."""
+
+    bot: str
+    id: int
+    kind: str
+    text: str
+    saved_by: str
+    created_at: int
+    updated_at: int
+    user: str | None = None
+    server: str | None = None
+    project: str | None = None
+    content: Any = None
+    source_id: str | None = None
+    unique_key: str | None = None
+    thread: str | None = None
+    context: str | None = None
+    # whose words the context is, and from which record: what a forget, delete or change clears
+    context_author: str | None = None
+    context_source: int | None = None
+    # the model of the dense vector its point was written with (re-embedding asks the index, not this)
+    vector_model: str | None = None
+    pending: bool = True  # its point (or its dense vector) is still to be written
+
+    def drop_context(self) -> None:
+        """The context is cleared (in the table too: see RecordStore.clear_context)."""
+        self.context = self.context_author = None
+        self.context_source = None
+
+
+_FIELDS = tuple(f for f in Record.__slots__ if f != "pending")
+
+
+def _record(row: MemoryRecord) -> Record:
+    values: dict[str, Any] = {f: getattr(row, f) for f in _FIELDS}
+    values["id"] = int(row.id)
+    values["created_at"], values["updated_at"] = int(row.created_at), int(row.updated_at)
+    if row.context_source is not None:
+        values["context_source"] = int(row.context_source)
+    return Record(**values, pending=bool(row.pending_bot))
+
+
+def _row(record: Record) -> MemoryRecord:
+    return MemoryRecord(
+        **{f: getattr(record, f) for f in _FIELDS},
+        bot_user=keys.bot_user(record.bot, record.user),
+        bot_kind=keys.bot_kind(record.bot, record.kind),
+        pending_bot=record.bot if record.pending else None,
+    )
+
+
+def _key(record: Record) -> MemoryRecord:
+    """A row with only the record's key: enough to update or delete it."""
+    return MemoryRecord(record.bot, record.id)
+
+
 def new_record(
     bot: str,
     memory_id: int,
@@ -48,9 +105,9 @@ def new_record(
     created_at: int,
     updated_at: int,
     **fields: Any,
-) -> MemoryRecord:
-    """A record not yet written, its index keys filled in (and marked pending: its point comes next)."""
-    return MemoryRecord(
+) -> Record:
+    """A record not yet written (marked pending: its point comes next)."""
+    return Record(
         bot=bot,
         id=memory_id,
         kind=kind,
@@ -59,9 +116,6 @@ def new_record(
         saved_by=saved_by,
         created_at=created_at,
         updated_at=updated_at,
-        bot_user=keys.bot_user(bot, user),
-        bot_kind=keys.bot_kind(bot, kind),
-        pending_bot=bot,
         **fields,
     )
 
@@ -70,12 +124,7 @@ class RecordStore:
     """Reads and writes memory records. No transactions (the local DynamoDB has none): every multi-item
     change is a sequence of conditional single-item writes that a crash can stop anywhere safely."""
 
-    def __init__(self, settings: Settings):
-        for model, table in ((MemoryRecord, settings.memories_table), (StateItem, settings.state_table)):
-            model.Meta.table_name = table
-            model.Meta.region = settings.aws_region
-            model.Meta.host = settings.dynamodb_endpoint
-            model._connection = None  # the connection caches its host: rebuild it for these settings
+    def __init__(self) -> None:
         # DynamoDB has no batch conditional write: per-item requests for a batch go out side by side.
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="dynamodb")
         self._bots: set[str] = set()
@@ -95,13 +144,13 @@ class RecordStore:
 
     def page(
         self, bot: str, kind: str, cursor: int | None, limit: int, oldest_first: bool = False
-    ) -> list[MemoryRecord]:
+    ) -> list[Record]:
         """Up to `limit` records of a kind past `cursor` (all when None): newest first with ids below it,
         or with `oldest_first` ids above it."""
         condition = None
         if cursor:
             condition = MemoryRecord.id > cursor if oldest_first else MemoryRecord.id < cursor
-        return self._guard(
+        rows = self._guard(
             lambda: list(
                 MemoryRecord.by_kind.query(
                     keys.bot_kind(bot, kind),
@@ -111,6 +160,7 @@ class RecordStore:
                 )
             )[:limit]
         )
+        return [_record(row) for row in rows]
 
     def user_ids_oldest_first(self, bot: str, user: str, after_id: int | None, limit: int) -> list[int]:
         """Up to `limit` ids of a user's records above `after_id`, oldest first (the user index)."""
@@ -187,7 +237,7 @@ class RecordStore:
 
     # ----- contexts: which records quote whose words -----------------------------------------------
 
-    def note_carriers(self, records: list[MemoryRecord]) -> None:
+    def note_carriers(self, records: list[Record]) -> None:
         """For every record whose context quotes someone else, an item under that author: so a forget, a
         delete or a change can find the records that carry those words."""
         notes = [r for r in records if r.context and r.context_source is not None]
@@ -226,11 +276,11 @@ class RecordStore:
         if carrier_ids:
             self._guard(run)
 
-    def clear_context(self, record: MemoryRecord) -> bool:
+    def clear_context(self, record: Record) -> bool:
         """Drop a record's context (and mark it pending: its point is made again without it); False when
         the record no longer exists."""
-        return update_if_exists(
-            record,
+        cleared = update_if_exists(
+            _key(record),
             [
                 MemoryRecord.context.remove(),
                 MemoryRecord.context_author.remove(),
@@ -238,6 +288,10 @@ class RecordStore:
                 MemoryRecord.pending_bot.set(record.bot),
             ],
         )
+        if cleared:
+            record.drop_context()
+            record.pending = True
+        return cleared
 
     # ----- unique keys ---------------------------------------------------------------------------
     # A claim (StateTable item) says which memory holds a unique key: a fact's folded text in its scope,
@@ -245,11 +299,11 @@ class RecordStore:
     # a claim left behind by a crash is simply taken over. No multi-item transactions: dynalite has
     # none, and on AWS they would double the write cost.
 
-    def _holder(self, bot: str, key: str, memory_id: int) -> MemoryRecord | None:
+    def _holder(self, bot: str, key: str, memory_id: int) -> Record | None:
         record = self.get(bot, memory_id)
         return record if record is not None and record.unique_key == key else None
 
-    def find_unique(self, bot: str, key: str) -> MemoryRecord | None:
+    def find_unique(self, bot: str, key: str) -> Record | None:
         """The memory that holds a unique key, if any."""
 
         def get():
@@ -309,20 +363,20 @@ class RecordStore:
 
     # ----- records -------------------------------------------------------------------------------
 
-    def create(self, record: MemoryRecord) -> None:
+    def create(self, record: Record) -> None:
         """Claim the record's unique key, then write it; raises Duplicate if the key is held."""
         if record.unique_key:
             holder = self.claim(record.bot, record.unique_key, int(record.id))
             if holder is not None:
                 raise Duplicate(holder)
         try:
-            self._guard(lambda: record.save(condition=MemoryRecord.id.does_not_exist()))
+            self._guard(lambda: _row(record).save(condition=MemoryRecord.id.does_not_exist()))
         except Exception:
             if record.unique_key:
                 self.release(record.bot, record.unique_key, int(record.id))
             raise
 
-    def create_many(self, records: list[MemoryRecord]) -> list[MemoryRecord]:
+    def create_many(self, records: list[Record]) -> list[Record]:
         """Claim each record's key, then write the records that got theirs in batches of 25.
         Returns the records written (duplicates left out)."""
         held = list(
@@ -333,27 +387,28 @@ class RecordStore:
         def write():
             with MemoryRecord.batch_write() as batch:
                 for record in claimed:
-                    batch.save(record)
+                    batch.save(_row(record))
 
         self._guard(write)
         return claimed
 
-    def get(self, bot: str, memory_id: int) -> MemoryRecord | None:
+    def get(self, bot: str, memory_id: int) -> Record | None:
         """One record, or None."""
 
         def get():
             try:
-                return MemoryRecord.get(bot, memory_id)
+                return _record(MemoryRecord.get(bot, memory_id))
             except MemoryRecord.DoesNotExist:
                 return None
 
         return self._guard(get)
 
-    def batch_get(self, bot: str, ids: list[int]) -> dict[int, MemoryRecord]:
+    def batch_get(self, bot: str, ids: list[int]) -> dict[int, Record]:
         """Records by id (missing ones left out)."""
-        return self._guard(lambda: {int(r.id): r for r in MemoryRecord.batch_get([(bot, i) for i in ids])})
+        rows = self._guard(lambda: list(MemoryRecord.batch_get([(bot, i) for i in ids])))
+        return {int(r.id): _record(r) for r in rows}
 
-    def change_text(self, record: MemoryRecord, text: str, unique_key: str | None) -> None:
+    def change_text(self, record: Record, text: str, unique_key: str | None) -> None:
         """Give a record new text, moving its unique key; raises Duplicate if the new key is held."""
         old_key = record.unique_key
         stamp = now_ms()
@@ -368,30 +423,38 @@ class RecordStore:
             MemoryRecord.vector_model.remove(),
             MemoryRecord.pending_bot.set(record.bot),
         ]
-        self._guard(lambda: record.update(actions=actions, condition=MemoryRecord.id.exists()))
+        self._guard(lambda: _key(record).update(actions=actions, condition=MemoryRecord.id.exists()))
+        record.text, record.unique_key, record.updated_at = text, unique_key, stamp
+        record.vector_model, record.pending = None, True
         if old_key and old_key != unique_key:
             self.release(record.bot, old_key, int(record.id))
 
-    def change_message(self, record: MemoryRecord, text: str, content: dict | None) -> bool:
+    def change_message(self, record: Record, text: str, content: dict | None) -> bool:
         """A chat message edited where it was written: new text and content, its point to be made again;
         False when the record is gone (forgotten or deleted meanwhile)."""
+        stamp = now_ms()
         actions = [
             MemoryRecord.text.set(text),
-            MemoryRecord.updated_at.set(now_ms()),
+            MemoryRecord.updated_at.set(stamp),
             MemoryRecord.vector_model.remove(),
             MemoryRecord.pending_bot.set(record.bot),
         ]
         if content is not None:
             actions.append(MemoryRecord.content.set(content))
-        return self._guard(lambda: update_if_exists(record, actions))
+        if not update_if_exists(_key(record), actions):
+            return False
+        record.text, record.updated_at, record.vector_model, record.pending = text, stamp, None, True
+        if content is not None:
+            record.content = content
+        return True
 
-    def delete(self, records: list[MemoryRecord]) -> None:
+    def delete(self, records: list[Record]) -> None:
         """Delete records (25 per batch), then the unique keys they held."""
 
         def run():
             with MemoryRecord.batch_write() as batch:
                 for record in records:
-                    batch.delete(record)
+                    batch.delete(_key(record))
             with StateItem.batch_write() as batch:
                 for record in records:
                     if record.unique_key:
@@ -399,11 +462,11 @@ class RecordStore:
 
         self._guard(run)
 
-    def mark_indexed(self, record: MemoryRecord, vector_model: str | None) -> bool:
+    def mark_indexed(self, record: Record, vector_model: str | None) -> bool:
         """The record's point is written (with a dense vector of that model, when given);
         False when the record no longer exists."""
-        return update_if_exists(
-            record,
+        marked = update_if_exists(
+            _key(record),
             [
                 MemoryRecord.pending_bot.remove(),
                 MemoryRecord.vector_model.set(vector_model)
@@ -411,16 +474,22 @@ class RecordStore:
                 else MemoryRecord.vector_model.remove(),
             ],
         )
+        if marked:
+            record.pending, record.vector_model = False, vector_model
+        return marked
 
-    def mark_indexed_many(self, done: list[tuple[MemoryRecord, str | None]]) -> list[MemoryRecord]:
+    def mark_indexed_many(self, done: list[tuple[Record, str | None]]) -> list[Record]:
         """mark_indexed for many records, several requests in flight; returns the records that no longer exist."""
         marked = list(self._pool.map(lambda pair: self.mark_indexed(*pair), done))
         return [record for (record, _), ok in zip(done, marked) if not ok]
 
-    def mark_pending(self, record: MemoryRecord) -> bool:
+    def mark_pending(self, record: Record) -> bool:
         """The record still needs its point (or its dense vector) written; False when it no longer exists
         (an update without the condition would write a stub of a deleted memory back)."""
-        return update_if_exists(record, [MemoryRecord.pending_bot.set(record.bot)])
+        if not update_if_exists(_key(record), [MemoryRecord.pending_bot.set(record.bot)]):
+            return False
+        record.pending = True
+        return True
 
     def pending_ids(self, bot: str, limit: int) -> list[int]:
         """Ids of a bot's records waiting for vectors, oldest first."""
@@ -439,7 +508,7 @@ class RecordStore:
         project: str | None = None,
         user: str | None = None,
         before: int | None = None,
-    ) -> list[MemoryRecord]:
+    ) -> list[Record]:
         """Up to `limit` records of a kind, newest first, narrowed by scope; with `before`, only ids below
         it (the next page)."""
         below = MemoryRecord.id < before if before else None
@@ -460,9 +529,9 @@ class RecordStore:
                 scan_index_forward=False,
                 page_size=500 if condition is not None else min(limit, 500),
             )
-            out = []
+            out: list[Record] = []
             for row in rows:
-                out.append(row)
+                out.append(_record(row))
                 if len(out) >= limit:
                     break
             return out
@@ -471,10 +540,10 @@ class RecordStore:
 
     def _newest_of_user(
         self, bot: str, kind: str, limit: int, server: str | None, project: str | None, user: str, below=None
-    ) -> list[MemoryRecord]:
+    ) -> list[Record]:
         """A user's records read through the user index (newest id first), so the cost follows the
         user's own records, not the bot's: a user with 50 of a bot's 100k memories costs 50 reads."""
-        out: list[MemoryRecord] = []
+        out: list[Record] = []
         ids: list[int] = []
 
         def take(chunk: list[int]) -> bool:
@@ -485,7 +554,7 @@ class RecordStore:
                     and (server is None or r.server == server)
                     and (project is None or r.project == project)
                 ):
-                    out.append(r)
+                    out.append(_record(r))
             return len(out) >= limit
 
         for row in MemoryRecord.by_user.query(
@@ -500,7 +569,7 @@ class RecordStore:
             take(ids)
         return out[:limit]
 
-    def iter_user(self, bot: str, user: str) -> Iterator[int]:
+    def iter_user(self, bot: str, user: str) -> list[int]:
         """Ids of every record of a bot attributed to a user."""
         return self._guard(lambda: [int(r.id) for r in MemoryRecord.by_user.query(keys.bot_user(bot, user))])
 

@@ -108,7 +108,8 @@ def add_messages(bot: Bot, body: MessageBatch, eng: Admin) -> dict:
         )
         for m in body.messages
     ]
-    memories, created = eng.service.add_messages(bot, messages)
+    added = eng.service.add_messages(bot, messages)
+    memories, created = added.memories, added.created
     return {"created": created, "ids": [format_memory_id(m.id) for m in memories]}
 
 
