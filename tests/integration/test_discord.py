@@ -236,7 +236,7 @@ class DuplicatingQueue:
 
 
 def test_duplicate_deliveries_count_each_channel_once(stack, discord, monkeypatch):
-    monkeypatch.setattr(stack.discord, "queue", DuplicatingQueue(stack.discord.queue))
+    monkeypatch.setattr(stack.discord.core, "queue", DuplicatingQueue(stack.discord.core.queue))
     interact(stack, memory_cmd("remember", BOB, token="tok-dup"))
     assert wait_until(
         lambda: any(

@@ -7,15 +7,20 @@ import uuid
 
 from ..jobs import BackfillJob, DiscordJob
 from ..store import now_ms
+from .core import TOKEN_LIFETIME_MS, DiscordCore
 from .intents import INTENT_OFF, has_content_intent
 from .rest import DiscordError, RateLimited
 
 log = logging.getLogger(__name__)
-TOKEN_LIFETIME_MS = 15 * 60 * 1000
 
 
 class Backfill:
-    """remember and backfill, for DiscordMemory."""
+    """remember and backfill: consent, then a user's history in bounded, checkpointed jobs per channel."""
+
+    def __init__(self, core: DiscordCore) -> None:
+        self.core = core
+        self.bot, self.settings = core.bot, core.settings
+        self.state, self.service = core.state, core.service
 
     def remember(self, job: DiscordJob) -> None:
         """Record consent (global per user) and fan the backfill out: one job per readable channel. A
@@ -23,16 +28,18 @@ class Backfill:
         /memory remember opts them back in."""
         user = job.user
         try:
-            fresh, due, skipped = self.split_unreadable(self.readable_channels(archived=True, member=user))
-            guilds = list(self.member_guilds)
+            fresh, due, skipped = self.core.split_unreadable(
+                self.core.readable_channels(archived=True, member=user)
+            )
+            guilds = list(self.core.member_guilds)
             channels = fresh + due
             intent = self.check_content_intent()
         except RateLimited as limited:  # delay this job on the queue; never sleep in Lambda
-            self.queue.send(job, delay_s=int(limited.retry_after) + 1)
+            self.core.queue.send(job, delay_s=int(limited.retry_after) + 1)
             return
         except DiscordError as exc:  # answered now, not after the queue's retries outlive the token
             log.warning("remember could not list the channels: %s", exc)
-            self.reply(
+            self.core.reply(
                 job.token,
                 job.issued_at,
                 user,
@@ -53,7 +60,7 @@ class Backfill:
             log.info("a remember undone: the user was forgotten while it ran")
             return
         if not channels:
-            self.reply(
+            self.core.reply(
                 job.token,
                 job.issued_at,
                 user,
@@ -61,22 +68,22 @@ class Backfill:
             )
             return
         for guild, channel in channels:
-            self.queue.send(
+            self.core.queue.send(
                 BackfillJob(
                     user=user,
                     guild=guild,
                     channel=channel,
                     run=run,
                     origin=consented_at,
-                    last_message_id=self.last_message_ids.get(channel),
-                    parent_id=self.thread_parents.get(channel),
+                    last_message_id=self.core.last_message_ids.get(channel),
+                    parent_id=self.core.thread_parents.get(channel),
                 )
             )
         warning = "" if intent is not False else " " + INTENT_OFF
         unread = (
             f" ({skipped} more I may not read are skipped; /memory status counts them)" if skipped else ""
         )
-        self.reply(
+        self.core.reply(
             job.token,
             job.issued_at,
             user,
@@ -87,7 +94,7 @@ class Backfill:
         """Ask Discord whether the app has the Message Content intent (its application flags), and note
         it for /memory status; None when Discord would not say."""
         try:
-            on = has_content_intent(self.client.application())
+            on = has_content_intent(self.core.client.application())
         except DiscordError as exc:
             log.warning("could not read the application's flags: %s", exc)
             return None
@@ -112,12 +119,15 @@ class Backfill:
         newer remember replaced it) is dropped: without that, a forget's deleted cursor would start the
         channel over from its newest page."""
         current = self.state.backfill_run(self.bot, job.user)
-        if current is None or current.get("run") != job.run or not self.consented(job.user):
+        if current is None or current.get("run") != job.run or not self.core.consented(job.user):
             log.info("dropping a backfill link of a run that is over (forgotten or replaced)")
             return
         if job.parent_id:
-            self.thread_parents[job.channel] = job.parent_id
-        state = self.state.cursor(self.bot, job.user, job.channel) or {"before": None, "done": False}
+            self.core.thread_parents[job.channel] = job.parent_id
+        state = self.state.cursor(self.bot, job.user, job.channel) or {
+            "before": None,
+            "done": False,
+        }
         if state.get("run") == job.run and job.step < int(state.get("step", 0)):
             log.info("dropping a duplicate backfill job (%s step %d)", job.channel, job.step)
             return
@@ -126,10 +136,10 @@ class Backfill:
         if not state.get("done"):
             for _ in range(self.settings.pages_per_job):
                 try:
-                    page = self.read_page(job.channel, before=state.get("before"))
+                    page = self.core.read_page(job.channel, before=state.get("before"))
                 except RateLimited as limited:  # delay this job on the queue; nothing is lost
                     self.state.save_cursor(self.bot, job.user, job.channel, state)
-                    self.queue.send(job, delay_s=int(limited.retry_after) + 1)
+                    self.core.queue.send(job, delay_s=int(limited.retry_after) + 1)
                     self._count(job, stored, finished=False)
                     return
                 if page is None:  # no access: that channel is done, and skipped for a while
@@ -137,14 +147,14 @@ class Backfill:
                     break
                 if not page and state.get("before") is None and job.last_message_id:
                     # 200 [] for a channel that has messages: Read Message History is missing
-                    self.unreadable_now(
+                    self.core.unreadable_now(
                         job.channel, "no Read Message History (an empty history of a channel with messages)"
                     )
                     state["done"] = True
                     break
                 if page:
                     self._remember_newest(job.channel, page[0]["id"])
-                stored += self.store_messages(
+                stored += self.core.store_messages(
                     job.guild, job.channel, page, {job.user}, origin=job.origin or 0, backfill=True
                 )
                 if len(page) < 100:
@@ -154,7 +164,9 @@ class Backfill:
         state["step"] = job.step + 1
         self.state.save_cursor(self.bot, job.user, job.channel, state)
         if not state.get("done"):
-            self.queue.send(job.model_copy(update={"step": job.step + 1}))  # more history: a fresh invocation
+            self.core.queue.send(
+                job.model_copy(update={"step": job.step + 1})
+            )  # more history: a fresh invocation
             self._count(job, stored, finished=False)
             return
         self._count(job, stored, finished=True)
@@ -168,7 +180,7 @@ class Backfill:
         if finished and run["left"] == 0:
             intent = self.state.content_intent(self.bot)
             warning = " " + INTENT_OFF if intent is not None and not intent["on"] else ""
-            self.reply(
+            self.core.reply(
                 self._token(job.user, job.run),
                 int(run.get("issuedAt") or 0),
                 job.user,

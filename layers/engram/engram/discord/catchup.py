@@ -7,27 +7,34 @@ import logging
 
 from ..jobs import DiscordJob
 from ..store import now_ms
+from .core import DiscordCore
 from .rest import RateLimited
-from .window import WINDOW_DAYS
+from .window import WINDOW_DAYS, Window
 
 log = logging.getLogger(__name__)
 PAGE = 100  # Discord's largest page of messages (resources/message.mdx, Get Channel Messages)
 
 
 class CatchUp:
-    """fan_out_catch_up, catch_up and catch_up_gap, for DiscordMemory."""
+    """fan_out_catch_up, catch_up and catch_up_gap: what consenting users wrote since the newest message read."""
+
+    def __init__(self, core: DiscordCore, window: Window) -> None:
+        self.core = core
+        self.bot, self.settings = core.bot, core.settings
+        self.state, self.service = core.state, core.service
+        self.window = window
 
     def fan_out_catch_up(self, job: DiscordJob) -> int:
         """One catch-up job per readable channel that moved or is due a window re-read (each its own
         invocation, retried on its own)."""
-        if not self.consenting_users():
+        if not self.core.consenting_users():
             return 0
         try:  # only the servers some consenting user is in: nothing of theirs is anywhere else
-            channels = self.readable_channels(only=self.state.consenting_guilds(self.bot))
+            channels = self.core.readable_channels(only=self.state.consenting_guilds(self.bot))
         except RateLimited as limited:
-            self.queue.send(job, delay_s=int(limited.retry_after) + 1)
+            self.core.queue.send(job, delay_s=int(limited.retry_after) + 1)
             return 0
-        fresh, due, _ = self.split_unreadable(channels)
+        fresh, due, _ = self.core.split_unreadable(channels)
         # Only channels whose newest message moved since the last read (the listing carries each channel's
         # last_message_id, so a quiet channel costs no job and no read), and quiet channels holding messages
         # stored lately whose window is due: an edit or a deletion moves no last_message_id
@@ -36,19 +43,19 @@ class CatchUp:
         fresh = [
             (g, c)
             for g, c in fresh
-            if self._moved(self.last_message_ids.get(c), (seen.get(c) or {}).get("newest"))
+            if self._moved(self.core.last_message_ids.get(c), (seen.get(c) or {}).get("newest"))
             or self._window_due(seen.get(c) or {}, now)
         ]
         for (guild, channel), recheck in [(c, False) for c in fresh] + [(c, True) for c in due]:
-            self.queue.send(
+            self.core.queue.send(
                 DiscordJob(
                     action="catchup",
                     guild=guild,
                     channel=channel,
                     issued_at=job.issued_at,
                     recheck=recheck,
-                    last_message_id=self.last_message_ids.get(channel),
-                    parent_id=self.thread_parents.get(channel),
+                    last_message_id=self.core.last_message_ids.get(channel),
+                    parent_id=self.core.thread_parents.get(channel),
                 )
             )
         return len(fresh) + len(due)
@@ -80,28 +87,28 @@ class CatchUp:
         A channel Discord refuses (403, 404), or whose history answers [] although it has messages (no Read
         Message History), is marked unreadable and skipped, never failed: failing would retry it into the
         DLQ every tick."""
-        users = self.consenting_users()
+        users = self.core.consenting_users()
         if not users:
             return 0
         if channels is None:
-            channels = self.readable_channels(only=self.state.consenting_guilds(self.bot))
+            channels = self.core.readable_channels(only=self.state.consenting_guilds(self.bot))
         stored = 0
         for guild, channel in channels:
             newest = self.state.channel_newest(self.bot, channel)
-            page = self.read_page(channel, limit=PAGE)
+            page = self.core.read_page(channel, limit=PAGE)
             if page is None:
                 continue
             if recheck:
                 self.state.readable_again(self.bot, channel)
             if not page:
                 if newest is None and last_message_id:
-                    self.unreadable_now(
+                    self.core.unreadable_now(
                         channel, "no Read Message History (an empty history of a channel with messages)"
                     )
                 continue  # an empty page never deletes: it is also what a lost permission looks like
-            self.apply_window(guild, channel, page, whole=len(page) < PAGE)
+            self.window.apply_window(guild, channel, page, whole=len(page) < PAGE)
             new = [m for m in page if newest is None or int(m["id"]) > int(newest)]
-            stored += self.store_messages(guild, channel, new, users)
+            stored += self.core.store_messages(guild, channel, new, users)
             self.state.see_channel(
                 self.bot,
                 channel,
@@ -111,7 +118,7 @@ class CatchUp:
             oldest = min(page, key=lambda m: int(m["id"]))["id"]
             if len(page) == PAGE and (newest is None or int(oldest) > int(newest)):
                 # older unread messages remain (a new channel, or a burst of more than a page): bounded jobs
-                self.queue.send(
+                self.core.queue.send(
                     DiscordJob(
                         action="catchup",
                         guild=guild,
@@ -119,27 +126,27 @@ class CatchUp:
                         before=oldest,
                         until=newest,
                         issued_at=now_ms(),
-                        parent_id=self.thread_parents.get(channel),
+                        parent_id=self.core.thread_parents.get(channel),
                     )
                 )
         return stored
 
     def catch_up_gap(self, job: DiscordJob) -> int:
         """A few pages of a catch-up gap, older and older from `before` down to `until`; continues itself."""
-        users = self.consenting_users()
+        users = self.core.consenting_users()
         if not users:
             return 0
         before, stored = job.before, 0
         for _ in range(self.settings.pages_per_job):
-            page = self.read_page(job.channel, before=before, limit=PAGE)
+            page = self.core.read_page(job.channel, before=before, limit=PAGE)
             if page is None:
                 return stored
             older = [m for m in page if job.until is None or int(m["id"]) > int(job.until)]
-            stored += self.store_messages(
+            stored += self.core.store_messages(
                 job.guild, job.channel, older, users, origin=job.issued_at or None, backfill=True
             )
             if len(page) < PAGE or len(older) < len(page):
                 return stored  # the channel's first message, or the newest one read before: done
             before = min(page, key=lambda m: int(m["id"]))["id"]
-        self.queue.send(job.model_copy(update={"before": before}))
+        self.core.queue.send(job.model_copy(update={"before": before}))
         return stored

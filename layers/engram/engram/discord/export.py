@@ -7,6 +7,7 @@ import logging
 
 from ..jobs import DiscordJob
 from ..store import now_ms
+from .core import DiscordCore
 from .rest import DiscordError
 
 log = logging.getLogger(__name__)
@@ -15,7 +16,12 @@ EXPORT_MAX_BYTES = 8_000_000  # under Discord's 10 MiB attachment limit for bots
 
 
 class Export:
-    """export, for DiscordMemory."""
+    """export: everything stored about a user, sent to them as a file."""
+
+    def __init__(self, core: DiscordCore) -> None:
+        self.core = core
+        self.bot, self.settings = core.bot, core.settings
+        self.state, self.service = core.state, core.service
 
     def export(self, job: DiscordJob) -> None:
         """Everything stored about the user — consent, backfill state, every memory — as an NDJSON file by
@@ -28,7 +34,9 @@ class Export:
         )
         now = now_ms()
         if not self.state.take_export_slot(self.bot, job.user, now, EXPORT_EVERY_S):
-            self.reply(job.token, job.issued_at, job.user, f"You asked for an export a moment ago. {limits}")
+            self.core.reply(
+                job.token, job.issued_at, job.user, f"You asked for an export a moment ago. {limits}"
+            )
             return
         header = []
         consent = self.state.consent(self.bot, job.user)
@@ -53,7 +61,7 @@ class Export:
             out += line.encode()
             count += 1
             if len(out) > EXPORT_MAX_BYTES:
-                self.reply(
+                self.core.reply(
                     job.token,
                     job.issued_at,
                     job.user,
@@ -62,7 +70,7 @@ class Export:
                 )
                 return
         try:
-            self.client.direct_file(
+            self.core.client.direct_file(
                 job.user,
                 f"Everything I store about you: {count} memories.",
                 f"engram-{job.user}.ndjson",
@@ -71,7 +79,7 @@ class Export:
             )
         except DiscordError as exc:  # closed DMs (50007) and the like: said now, and the slot given back
             self.state.release_export_slot(self.bot, job.user)
-            self.reply(
+            self.core.reply(
                 job.token,
                 job.issued_at,
                 job.user,
@@ -79,7 +87,7 @@ class Export:
                 "server's members (Privacy Settings), then ask again.",
             )
             return
-        self.reply(
+        self.core.reply(
             job.token,
             job.issued_at,
             job.user,

@@ -1,5 +1,6 @@
 """Discord memory rules: consent (global per user), backfill in checkpointed jobs, catch-up, forget,
-status and /ask with server-scoped recall. Everything slow runs here, in the worker."""
+status and /ask with server-scoped recall. Everything slow runs here, in the worker: `DiscordMemory`
+composes the parts and runs one job."""
 
 from __future__ import annotations
 
@@ -7,26 +8,24 @@ import logging
 
 import httpx
 
-from ..jobs import DiscordJob, JobQueue
-from ..service import ChatMessage, MemoryService
-from ..store import now_ms
+from ..jobs import BackfillJob, DiscordJob, JobQueue
+from ..service import MemoryService
 from .ask import Ask
-from .attachments import Interpreter, SafeFetcher
-from .backfill import TOKEN_LIFETIME_MS, Backfill
+from .attachments import Interpreter
+from .backfill import Backfill
 from .catchup import CatchUp
+from .core import DiscordCore
 from .export import Export
-from .rest import PERSON_MESSAGE_TYPES, DiscordClient, DiscordError, RateLimited
+from .rest import DiscordClient, RateLimited
 from .settings import DiscordSettings
-from .visibility import Visibility
-from .window import Window, timestamp_ms
+from .window import Window
 
 log = logging.getLogger(__name__)
-EMPTY_PAGE_SIGN = 5  # this many messages of others, every one empty: the intent is missing
-UNREADABLE_RETRY_S = 3600  # a channel Discord refused is tried again after an hour
 
 
-class DiscordMemory(Backfill, CatchUp, Window, Export, Ask):
-    """Consent, backfill, catch-up, forget, status and /ask for one Discord application."""
+class DiscordMemory:
+    """Consent, backfill, catch-up, forget, status and /ask for one Discord application, each a part
+    built on the shared core."""
 
     def __init__(
         self,
@@ -36,268 +35,79 @@ class DiscordMemory(Backfill, CatchUp, Window, Export, Ask):
         client: DiscordClient,
         ollama: httpx.Client | None = None,
         interpreter: Interpreter | None = None,
-    ):
-        self.settings = settings
-        self.service = service
-        self.queue = queue
-        self.client = client
-        self.last_message_ids: dict[str, str | None] = {}
-        self.member_guilds: list[str] = []  # the guilds the last readable_channels listed
-        self.thread_parents: dict[str, str] = {}  # a thread's channel: whose permissions it follows
-        self.visibility = Visibility(client)
-        self.ollama = ollama or httpx.Client(base_url=settings.ollama_url.rstrip("/"), timeout=120)
-        self.interpreter = interpreter or Interpreter(
-            SafeFetcher(allow=sorted(settings.fetch_allow_networks)), self.ollama, settings.vision_model
-        )
+    ) -> None:
+        self.core = DiscordCore(settings, service, queue, client, ollama=ollama, interpreter=interpreter)
+        self.backfills = Backfill(self.core)
+        self.window = Window(self.core)
+        self.catch_up = CatchUp(self.core, self.window)
+        self.exports = Export(self.core)
+        self.asks = Ask(self.core, self.catch_up)
+
+    @property
+    def settings(self) -> DiscordSettings:
+        return self.core.settings
 
     @property
     def bot(self) -> str:
-        return self.settings.bot
-
-    @property
-    def state(self):
-        return self.service.state
-
-    # ----- consent and progress ---------------------------------------------------------------
-
-    def consented(self, user: str) -> bool:
-        """Whether a user has opted in (read now: a forget may have happened a moment ago)."""
-        return self.state.consent(self.bot, user) is not None
-
-    def consenting_users(self) -> set[str]:
-        """Everyone who has opted in."""
-        return self.state.consenting(self.bot)
-
-    # ----- replies ------------------------------------------------------------------------------
-
-    def reply(self, job_token: str | None, issued_at: int, user: str | None, content: str) -> dict | None:
-        """Edit the deferred response while the token lives; after that, a DM with the bot token."""
-        try:
-            if job_token and now_ms() - issued_at < TOKEN_LIFETIME_MS - 30_000:
-                return self.client.edit_original(job_token, content)
-            if user:
-                return self.client.direct_message(user, content)
-        except DiscordError as exc:
-            log.warning("could not deliver a reply: %s", exc)
-        return None
-
-    # ----- jobs ---------------------------------------------------------------------------------
+        return self.core.bot
 
     def run(self, job: DiscordJob) -> None:
         """One interaction's slow part."""
         if job.action == "remember":
-            self.remember(job)
+            self.backfills.remember(job)
         elif job.action == "forget":
             self.forget(job)
         elif job.action == "ask":
-            self.ask(job)
+            self.asks.ask(job)
         elif job.action == "export":
-            self.export(job)
+            self.exports.export(job)
         elif job.action == "forget-message":
             self.forget_message(job)
         elif job.action == "catchup" and job.channel:
-            if job.parent_id:
-                self.thread_parents[job.channel] = job.parent_id
-            try:
-                if job.before:
-                    self.catch_up_gap(job)
-                else:
-                    self.catch_up(
-                        [(job.guild, job.channel)], recheck=job.recheck, last_message_id=job.last_message_id
-                    )
-            except RateLimited as limited:  # delay this channel's job on the queue; never sleep in Lambda
-                self.queue.send(job, delay_s=int(limited.retry_after) + 1)
+            self.catch_up_channel(job)
         elif job.action == "catchup":
-            self.fan_out_catch_up(job)
+            self.catch_up.fan_out_catch_up(job)
+
+    def backfill(self, job: BackfillJob) -> None:
+        """A link of a user's backfill of one channel."""
+        self.backfills.backfill(job)
+
+    def catch_up_channel(self, job: DiscordJob) -> None:
+        """One channel's catch-up (or a few pages of its gap)."""
+        if job.parent_id and job.channel:
+            self.core.thread_parents[job.channel] = job.parent_id
+        try:
+            if job.before:
+                self.catch_up.catch_up_gap(job)
+            else:
+                self.catch_up.catch_up(
+                    [(job.guild, job.channel)], recheck=job.recheck, last_message_id=job.last_message_id
+                )
+        except RateLimited as limited:  # delay this channel's job on the queue; never sleep in Lambda
+            self.core.queue.send(job, delay_s=int(limited.retry_after) + 1)
 
     def forget_message(self, job: DiscordJob) -> None:
         """The "Forget this message" command: one stored message gone at once, if it is the user's (theirs,
         or the bot's reply attributed to them). Works without the Message Content intent: it needs only
         the message id."""
-        memory = self.service.by_source(self.bot, job.target_id)
+        service = self.core.service
+        memory = service.by_source(self.bot, job.target_id)
         if memory is None:
             said = "I don't remember that message."
         elif memory.user != job.user:
             said = "That message isn't yours to forget: I keep it as someone else's."
         else:
-            self.service.remove(self.bot, memory.id)
+            service.remove(self.bot, memory.id)
             said = "Forgotten: I no longer remember that message."
-        self.reply(job.token, job.issued_at, job.user, said)
-
-    def readable_channels(
-        self, archived: bool = False, member: str | None = None, only: set[str] | None = None
-    ) -> list[tuple[str, str]]:
-        """(guild, channel) of every channel the bot can read, except the disallowed ones (each channel's
-        newest message id kept in `last_message_ids`); with `archived`, archived threads too (a backfill:
-        a catch-up needs none, as a new message in a thread makes it active again); with `member`, only
-        the guilds that user is a member of (a backfill: nothing of theirs is anywhere else, and
-        `member_guilds` keeps which they are); with `only`, only those guilds (a catch-up: where some
-        consenting user is)."""
-        out, self.member_guilds = [], []
-        for g in self.client.guilds():
-            if member is not None and not self._is_member(g["id"], member):
-                continue
-            if only is not None and g["id"] not in only:
-                continue
-            self.member_guilds.append(g["id"])
-            for c in self.client.readable_channels(g["id"], archived=archived):
-                if c["id"] not in self.settings.channels_disallowed:
-                    out.append((g["id"], c["id"]))
-                    self.last_message_ids[c["id"]] = c.get("last_message_id")
-                    if c.get("parent_id") and c.get("type") in (10, 11, 12):
-                        self.thread_parents[c["id"]] = c["parent_id"]
-        return out
-
-    def _is_member(self, guild: str, user: str) -> bool:
-        """Whether a user is in a guild (Get Guild Member answers 404, 10007 Unknown Member, when not). One
-        request per guild instead of listing its channels and threads; any other answer reads the guild."""
-        try:
-            self.client.member(guild, user)
-            return True
-        except DiscordError as exc:
-            return exc.status != 404
-
-    def split_unreadable(self, channels: list[tuple[str, str]]) -> tuple[list, list, int]:
-        """(channels to read, channels marked unreadable whose hour is up, how many stay skipped): a channel
-        Discord refused is not asked again every tick (every 401/403/429 counts toward Discord's 10,000
-        invalid requests per 10 minutes per IP)."""
-        marked = self.state.unreadable(self.bot)
-        now_s = now_ms() // 1000
-        fresh = [(g, c) for g, c in channels if c not in marked]
-        due = [(g, c) for g, c in channels if c in marked and marked[c]["retryAt"] <= now_s]
-        return fresh, due, len(channels) - len(fresh) - len(due)
-
-    def read_page(self, channel: str, **params) -> list[dict] | None:
-        """A page of a channel's history, or None when Discord refuses it (403, 404): then the channel is
-        marked unreadable, to be skipped, never failed (a failure would retry it into the DLQ every tick)."""
-        try:
-            return self.client.messages(channel, **params)
-        except DiscordError as exc:
-            if exc.status not in (403, 404):
-                raise
-            self.unreadable_now(channel, f"Discord answered {exc.status}")
-            return None
-
-    def unreadable_now(self, channel: str, reason: str) -> None:
-        """Mark a channel unreadable, to be tried again in UNREADABLE_RETRY_S."""
-        log.info("channel %s cannot be read (%s): skipped for an hour", channel, reason)
-        self.state.mark_unreadable(self.bot, channel, reason, now_ms() // 1000 + UNREADABLE_RETRY_S)
-
-    def store_messages(
-        self,
-        guild: str,
-        channel: str,
-        page: list[dict],
-        users: set[str],
-        origin: int | None = None,
-        backfill: bool = False,
-    ) -> int:
-        """Store the messages of consenting users and the bot's replies to them; returns how many were new.
-        Consent is read again right before the write, and the write itself refuses users forgotten since
-        `origin` (when the job was queued): a forget between the fetch and the store wins. A backfill page
-        is older than what is stored: its oldest message's context is not the channel's newest one."""
-        if not page:
-            return 0
-        page = [m for m in page if int(m.get("type") or 0) in PERSON_MESSAGE_TYPES]  # no system messages
-        self._notice_missing_content(page)
-        checked_at = now_ms()
-        users = self.state.consenting(self.bot, set(users))
-        if not users:
-            return 0
-        batch = []
-        for message in page:
-            owner, saved_by = self._owner(message, users)
-            if owner is None:
-                continue
-            text = (message.get("content") or "").strip()
-            images = [
-                a
-                for a in message.get("attachments", [])
-                if (a.get("content_type") or "").startswith("image/")
-            ]
-            if not text and not (images and self.settings.vision_model):
-                continue  # empty, or image-only without vision
-            batch.append(
-                ChatMessage(
-                    source_id=message["id"],
-                    text=text,
-                    user=owner,
-                    server=guild,
-                    thread=channel,
-                    created_at=timestamp_ms(message.get("timestamp")),
-                    saved_by=saved_by,
-                    content=self._content(guild, channel, message),
-                )
-            )
-        if not batch:
-            return 0
-        origin = checked_at if origin is None else min(origin, checked_at)
-        added = self.service.add_messages(self.bot, batch, origin=origin, stored_tails=not backfill)
-        fresh, created = added.fresh, added.created
-        by_id = {m["id"]: m for m in page}
-        self.note_stored(channel, [(by_id[f.source_id], f.id) for f in fresh if f.source_id in by_id])
-        return created
-
-    def _notice_missing_content(self, page: list[dict]) -> None:
-        """A page of other people's messages that all came back empty (no text, attachments or embeds):
-        the sign of a missing Message Content intent, noted for /memory status and the backfill's reply."""
-        others = [
-            m
-            for m in page
-            if not (m.get("author") or {}).get("bot")
-            and (m.get("author") or {}).get("id") != self.settings.application_id
-        ]
-        if len(others) >= EMPTY_PAGE_SIGN and not any(
-            m.get("content") or m.get("attachments") or m.get("embeds") for m in others
-        ):
-            self.state.note_content_intent(self.bot, False, "empty page", now_ms())
-
-    def _owner(self, message: dict, users: set[str]) -> tuple[str | None, str]:
-        author = message.get("author") or {}
-        if author.get("id") == self.settings.application_id:
-            for source in (message.get("interaction_metadata") or {}, message.get("interaction") or {}):
-                user = (source.get("user") or {}).get("id")
-                if user in users:
-                    return user, "bot"
-            replied = ((message.get("referenced_message") or {}).get("author") or {}).get("id")
-            return (replied, "bot") if replied in users else (None, "bot")
-        if author.get("bot") or author.get("id") not in users:
-            return None, "user"
-        return author["id"], "user"
-
-    def _content(self, guild: str, channel: str, message: dict) -> dict:
-        # No roles: a message read over REST carries no member object (resources/message.mdx: `member` only
-        # on Gateway events), so there is nothing true to store. A reply keeps which message it answers and
-        # whose it was — ids only, never that message's text, which is someone else's words.
-        author = message.get("author") or {}
-        content = {
-            "author": author.get("username"),
-            "displayName": author.get("global_name") or author.get("username"),
-            "authorId": author.get("id"),
-            "isBot": bool(author.get("bot")),
-            "timestamp": message.get("timestamp"),
-            "channelId": channel,
-            "serverId": guild,
-            "message": message.get("content") or "",
-            "attachments": self.interpreter.attachments(message),
-        }
-        if channel in self.thread_parents:  # so /ask can place an archived thread's memories
-            content["parentId"] = self.thread_parents[channel]
-        replied = message.get("referenced_message") or {}
-        reference = message.get("message_reference") or {}
-        if replied.get("id") or reference.get("message_id"):
-            content["replyTo"] = {
-                "messageId": replied.get("id") or reference.get("message_id"),
-                "authorId": (replied.get("author") or {}).get("id"),
-            }
-        return content
+        self.core.reply(job.token, job.issued_at, job.user, said)
 
     def forget(self, job: DiscordJob) -> None:
         """Delete everything of the user, everywhere: the same forget_user the Memory API runs."""
-        deleted = self.service.forget_user(self.bot, job.user)
-        self.reply(
+        deleted = self.core.service.forget_user(self.bot, job.user)
+        self.core.reply(
             job.token,
             job.issued_at,
             job.user,
-            f"Forgotten: {deleted['messages']} messages and {deleted['facts']} facts deleted, and your consent removed.",
+            f"Forgotten: {deleted['messages']} messages and {deleted['facts']} facts deleted, "
+            "and your consent removed.",
         )

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from ..errors import NotFound
 from ..store import now_ms
+
+if TYPE_CHECKING:
+    from .core import DiscordCore
 
 log = logging.getLogger(__name__)
 # Messages stored from a channel are watched for edits and deletions while they are among its newest 100
@@ -21,22 +25,12 @@ def timestamp_ms(timestamp: str | None) -> int | None:
 
 
 class Window:
-    """apply_window and note_stored, for DiscordMemory."""
+    """Edits and deletions of stored messages, seen by re-reading a channel's newest page."""
 
-    def note_stored(self, channel: str, stored: list[tuple[dict, int]]) -> None:
-        """Watch messages just stored (or edited) from a channel, (message, record id), while they are young
-        enough for the window."""
-        horizon = now_ms() - WINDOW_DAYS * 86_400_000
-        entries, newest = [], 0
-        for message, memory_id in stored:
-            sent = timestamp_ms(message.get("timestamp")) or 0
-            if sent <= horizon:
-                continue
-            expires = (sent + WINDOW_DAYS * 86_400_000) // 1000
-            entries.append((message["id"], int(memory_id), message.get("edited_timestamp") or "", expires))
-            newest = max(newest, sent)
-        if entries:
-            self.state.note_recent(self.bot, channel, entries, newest)
+    def __init__(self, core: DiscordCore) -> None:
+        self.core = core
+        self.bot, self.settings = core.bot, core.settings
+        self.state, self.service = core.state, core.service
 
     def apply_window(self, guild: str, channel: str, page: list[dict], whole: bool) -> tuple[int, int]:
         """(The caller notes the re-read's time with the channel's newest id.) Compare the channel's newest page with the messages stored from it: one gone from Discord is
@@ -85,5 +79,7 @@ class Window:
         text = (message.get("content") or "").strip()
         if not text and not message.get("attachments"):
             return True
-        edited = self.service.edit_message(self.bot, memory_id, text, self._content(guild, channel, message))
+        edited = self.service.edit_message(
+            self.bot, memory_id, text, self.core.content_of(guild, channel, message)
+        )
         return edited is not None
