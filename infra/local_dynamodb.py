@@ -13,12 +13,20 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import IO
 
 import httpx
 
 log = logging.getLogger("engram.dynamodb")
 HERE = Path(__file__).resolve().parent / "dynamodb"
 MIN_NODE = 20
+
+
+def _pipe(stream: IO[str] | None) -> IO[str]:
+    """A pipe the server was started with (stdin, stdout and stderr are always PIPE here)."""
+    if stream is None:
+        raise RuntimeError("the local DynamoDB was started without its pipes")
+    return stream
 
 
 class NodeMissing(RuntimeError):
@@ -60,7 +68,7 @@ class LocalDynamoDB:
     def __init__(self, path: Path, host: str = "127.0.0.1", port: int = 0):
         self.path = Path(path)
         self.host, self.port = host, port
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[str] | None = None
         self.endpoint = ""
 
     def start(self, timeout_s: float = 20.0) -> LocalDynamoDB:
@@ -71,35 +79,34 @@ class LocalDynamoDB:
         self.path.mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + timeout_s
         while True:
-            self.process = subprocess.Popen(
+            process = self.process = subprocess.Popen(
                 [node, str(HERE / "serve.js"), str(self.path), self.host, str(self.port)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
             )
-            line = self.process.stdout.readline()
+            line = _pipe(process.stdout).readline()
             if line.startswith("{"):
                 self.endpoint = f"http://{self.host}:{json.loads(line)['port']}"
                 threading.Thread(
                     target=self._drain, args=(self.process,), name="dynalite-log", daemon=True
                 ).start()
-                if self._answers(deadline):
+                if self._answers(process, deadline):
                     return self
-            failed = self.process
             self.stop()
             if time.monotonic() > deadline:
-                err = failed.stderr.read() if failed.poll() is not None else ""
+                err = _pipe(process.stderr).read() if process.poll() is not None else ""
                 raise RuntimeError(f"the local DynamoDB (dynalite) did not start: {err.strip()[-500:]}")
             time.sleep(0.2)
 
     @staticmethod
-    def _drain(process: subprocess.Popen) -> None:
+    def _drain(process: subprocess.Popen[str]) -> None:
         """Log what dynalite prints (it is quiet unless something is wrong)."""
-        for line in process.stdout:
+        for line in _pipe(process.stdout):
             log.info("dynalite: %s", line.rstrip())
 
-    def _answers(self, deadline: float) -> bool:
+    def _answers(self, process: subprocess.Popen[str], deadline: float) -> bool:
         """True once ListTables answers (the LevelDB store opened); False if it never does."""
         # dynalite opens LevelDB lazily: a held lock shows as a 500 on the first call, not at start
         headers = {
@@ -109,7 +116,7 @@ class LocalDynamoDB:
             "SignedHeaders=host, Signature=0",
             "X-Amz-Date": "20260101T000000Z",
         }
-        while time.monotonic() < deadline and self.process.poll() is None:
+        while time.monotonic() < deadline and process.poll() is None:
             try:
                 if httpx.post(self.endpoint, content=b"{}", headers=headers, timeout=2).status_code == 200:
                     return True
@@ -124,7 +131,7 @@ class LocalDynamoDB:
         if process is None or process.poll() is not None:
             return
         try:
-            process.stdin.close()  # serve.js exits when its stdin closes
+            _pipe(process.stdin).close()  # serve.js exits when its stdin closes
             process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             process.kill()

@@ -165,8 +165,12 @@ class LocalStack:
         )
         self.engine = build_engine(self.settings, embedder=self.embedder, sqs_client=self.sqs)
         set_engine(self.engine)
+
         # A forgotten user's queued jobs leave the journal at once (they would be dropped when run anyway)
-        self.engine.service.forget_hooks.append(lambda bot, user: self.journal.forget_user(user, bot))
+        def drop_queued(bot: str, user: str) -> None:
+            self.journal.forget_user(user, bot)
+
+        self.engine.service.forget_hooks.append(drop_queued)
 
         # Two pollers on one worker handler, like the two event source mappings on AWS: interactive jobs
         # never wait behind a backfill.

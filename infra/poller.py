@@ -16,6 +16,8 @@ def load_function_handler(name: str):
     """`handler` from functions/<name>/app.py, imported by path as Lambda would."""
     path = ROOT / "functions" / name / "app.py"
     spec = importlib.util.spec_from_file_location(f"engram_fn_{name}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"no function at {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.handler

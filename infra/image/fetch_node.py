@@ -24,8 +24,10 @@ def fetch(name: str, version: str, into: str) -> None:
             if m.name and not m.name.startswith(("/", "..")) and ".." not in m.name.split("/")
         ]
         # Debian 12's 3.11.2 may predate extraction filters: the members are checked above either way
-        kwargs = {"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}
-        tar.extractall(into, members=members, **kwargs)
+        if hasattr(tarfile, "tar_filter"):
+            tar.extractall(into, members=members, filter="tar")
+        else:
+            tar.extractall(into, members=members)  # noqa: S202 (members checked above)
 
 
 if __name__ == "__main__":

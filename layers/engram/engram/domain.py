@@ -73,7 +73,7 @@ class ChatMessage:
     context_author: str | None = None
     context_source: int | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.source_id, str) or not 1 <= len(self.source_id) <= 128:
             raise InvalidInput("a message needs a source message id of 1-128 characters")
         if not isinstance(self.text, str) or len(self.text) > MAX_MESSAGE_CHARS:
@@ -155,7 +155,7 @@ class Memory:
 FEEDBACK_MIN_HITS = 10  # pseudo-relevance feedback only when the first search found at least this many
 
 
-class Found(list):
+class Found(list[Memory]):
     """Search results, best first, and whether meaning took part (False: words only, because vectors
     are off, the embedder is down or its model is still loading)."""
 

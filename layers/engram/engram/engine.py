@@ -16,6 +16,7 @@ from .vectors import VectorIndex, build_index
 if TYPE_CHECKING:
     from .embedding import EmbeddingManager
     from .indexing import IndexKeeper
+    from .proxy.settings import Upstream
 
 
 @dataclass
@@ -25,16 +26,15 @@ class Engine:
     settings: Settings
     service: MemoryService
     queue: JobQueue
-    embedding: EmbeddingManager | None = None
-    keeper: IndexKeeper | None = None
+    embedding: EmbeddingManager
+    keeper: IndexKeeper
 
     def refresh(self) -> None:
         """Pick up embedder settings another process changed (a DynamoDB read at most every 30 s)."""
-        if self.embedding is not None:
-            try:
-                self.embedding.current()
-            except Exception:  # DynamoDB down: keep serving with what we have
-                pass
+        try:
+            self.embedding.current()
+        except Exception:  # DynamoDB down: keep serving with what we have
+            pass
 
     def api_key(self) -> str | None:
         """The Memory API key: the configured value, else the SSM SecureString (cached 5 minutes)."""
@@ -75,7 +75,7 @@ def build_engine(
     )
     from .embedding import EmbeddingManager, defaults_from, providers_from
 
-    upstreams = ()
+    upstreams: list[Upstream] = []
     try:
         from .proxy.settings import get_proxy_settings
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .domain import required_name
-from .store import now_ms
+from .store import Record, now_ms
 from .vectors import Scope
 from .writes import MemoryWrites
 
@@ -32,7 +32,7 @@ def forget_user(writes: MemoryWrites, hooks: list[ForgetHook], bot: str, user: s
     state = writes.state.forget_user(bot, user)
     vectors = writes.index.delete_scope(Scope(bot=bot, user=user))
     ids = list(writes.records.iter_user(bot, user))
-    records = []
+    records: list[Record] = []
     for start in range(0, len(ids), READ):
         records.extend(writes.records.batch_get(bot, ids[start : start + READ]).values())
     writes.records.delete(records)

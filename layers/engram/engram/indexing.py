@@ -114,11 +114,12 @@ class Indexer:
         }
         texts = list(dict.fromkeys([t for t in own.values() if t] + list(context.values())))
         vectors = self.embed(texts, wait)
-        if not vectors:
+        name = self.dense_name
+        if not vectors or name is None:
             return {}
-        if self.dense_name not in self.dense_ready:
-            self.index.ensure_dense(self.dense_name, len(vectors[0]))
-            self.dense_ready.add(self.dense_name)
+        if name not in self.dense_ready:
+            self.index.ensure_dense(name, len(vectors[0]))
+            self.dense_ready.add(name)
         by_text = dict(zip(texts, vectors))
         return {
             memory_id: _mix(by_text[text], by_text[context[memory_id]], self.retrieval.dense_context)
@@ -158,7 +159,7 @@ class Indexer:
                     context=r.context,
                     date=date_words(int(r.created_at)) if self.retrieval.date_terms else None,
                 ),
-                dense={name: dense_by_id[int(r.id)]} if int(r.id) in dense_by_id else {},
+                dense={name: dense_by_id[int(r.id)]} if name is not None and int(r.id) in dense_by_id else {},
             )
             for r in records
         ]
@@ -224,29 +225,49 @@ class Indexer:
         pending = self.unforgotten(waiting)  # what an interrupted forget left needs no vector: counted done
         indexed = [r for r in records if not r.pending]
         done = (self.index_records(pending) if pending else 0) + len(waiting) - len(pending)
+        todo = self._without_dense(indexed)
+        done += len(indexed) - len(todo)
+        added, complete = self._add_dense_pipelined(todo)
+        done += added
+        if complete and done == len(records):
+            self.last_error = None  # vectors are filling in again
+        return done
+
+    def _without_dense(self, indexed: list[Record]) -> list[Record]:
+        """The indexed records whose points lack the current model's vector (asked of the index)."""
         name = self.dense_name
         have = (
-            self.index.with_dense(name, [int(r.id) for r in indexed])
-            if indexed and self.dense_exists(name)
+            self.index.with_dense(name, [r.id for r in indexed])
+            if name is not None and indexed and self.dense_exists(name)
             else set()
         )
-        todo = [r for r in indexed if int(r.id) not in have and self.vector_text(r)]
-        done += len(indexed) - len(todo)
+        return [r for r in indexed if r.id not in have and self.vector_text(r)]
+
+    def _add_dense_pipelined(self, todo: list[Record]) -> tuple[int, bool]:
+        """Embed chunk by chunk, the next one while the last one's vectors are stored; (how many points got
+        their vector, whether all did: False when the embedder went down part-way)."""
         chunks = [todo[i : i + PIPELINE_CHUNK] for i in range(0, len(todo), PIPELINE_CHUNK)]
-        ahead = self._ahead.submit(self.dense_vectors, chunks[0]) if chunks else None
-        for i, chunk in enumerate(chunks):
-            vectors = ahead.result()
-            ahead = self._ahead.submit(self.dense_vectors, chunks[i + 1]) if i + 1 < len(chunks) else None
+        name = self.dense_name
+        if not chunks:
+            return 0, True
+        if name is None:
+            return 0, False
+        done = 0
+        current = self._ahead.submit(self.dense_vectors, chunks[0])
+        for i in range(len(chunks)):
+            vectors = current.result()
+            following = self._ahead.submit(self.dense_vectors, chunks[i + 1]) if i + 1 < len(chunks) else None
             if not vectors:
-                if ahead is not None:
-                    ahead.result()  # the embedder is down: let the chunk in flight finish before returning
-                return done
+                if following is not None:
+                    following.result()  # the embedder is down: let the chunk in flight finish before returning
+                return done, False
             live = self.index.existing(list(vectors))  # a record removed meanwhile has no point to update
             self.index.set_dense(name, {i: v for i, v in vectors.items() if i in live})
             done += len(vectors)
-        if done == len(records):
-            self.last_error = None  # vectors are filling in again
-        return done
+            if following is None:
+                break
+            current = following
+        return done, True
 
     def fill_vectors(self, bot: str, ids: list[int]) -> int:
         """Index job: write points for records that still exist; returns how many are complete."""

@@ -64,6 +64,14 @@ class DiscordJob(BaseModel):
     before: str | None = None
     until: str | None = None
 
+    def need(self, name: Literal["user", "guild", "channel", "prompt", "target_id"]) -> str:
+        """A field this action cannot run without: a job missing it is malformed (SQS retries it into the
+        dead-letter queue, where it can be read)."""
+        value = getattr(self, name)
+        if not value:
+            raise ValueError(f"a {self.action} job without {name}")
+        return str(value)
+
 
 class BackfillJob(BaseModel):
     """A bounded number of history pages of one channel for one user; continues itself until done.

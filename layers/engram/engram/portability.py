@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
+from .domain import required_name
 from .errors import EngramError, Forgotten, InvalidInput
 from .service import ChatMessage, MemoryService, check_name
 from .shapes import export_line
@@ -23,7 +24,7 @@ BATCH = 200  # messages stored per add_messages call while importing
 
 def export_lines(service: MemoryService, bot: str, user: str | None = None) -> Iterator[str]:
     """NDJSON of every record of the bot (or of one user), oldest first per kind, a page at a time."""
-    bot, user = check_name("bot", bot), check_name("userId", user)
+    bot, user = required_name("bot", bot), check_name("userId", user)
     records = service.records
     if user is not None:
         after = None
@@ -78,7 +79,7 @@ def _error(exc: Exception) -> str:
 
 def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict[str, Any]:
     """Store an export's lines into `bot`; returns counts and every bad line's number and reason."""
-    bot = check_name("bot", bot)
+    bot = required_name("bot", bot)
     counts = {"facts": {"created": 0, "existing": 0}, "messages": {"created": 0, "existing": 0}}
     errors: list[dict[str, Any]] = []
     pending: list[ChatMessage] = []
@@ -107,7 +108,7 @@ def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict
                 check_name(field, value)
             # An export taken before a forget must not bring the forgotten back: what was written before its
             # user's forget is refused, and a context quoting someone forgotten since is left out
-            gone = service.state.forgotten(bot, {line.userId, line.contextUserId} - {None})
+            gone = service.state.forgotten(bot, {u for u in (line.userId, line.contextUserId) if u})
             written = _ms(line.createdAt) or 0
             if line.userId in gone and gone[line.userId] >= written:
                 raise Forgotten(f"its user {line.userId!r} was forgotten after it was written")

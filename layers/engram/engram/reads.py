@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from .domain import FALLBACK_SCAN, FEEDBACK_MIN_HITS, Found, Memory, check_limit, check_name
+from .domain import FALLBACK_SCAN, FEEDBACK_MIN_HITS, Found, Memory, check_limit, check_name, required_name
 from .errors import IndexUnavailable, InvalidInput, NotFound
 from .indexing import Indexer
 from .observability import timed
@@ -62,13 +62,13 @@ class MemoryReads:
         kind: str = "fact",
         limit: int | None = None,
         *,
-        server=None,
-        project=None,
-        user=None,
+        server: str | None = None,
+        project: str | None = None,
+        user: str | None = None,
         before: int | None = None,
     ) -> list[Memory]:
         """Newest first; `before` (a memory id) pages on: only memories older than it."""
-        bot, kind, limit = check_name("bot", bot), self._kind(kind), check_limit(limit)
+        bot, kind, limit = required_name("bot", bot), self._kind(kind), check_limit(limit)
         rows = self.records.newest(
             bot,
             kind,
@@ -87,14 +87,14 @@ class MemoryReads:
         kind: str = "fact",
         limit: int | None = None,
         *,
-        server=None,
-        project=None,
-        user=None,
+        server: str | None = None,
+        project: str | None = None,
+        user: str | None = None,
     ) -> Found:
         """Best first, by words and (with vectors on) by meaning; words alone when the embedder is down
         or still loading."""
         scope = Scope(
-            bot=check_name("bot", bot),
+            bot=required_name("bot", bot),
             kind=self._kind(kind),
             server=check_name("serverId", server),
             project=check_name("project", project),
@@ -152,7 +152,12 @@ class MemoryReads:
     def _words_fallback(self, scope: Scope, query: str, k: int) -> Found:
         q = self.words.query(query)
         rows = self.records.newest(
-            scope.bot, scope.kind or "fact", FALLBACK_SCAN, scope.server, scope.project, scope.user
+            required_name("bot", scope.bot),
+            scope.kind or "fact",
+            FALLBACK_SCAN,
+            scope.server,
+            scope.project,
+            scope.user,
         )
         scored = [(self.words.score(q, self.words.document(r.text)), r) for r in rows]
         scored = [(s, r) for s, r in scored if s > 0]

@@ -73,10 +73,12 @@ def _run(job, lambda_context) -> None:
                 engine.queue.send(IndexMaintenanceJob(action=job.action, bot=bot))
             return
         run = engine.keeper.rebuild if job.action == "rebuild" else engine.keeper.reconcile
-        done = run(job.bot)
-        logger.info("index maintenance", extra={"action": job.action, "bot": job.bot, **done})
-        if done.get("error"):
-            raise RuntimeError(f"index {job.action} of {job.bot} stopped: {done['error']}")  # SQS retries it
+        outcome = run(job.bot)
+        logger.info("index maintenance", extra={"action": job.action, "bot": job.bot, **outcome})
+        if outcome.get("error"):
+            raise RuntimeError(
+                f"index {job.action} of {job.bot} stopped: {outcome['error']}"
+            )  # SQS retries it
     elif isinstance(job, BackfillJob):
         from .discord.runtime import get_discord
 

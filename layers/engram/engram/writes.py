@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
 from .domain import (
     INGEST_CHUNK,
@@ -94,7 +95,7 @@ class MemoryWrites:
     ) -> tuple[Memory, bool]:
         """Add a fact; (memory, True) when new, (the memory already there, False) for the same text.
         `origin`: when the fact was asked for (a job's queue time); Forgotten if its user was forgotten since."""
-        bot = check_name("bot", bot)
+        bot = required_name("bot", bot)
         user, server, project = (
             check_name("userId", user),
             check_name("serverId", server),
@@ -381,7 +382,7 @@ class MemoryWrites:
         if record.kind == "fact":
             key = fact_key(record.server, record.project, record.user, text)
         else:
-            key = record.unique_key
+            key = record.unique_key or ""
         if record.text == text:
             return Memory.from_record(record)
         holder = self.records.find_unique(bot, key) if key != record.unique_key else None
@@ -395,7 +396,9 @@ class MemoryWrites:
         self.indexer.index_or_defer(bot, [record])
         return Memory.from_record(record)
 
-    def edit_message(self, bot: str, memory_id: int, text: str, content: dict | None) -> Memory | None:
+    def edit_message(
+        self, bot: str, memory_id: int, text: str, content: dict[str, Any] | None
+    ) -> Memory | None:
         """A stored chat message edited at its source: its text and content follow, the old words leave
         every context that quoted them, and its point is made again. None when it is no longer stored."""
         record = self.records.get(bot, memory_id)
@@ -433,11 +436,11 @@ class MemoryWrites:
         """The words of these records (or, with `author`, every record of that author) leave the places that
         quote them: other records' contexts are cleared and their points made again, and thread tails that
         hold them are dropped. Returns how many contexts were cleared."""
+        notes: dict[str | None, list[int]] = {}
         if author is not None:
             carrier_ids = self.records.carriers(bot, author)
-            notes = {author: carrier_ids}
+            notes[author] = carrier_ids
         else:
-            notes = {}
             for r in records:
                 notes.setdefault(r.user, []).extend(self.records.carriers(bot, r.user, source=int(r.id)))
             carrier_ids = [i for ids in notes.values() for i in ids]

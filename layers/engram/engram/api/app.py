@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY, RequestBodyLimitMiddleware
+from starlette.types import Receive, Scope, Send
 
 from ..engine import Engine, get_engine
 from ..errors import EngramError
@@ -36,9 +37,9 @@ class LazyASGI:
 
     def __init__(self, build: Callable[[], Any]):
         self._build = build
-        self._app = None
+        self._app: Any = None
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._app is None:
             self._app = self._build()
         await self._app(scope, receive, send)
@@ -64,15 +65,12 @@ class AdminKeyBeforeBody:
             except EngramError as exc:
                 await error_response(exc.status, exc.code, exc.message)(scope, receive, send)
                 return
-            reading = (
-                scope["method"] in ("GET", "HEAD")
-                and self.reader_key is not None
-                and scheme.lower() == "bearer"
-            )
+            reader = self.reader_key if scope["method"] in ("GET", "HEAD") else None
             if (
-                reading
+                reader is not None
+                and scheme.lower() == "bearer"
                 and not key_matches(token, expected)
-                and await run_in_threadpool(self.reader_key, token)
+                and await run_in_threadpool(reader, token)
             ):
                 await self.app(scope, receive, send)
                 return
@@ -215,7 +213,7 @@ def create_app(
     app.state.engine_factory = engine_factory
     app.state.proxy_factory = proxy_factory
     app.state.discord_settings_factory = discord_settings_factory
-    app.openapi = _openapi(app)
+    app.openapi = _openapi(app)  # type: ignore[method-assign]  # FastAPI's documented way to extend the schema
     app.add_middleware(
         AdminKeyBeforeBody,
         expected_key=lambda: engine_factory().api_key(),
@@ -273,7 +271,8 @@ def create_app(
             return RequestBodyLimitMiddleware(MCPEndpoint(proxy_factory), max_body_size=MCP_BODY)
 
         endpoint = LazyASGI(build_mcp)
-        app.add_route("/mcp", endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
-        app.add_route("/mcp/", endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+        # Starlette's Route runs a non-function endpoint as an ASGI app; add_route's hint names only functions
+        for path in ("/mcp", "/mcp/"):
+            app.add_route(path, endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)  # type: ignore[arg-type]
         app.include_router(proxy_router(proxy_factory))
     return app

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Path, Request, Security
 from fastapi.responses import JSONResponse
@@ -26,7 +26,7 @@ ADMIN_KEY = HTTPBearer(
     "may only read its own bot: GET /v1/bots, its memories (list, search, one, export).",
 )
 
-ERRORS = {
+ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorResponse, "description": "Bad input"},
     401: {"model": ErrorResponse, "description": "Missing or wrong bearer key"},
     413: {"model": ErrorResponse, "description": "The body is larger than this route accepts"},

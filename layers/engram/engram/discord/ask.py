@@ -9,7 +9,7 @@ import httpx
 
 from ..domain import MAX_MESSAGE_CHARS
 from ..jobs import DiscordJob
-from ..service import ChatMessage
+from ..service import ChatMessage, Memory
 from ..vectors import Scope
 from .catchup import CatchUp
 from .core import DiscordCore
@@ -32,7 +32,7 @@ class Ask:
         same server as one system message (full stored JSON), the answer posted and stored."""
         consented = self._consent(job)
         try:
-            self.catch_up.catch_up([(job.guild, job.channel)])
+            self.catch_up.catch_up([(job.need("guild"), job.need("channel"))])
         except (RateLimited, DiscordError) as exc:
             log.warning("catch-up before /ask skipped: %s", exc)
         if consented:
@@ -52,8 +52,8 @@ class Ask:
         consent = self.state.consent(self.bot, job.user)
         if consent is None:
             return False
-        if job.guild and job.guild not in consent.get("guilds", [job.guild]):
-            self.state.add_consent_guild(self.bot, job.user, job.guild)
+        if job.need("guild") and job.need("guild") not in consent.get("guilds", [job.need("guild")]):
+            self.state.add_consent_guild(self.bot, job.user, job.need("guild"))
         return True
 
     def _store(self, job: DiscordJob, message: ChatMessage) -> None:
@@ -64,16 +64,16 @@ class Ask:
     def _prompt_message(job: DiscordJob) -> ChatMessage:
         return ChatMessage(
             source_id=f"interaction-{job.interaction_id}",
-            text=job.prompt,
+            text=job.need("prompt"),
             user=job.user,
-            server=job.guild,
-            thread=job.channel,
+            server=job.need("guild"),
+            thread=job.need("channel"),
             created_at=job.issued_at or None,
             content={
                 "authorId": job.user,
-                "message": job.prompt,
-                "channelId": job.channel,
-                "serverId": job.guild,
+                "message": job.need("prompt"),
+                "channelId": job.need("channel"),
+                "serverId": job.need("guild"),
                 "viaCommand": "/ask",
             },
         )
@@ -84,15 +84,15 @@ class Ask:
             source_id=message_id,
             text=whole,
             user=job.user,
-            server=job.guild,
-            thread=job.channel,
+            server=job.need("guild"),
+            thread=job.need("channel"),
             saved_by="bot",
             content={
                 "authorId": self.settings.application_id,
                 "isBot": True,
                 "message": whole,
-                "channelId": job.channel,
-                "serverId": job.guild,
+                "channelId": job.need("channel"),
+                "serverId": job.need("guild"),
                 "inReplyTo": job.user,
             },
         )
@@ -111,13 +111,13 @@ class Ask:
                 }
             )
         messages.extend(self._rolling_context(job))
-        messages.append({"role": "user", "content": job.prompt})
+        messages.append({"role": "user", "content": job.need("prompt")})
         return messages
 
     def _rolling_context(self, job: DiscordJob) -> list[dict[str, str]]:
         """The channel's recent messages, oldest first: the bot's as the assistant, others by name."""
         try:
-            recent = self.core.client.messages(job.channel, limit=self.settings.context_messages)
+            recent = self.core.client.messages(job.need("channel"), limit=self.settings.context_messages)
         except (RateLimited, DiscordError) as exc:
             log.warning("no rolling context: %s", exc)
             return []
@@ -151,26 +151,30 @@ class Ask:
         posted = self.core.reply(job.token, job.issued_at, job.user, parts[0])
         for part in parts[1:]:
             try:
-                self.core.client.followup(job.token, part)
+                self.core.client.followup(job.token or "", part)
             except DiscordError as exc:
                 log.warning("could not send the rest of an answer: %s", exc)
                 break
         return posted
 
-    def readable_memories(self, job: DiscordJob) -> list:
+    def readable_memories(self, job: DiscordJob) -> list[Memory]:
         """The server's best memories for the prompt that everyone who sees the answer's channel may read
         (engram.discord.visibility): asked for five times over, kept in order; none when Discord cannot say
         who may read what."""
         k = self.settings.top_k
-        found = self.service.recall(Scope(bot=self.bot, kind="message", server=job.guild), job.prompt, k * 5)
-        channels = {(m.content or {}).get("channelId") for m in found} - {None}
-        parents = {
-            (m.content or {}).get("channelId"): (m.content or {}).get("parentId")
-            for m in found
-            if (m.content or {}).get("parentId")
-        }
+        found = self.service.recall(
+            Scope(bot=self.bot, kind="message", server=job.need("guild")), job.need("prompt"), k * 5
+        )
+        channels: set[str] = set()
+        parents: dict[str, str] = {}
+        for m in found:
+            channel, parent = (m.content or {}).get("channelId"), (m.content or {}).get("parentId")
+            if channel:
+                channels.add(str(channel))
+                if parent:
+                    parents[str(channel)] = str(parent)
         try:
-            allowed = self.core.visibility.allowed(job.guild, job.channel, channels, parents)
+            allowed = self.core.visibility.allowed(job.need("guild"), job.need("channel"), channels, parents)
         except (RateLimited, DiscordError) as exc:
             log.warning("no memories for /ask: who may read what is unknown (%s)", exc)
             return []

@@ -9,7 +9,7 @@ import logging
 import re
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import httpcore
 import httpx
@@ -23,7 +23,7 @@ class UnsafeURL(Exception):
     """The URL leads somewhere engram must not go."""
 
 
-def _allowed(ip: str, allow: list[ipaddress._BaseNetwork]) -> bool:
+def _allowed(ip: str, allow: Sequence[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> bool:
     address = ipaddress.ip_address(ip)
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
         address = address.ipv4_mapped
@@ -153,6 +153,8 @@ class Interpreter:
         return out
 
     def _describe(self, url: str) -> str | None:
+        if self.ollama is None:
+            return None
         try:
             _, content_type, image = self.fetcher.fetch(url)
             if not content_type.startswith("image/"):
@@ -178,7 +180,7 @@ class Interpreter:
             return None
 
     def _web(self, url: str) -> dict:
-        entry = {"type": "web", "url": url}
+        entry: dict[str, str | None] = {"type": "web", "url": url}
         try:
             final, content_type, body = self.fetcher.fetch(url)
             if "html" in content_type or not content_type:

@@ -26,7 +26,7 @@ class Backfill:
         """Record consent (global per user) and fan the backfill out: one job per readable channel. A
         remember asked for before the user's last forget (a retry, a DLQ redrive) is dropped: only a new
         /memory remember opts them back in."""
-        user = job.user
+        user = job.need("user")
         try:
             fresh, due, skipped = self.core.split_unreadable(
                 self.core.readable_channels(archived=True, member=user)

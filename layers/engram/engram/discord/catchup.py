@@ -138,12 +138,17 @@ class CatchUp:
             return 0
         before, stored = job.before, 0
         for _ in range(self.settings.pages_per_job):
-            page = self.core.read_page(job.channel, before=before, limit=PAGE)
+            page = self.core.read_page(job.need("channel"), before=before, limit=PAGE)
             if page is None:
                 return stored
             older = [m for m in page if job.until is None or int(m["id"]) > int(job.until)]
             stored += self.core.store_messages(
-                job.guild, job.channel, older, users, origin=job.issued_at or None, backfill=True
+                job.need("guild"),
+                job.need("channel"),
+                older,
+                users,
+                origin=job.issued_at or None,
+                backfill=True,
             )
             if len(page) < PAGE or len(older) < len(page):
                 return stored  # the channel's first message, or the newest one read before: done

@@ -71,7 +71,7 @@ class Export:
                 return
         try:
             self.core.client.direct_file(
-                job.user,
+                job.need("user"),
                 f"Everything I store about you: {count} memories.",
                 f"engram-{job.user}.ndjson",
                 bytes(out),

@@ -24,7 +24,7 @@ EPHEMERAL = 64
 
 
 def _message(content: str, ephemeral: bool = True) -> dict:
-    data = {"content": content, "allowed_mentions": {"parse": []}}
+    data: dict[str, object] = {"content": content, "allowed_mentions": {"parse": []}}
     if ephemeral:
         data["flags"] = EPHEMERAL
     return {"type": CHANNEL_MESSAGE, "data": data}

@@ -81,7 +81,9 @@ class DiscordMemory:
                 self.catch_up.catch_up_gap(job)
             else:
                 self.catch_up.catch_up(
-                    [(job.guild, job.channel)], recheck=job.recheck, last_message_id=job.last_message_id
+                    [(job.need("guild"), job.need("channel"))],
+                    recheck=job.recheck,
+                    last_message_id=job.last_message_id,
                 )
         except RateLimited as limited:  # delay this channel's job on the queue; never sleep in Lambda
             self.core.queue.send(job, delay_s=int(limited.retry_after) + 1)
@@ -91,7 +93,7 @@ class DiscordMemory:
         or the bot's reply attributed to them). Works without the Message Content intent: it needs only
         the message id."""
         service = self.core.service
-        memory = service.by_source(self.bot, job.target_id)
+        memory = service.by_source(self.bot, job.need("target_id"))
         if memory is None:
             said = "I don't remember that message."
         elif memory.user != job.user:
@@ -103,7 +105,7 @@ class DiscordMemory:
 
     def forget(self, job: DiscordJob) -> None:
         """Delete everything of the user, everywhere: the same forget_user the Memory API runs."""
-        deleted = self.core.service.forget_user(self.bot, job.user)
+        deleted = self.core.service.forget_user(self.bot, job.need("user"))
         self.core.reply(
             job.token,
             job.issued_at,

@@ -216,7 +216,7 @@ class DiscordClient:
         self, channel_id: str, before: str | None = None, after: str | None = None, limit: int = 100
     ) -> list[dict]:
         """Up to `limit` messages, newest first (Discord's order)."""
-        params = {"limit": limit}
+        params: dict[str, str | int] = {"limit": limit}
         if before:
             params["before"] = before
         if after:
@@ -234,7 +234,7 @@ class DiscordClient:
 
     def followup(self, token: str, content: str, ephemeral: bool = False) -> dict:
         """A followup message on an interaction."""
-        body = {"content": content[:2000], "allowed_mentions": {"parse": []}}
+        body: dict[str, object] = {"content": content[:2000], "allowed_mentions": {"parse": []}}
         if ephemeral:
             body["flags"] = 64
         return self._call("POST", f"/webhooks/{self.application_id}/{token}", json=body, auth=False)

@@ -67,7 +67,7 @@ class Window:
                 done.append(message_id)
         self.state.drop_recent(self.bot, channel, done)
         if renoted:
-            self.note_stored(channel, [(m, watched[m["id"]][0]) for m in renoted])
+            self.core.note_stored(channel, [(m, watched[m["id"]][0]) for m in renoted])
         if edited or deleted:
             log.info("window of %s: %d edited, %d deleted", channel, edited, deleted)
         return edited, deleted

@@ -118,7 +118,7 @@ class Extractor:
             candidates = [fact] if fact else []
         else:
             candidates = self._ask(job)
-        stored = []
+        stored: list[str] = []
         if self.service.refused(job.bot, {job.user}, job.queued_at):
             log.info("extraction dropped: its user was forgotten after the turn")
             return stored
@@ -202,7 +202,7 @@ class Extractor:
     def _anthropic(self, upstream: Upstream, model: str, system: str, user: str) -> str:
         r = self._client.post(
             upstream.url("v1/messages"),
-            headers={"x-api-key": upstream.apiKey, "anthropic-version": "2023-06-01"},
+            headers={"x-api-key": upstream.apiKey or "", "anthropic-version": "2023-06-01"},
             json={
                 "model": model,
                 "max_tokens": 1024,

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from ..errors import EngramError, NotFound
+from ..errors import EngramError, InvalidInput, NotFound
 from ..service import Memory, MemoryService
 from ..store import now_ms
 from ..text import format_memory_id, parse_memory_id
@@ -33,6 +33,12 @@ class Turn:
     project: str | None = None
     authorized: bool = False
 
+    def need_user(self) -> str:
+        """The user, for what cannot be done without one (settings, a forget)."""
+        if not self.user:
+            raise InvalidInput("this needs LibreChat's user header")
+        return self.user
+
 
 def datetime_block(now: datetime | None = None) -> str:
     """The current UTC time to the minute (the block changes once a minute, not every turn), as
@@ -51,7 +57,7 @@ def _line(m: Memory) -> str:
 
 
 def _fill(
-    memories: list[Memory], budget: int, skip: set[int] = frozenset()
+    memories: list[Memory], budget: int, skip: frozenset[int] | set[int] = frozenset()
 ) -> tuple[list[str], set[int], int]:
     """Lines for memories in order until the next would pass the budget; the ids used, the chars used."""
     lines, ids, used = [], set(), 0
@@ -133,8 +139,9 @@ class ChatMemory:
             return False, "no user"
         if self.settings.projectless == "off" and turn.project is None:
             return False, "memory is off in chats outside a project (MEMORY_PROJECTLESS=off)"
+        user = turn.user
         stored = self.settings_cache.get_or(
-            ("settings", turn.user), lambda: self.service.state.chat_settings(self.bot, turn.user)
+            ("settings", user), lambda: self.service.state.chat_settings(self.bot, user)
         )
         chat = stored.get(turn.conversation) if turn.conversation else None
         if chat is not None:
@@ -146,7 +153,7 @@ class ChatMemory:
     def set_enabled(self, turn: Turn, enabled: bool | None, for_chat: bool = True) -> None:
         """Set (or with None, drop) the chat's or the user's default setting."""
         self.service.state.set_chat_setting(
-            self.bot, turn.user, turn.conversation if for_chat else None, enabled
+            self.bot, turn.need_user(), turn.conversation if for_chat else None, enabled
         )
         self.settings_cache.discard(("settings", turn.user))
 
@@ -182,7 +189,7 @@ class ChatMemory:
         return self._cached(
             ("newest", scope),
             {turn.user},
-            lambda: self.service.list(scope.bot, "fact", k, project=scope.project, user=scope.user),
+            lambda: self.service.list(self.bot, "fact", k, project=scope.project, user=scope.user),
         )
 
     def context(self, turn: Turn, query: str) -> tuple[str, int]:
@@ -239,7 +246,7 @@ class ChatMemory:
 
     def forget_me(self, turn: Turn) -> str:
         """Forget this user everywhere (forget_user: the Memory API's and Discord's forget), in words."""
-        deleted = self.service.forget_user(self.bot, turn.user)
+        deleted = self.service.forget_user(self.bot, turn.need_user())
         return (
             f"Forgotten: {deleted['facts']} memories and your memory settings deleted; nothing said before "
             f"now will be stored."
@@ -264,7 +271,8 @@ class ChatMemory:
         if not is_command(text, prefix):
             return None
         if not turn.user or not turn.conversation:
-            return f"engram needs the {self.settings.user_header} and {self.settings.conversation_header} headers to manage memory."
+            headers = f"{self.settings.user_header} and {self.settings.conversation_header}"
+            return f"engram needs the {headers} headers to manage memory."
         if not turn.authorized:
             return (
                 "engram's memory needs engram's key: send it as the bearer token, x-api-key or x-engram-key."
@@ -277,7 +285,13 @@ class ChatMemory:
             return f"Could not do that: {exc.message}"
 
     def _run(self, turn: Turn, verb: str, rest: str) -> str:
-        p = self.settings.command_prefix
+        answer = self._run_setting(turn, verb, rest)
+        if answer is None:
+            answer = self._run_memory(turn, verb, rest)
+        return answer if answer is not None else self._help()
+
+    def _run_setting(self, turn: Turn, verb: str, rest: str) -> str | None:
+        """on, off, status, default on|off, reset; None for any other command."""
         if verb in ("on", "off") and not rest:
             self.set_enabled(turn, verb == "on")
             return f"Memory is now {verb} for this chat."
@@ -290,9 +304,14 @@ class ChatMemory:
             self.set_enabled(turn, None)
             on, source = self.enabled(turn)
             return f"This chat follows {source} again: memory is {'on' if on else 'off'}."
+        return None
+
+    def _run_memory(self, turn: Turn, verb: str, rest: str) -> str | None:
+        """save, search, forget <id>, forget everything; None for any other command."""
         if verb == "save" and rest:
             memory, created = self.save(turn, rest)
-            return f"{'Saved' if created else 'Already remembered'} as {format_memory_id(memory.id)}: {memory.text}"
+            said = "Saved" if created else "Already remembered"
+            return f"{said} as {format_memory_id(memory.id)}: {memory.text}"
         if verb == "search" and rest:
             found = self.search(turn, rest, 10)
             if not found:
@@ -303,12 +322,17 @@ class ChatMemory:
         if verb == "forget" and rest:
             memory = self.forget(turn, rest)
             return f"Forgot {format_memory_id(memory.id)}: {memory.text}"
+        return None
+
+    def _help(self) -> str:
+        p = self.settings.command_prefix
         return (
             f"engram memory commands:\n"
             f"- {p} on | off: memory for this chat\n- {p} status: the setting, its source and the project\n"
             f"- {p} default on | off: your default for chats without their own setting\n"
             f"- {p} reset: drop this chat's setting\n- {p} save <text>: remember something now\n"
-            f"- {p} search <query>: search memory without the model\n- {p} forget <id>: delete a memory (mem:12)\n"
+            f"- {p} search <query>: search memory without the model\n"
+            f"- {p} forget <id>: delete a memory (mem:12)\n"
             f"- {p} forget everything: forget all engram keeps about you, for good"
         )
 

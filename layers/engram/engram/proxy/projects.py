@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from .cache import StatsCache
 
@@ -31,7 +32,7 @@ class ProjectResolver:
             return cls(None, cache)
         from pymongo import MongoClient
 
-        client = MongoClient(
+        client: MongoClient[dict[str, Any]] = MongoClient(
             uri, serverSelectionTimeoutMS=timeout_ms, connectTimeoutMS=timeout_ms, socketTimeoutMS=timeout_ms
         )
         database = client[db_name] if db_name else client.get_default_database("LibreChat")

@@ -154,7 +154,7 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
             )
         return await relay(proxy, upstream, request, path, await request.body(), None, None)
 
-    async def chat_turn(name: str, request: Request, api: str):
+    async def chat_turn(name: str, request: Request, api: wire.Api):
         proxy, upstream, outcome = await resolve(name, request, api)
         if isinstance(outcome, Response):
             return outcome
@@ -234,7 +234,7 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
                 "memory added %d ms to a chat turn before the model was called: %s (slowest phase: %s)",
                 spent,
                 json.dumps(phases),
-                max(phases, key=phases.get),
+                max(phases, key=lambda phase: phases[phase]),
                 extra={"phases": phases, "conversation": conversation},
             )
         out = wire.inject_system(api, body, "\n\n".join(blocks)) if blocks else dict(body)
@@ -266,7 +266,7 @@ async def timed(proxy: Proxy, phase: str, fn):
         proxy.counters.record(phase, (time.perf_counter() - started) * 1000, ok)
 
 
-def speak(api: str, model: str, text: str, stream: bool, body: dict) -> Response:
+def speak(api: wire.Api, model: str, text: str, stream: bool, body: dict) -> Response:
     """A reply engram gives itself, in the caller's wire format."""
     if stream:
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -304,7 +304,7 @@ async def relay(
     request: Request,
     path: str,
     content: bytes,
-    api: str | None,
+    api: wire.Api | None,
     after,
     trace=None,
     model: str = "",
@@ -325,7 +325,7 @@ async def relay(
     def _finish(status: int, usage: dict | None, text: str) -> None:
         if generation is not None:
             generation.update(
-                usage_details=TurnTrace.usage(api, usage),
+                usage_details=TurnTrace.usage(api or "", usage),
                 output=text[:2000] or None,
                 level="DEFAULT" if status < 400 else "ERROR",
             )

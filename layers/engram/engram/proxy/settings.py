@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -122,7 +122,7 @@ def get_proxy_settings() -> ProxySettings:
     """The process-wide proxy settings (secrets fetched from SSM when named by a *_PARAMETER variable)."""
     import os
 
-    secrets = {}
+    secrets: dict[str, Any] = {}
     for name in SECRET_SETTINGS:
         parameter = os.environ.get(f"{name}_PARAMETER")
         if parameter and not os.environ.get(name):

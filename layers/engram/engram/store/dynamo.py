@@ -3,12 +3,20 @@ apart) and the two conditional writes everything else is built from."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
 from pynamodb.exceptions import PynamoDBException
+from pynamodb.expressions.condition import Condition
+from pynamodb.expressions.update import Action
+from pynamodb.models import Model
 
 from ..errors import Unavailable
 
+T = TypeVar("T")
 
-def guard(fn):
+
+def guard(fn: Callable[[], T]) -> T:
     """Run a DynamoDB call; its failures become Unavailable (the front doors answer 503)."""
     try:
         return fn()
@@ -21,7 +29,7 @@ def conditional(exc: Exception) -> bool:
     return "ConditionalCheckFailed" in str(exc.__cause__ or exc)
 
 
-def attempt(fn) -> bool:
+def attempt(fn: Callable[[], Any]) -> bool:
     """A conditional write: True when it was made, False when its condition failed."""
     try:
         guard(fn)
@@ -32,7 +40,7 @@ def attempt(fn) -> bool:
     return True
 
 
-def update_if_exists(item, actions) -> bool:
-    """Update an item only while it still exists (an unconditional update would write a stub of a
-    deleted one back); False when it is gone."""
-    return attempt(lambda: item.update(actions=actions, condition=type(item).id.exists()))
+def update_if_exists(item: Model, exists: Condition, actions: Sequence[Action]) -> bool:
+    """Update an item only while it still exists (`exists`: its key attribute's exists()); an unconditional
+    update would write a stub of a deleted one back. False when it is gone."""
+    return attempt(lambda: item.update(actions=list(actions), condition=exists))

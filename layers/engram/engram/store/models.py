@@ -9,7 +9,7 @@ from pynamodb.models import Model
 from ..config import Settings
 
 
-class ByUser(GlobalSecondaryIndex):
+class ByUser(GlobalSecondaryIndex["MemoryRecord"]):
     """Every record a user is attributed to, per bot: what forget walks."""
 
     class Meta:
@@ -20,7 +20,7 @@ class ByUser(GlobalSecondaryIndex):
     id = NumberAttribute(range_key=True)
 
 
-class ByKind(GlobalSecondaryIndex):
+class ByKind(GlobalSecondaryIndex["MemoryRecord"]):
     """Records of one kind per bot, newest (highest id) first when read backwards."""
 
     class Meta:
@@ -31,7 +31,7 @@ class ByKind(GlobalSecondaryIndex):
     id = NumberAttribute(range_key=True)
 
 
-class Pending(GlobalSecondaryIndex):
+class Pending(GlobalSecondaryIndex["MemoryRecord"]):
     """Sparse: only records whose vectors still have to be written appear here."""
 
     class Meta:
@@ -48,6 +48,7 @@ class MemoryRecord(Model):
     class Meta:
         table_name = "engram-memories"
         region = "us-east-1"
+        host: str | None = None  # a local engine's endpoint (bind_tables)
 
     bot = UnicodeAttribute(hash_key=True)
     id = NumberAttribute(range_key=True)
@@ -84,12 +85,13 @@ class StateItem(Model):
     class Meta:
         table_name = "engram-state"
         region = "us-east-1"
+        host: str | None = None
 
     pk = UnicodeAttribute(hash_key=True)
     sk = UnicodeAttribute(range_key=True)
     memory_id = NumberAttribute(null=True, attr_name="memoryId")
     value = NumberAttribute(null=True)
-    count = NumberAttribute(null=True)
+    tally = NumberAttribute(null=True, attr_name="count")  # not `count`: that is Model.count, a query
     tag = UnicodeAttribute(null=True)
     data = JSONAttribute(null=True)
     members = UnicodeSetAttribute(null=True)  # e.g. the channels of a backfill run already counted done

@@ -4,9 +4,13 @@ the index of which records carry whose words."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
+
+from pynamodb.expressions.condition import Condition
+from pynamodb.expressions.update import Action
 
 from ..errors import Unavailable
 from . import keys
@@ -92,6 +96,10 @@ def _row(record: Record) -> MemoryRecord:
 def _key(record: Record) -> MemoryRecord:
     """A row with only the record's key: enough to update or delete it."""
     return MemoryRecord(record.bot, record.id)
+
+
+def _update_if_exists(record: Record, actions: Sequence[Action]) -> bool:
+    return update_if_exists(_key(record), MemoryRecord.id.exists(), actions)
 
 
 def new_record(
@@ -184,7 +192,7 @@ class RecordStore:
     def next_ids(self, n: int) -> list[int]:
         """`n` new consecutive memory ids from one atomic counter update."""
 
-        def bump():
+        def bump() -> list[int]:
             counter = StateItem(*keys.MEMORY_COUNTER)
             counter.update(actions=[StateItem.value.add(n)])
             top = int(counter.value)
@@ -192,7 +200,7 @@ class RecordStore:
 
         return self._guard(bump)
 
-    def thread_tails(self, bot: str, threads: list[str]) -> dict[str, dict]:
+    def thread_tails(self, bot: str, threads: list[str]) -> dict[str, dict[str, Any]]:
         """The newest stored message text of each thread: {"text", "at", "user", "id"}."""
         if not threads:
             return {}
@@ -226,7 +234,7 @@ class RecordStore:
             or (memory_id is not None and (d or {}).get("id") == memory_id)
         ]
 
-        def run():
+        def run() -> None:
             with StateItem.batch_write() as batch:
                 for thread in mine:
                     batch.delete(StateItem(pk, thread))
@@ -242,14 +250,14 @@ class RecordStore:
         delete or a change can find the records that carry those words."""
         notes = [r for r in records if r.context and r.context_source is not None]
 
-        def run():
+        def run() -> None:
             with StateItem.batch_write() as batch:
                 for r in notes:
                     batch.save(
                         StateItem(
                             keys.carriers_pk(r.bot, r.context_author),
                             keys.carrier_sk(int(r.id)),
-                            memory_id=int(r.context_source),
+                            memory_id=r.context_source,
                         )
                     )
 
@@ -268,7 +276,7 @@ class RecordStore:
     def drop_carriers(self, bot: str, author: str | None, carrier_ids: list[int]) -> None:
         """The carriers no longer quote this author."""
 
-        def run():
+        def run() -> None:
             with StateItem.batch_write() as batch:
                 for carrier in carrier_ids:
                     batch.delete(StateItem(keys.carriers_pk(bot, author), keys.carrier_sk(carrier)))
@@ -279,8 +287,8 @@ class RecordStore:
     def clear_context(self, record: Record) -> bool:
         """Drop a record's context (and mark it pending: its point is made again without it); False when
         the record no longer exists."""
-        cleared = update_if_exists(
-            _key(record),
+        cleared = _update_if_exists(
+            record,
             [
                 MemoryRecord.context.remove(),
                 MemoryRecord.context_author.remove(),
@@ -306,9 +314,9 @@ class RecordStore:
     def find_unique(self, bot: str, key: str) -> Record | None:
         """The memory that holds a unique key, if any."""
 
-        def get():
+        def get() -> int | None:
             try:
-                return int(StateItem.get(_unique_pk(bot), key).memory_id)
+                return int(StateItem.get(_unique_pk(bot), key).memory_id or 0)
             except StateItem.DoesNotExist:
                 return None
 
@@ -384,7 +392,7 @@ class RecordStore:
         )
         claimed = [r for r, holder in zip(records, held) if not holder]
 
-        def write():
+        def write() -> None:
             with MemoryRecord.batch_write() as batch:
                 for record in claimed:
                     batch.save(_row(record))
@@ -395,7 +403,7 @@ class RecordStore:
     def get(self, bot: str, memory_id: int) -> Record | None:
         """One record, or None."""
 
-        def get():
+        def get() -> Record | None:
             try:
                 return _record(MemoryRecord.get(bot, memory_id))
             except MemoryRecord.DoesNotExist:
@@ -416,7 +424,7 @@ class RecordStore:
             holder = self.claim(record.bot, unique_key, int(record.id))
             if holder is not None:
                 raise Duplicate(holder)
-        actions = [
+        actions: list[Action] = [
             MemoryRecord.text.set(text),
             MemoryRecord.unique_key.set(unique_key) if unique_key else MemoryRecord.unique_key.remove(),
             MemoryRecord.updated_at.set(stamp),
@@ -429,7 +437,7 @@ class RecordStore:
         if old_key and old_key != unique_key:
             self.release(record.bot, old_key, int(record.id))
 
-    def change_message(self, record: Record, text: str, content: dict | None) -> bool:
+    def change_message(self, record: Record, text: str, content: dict[str, Any] | None) -> bool:
         """A chat message edited where it was written: new text and content, its point to be made again;
         False when the record is gone (forgotten or deleted meanwhile)."""
         stamp = now_ms()
@@ -441,7 +449,7 @@ class RecordStore:
         ]
         if content is not None:
             actions.append(MemoryRecord.content.set(content))
-        if not update_if_exists(_key(record), actions):
+        if not _update_if_exists(record, actions):
             return False
         record.text, record.updated_at, record.vector_model, record.pending = text, stamp, None, True
         if content is not None:
@@ -451,7 +459,7 @@ class RecordStore:
     def delete(self, records: list[Record]) -> None:
         """Delete records (25 per batch), then the unique keys they held."""
 
-        def run():
+        def run() -> None:
             with MemoryRecord.batch_write() as batch:
                 for record in records:
                     batch.delete(_key(record))
@@ -465,8 +473,8 @@ class RecordStore:
     def mark_indexed(self, record: Record, vector_model: str | None) -> bool:
         """The record's point is written (with a dense vector of that model, when given);
         False when the record no longer exists."""
-        marked = update_if_exists(
-            _key(record),
+        marked = _update_if_exists(
+            record,
             [
                 MemoryRecord.pending_bot.remove(),
                 MemoryRecord.vector_model.set(vector_model)
@@ -486,7 +494,7 @@ class RecordStore:
     def mark_pending(self, record: Record) -> bool:
         """The record still needs its point (or its dense vector) written; False when it no longer exists
         (an update without the condition would write a stub of a deleted memory back)."""
-        if not update_if_exists(_key(record), [MemoryRecord.pending_bot.set(record.bot)]):
+        if not _update_if_exists(record, [MemoryRecord.pending_bot.set(record.bot)]):
             return False
         record.pending = True
         return True
@@ -519,7 +527,7 @@ class RecordStore:
             if value is not None:
                 condition = attr == value if condition is None else condition & (attr == value)
 
-        def run():
+        def run() -> list[Record]:
             # A filter is applied after a page is read: read full pages when one is set, or a narrow
             # scope walks the kind's index 50 items per round trip
             rows = MemoryRecord.by_kind.query(
@@ -539,7 +547,14 @@ class RecordStore:
         return self._guard(run)
 
     def _newest_of_user(
-        self, bot: str, kind: str, limit: int, server: str | None, project: str | None, user: str, below=None
+        self,
+        bot: str,
+        kind: str,
+        limit: int,
+        server: str | None,
+        project: str | None,
+        user: str,
+        below: Condition | None = None,
     ) -> list[Record]:
         """A user's records read through the user index (newest id first), so the cost follows the
         user's own records, not the bot's: a user with 50 of a bot's 100k memories costs 50 reads."""
@@ -598,7 +613,7 @@ class RecordStore:
     def drop_claims(self, bot: str, claim_keys: list[str]) -> None:
         """Delete these claims outright."""
 
-        def run():
+        def run() -> None:
             with StateItem.batch_write() as batch:
                 for key in claim_keys:
                     batch.delete(StateItem(keys.unique_pk(bot), key))

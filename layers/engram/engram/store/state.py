@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pynamodb.expressions.update import Action
+
 from . import keys
 from .dynamo import attempt, guard
 from .models import StateItem
@@ -25,12 +27,12 @@ class StateStore:
 
     # ----- embedder settings -------------------------------------------------------------------------
 
-    def embedding_settings(self) -> dict | None:
+    def embedding_settings(self) -> dict[str, Any] | None:
         """The stored embedder settings, or None (the environment's defaults apply)."""
         item = self._guard(lambda: _get(*keys.EMBEDDING_SETTINGS))
         return item.data if item is not None else None
 
-    def save_embedding_settings(self, data: dict) -> None:
+    def save_embedding_settings(self, data: dict[str, Any]) -> None:
         self._guard(lambda: StateItem(*keys.EMBEDDING_SETTINGS, data=data).save())
 
     # ----- tombstones ----------------------------------------------------------------------------------
@@ -55,7 +57,7 @@ class StateStore:
         )
 
     @staticmethod
-    def tombstones_in_table(dynamodb_client, table: str) -> list[tuple[str, str, int]]:
+    def tombstones_in_table(dynamodb_client: Any, table: str) -> list[tuple[str, str, int]]:
         """Every forget recorded in a state table, any bot: (bot, user, when). Read with a plain client, so
         it works on a table the stack is not bound to (the live one, while a restored copy is checked)."""
         out = []
@@ -72,7 +74,7 @@ class StateStore:
 
     # ----- Discord: consent and backfill ---------------------------------------------------------------
 
-    def consent(self, bot: str, user: str) -> dict | None:
+    def consent(self, bot: str, user: str) -> dict[str, Any] | None:
         """A user's consent ({"consentedAt"}), or None."""
         item = self._guard(lambda: _get(*keys.consent(bot, user)))
         return {"value": int(item.value or 0), **(item.data or {})} if item is not None else None
@@ -136,7 +138,7 @@ class StateStore:
             )
         )  # a forget meanwhile wins: no consent is written back
 
-    def backfill_run(self, bot: str, user: str) -> dict | None:
+    def backfill_run(self, bot: str, user: str) -> dict[str, Any] | None:
         """The user's latest backfill run: {"run", "left", "count", "channels", "issuedAt"}, or None."""
         item = self._guard(lambda: _get(*keys.backfill_run(bot, user)))
         if item is None:
@@ -144,7 +146,7 @@ class StateStore:
         return {
             "run": item.tag,
             "left": int(item.value or 0),
-            "count": int(item.count or 0),
+            "count": int(item.tally or 0),
             **(item.data or {}),
         }
 
@@ -153,7 +155,7 @@ class StateStore:
             lambda: StateItem(
                 *keys.backfill_run(bot, user),
                 value=channels,
-                count=0,
+                tally=0,
                 tag=run,
                 data={"channels": channels, "issuedAt": issued_at},
             ).save()
@@ -161,18 +163,18 @@ class StateStore:
 
     def count_backfill(
         self, bot: str, user: str, run: str, channel: str, stored: int, finished: bool
-    ) -> dict | None:
+    ) -> dict[str, Any] | None:
         """Add to a run's count (and, once per channel, count the channel done): one conditional update.
         None when a newer run (or a forget) replaced it, or this channel was counted already."""
         item = StateItem(*keys.backfill_run(bot, user))
-        actions = [StateItem.count.add(stored)]
+        actions: list[Action] = [StateItem.tally.add(stored)]
         condition = StateItem.tag == run
         if finished:
             actions += [StateItem.value.add(-1), StateItem.members.add({channel})]
             condition &= ~StateItem.members.contains(channel)
         if not attempt(lambda: item.update(actions=actions, condition=condition)):
             return None
-        return {"left": int(item.value), "count": int(item.count or 0), **(item.data or {})}
+        return {"left": int(item.value), "count": int(item.tally or 0), **(item.data or {})}
 
     def keep_token(self, bot: str, user: str, run: str, token: str, expires_s: int) -> None:
         """An interaction token for a run's last word, in its own item with a TTL."""
@@ -190,25 +192,25 @@ class StateStore:
             return None
         return (item.data or {}).get("token")
 
-    def cursor(self, bot: str, user: str, channel: str) -> dict | None:
+    def cursor(self, bot: str, user: str, channel: str) -> dict[str, Any] | None:
         """A user's backfill cursor in one channel ({"before", "done", "run", "step"}), or None."""
         item = self._guard(lambda: _get(keys.cursors_pk(bot, user), channel))
         return dict(item.data or {}) if item is not None else None
 
-    def save_cursor(self, bot: str, user: str, channel: str, state: dict) -> None:
+    def save_cursor(self, bot: str, user: str, channel: str, state: dict[str, Any]) -> None:
         self._guard(lambda: StateItem(keys.cursors_pk(bot, user), channel, data=state).save())
 
     def channel_newest(self, bot: str, channel: str) -> str | None:
         """The newest message id seen in a channel (where catch-up starts)."""
         return self.channel_seen(bot, channel).get("newest")
 
-    def channel_seen(self, bot: str, channel: str) -> dict:
+    def channel_seen(self, bot: str, channel: str) -> dict[str, Any]:
         """What catch-up knows of a channel: {"newest": id, "storedAt": ms of the newest message stored
         from it, "windowAt": s of its last window re-read}, each key only once known."""
         item = self._guard(lambda: _get(*keys.channel_newest(bot, channel)))
         return dict(item.data or {}) if item is not None else {}
 
-    def channels_seen(self, bot: str, channels: list[str]) -> dict[str, dict]:
+    def channels_seen(self, bot: str, channels: list[str]) -> dict[str, dict[str, Any]]:
         """channel_seen of each of these channels (batched reads; unseen ones left out)."""
         wanted = list(dict.fromkeys(channels))
         out = {}
@@ -221,7 +223,7 @@ class StateStore:
             out.update({i.sk: dict(i.data or {}) for i in items})
         return out
 
-    def see_channel(self, bot: str, channel: str, **changes) -> None:
+    def see_channel(self, bot: str, channel: str, **changes: Any) -> None:
         """Merge what was just learnt of a channel (newest never moves back, storedAt never either)."""
         # One small item per channel, written by that channel's catch-up job; a lost race costs one re-read
         current = self.channel_seen(bot, channel)
@@ -249,7 +251,7 @@ class StateStore:
             return
         pk = keys.recent_pk(bot, channel)
 
-        def run():
+        def run() -> None:
             with StateItem.batch_write() as batch:
                 for message, record, edited, expires in entries:
                     batch.save(StateItem(pk, message, memory_id=record, tag=edited, expires_at=expires))
@@ -274,7 +276,7 @@ class StateStore:
             return
         pk = keys.recent_pk(bot, channel)
 
-        def run():
+        def run() -> None:
             with StateItem.batch_write() as batch:
                 for message in messages:
                     batch.delete(StateItem(pk, message))
@@ -288,7 +290,7 @@ class StateStore:
             lambda: StateItem(*keys.content_intent(bot), value=int(on), data={"how": how, "at": at}).save()
         )
 
-    def content_intent(self, bot: str) -> dict | None:
+    def content_intent(self, bot: str) -> dict[str, Any] | None:
         """{"on", "how", "at"} as last noted, or None (never checked)."""
         item = self._guard(lambda: _get(*keys.content_intent(bot)))
         return {"on": bool(item.value), **(item.data or {})} if item is not None else None
@@ -297,7 +299,7 @@ class StateStore:
         """A channel Discord would not let the bot read, and when to try it again."""
         self._guard(lambda: StateItem(keys.unreadable_pk(bot), channel, value=retry_at_s, tag=reason).save())
 
-    def unreadable(self, bot: str) -> dict[str, dict]:
+    def unreadable(self, bot: str) -> dict[str, dict[str, Any]]:
         """Every channel marked unreadable: {channel: {"reason", "retryAt"}} (one query)."""
         return self._guard(
             lambda: {

@@ -147,14 +147,15 @@ class EdgeIndex:
                 ([Hit(int(p.id), float(p.score), {}) for p in self._run(lambda s: s.query(request))], weight)
             )
         hits = fuse(out, fusion, limit)
-        vectors = [dense[0]] if with_vector and dense is not None else False
+        names = [dense[0]] if with_vector and dense is not None else None
+        vectors: list[str] | bool = names or False
         records = {int(r.id): r for r in self._run(lambda s: s.retrieve([h.id for h in hits], True, vectors))}
         return [
             Hit(
                 h.id,
                 h.score,
                 dict(records[h.id].payload or {}),
-                _dense_of(records[h.id].vector, vectors or None),
+                _dense_of(records[h.id].vector, names),
             )
             for h in hits
             if h.id in records

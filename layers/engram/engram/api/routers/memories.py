@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
@@ -29,7 +29,9 @@ from ..schemas import (
 router = APIRouter(tags=["memories"], responses=ERRORS)
 MemoryId = Annotated[str, Path(examples=["mem:12"], pattern=MEMORY_ID_PATTERN)]
 Name = Annotated[str | None, Query(pattern=NAME_PATTERN)]
-NOT_FOUND = {404: {"model": ErrorResponse, "description": "No such memory in this bot"}}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorResponse, "description": "No such memory in this bot"}
+}
 
 
 @router.get("/v1/bots/{bot}/memories", response_model=MemoryList, response_model_exclude_unset=True)
@@ -63,8 +65,8 @@ def list_memories(
         found = eng.service.search(bot, query, kind, limit, **scope)
         response.headers["x-engram-search"] = "words+meaning" if found.meaning else "words"
         return {"memories": [m.to_json() for m in found], "meaning": found.meaning}
-    found = eng.service.list(bot, kind, limit, **scope, before=parse_memory_id(before) if before else None)
-    return {"memories": [m.to_json() for m in found]}
+    newest = eng.service.list(bot, kind, limit, **scope, before=parse_memory_id(before) if before else None)
+    return {"memories": [m.to_json() for m in newest]}
 
 
 @router.get("/v1/bots", response_model=BotList)
