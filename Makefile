@@ -7,7 +7,7 @@ SAM_VENV := .venv-sam
 # The local DynamoDB (dynalite on LevelDB), pinned in infra/dynamodb/package-lock.json.
 NODE_DEPS := infra/dynamodb/node_modules/.installed
 
-.PHONY: image test-container sam-local run test test-browser test-unit test-integration test-deploy lint-template bench bench-quick build deploy clean
+.PHONY: lint check image test-container sam-local run test test-browser test-unit test-integration test-deploy lint-template bench bench-quick build deploy clean
 
 $(STAMP): requirements-dev.txt requirements-local.txt requirements-embedder.txt layers/engram/requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,15 @@ run: $(STAMP) $(NODE_DEPS)
 test: $(STAMP) $(SAM_VENV)/.installed $(NODE_DEPS)
 	@sh infra/install-chromium.sh
 	$(PY) -m pytest -q tests/unit tests/integration tests/deploy tests/browser tests/container
+
+# The gates: style (ruff, rules pinned in pyproject.toml), types (mypy; the functions one at a time, as each is
+# its own `app` module), and complexity (no block worse than C).
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy layers/engram/engram infra
+	for f in functions/*/app.py; do $(VENV)/bin/mypy $$f || exit 1; done
+	$(VENV)/bin/xenon --max-absolute C layers functions infra
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit

@@ -67,8 +67,11 @@ class LocalStack:
         proxy_settings=None,
         mongo_database=None,
         discord_settings=None,
+        index_wrapper=None,
     ):
         self.data_dir = Path(data_dir)
+        # tests: wrap the stack's vector index (one that can be taken down), as every part of it sees it
+        self.index_wrapper = index_wrapper
         self.host, self.port = host, port
         self.api_key = api_key
         self.embedder = embedder
@@ -163,7 +166,12 @@ class LocalStack:
             data_dir=self.data_dir,
             api_key=self._api_key(),
         )
-        self.engine = build_engine(self.settings, embedder=self.embedder, sqs_client=self.sqs)
+        index = None
+        if self.index_wrapper is not None:
+            from engram.vectors import build_index
+
+            index = self.index_wrapper(build_index(self.settings))
+        self.engine = build_engine(self.settings, index=index, embedder=self.embedder, sqs_client=self.sqs)
         set_engine(self.engine)
 
         # A forgotten user's queued jobs leave the journal at once (they would be dropped when run anyway)
@@ -300,7 +308,8 @@ SECRET_NAMES = (
 
 
 def secrets_from_files(environ=os.environ) -> list[str]:
-    """Set NAME from the file NAME_FILE names, for each secret given so and not set itself; returns the names."""
+    """Set NAME from the file NAME_FILE names, for each secret given so and not set itself; returns the
+    names."""
     taken = []
     for name in SECRET_NAMES:
         path = environ.get(f"{name}_FILE")

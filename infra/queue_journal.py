@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS messages (
     message_id TEXT NOT NULL UNIQUE,
     body TEXT NOT NULL,
     receives INTEGER NOT NULL DEFAULT 0,
-    sent_at REAL                  -- unix seconds: a dead-lettered row is kept only as long as the DLQ keeps it
+    sent_at REAL                  -- unix seconds: a dead-lettered row is kept only as long as the DLQ keeps
+    it
 )"""
 
 

@@ -213,7 +213,8 @@ def forward(listen_host: str, ports: dict[int, int], target_host: str = "127.0.0
 
 
 QDRANT_PORT = 6333
-# no usage reports to AWS from a local run (they cannot be sent here anyway: each one waits on a failed lookup)
+# no usage reports to AWS from a local run (they cannot be sent here anyway: each one waits on a failed
+# lookup)
 SAM_ENV = {**os.environ, "SAM_CLI_TELEMETRY": "0"}
 
 
@@ -253,7 +254,8 @@ class Session:
 def invoke_all(
     data_dir: Path, sam: str, template: Path, only: set[str] | None = None
 ) -> list[tuple[str, str, bool, float, str]]:
-    """Invoke every function through the Runtime Interface Emulator; (function, event, ok, seconds, answer)."""
+    """Invoke every function through the Runtime Interface Emulator; (function, event, ok, seconds,
+    answer)."""
     import subprocess
 
     session = Session(data_dir)
@@ -479,7 +481,8 @@ def main() -> None:
             stack.wait(timeout=60)
     for function, event, passed, seconds, answer in results:
         print(
-            f"{'ok  ' if passed else 'FAIL'} {function:<22} {event:<36} {seconds:>6} s  {answer if not passed else ''}"
+            f"{'ok  ' if passed else 'FAIL'} {function:<22} {event:<36} {seconds:>6} s  "
+            f"{answer if not passed else ''}"
         )
     for function, why in SKIPPED.items():
         print(f"skip {function:<22} {why}")

@@ -1,4 +1,5 @@
-"""A fake Discord REST API (and a fake Ollama: chat and embed) on 127.0.0.1: guilds, channels, threads, paginated
+"""A fake Discord REST API (and a fake Ollama: chat and embed) on 127.0.0.1: guilds, channels, threads,
+paginated
 history, a 429 on first touch of one channel, interaction webhooks and DMs; records what it is asked."""
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ class FakeDiscord(ServedApp):
         self.private_threads_forbidden = False
         self.no_history: set[str] = set()  # channels without Read Message History for the bot
         self.next_id = 10_000_000
-        # resources/channel.mdx: `last_message_id` is the last message *sent* ("may not point to an existing or
+        # resources/channel.mdx: `last_message_id` is the last message *sent* ("may not point to an existing
+        # or
         # valid message"): a deletion does not move it back, and an edit does not move it at all
         self.last_sent: dict[str, str] = {}
         self.guilds = [{"id": "g1", "name": "Alpha"}, {"id": "g2", "name": "Beta"}]
@@ -70,7 +72,8 @@ class FakeDiscord(ServedApp):
             "g2": [{"id": "c21", "type": 0, "name": "lobby"}],
         }
         self.threads = {"g1": [{"id": "t14", "type": 11, "name": "a thread", "parent_id": "c11"}], "g2": []}
-        # topics/permissions.mdx: @everyone is the role whose id is the guild's; permissions are decimal strings
+        # topics/permissions.mdx: @everyone is the role whose id is the guild's; permissions are decimal
+        # strings
         everyone = str((1 << 10) | (1 << 11) | (1 << 16))  # VIEW_CHANNEL, SEND_MESSAGES, READ_MESSAGE_HISTORY
         self.roles = {g: [{"id": g, "name": "@everyone", "permissions": everyone}] for g in ("g1", "g2")}
         # (guild, user) -> role ids; Get Guild Member answers 404 (10007 Unknown Member) for anyone else
@@ -171,7 +174,8 @@ class FakeDiscord(ServedApp):
 
     @staticmethod
     def _page(items: list[dict], before: str | None, after: str | None, limit: int) -> list[dict]:
-        """Get Channel Messages: newest first; `after` gives the oldest `limit` after that id, newest first."""
+        """Get Channel Messages: newest first; `after` gives the oldest `limit` after that id, newest
+        first."""
         if before:
             items = [m for m in items if int(m["id"]) < int(before)]
         if after:
@@ -352,7 +356,8 @@ class FakeDiscord(ServedApp):
         @app.get("/page")
         async def page():
             html = (
-                "<html><head><title>Growing tomatoes</title></head><body><nav>menu</nav><article><h1>Growing tomatoes</h1>"
+                "<html><head><title>Growing tomatoes</title></head><body><nav>menu</nav>"
+                "<article><h1>Growing tomatoes</h1>"
                 + "<p>Tomatoes need six hours of sun, deep watering twice a week and stakes by June.</p>" * 5
                 + "</article><footer>footer</footer></body></html>"
             )

@@ -33,6 +33,16 @@ def _gzipped(events):
     yield compressor.flush()
 
 
+def _sse(data: dict) -> str:
+    """One OpenAI server-sent event."""
+    return f"data: {json.dumps(data)}\n\n"
+
+
+def _event(kind: str, **fields: object) -> str:
+    """One Anthropic server-sent event: its type named twice, as Anthropic sends it."""
+    return f"event: {kind}\ndata: {json.dumps({'type': kind, **fields})}\n\n"
+
+
 class FakeUpstream(ServedApp):
     """Start with .start(); `.requests` holds (path, headers, json) of everything received."""
 
@@ -95,12 +105,18 @@ class FakeUpstream(ServedApp):
                     "created": 1,
                     "model": body["model"],
                 }
-                yield f"data: {json.dumps({**base, 'choices': [{'index': 0, 'delta': {'role': 'assistant', 'content': ''}, 'finish_reason': None}]})}\n\n"
+
+                def chunk(delta: dict, finish: str | None = None) -> str:
+                    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+                    return _sse({**base, "choices": [choice]})
+
+                yield chunk({"role": "assistant", "content": ""})
                 for part in re.findall(r"\S+\s*", text):
-                    yield f"data: {json.dumps({**base, 'choices': [{'index': 0, 'delta': {'content': part}, 'finish_reason': None}]})}\n\n"
-                yield f"data: {json.dumps({**base, 'choices': [{'index': 0, 'delta': {}, 'finish_reason': 'stop'}]})}\n\n"
+                    yield chunk({"content": part})
+                yield chunk({}, "stop")
                 if (body.get("stream_options") or {}).get("include_usage"):
-                    yield f"data: {json.dumps({**base, 'choices': [], 'usage': {'prompt_tokens': 5, 'completion_tokens': 9, 'total_tokens': 14}})}\n\n"
+                    usage = {"prompt_tokens": 5, "completion_tokens": 9, "total_tokens": 14}
+                    yield _sse({**base, "choices": [], "usage": usage})
                 yield "data: [DONE]\n\n"
 
             if self.compress and "gzip" in request.headers.get("accept-encoding", ""):
@@ -131,13 +147,14 @@ class FakeUpstream(ServedApp):
 
             def events():
                 start = {**message, "content": [], "stop_reason": None}
-                yield f"event: message_start\ndata: {json.dumps({'type': 'message_start', 'message': start})}\n\n"
-                yield f"event: content_block_start\ndata: {json.dumps({'type': 'content_block_start', 'index': 0, 'content_block': {'type': 'text', 'text': ''}})}\n\n"
+                yield _event("message_start", message=start)
+                yield _event("content_block_start", index=0, content_block={"type": "text", "text": ""})
                 for part in re.findall(r"\S+\s*", text):
-                    yield f"event: content_block_delta\ndata: {json.dumps({'type': 'content_block_delta', 'index': 0, 'delta': {'type': 'text_delta', 'text': part}})}\n\n"
-                yield f"event: content_block_stop\ndata: {json.dumps({'type': 'content_block_stop', 'index': 0})}\n\n"
-                yield f"event: message_delta\ndata: {json.dumps({'type': 'message_delta', 'delta': {'stop_reason': 'end_turn', 'stop_sequence': None}, 'usage': {'output_tokens': 9}})}\n\n"
-                yield f"event: message_stop\ndata: {json.dumps({'type': 'message_stop'})}\n\n"
+                    yield _event("content_block_delta", index=0, delta={"type": "text_delta", "text": part})
+                yield _event("content_block_stop", index=0)
+                stop = {"stop_reason": "end_turn", "stop_sequence": None}
+                yield _event("message_delta", delta=stop, usage={"output_tokens": 9})
+                yield _event("message_stop")
 
             return StreamingResponse(events(), media_type="text/event-stream")
 

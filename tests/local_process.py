@@ -46,7 +46,8 @@ class Stack:
         self.output = ""
 
     def start(self) -> Stack:
-        log = open(self.data_dir / f"stack-{time.monotonic_ns()}.log", "w+")
+        # kept open while the process runs (it writes there); closed by stop()
+        log = open(self.data_dir / f"stack-{time.monotonic_ns()}.log", "w+")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "infra.local_stack"],
             cwd=ROOT,
@@ -65,7 +66,8 @@ class Stack:
         return self.api.get("/healthz", timeout=5).json()
 
     def wait_warm(self, timeout_s: float = 120) -> Stack:
-        """Wait for what the stack reports: the embedder's model loaded (searches use meaning from then on)."""
+        """Wait for what the stack reports: the embedder's model loaded (searches use meaning from then
+        on)."""
         assert wait_until(lambda: self.health().get("embedderWarm"), timeout_s=timeout_s, every_s=0.2), (
             self.read_log()
         )

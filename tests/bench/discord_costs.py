@@ -43,7 +43,8 @@ class Meter:
 
 
 def _world(guilds: int, member_of: int):
-    """The fake Discord with `guilds` x CHANNELS text channels; the opting-in user is in `member_of` of them."""
+    """The fake Discord with `guilds` x CHANNELS text channels; the opting-in user is in `member_of` of
+    them."""
     from tests.fake_discord import ALICE, BOB, FakeDiscord
 
     fake = FakeDiscord()
@@ -146,7 +147,8 @@ def bench_discord_costs(embedder, guilds: int = GUILDS, member_of: int = MEMBER_
         )
         run("catch-up tick, nothing new", DiscordJob(action="catchup"))
 
-        def activity():  # one channel of each of the user's servers gets a message from them, written just now
+        # one channel of each of the user's servers gets a message from them, written just now
+        def activity():
             for i in range(member_of):
                 fake.add(
                     f"g{i}c0",

@@ -222,7 +222,8 @@ with MemoryRecord.batch_write() as records:
         pl = p.payload
         records.save(MemoryRecord(bot=pl["bot"], id=p.id, kind=pl["kind"], text=pl["text"], saved_by="bot",
                                   created_at=pl["createdAt"], updated_at=pl["updatedAt"], server=pl["server"],
-                                  project=pl["project"], user=pl["user"], bot_kind=f"{pl['bot']}#{pl['kind']}",
+                                  project=pl["project"], user=pl["user"],
+                                  bot_kind=f"{pl['bot']}#{pl['kind']}",
                                   bot_user=f"{pl['bot']}#{pl['user']}", vector_model=name))
         if len(batch) == 1000:
             stack.engine.service.index.upsert(batch); batch = []
@@ -318,7 +319,9 @@ def bench_load(clients: int, seconds: float) -> dict:
                     if roll < 0.3:
                         op, call = (
                             "add",
-                            lambda: api.post(f"/v1/bots/{bot}/memories", json={"text": f"{c}.{i} {text}"}),
+                            lambda bot=bot, i=i, text=text: api.post(
+                                f"/v1/bots/{bot}/memories", json={"text": f"{c}.{i} {text}"}
+                            ),
                         )
                     elif roll < 0.4:
                         batch = [
@@ -327,15 +330,22 @@ def bench_load(clients: int, seconds: float) -> dict:
                         ]
                         op, call = (
                             "batch of 20",
-                            lambda: api.post(f"/v1/bots/{bot}/messages", json={"messages": batch}),
+                            lambda bot=bot, batch=batch: api.post(
+                                f"/v1/bots/{bot}/messages", json={"messages": batch}
+                            ),
                         )
                     elif roll < 0.8:
                         op, call = (
                             "search",
-                            lambda: api.get(f"/v1/bots/{bot}/memories", params={"query": text, "limit": 10}),
+                            lambda bot=bot, text=text: api.get(
+                                f"/v1/bots/{bot}/memories", params={"query": text, "limit": 10}
+                            ),
                         )
                     else:
-                        op, call = "list", lambda: api.get(f"/v1/bots/{bot}/memories", params={"limit": 50})
+                        op, call = (
+                            "list",
+                            lambda bot=bot: api.get(f"/v1/bots/{bot}/memories", params={"limit": 50}),
+                        )
                     t0 = time.perf_counter()
                     try:
                         ok = call().status_code < 300

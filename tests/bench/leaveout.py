@@ -49,11 +49,11 @@ class CachedEmbedder:
     def embed(self, texts):
         """Vectors of texts, the embedder asked only for those not seen before."""
         keys = [hashlib.sha1(f"{self.model}\0{t}".encode()).hexdigest() for t in texts]
-        missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in self.vectors))
+        missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=False) if k not in self.vectors))
         if missing:
             for start in range(0, len(missing), 256):
                 chunk = missing[start : start + 256]
-                for t, v in zip(chunk, self.inner.embed(chunk)):
+                for t, v in zip(chunk, self.inner.embed(chunk), strict=False):
                     self.vectors[hashlib.sha1(f"{self.model}\0{t}".encode()).hexdigest()] = v
             self.dirty = True
         return [self.vectors[k] for k in keys]
@@ -154,7 +154,9 @@ def answers(conversations, kind: str, service, settings) -> dict[str, list[list[
 
 def recall_at(conv: Conversation, found: list[list[str]], k: int = 10) -> list[float]:
     """Per-question evidence recall at k."""
-    return [len(q.evidence & set(f[:k])) / len(q.evidence) for q, f in zip(conv.questions, found)]
+    return [
+        len(q.evidence & set(f[:k])) / len(q.evidence) for q, f in zip(conv.questions, found, strict=False)
+    ]
 
 
 # The settings before this evaluation existed (tuned on all five dev conversations at once)
@@ -205,7 +207,7 @@ def grid(families: dict[str, list]) -> list[dict]:
     """Every distinct combination of the families' values over today's settings, today's first."""
     names, out = list(families), {}
     for values in itertools.product(*(families[n] for n in names)):
-        cfg = normal({**TODAY, **dict(zip(names, values))})
+        cfg = normal({**TODAY, **dict(zip(names, values, strict=False))})
         out.setdefault(key(cfg), cfg)
     return list(out.values())
 
@@ -228,7 +230,7 @@ def leave_out(conversations, found: dict[str, dict[tuple, dict]], configs: list[
     for held in conversations:
         rest = [c for c in conversations if c is not held]
 
-        def dev_score(cfg):
+        def dev_score(cfg, rest=rest):
             return statistics.fmean(
                 statistics.fmean(v for c in rest for v in recall_at(c, found[kind][key(cfg)][c.sample_id]))
                 for kind in found
@@ -244,7 +246,9 @@ def leave_out(conversations, found: dict[str, dict[tuple, dict]], configs: list[
     for kind, got in per_kind.items():
         splits = got["splits"]
         row = score(conversations, got["found"])
-        row["R@10 per held-out conversation"] = dict(zip((c.sample_id for c in conversations), splits))
+        row["R@10 per held-out conversation"] = dict(
+            zip((c.sample_id for c in conversations), splits, strict=False)
+        )
         row["spread (min, max, stdev)"] = [min(splits), max(splits), round(statistics.pstdev(splits), 4)]
         out[kind] = row
     out["chosen per split"] = chosen

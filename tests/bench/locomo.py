@@ -83,7 +83,7 @@ def score(conversations: list[Conversation], found: dict[str, list[list[str]]]) 
     all_hit = []
     by_cat: dict[int, list[float]] = {c: [] for c in CATEGORIES}
     for conv in conversations:
-        for q, top in zip(conv.questions, found[conv.sample_id]):
+        for q, top in zip(conv.questions, found[conv.sample_id], strict=False):
             for k in KS:
                 per_k[k].append(len(q.evidence & set(top[:k])) / len(q.evidence))
             all_hit.append(float(q.evidence <= set(top[:10])))

@@ -282,7 +282,8 @@ command = {"type": 2, "id": "1", "token": "t", "guild_id": "g1", "channel_id": "
            "member": {"user": {"id": "42"}}, "data": {"name": "memory", "options": [{"name": "status"}]}}
 times = []
 for _ in range(20):
-    t = time.perf_counter(); app.handler(event(command), LambdaContext()); times.append(time.perf_counter() - t)
+    t = time.perf_counter(); app.handler(event(command), LambdaContext()); times.append(time.perf_counter() -
+    t)
 print(json.dumps({"cold": cold, "command": sorted(times)}))
 """
 
@@ -576,7 +577,7 @@ def bench_recall(sizes: list[int], embedder, queries: int, with_client_mode: boo
 
     rng = random.Random(11)
     qtexts = [" ".join(rng.choice(VOCAB[:300]) for _ in range(4)) + f" question {i}" for i in range(queries)]
-    qvectors = dict(zip(qtexts, embedder.embed(qtexts)))
+    qvectors = dict(zip(qtexts, embedder.embed(qtexts), strict=False))
 
     class Named(PrecomputedEmbedder):
         pass
@@ -590,7 +591,10 @@ def bench_recall(sizes: list[int], embedder, queries: int, with_client_mode: boo
 
             fake = FakeQdrant().start()
             engines.append(
-                ("qdrant-client local", lambda d: QdrantServerIndex.connect(fake.url, None, "bench"))
+                (
+                    "qdrant-client local",
+                    lambda d, fake=fake: QdrantServerIndex.connect(fake.url, None, "bench"),
+                )
             )
         for engine_name, make in engines:
             tmp = tempfile.mkdtemp()
@@ -622,7 +626,7 @@ def bench_recall(sizes: list[int], embedder, queries: int, with_client_mode: boo
                 warm.recall(scope, q, 10)
                 timed["without embed"].append(time.perf_counter() - t0)
             live = MemoryService(records=None, index=index, embedder=embedder, queue=None)
-            live.dense_name  # the real embedder's vectors do not exist here: search its query against ours
+            # the real embedder's vectors do not exist here: search its query against ours
             live.indexer.dense_ready.add(name)
             live_name = name
 
@@ -738,18 +742,21 @@ def table(results: dict) -> str:
             )
         lines.append(f"  R@10 by category (messages): {loc['engram messages (HTTP)']['R@10 by category']}")
         lines.append(
-            f"  R@10 per conversation (messages, facts): {loc['R@10 per conversation (HTTP; messages, facts)']}"
+            "  R@10 per conversation (messages, facts): "
+            f"{loc['R@10 per conversation (HTTP; messages, facts)']}"
         )
         lines.append(
             f"  engram / plain BM25 at R@10: {loc['R@10 vs plain BM25']}x;  search over HTTP "
-            f"p50 {loc['search latency (HTTP)']['p50_ms']} ms, p95 {loc['search latency (HTTP)']['p95_ms']} ms;"
+            f"p50 {loc['search latency (HTTP)']['p50_ms']} ms, "
+            f"p95 {loc['search latency (HTTP)']['p95_ms']} ms;"
             f"  ingest {loc['ingest messages/s (HTTP, batches of 100)']} messages/s, "
             f"{loc['facts/s (HTTP, one per request)']} facts/s"
         )
     lo = results.get("leave-out")
     if lo:
         lines.append(
-            "LoCoMo leave-conversations-out (settings chosen on 4 conversations, R@10 on the 5th, every split)"
+            "LoCoMo leave-conversations-out "
+            "(settings chosen on 4 conversations, R@10 on the 5th, every split)"
         )
         lines.append(f"  {'step':<52}{'messages':>10}{'facts':>8}  spread messages / facts (min-max)  kept")
         for st in lo["steps"]:
@@ -766,11 +773,13 @@ def table(results: dict) -> str:
             f"{lo['shipped on all five (dev figure, not a leave-out one)']}"
         )
         lines.append(
-            "  MEMORY_RECALL_MODE on the facts (6 memories, 4,000 chars): share of the evidence the model is told"
+            "  MEMORY_RECALL_MODE on the facts (6 memories, 4,000 chars): "
+            "share of the evidence the model is told"
         )
         for mode, r in lo["recall modes (facts, shipped settings)"].items():
             lines.append(
-                f"    {mode:<10} {r['evidence in the block']:.3f}  (block {r['block chars (median)']} chars, median)"
+                f"    {mode:<10} {r['evidence in the block']:.3f}  "
+                f"(block {r['block chars (median)']} chars, median)"
             )
     if results.get("discord at scale"):
         scale = dict(results["discord at scale"])
@@ -779,7 +788,8 @@ def table(results: dict) -> str:
         )
         for name, r in scale.items():
             lines.append(
-                f"  {name:<52} {r['Discord requests']:>6} / {r['SQS jobs']:>5} / {r['DynamoDB reads']:>6} / {r['DynamoDB writes']:>6}"
+                f"  {name:<52} {r['Discord requests']:>6} / {r['SQS jobs']:>5} / "
+                f"{r['DynamoDB reads']:>6} / {r['DynamoDB writes']:>6}"
             )
     if results.get("recall"):
         lines.append(
@@ -806,7 +816,8 @@ def table(results: dict) -> str:
         for name, r in results["cold start"].items():
             if isinstance(r, dict):
                 lines.append(
-                    f"  {name:<44} {r['init_ms']:>6} {r['first_request_ms']:>8} {r['start_to_first_response_ms']:>14}"
+                    f"  {name:<44} {r['init_ms']:>6} {r['first_request_ms']:>8} "
+                    f"{r['start_to_first_response_ms']:>14}"
                 )
             else:
                 lines.append(f"  {name:<44} {r}")
@@ -819,7 +830,8 @@ def table(results: dict) -> str:
                 f"  {name:<30} alone {r['alone']['p50_ms']}/{r['alone']['p95_ms']} ms; "
                 f"2 concurrent {r['2 concurrent']['p50_ms']}/{r['2 concurrent']['p95_ms']} ms "
                 f"({r['2 concurrent']['queries/s']}/s); 4 concurrent {r['4 concurrent']['p50_ms']}/"
-                f"{r['4 concurrent']['p95_ms']} ms ({r['4 concurrent']['queries/s']}/s); batched {r['batched texts/s']} texts/s"
+                f"{r['4 concurrent']['p95_ms']} ms ({r['4 concurrent']['queries/s']}/s); "
+                f"batched {r['batched texts/s']} texts/s"
             )
     for section in ("throughput", "footprint"):
         if results.get(section):

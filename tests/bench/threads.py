@@ -18,7 +18,8 @@ threads, queries, quick = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
 from engram.embedders.local import LocalEmbedder
 e = LocalEmbedder(threads=threads)
 e.embed(["warm up"])
-texts = [f"What did person {i} say about the garden, the trip in May and the new job?" for i in range(queries)]
+texts = [f"What did person {i} say about the garden, the trip in May and the new job?" for i in
+range(queries)]
 def one(out, chunk):
     for t in chunk:
         t0 = time.perf_counter(); e.embed([t]); out.append(time.perf_counter() - t0)
@@ -35,8 +36,10 @@ for clients in (2, 4):
         w = threading.Thread(target=one, args=(lat, texts[c::clients] * 1)); w.start(); workers.append(w)
     for w in workers: w.join()
     took = time.perf_counter() - t0
-    res[f"{clients} concurrent"] = {"p50_ms": pct(lat, .5), "p95_ms": pct(lat, .95), "queries/s": round(len(lat) / took, 1)}
-batch = [f"Message {i}: we talked about the garden, the trip in May and the new job at length." for i in range(128 if quick else 512)]
+    res[f"{clients} concurrent"] = {"p50_ms": pct(lat, .5), "p95_ms": pct(lat, .95), "queries/s":
+    round(len(lat) / took, 1)}
+batch = [f"Message {i}: we talked about the garden, the trip in May and the new job at length." for i in
+range(128 if quick else 512)]
 t0 = time.perf_counter(); e.embed(batch); took = time.perf_counter() - t0
 res["batched texts/s"] = round(len(batch) / took, 1)
 print(json.dumps(res))

@@ -209,7 +209,7 @@ def test_export_then_import_into_another_bot(page, stack, tmp_path):
     open_bot(page, "pantry")
     page.locator("#import").set_input_files(str(target))
     expect(page.locator("#notice")).to_contain_text(
-        f"Imported: {sum(1 for l in lines if l['kind'] == 'fact')} facts"
+        f"Imported: {sum(1 for line in lines if line['kind'] == 'fact')} facts"
     )
     expect(page.locator("#notice")).to_contain_text(f"line {len(lines) + 1}")
 

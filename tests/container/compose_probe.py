@@ -24,12 +24,14 @@ def chat(endpoint: dict, text: str) -> str:
 
 def search(mcp: dict, query: str) -> str:
     async def run():
-        async with httpx2.AsyncClient(headers=mcp["headers"], timeout=30) as http:
-            async with streamable_http_client(mcp["url"], http_client=http) as (read, write, *_):
-                async with ClientSession(read, write) as session:
-                    await session.initialize()
-                    found = await session.call_tool("search_memory", {"query": query, "limit": 3})
-                    return found.content[0].text
+        async with (
+            httpx2.AsyncClient(headers=mcp["headers"], timeout=30) as http,
+            streamable_http_client(mcp["url"], http_client=http) as (read, write, *_),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            found = await session.call_tool("search_memory", {"query": query, "limit": 3})
+            return found.content[0].text
 
     return anyio.run(run)
 

@@ -66,7 +66,8 @@ def test_the_compose_example_serves_librechat_by_service_name_and_keeps_its_volu
         yaml.safe_dump(
             {
                 "services": {
-                    # health every 2 s, not the image's 30 s: only so the test need not wait half a minute per start
+                    # health every 2 s, not the image's 30 s: only so the test need not wait half a minute
+                    # per start
                     "engram": {
                         "image": image,
                         "healthcheck": {"interval": "2s"},

@@ -155,7 +155,8 @@ def _mcp_search(url: str, query: str) -> str:
 
 @pytest.fixture(scope="module")
 def full_image():
-    """engram:latest, the local embedder bundled (torch on CPU, the model in the image: nothing downloaded)."""
+    """engram:latest, the local embedder bundled (torch on CPU, the model in the image: nothing
+    downloaded)."""
     env = {**os.environ, "EMBEDDER": "local", "TAG": "engram:latest"}
     built = subprocess.run(
         ["sh", "infra/image/build.sh"],

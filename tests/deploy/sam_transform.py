@@ -18,7 +18,8 @@ class NoManagedPolicies:
 
 
 def main() -> None:
-    template = yaml_parse(open(sys.argv[1]).read())
+    with open(sys.argv[1]) as source:
+        template = yaml_parse(source.read())
     for resource in template["Resources"].values():
         for key in ("CodeUri", "ContentUri"):
             if isinstance(resource.get("Properties", {}).get(key), str):

@@ -273,7 +273,8 @@ FUNCTIONS = [
 
 @pytest.mark.parametrize("logical", FUNCTIONS)
 def test_every_settings_class_builds_from_each_functions_environment(deployment, logical):
-    """As the template sets them (unused ones as ""), and with the README's other variables set as documented."""
+    """As the template sets them (unused ones as ""), and with the README's other variables set as
+    documented."""
     seen = deployment.probe(logical, SETTINGS_PROBE).invoke({})
     assert seen["error"] is None, seen["error"]
     assert seen["result"]["disallowed"] == sorted(DISALLOWED.split(","))

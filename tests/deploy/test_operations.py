@@ -45,7 +45,7 @@ def _names(stack: harness.Stack) -> dict[str, set[str]]:
     """Every name the stack would claim outside itself: explicit resource names, the SSM parameters its
     functions read and may read, and (for names CloudFormation generates) the stack-name prefix."""
     explicit, ssm = set(), set()
-    for logical, resource in stack.template["Resources"].items():
+    for resource in stack.template["Resources"].values():
         props = stack.resolve(resource.get("Properties", {}))
         name_property = NAMING.get(resource["Type"])
         if name_property and props.get(name_property):

@@ -42,7 +42,8 @@ def fakes():
 
 
 def environment(discord, upstream, extractor) -> dict[str, str]:
-    """Everything pointed at the fakes: Ollama (embeddings, chat) and Discord at one, a provider, an extractor."""
+    """Everything pointed at the fakes: Ollama (embeddings, chat) and Discord at one, a provider, an
+    extractor."""
     return {
         "ENGRAM_EMBEDDER": "ollama",
         "ENGRAM_OLLAMA_URL": discord.url,
@@ -151,9 +152,10 @@ def test_an_extraction_in_flight_completes_after_kill_9(launch, fakes):
     crash_while_held(stack, extractor, "the extraction")
     stack.start()
     assert stack.replayed() >= 1
-    facts = lambda: stack.api.get("/v1/bots/librechat/memories", params={"userId": "alice"}).json()[
-        "memories"
-    ]  # noqa: E731
+
+    def facts():
+        return stack.api.get("/v1/bots/librechat/memories", params={"userId": "alice"}).json()["memories"]  # noqa: E731
+
     assert wait_until(lambda: any("Porto" in m["text"] for m in facts()), timeout_s=60)
 
 

@@ -19,8 +19,8 @@ def flaky(tmp_path_factory, local_embedder):
         embedder=embedder,
         sweep_every_s=0.5,
         sweep_grace_ms=0,
+        index_wrapper=SwitchableIndex,
     ).start()
-    s.engine.service.index = SwitchableIndex(s.engine.service.index)
     yield s, embedder, s.engine.service.index
     s.stop()
 

@@ -228,7 +228,8 @@ def test_an_index_job_in_flight_leaves_no_searchable_point_and_no_stub(stack, fa
         )
         for i in range(3)
     ]
-    embedder.gate.hold()  # a rebuild writes every point again: it waits on the embedder with the records in hand
+    # a rebuild writes every point again: it waits on the embedder with the records in hand
+    embedder.gate.hold()
     assert stack.api.post("/v1/index/rebuild", params={"bot": "notes"}).status_code == 202
     held(embedder, "the rebuild")
     forget(stack, "notes", "alice")

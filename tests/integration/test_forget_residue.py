@@ -102,7 +102,7 @@ def forgotten(tmp_path_factory, fakes):
     for user in (ALICE, BOB):
         interact(stack, memory_command("remember", user, f"tok-remember-{user}"))
         assert wait_until(
-            lambda: any(
+            lambda user=user: any(
                 "Backfill complete" in s.get("content", "")
                 for s in discord.sent
                 if s.get("token") == f"tok-remember-{user}"

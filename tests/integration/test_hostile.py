@@ -425,7 +425,10 @@ def test_mcp_tool_errors_carry_their_reason(stack, name, arguments, fragment):
 
 
 def test_a_lone_surrogate_in_a_tool_call_is_refused_clearly(stack):
-    payload = b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "save_memory", "arguments": {"text": "tea \\ud800"}}}'
+    payload = (
+        b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", '
+        b'"params": {"name": "save_memory", "arguments": {"text": "tea \\ud800"}}}'
+    )
     r = httpx.post(
         f"{stack.url}/mcp",
         content=payload,

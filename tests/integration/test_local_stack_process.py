@@ -76,7 +76,8 @@ def test_state_survives_a_restart(tmp_path):
         httpx.post(base, json={"text": "The garage door code is 4417."}, headers=auth)
     finally:
         out = stop(proc)
-    # output to a pipe, not a terminal: the banner says where the key is, never the key (a log is no place for it)
+    # output to a pipe, not a terminal: the banner says where the key is, never the key (a log is no place
+    # for it)
     assert key not in out and f"in {(tmp_path / 'api-key').resolve()}" in out
     assert "stopped; every write is on disk" in out
 
@@ -105,7 +106,8 @@ def test_state_survives_a_restart(tmp_path):
 
 def test_a_search_in_the_first_second_answers_by_words_without_waiting_for_the_model(tmp_path):
     """A restarted stack answers a search at once, by words, while its model loads; meaning joins once it is
-    warm, and a memory written while the model loaded gets its vector within seconds, not at the next sweep."""
+    warm, and a memory written while the model loaded gets its vector within seconds, not at the next
+    sweep."""
     port = free_port()
     proc = start(tmp_path, port)
     key = (tmp_path / "api-key").read_text().strip()
@@ -224,7 +226,8 @@ def test_make_run_starts_with_every_variable_empty(tmp_path, monkeypatch):
 
 
 def test_a_deleted_index_comes_back_by_itself(tmp_path):
-    """Vectors are derived data: with the Qdrant directory gone, the next start rebuilds it from the records."""
+    """Vectors are derived data: with the Qdrant directory gone, the next start rebuilds it from the
+    records."""
     import shutil
 
     from tests.support import wait_until

@@ -43,7 +43,7 @@ def each_operation(stack, examples: int, run_case) -> dict[str, int]:
         @settings(
             max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), database=None
         )
-        def run(case):
+        def run(case, label=label):
             ran[label] += 1
             run_case(case)
 

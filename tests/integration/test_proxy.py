@@ -340,7 +340,8 @@ class SlowRecordingQueue:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_extraction_is_queued_before_the_reply_completes(stack, upstream, monkeypatch, stream):
-    """Behind the Lambda Web Adapter nothing runs once the response is complete: the job must be queued first."""
+    """Behind the Lambda Web Adapter nothing runs once the response is complete: the job must be queued
+    first."""
     slow = SlowRecordingQueue(stack.engine.queue)
     monkeypatch.setattr(stack.engine, "queue", slow)
     client = oa(stack)
@@ -421,17 +422,17 @@ def test_mcp_tools(stack):
 
     async def run():
         hdrs = {"Authorization": f"Bearer {PROXY_KEY}", **headers(user="dave")}
-        async with httpx2.AsyncClient(headers=hdrs, timeout=30) as http:
-            async with streamable_http_client(f"{stack.url}/mcp", http_client=http) as (read, write, *_):
-                async with ClientSession(read, write) as session:
-                    init = await session.initialize()
-                    tools = {t.name for t in (await session.list_tools()).tools}
-                    saved = await session.call_tool("save_memory", {"text": "The user plays the oboe."})
-                    found = await session.call_tool(
-                        "search_memory", {"query": "musical instrument", "limit": 3}
-                    )
-                    status = await session.call_tool("memory_status", {})
-                    return init, tools, saved, found, status
+        async with (
+            httpx2.AsyncClient(headers=hdrs, timeout=30) as http,
+            streamable_http_client(f"{stack.url}/mcp", http_client=http) as (read, write, *_),
+            ClientSession(read, write) as session,
+        ):
+            init = await session.initialize()
+            tools = {t.name for t in (await session.list_tools()).tools}
+            saved = await session.call_tool("save_memory", {"text": "The user plays the oboe."})
+            found = await session.call_tool("search_memory", {"query": "musical instrument", "limit": 3})
+            status = await session.call_tool("memory_status", {})
+            return init, tools, saved, found, status
 
     init, tools, saved, found, status = anyio.run(run)
     assert "automatic" in (init.instructions or "")

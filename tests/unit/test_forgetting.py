@@ -84,7 +84,8 @@ def test_writes_asked_for_before_a_forget_are_refused_and_new_ones_are_not(servi
 
 
 def test_a_write_racing_a_forget_is_taken_back(service, monkeypatch):
-    """The forget lands between a write's check and its records: the write's second look sees the tombstone."""
+    """The forget lands between a write's check and its records: the write's second look sees the
+    tombstone."""
     original = service.records.create_many
 
     def create_then_forget(records):

@@ -61,7 +61,8 @@ class Providers:
             )
         if chosen.embeddingProvider not in self.upstreams:
             raise InvalidInput(
-                f"no provider named {chosen.embeddingProvider!r} (ollama, or an UPSTREAMS name: {', '.join(sorted(self.upstreams)) or 'none'})"
+                f"no provider named {chosen.embeddingProvider!r} "
+                f"(ollama, or an UPSTREAMS name: {', '.join(sorted(self.upstreams)) or 'none'})"
             )
         from .embedders.http import OpenAIEmbedder
 
@@ -78,9 +79,9 @@ class Providers:
 
 def _explain(exc: EmbedderUnavailable, chosen: EmbeddingSettings) -> str:
     text = exc.message
-    if " 404" in text or " 405" in text or "answered 404" in text or "answered 405" in text:
-        if chosen.embeddingProvider != "ollama":
-            return f"that provider serves no embeddings ({text})"
+    refused = " 404" in text or " 405" in text or "answered 404" in text or "answered 405" in text
+    if refused and chosen.embeddingProvider != "ollama":
+        return f"that provider serves no embeddings ({text})"
     if "no local embedder" in text:
         return text
     return f"the embedding model didn't answer: {text}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -31,10 +32,8 @@ class Engine:
 
     def refresh(self) -> None:
         """Pick up embedder settings another process changed (a DynamoDB read at most every 30 s)."""
-        try:
+        with contextlib.suppress(Exception):  # DynamoDB down: keep serving with what we have
             self.embedding.current()
-        except Exception:  # DynamoDB down: keep serving with what we have
-            pass
 
     def api_key(self) -> str | None:
         """The Memory API key: the configured value, else the SSM SecureString (cached 5 minutes)."""

@@ -31,7 +31,7 @@ PIPELINE_CHUNK = 250
 
 def _mix(own: list[float], context: list[float], weight: float) -> list[float]:
     """own + weight * context, back to unit length."""
-    mixed = [a + weight * b for a, b in zip(own, context)]
+    mixed = [a + weight * b for a, b in zip(own, context, strict=False)]
     norm = math.sqrt(sum(x * x for x in mixed)) or 1.0
     return [x / norm for x in mixed]
 
@@ -120,7 +120,7 @@ class Indexer:
         if name not in self.dense_ready:
             self.index.ensure_dense(name, len(vectors[0]))
             self.dense_ready.add(name)
-        by_text = dict(zip(texts, vectors))
+        by_text = dict(zip(texts, vectors, strict=False))
         return {
             memory_id: _mix(by_text[text], by_text[context[memory_id]], self.retrieval.dense_context)
             if memory_id in context
@@ -259,7 +259,8 @@ class Indexer:
             following = self._ahead.submit(self.dense_vectors, chunks[i + 1]) if i + 1 < len(chunks) else None
             if not vectors:
                 if following is not None:
-                    following.result()  # the embedder is down: let the chunk in flight finish before returning
+                    # the embedder is down: let the chunk in flight finish before returning
+                    following.result()
                 return done, False
             live = self.index.existing(list(vectors))  # a record removed meanwhile has no point to update
             self.index.set_dense(name, {i: v for i, v in vectors.items() if i in live})

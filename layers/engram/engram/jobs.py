@@ -60,7 +60,8 @@ class DiscordJob(BaseModel):
     last_message_id: str | None = None
     parent_id: str | None = None  # a thread's channel, stored with its messages (whose permissions apply)
     # catch-up of a gap older than the newest page (a new channel, or more than 100 new messages): paged
-    # backwards from `before` down to `until` (exclusive; None: the channel's first message), a few pages a job
+    # backwards from `before` down to `until` (exclusive; None: the channel's first message), a few pages a
+    # job
     before: str | None = None
     until: str | None = None
 

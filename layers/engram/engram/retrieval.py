@@ -83,7 +83,7 @@ def feedback_query(query: SparseVector, hits: list[Hit], settings: Retrieval) ->
     ]
     if not chosen:
         return None
-    weights = dict(zip(query.indices, query.values))
+    weights = dict(zip(query.indices, query.values, strict=False))
     for i in chosen:
         weights[i] = settings.feedback_weight * shared[i] / len(top)
     indices = sorted(weights)
@@ -98,6 +98,6 @@ def feedback_vector(dense: tuple[str, list[float]] | None, hits: list[Hit], sett
     if len(vectors) < 2:
         return None
     beta = settings.feedback_dense / len(vectors)
-    moved = [q + beta * sum(column) for q, column in zip(dense[1], zip(*vectors))]
+    moved = [q + beta * sum(column) for q, column in zip(dense[1], zip(*vectors, strict=False), strict=False)]
     norm = math.sqrt(sum(x * x for x in moved)) or 1.0
     return dense[0], [x / norm for x in moved]

@@ -236,5 +236,5 @@ class WordVectorizer:
 
     def score(self, query: SparseVector, document: SparseVector) -> float:
         """Dot product of two sparse vectors, without IDF (the fallback when the index is down)."""
-        weights = dict(zip(document.indices, document.values))
-        return sum(v * weights.get(i, 0.0) for i, v in zip(query.indices, query.values))
+        weights = dict(zip(document.indices, document.values, strict=False))
+        return sum(v * weights.get(i, 0.0) for i, v in zip(query.indices, query.values, strict=False))

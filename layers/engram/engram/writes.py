@@ -94,7 +94,8 @@ class MemoryWrites:
         origin: int | None = None,
     ) -> tuple[Memory, bool]:
         """Add a fact; (memory, True) when new, (the memory already there, False) for the same text.
-        `origin`: when the fact was asked for (a job's queue time); Forgotten if its user was forgotten since."""
+        `origin`: when the fact was asked for (a job's queue time); Forgotten if its user was forgotten
+        since."""
         bot = required_name("bot", bot)
         user, server, project = (
             check_name("userId", user),
@@ -188,7 +189,8 @@ class MemoryWrites:
             raise InvalidInput("a batch names the same source message id twice")
 
     def _without_forgotten(self, bot: str, messages: list[ChatMessage], origin: int) -> list[ChatMessage]:
-        """The batch less the messages of users forgotten since `origin`; a context quoting one is left out."""
+        """The batch less the messages of users forgotten since `origin`; a context quoting one is left
+        out."""
         gone = self.refused(bot, {m.user for m in messages} | {m.context_author for m in messages}, origin)
         if not gone:
             return messages

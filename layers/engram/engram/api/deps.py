@@ -22,8 +22,9 @@ MESSAGES_BODY = 6 * 1024 * 1024  # 500 chat messages; Lambda's own request limit
 ADMIN_KEY = HTTPBearer(
     auto_error=False,
     scheme_name="adminKey",
-    description="The Memory API's admin key (ENGRAM_API_KEY): every /v1 route. The proxy key (ENGRAM_PROXY_KEY) "
-    "may only read its own bot: GET /v1/bots, its memories (list, search, one, export).",
+    description="The Memory API's admin key (ENGRAM_API_KEY): every /v1 route. "
+    "The proxy key (ENGRAM_PROXY_KEY) may only read its own bot: GET /v1/bots, "
+    "its memories (list, search, one, export).",
 )
 
 ERRORS: dict[int | str, dict[str, Any]] = {

@@ -95,8 +95,8 @@ class MessageIn(BaseModel):
             return value
         try:
             utc = value.astimezone(UTC)
-        except (OverflowError, ValueError):
-            raise ValueError(f"createdAt must be between {EARLIEST_YEAR} and {LATEST_YEAR} (UTC)")
+        except (OverflowError, ValueError) as exc:
+            raise ValueError(f"createdAt must be between {EARLIEST_YEAR} and {LATEST_YEAR} (UTC)") from exc
         if not EARLIEST_YEAR <= utc.year <= LATEST_YEAR:
             raise ValueError(f"createdAt must be between {EARLIEST_YEAR} and {LATEST_YEAR} (UTC)")
         return utc

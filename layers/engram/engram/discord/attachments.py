@@ -49,7 +49,8 @@ class GuardedBackend(SyncBackend):
         safe = [a for a in addresses if _allowed(a, self.allow)]
         if not safe or len(safe) != len(addresses):
             raise UnsafeURL(
-                f"{host} resolves to an address engram does not fetch from ({', '.join(sorted(set(addresses)))})"
+                f"{host} resolves to an address engram does not fetch from "
+                f"({', '.join(sorted(set(addresses)))})"
             )
         return super().connect_tcp(safe[0], port, timeout, local_address, socket_options)
 

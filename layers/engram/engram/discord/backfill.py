@@ -44,7 +44,8 @@ class Backfill:
                 job.issued_at,
                 user,
                 "I couldn't reach Discord to plan your backfill "
-                f"(it answered {exc.status}), so you're not opted in yet. Try /memory remember again in a minute.",
+                f"(it answered {exc.status}), so you're not opted in yet. "
+                "Try /memory remember again in a minute.",
             )
             return
         if self.service.refused(self.bot, {user}, job.issued_at):

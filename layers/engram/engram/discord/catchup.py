@@ -16,7 +16,8 @@ PAGE = 100  # Discord's largest page of messages (resources/message.mdx, Get Cha
 
 
 class CatchUp:
-    """fan_out_catch_up, catch_up and catch_up_gap: what consenting users wrote since the newest message read."""
+    """fan_out_catch_up, catch_up and catch_up_gap: what consenting users wrote since the newest message
+    read."""
 
     def __init__(self, core: DiscordCore, window: Window) -> None:
         self.core = core

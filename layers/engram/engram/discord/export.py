@@ -65,8 +65,9 @@ class Export:
                     job.token,
                     job.issued_at,
                     job.user,
-                    f"Everything stored about you is more than {EXPORT_MAX_BYTES // 1_000_000} MB, too big for a "
-                    f"Discord file; the bot's operator can export it for you (GET /v1/bots/{self.bot}/export?userId={job.user}). {limits}",
+                    f"Everything stored about you is more than {EXPORT_MAX_BYTES // 1_000_000} MB, too big "
+                    "for a Discord file; the bot's operator can export it for you "
+                    f"(GET /v1/bots/{self.bot}/export?userId={job.user}). {limits}",
                 )
                 return
         try:
@@ -91,5 +92,6 @@ class Export:
             job.token,
             job.issued_at,
             job.user,
-            f"Sent you a DM with everything I store about you ({count} memories, {len(out) // 1024 + 1} KB). {limits}",
+            f"Sent you a DM with everything I store about you ({count} memories, "
+            f"{len(out) // 1024 + 1} KB). {limits}",
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -68,6 +69,9 @@ class Interaction(BaseModel):
     data: _Data | None = None
 
 
+Answer = tuple[int, dict[str, Any]]
+
+
 def handle_interaction(
     raw: bytes,
     headers: Mapping[str, str],
@@ -75,7 +79,7 @@ def handle_interaction(
     queue: Callable[[], JobQueue],
     status: Callable[[str], str],
     first_time: Callable[[str], bool] | None = None,
-) -> tuple[int, dict]:
+) -> Answer:
     """(HTTP status, JSON body) for one interaction request. `first_time(interaction id)` is False for
     an interaction already handled: a replay of a signed request is refused."""
     lower = {k.lower(): v for k, v in headers.items()}
@@ -97,20 +101,39 @@ def handle_interaction(
         return 200, {"type": PONG}
     if body.type != APPLICATION_COMMAND:
         return 400, {"error": f"unsupported interaction type {body.type}"}
-    user = body.member.user if body.member and body.member.user else body.user
+    user = _user(body)
     if user is None:
         return 400, {"error": "no user in the interaction"}
+    refused = _refused(body, first_time)
+    if refused is not None:
+        return refused
+    return _command(body, user, queue, status)
+
+
+def _refused(body: Interaction, first_time: Callable[[str], bool] | None) -> Answer | None:
+    """Why a signed command is not run (None: it has an id, seen here for the first time)."""
     if not body.id:
         return 400, {"error": "no interaction id"}
-    if first_time is not None:
-        try:
-            fresh = first_time(body.id)
-        except Exception:  # cannot tell a replay from a first delivery: refuse rather than risk it
-            log.exception("could not record the interaction id")
-            return 503, {"error": "cannot take commands just now; try again"}
-        if not fresh:
-            return 401, {"error": "this interaction was already handled (a replayed request)"}
-    job = dict(
+    if first_time is None:
+        return None
+    try:
+        fresh = first_time(body.id)
+    except Exception:  # cannot tell a replay from a first delivery: refuse rather than risk it
+        log.exception("could not record the interaction id")
+        return 503, {"error": "cannot take commands just now; try again"}
+    return None if fresh else (401, {"error": "this interaction was already handled (a replayed request)"})
+
+
+def _user(body: Interaction) -> _User | None:
+    """Who ran the command: the member's user in a server, the user in a DM."""
+    return body.member.user if body.member and body.member.user else body.user
+
+
+def _command(
+    body: Interaction, user: _User, queue: Callable[[], JobQueue], status: Callable[[str], str]
+) -> Answer:
+    """Answer a command now (status, a refusal) or defer it and queue its job."""
+    job: dict[str, Any] = dict(
         user=user.id,
         guild=body.guild_id,
         channel=body.channel_id,
@@ -118,7 +141,7 @@ def handle_interaction(
         interaction_id=body.id,
         issued_at=int(time.time() * 1000),
     )
-    data = body.data or _Data()
+    data = body.data or _Data(name="")
     if data.type == MESSAGE_COMMAND and data.name == FORGET_THIS_MESSAGE:
         if not data.target_id:
             return 400, {"error": "a message command needs its target message"}
@@ -132,16 +155,20 @@ def handle_interaction(
             queue().send(DiscordJob(action=sub, **job))
             return 200, {"type": DEFERRED, "data": {"flags": EPHEMERAL}}
     if data.name == "ask":
-        prompt = next((o.value for o in data.options if o.name == "prompt"), None)
-        if not isinstance(prompt, str) or not prompt.strip():
-            return 200, _message("/ask needs a prompt.")
-        if not encodable(prompt):
-            return 400, {"error": "the prompt contains a lone surrogate (an invalid Unicode character)"}
-        if not job["guild"]:
-            return 200, _message("/ask works in a server channel, where its memories live.")
-        queue().send(DiscordJob(action="ask", prompt=prompt[:6000], **job))
-        return 200, {"type": DEFERRED}
+        return _ask(data, job, queue)
     return 200, _message("I don't know that command.")
+
+
+def _ask(data: _Data, job: dict[str, Any], queue: Callable[[], JobQueue]) -> Answer:
+    prompt = next((o.value for o in data.options if o.name == "prompt"), None)
+    if not isinstance(prompt, str) or not prompt.strip():
+        return 200, _message("/ask needs a prompt.")
+    if not encodable(prompt):
+        return 400, {"error": "the prompt contains a lone surrogate (an invalid Unicode character)"}
+    if not job["guild"]:
+        return 200, _message("/ask works in a server channel, where its memories live.")
+    queue().send(DiscordJob(action="ask", prompt=prompt[:6000], **job))
+    return 200, {"type": DEFERRED}
 
 
 def seen_once(settings: DiscordSettings, window_s: int = 900) -> Callable[[str], bool]:

@@ -33,7 +33,8 @@ class Window:
         self.state, self.service = core.state, core.service
 
     def apply_window(self, guild: str, channel: str, page: list[dict], whole: bool) -> tuple[int, int]:
-        """(The caller notes the re-read's time with the channel's newest id.) Compare the channel's newest page with the messages stored from it: one gone from Discord is
+        """(The caller notes the re-read's time with the channel's newest id.) Compare the channel's newest
+        page with the messages stored from it: one gone from Discord is
         deleted (its words leave other contexts too), one edited takes its new text, attachments and
         vectors. `whole`: the page is the channel's entire history. Returns (edited, deleted)."""
         watched = self.state.recent(self.bot, channel, now_ms() // 1000)

@@ -24,10 +24,12 @@ the user's preferences, personal details, circumstances, projects, plans and dec
 Each fact is one sentence that stands on its own, about "the user" (third person).
 Skip small talk, questions, anything only true for this chat, and anything the assistant said
 that the user did not confirm. Never include secrets: passwords, API keys, tokens, account or card numbers.
-Answer with only a JSON object: {{"memories": ["fact", ...]}} (an empty list when nothing is worth keeping)."""
+Answer with only a JSON object: {{"memories": ["fact", ...]}} (an empty list when nothing is worth
+keeping)."""
 
 _SECRET = re.compile(
-    r"(?i)\b(password|passwd|passphrase|api[ _-]?key|secret|access[ _-]?token|private[ _-]?key|pin code|ssn)\b"
+    r"(?i)\b(password|passwd|passphrase|api[ _-]?key|secret|access[ _-]?token|private[ _-]?key"
+    r"|pin code|ssn)\b"
     r"|\bsk-[A-Za-z0-9_-]{12,}|\bgh[pousr]_[A-Za-z0-9]{20,}|\bAKIA[0-9A-Z]{16}\b|-----BEGIN"
     r"|\b(?:\d[ -]?){13,19}\b|\b[A-Za-z0-9+/_-]{32,}\b"
 )

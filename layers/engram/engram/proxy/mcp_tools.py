@@ -66,7 +66,8 @@ def build_mcp_server(proxy_factory: Callable[[], Proxy]) -> MCPServer:
 
     @server.tool()
     async def update_memory(id: str, text: str, ctx: Context) -> str:
-        """Correct one of this user's memories (id like mem:12); if it now says what another says, they merge."""
+        """Correct one of this user's memories (id like mem:12); if it now says what another says, they
+        merge."""
         proxy, turn = await turn_of(ctx)
         memory = await call(proxy.memory.update, turn, id, text)
         return f"{format_memory_id(memory.id)} now says: {memory.text}"

@@ -46,7 +46,8 @@ def datetime_block(now: datetime | None = None) -> str:
     now = (now or datetime.now(UTC)).astimezone(UTC).replace(second=0, microsecond=0)
     return (
         f"{DATETIME_MARK}\n# Current date and time\n\nThis turn started at:\n\n"
-        f"- UTC: {now.strftime('%Y-%m-%dT%H:%MZ')} ({now.strftime('%A')}, {now.day} {now.strftime('%B %Y')})\n"
+        f"- UTC: {now.strftime('%Y-%m-%dT%H:%MZ')} "
+        f"({now.strftime('%A')}, {now.day} {now.strftime('%B %Y')})\n"
         f"- Unix time: {int(now.timestamp())} (seconds since 1970-01-01T00:00:00Z, to the minute)"
     )
 

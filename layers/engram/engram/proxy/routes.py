@@ -82,10 +82,7 @@ def _contained(upstream, path: str, raw_path: bytes) -> bool:
 def _presented_key(request: Request) -> str | None:
     auth = request.headers.get("authorization", "")
     scheme, _, token = auth.partition(" ")
-    if scheme.lower() == "bearer" and token.strip():
-        bearer = token.strip()
-    else:
-        bearer = None
+    bearer = token.strip() if scheme.lower() == "bearer" and token.strip() else None
     return request.headers.get("x-engram-key") or bearer or request.headers.get("x-api-key")
 
 
@@ -127,7 +124,8 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
                 _error(
                     401,
                     "unauthorized",
-                    f"upstream {name!r} needs engram's proxy key (Authorization: Bearer, x-api-key or x-engram-key)",
+                    f"upstream {name!r} needs engram's proxy key "
+                    "(Authorization: Bearer, x-api-key or x-engram-key)",
                     api or upstream.api,
                 ),
             )

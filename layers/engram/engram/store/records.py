@@ -7,6 +7,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from pynamodb.expressions.condition import Condition
@@ -357,11 +358,8 @@ class RecordStore:
             if now_ms() - int(current.value or 0) < CLAIM_IN_FLIGHT_MS:
                 return holder  # its record is being written right now
             # a claim whose memory is gone or says something else now: take it over
-            if attempt(
-                lambda: StateItem(pk, key, memory_id=memory_id, value=now_ms()).save(
-                    condition=StateItem.memory_id == holder
-                )
-            ):
+            mine = StateItem(pk, key, memory_id=memory_id, value=now_ms())
+            if attempt(partial(mine.save, condition=StateItem.memory_id == holder)):
                 return None
         raise Unavailable(f"could not settle which memory holds {key!r}; try again")
 
@@ -390,7 +388,7 @@ class RecordStore:
         held = list(
             self._pool.map(lambda r: r.unique_key and self.claim(r.bot, r.unique_key, int(r.id)), records)
         )
-        claimed = [r for r, holder in zip(records, held) if not holder]
+        claimed = [r for r, holder in zip(records, held, strict=False) if not holder]
 
         def write() -> None:
             with MemoryRecord.batch_write() as batch:
@@ -487,9 +485,10 @@ class RecordStore:
         return marked
 
     def mark_indexed_many(self, done: list[tuple[Record, str | None]]) -> list[Record]:
-        """mark_indexed for many records, several requests in flight; returns the records that no longer exist."""
+        """mark_indexed for many records, several requests in flight; returns the records that no longer
+        exist."""
         marked = list(self._pool.map(lambda pair: self.mark_indexed(*pair), done))
-        return [record for (record, _), ok in zip(done, marked) if not ok]
+        return [record for (record, _), ok in zip(done, marked, strict=False) if not ok]
 
     def mark_pending(self, record: Record) -> bool:
         """The record still needs its point (or its dense vector) written; False when it no longer exists

@@ -4,6 +4,7 @@ the tombstones forgets leave. Domain code reaches them only through `StateStore`
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from pynamodb.expressions.update import Action
@@ -11,6 +12,10 @@ from pynamodb.expressions.update import Action
 from . import keys
 from .dynamo import attempt, guard
 from .models import StateItem
+
+
+def _batch_get(item_keys: list[tuple[str, str]]) -> list[StateItem]:
+    return list(StateItem.batch_get(item_keys))
 
 
 def _get(pk: str, sk: str) -> StateItem | None:
@@ -215,11 +220,8 @@ class StateStore:
         wanted = list(dict.fromkeys(channels))
         out = {}
         for start in range(0, len(wanted), 100):
-            items = self._guard(
-                lambda: list(
-                    StateItem.batch_get([keys.channel_newest(bot, c) for c in wanted[start : start + 100]])
-                )
-            )
+            chunk = [keys.channel_newest(bot, c) for c in wanted[start : start + 100]]
+            items = self._guard(partial(_batch_get, chunk))
             out.update({i.sk: dict(i.data or {}) for i in items})
         return out
 
@@ -246,7 +248,8 @@ class StateStore:
     def note_recent(
         self, bot: str, channel: str, entries: list[tuple[str, int, str, int]], stored_at: int
     ) -> None:
-        """Messages just stored (or edited) from a channel: (message id, record id, edited time, expires s)."""
+        """Messages just stored (or edited) from a channel: (message id, record id, edited time, expires
+        s)."""
         if not entries:
             return
         pk = keys.recent_pk(bot, channel)

@@ -143,9 +143,8 @@ class EdgeIndex:
             request = qe.QueryRequest(
                 limit=size, query=query, filter=flt, with_payload=False, with_vector=False
             )
-            out.append(
-                ([Hit(int(p.id), float(p.score), {}) for p in self._run(lambda s: s.query(request))], weight)
-            )
+            points = self._run(lambda s, r=request: s.query(r))
+            out.append(([Hit(int(p.id), float(p.score), {}) for p in points], weight))
         hits = fuse(out, fusion, limit)
         names = [dense[0]] if with_vector and dense is not None else None
         vectors: list[str] | bool = names or False

@@ -177,7 +177,7 @@ class QdrantServerIndex:
                     ],
                     weight,
                 )
-                for result, (_, weight) in zip(results, legs)
+                for result, (_, weight) in zip(results, legs, strict=False)
             ],
             fusion,
             limit,
