@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY, RequestBodyLimitMiddleware
 from starlette.types import Receive, Scope, Send
 
+from .. import __version__
 from ..engine import Engine, get_engine
 from ..errors import EngramError
 from ..keys import key_matches
@@ -201,7 +202,7 @@ def create_app(
     docs = api_docs_enabled()
     app = FastAPI(
         title="engram Memory API",
-        version="1.0.0",
+        version=__version__,
         description="Long-term memory for chat bots: list, search, add, change, remove and forget memories.",
         openapi_url="/openapi.json" if docs else None,
         docs_url="/docs" if docs else None,

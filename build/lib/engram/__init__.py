@@ -1,0 +1,3 @@
+"""engram: long-term memory for chat bots."""
+
+__version__ = "1.1.0"

@@ -1,0 +1,279 @@
+"""The Memory API app: list, search, add, change, remove and forget memories over HTTP, with the
+LibreChat proxy, MCP and Discord's webhook mounted beside it. Routes live in routers/, bodies in
+schemas.py, what they share in deps.py."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY, RequestBodyLimitMiddleware
+from starlette.types import Receive, Scope, Send
+
+from .. import __version__
+from ..engine import Engine, get_engine
+from ..errors import EngramError
+from ..keys import key_matches
+from ..text import MEMORY_ID_PATTERN, NAME_PATTERN
+from .deps import NOT_ADMIN, error_response
+from .routers import discord, index, memories, ops, settings
+
+log = logging.getLogger(__name__)
+MCP_BODY = 1024 * 1024
+
+
+class LazyASGI:
+    """An ASGI app built on its first request: the MCP SDK's import alone costs ~0.3 s of every cold
+    start, and most invocations never touch /mcp."""
+
+    def __init__(self, build: Callable[[], Any]):
+        self._build = build
+        self._app: Any = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._app is None:
+            self._app = self._build()
+        await self._app(scope, receive, send)
+
+
+class AdminKeyBeforeBody:
+    """Memory API requests (/v1/...) without the admin key are refused before anything reads their body:
+    FastAPI reads and parses a body before it runs a route's dependencies."""
+
+    def __init__(
+        self, app, expected_key: Callable[[], str | None], reader_key: Callable[[str], bool] | None = None
+    ):
+        self.app = app
+        self.expected_key = expected_key
+        # A GET has no body to protect: a reader's key (the proxy key) goes on to the route, which decides.
+        self.reader_key = reader_key
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+            scheme, _, token = (Headers(scope=scope).get("authorization") or "").partition(" ")
+            try:
+                expected = await run_in_threadpool(self.expected_key)
+            except EngramError as exc:
+                await error_response(exc.status, exc.code, exc.message)(scope, receive, send)
+                return
+            reader = self.reader_key if scope["method"] in ("GET", "HEAD") else None
+            if (
+                reader is not None
+                and scheme.lower() == "bearer"
+                and not key_matches(token, expected)
+                and await run_in_threadpool(reader, token)
+            ):
+                await self.app(scope, receive, send)
+                return
+            if scheme.lower() != "bearer" or not key_matches(token, expected):
+                await error_response(401, "unauthorized", NOT_ADMIN)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def too_large(scope) -> str:
+    """The 413 message, naming the limit of the route (in the scope while the limit is in force)."""
+    limit = scope.get(MAX_BODY_SIZE_SCOPE_KEY)
+    return (
+        f"the request body is larger than the {limit:,} bytes this route accepts"
+        if limit
+        else "the request body is too large"
+    )
+
+
+class JsonTooLarge:
+    """Starlette's body limit answers a too-long content-length with 413 in plain text from inside the
+    route; engram answers every error as {"error": {...}}, naming the limit."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        replacing = False
+
+        async def send_json(message):
+            nonlocal replacing
+            if (
+                message["type"] == "http.response.start"
+                and message["status"] == 413
+                and dict(message.get("headers") or []).get(b"content-type", b"").startswith(b"text/plain")
+            ):
+                replacing = True
+                body = json.dumps({"error": {"code": "too_large", "message": too_large(scope)}}).encode()
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 413,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+            if replacing:  # the plain-text body that followed: already answered
+                return
+            await send(message)
+
+        await self.app(scope, receive, send_json)
+
+
+def api_docs_enabled() -> bool:
+    """API docs (/docs, /redoc, /openapi.json): on locally, off on Lambda unless ENGRAM_API_DOCS=true."""
+    setting = os.environ.get("ENGRAM_API_DOCS", "").strip().lower()
+    if setting:
+        return setting in ("1", "true", "yes", "on")
+    return not os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
+
+
+# What a documented pattern means, in words, for the error message.
+PATTERNS_IN_WORDS = {
+    NAME_PATTERN: "1-128 letters, digits or _.:@- starting with a letter or digit",
+    MEMORY_ID_PATTERN: "a memory id such as 12 or mem:12",
+}
+
+
+def _describe(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(x) for x in err.get("loc", ()) if x not in ("body",)) or "body"
+        pattern = (err.get("ctx") or {}).get("pattern")
+        message = (
+            f"must be {PATTERNS_IN_WORDS[pattern]}"
+            if pattern in PATTERNS_IN_WORDS
+            else err.get("msg", "invalid")
+        )
+        parts.append(f"{where}: {message}")
+    return "; ".join(parts)
+
+
+def _openapi(app: FastAPI) -> Callable[[], dict]:
+    """The document as the server answers: validation errors are 400 with engram's error body (FastAPI
+    documents 422 on every route)."""
+
+    def build() -> dict:
+        if app.openapi_schema:
+            return app.openapi_schema
+        doc = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
+        for operations in doc.get("paths", {}).values():
+            for operation in operations.values():
+                responses = operation.get("responses", {})
+                if responses.pop("422", None) is not None:
+                    responses.setdefault(
+                        "400",
+                        {
+                            "description": "Bad input",
+                            "content": {
+                                "application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}
+                            },
+                        },
+                    )
+        for unused in ("HTTPValidationError", "ValidationError"):
+            doc.get("components", {}).get("schemas", {}).pop(unused, None)
+        app.openapi_schema = doc
+        return doc
+
+    return build
+
+
+def create_app(
+    engine_factory: Callable[[], Engine] = get_engine,
+    proxy_factory: Callable | None = None,
+    discord_settings_factory: Callable | None = None,
+) -> FastAPI:
+    """The Memory API app, with the LibreChat proxy and MCP endpoint mounted when `proxy_factory` is
+    given; factories are looked up per request so tests and the local stack can wire them."""
+    docs = api_docs_enabled()
+    app = FastAPI(
+        title="engram Memory API",
+        version=__version__,
+        description="Long-term memory for chat bots: list, search, add, change, remove and forget memories.",
+        openapi_url="/openapi.json" if docs else None,
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
+        # operationId = the route's function name: generated clients get list_memories, not
+        # list_memories_v1_bots_bot_memories_get
+        generate_unique_id_function=lambda route: route.name,
+    )
+    app.state.engine_factory = engine_factory
+    app.state.proxy_factory = proxy_factory
+    app.state.discord_settings_factory = discord_settings_factory
+    app.openapi = _openapi(app)  # type: ignore[method-assign]  # FastAPI's documented way to extend the schema
+    app.add_middleware(
+        AdminKeyBeforeBody,
+        expected_key=lambda: engine_factory().api_key(),
+        reader_key=(lambda token: proxy_factory().key_matches(token)) if proxy_factory else None,
+    )
+    app.add_middleware(JsonTooLarge)
+
+    @app.exception_handler(EngramError)
+    async def engram_error(_: Request, exc: EngramError):
+        if exc.status >= 500:
+            log.warning("%s: %s", exc.code, exc.message)
+        return error_response(exc.status, exc.code, exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError):
+        return error_response(400, "invalid", _describe(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 413:  # a body that streamed past the limit (no content-length to refuse it by)
+            return error_response(413, "too_large", too_large(request.scope))
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "error")
+        return error_response(exc.status_code, code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception):  # a bug: say so without details, log them
+        log.exception("unexpected error")
+        return error_response(500, "internal", "something went wrong inside engram; it has been logged")
+
+    for module in (ops, memories, settings, index, discord):
+        app.include_router(module.router)
+
+    # The memory page: three static files in the package (no build step, nothing from a CDN); it holds
+    # no data itself and calls the Memory API with the key the person signs in with.
+    from fastapi.responses import FileResponse
+    from starlette.staticfiles import StaticFiles
+
+    page = Path(__file__).resolve().parent / "page"
+    app.mount("/page", StaticFiles(directory=page), name="page")
+
+    @app.get("/", include_in_schema=False)
+    def memory_page() -> FileResponse:
+        return FileResponse(page / "index.html", headers={"cache-control": "no-cache"})
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> FileResponse:  # what a browser asks for on a page without a <link rel=icon>
+        return FileResponse(page / "favicon.svg", media_type="image/svg+xml")
+
+    if proxy_factory is not None:
+        from ..proxy.routes import proxy_router
+
+        def build_mcp():
+            from ..proxy.mcp_tools import MCPEndpoint
+
+            return RequestBodyLimitMiddleware(MCPEndpoint(proxy_factory), max_body_size=MCP_BODY)
+
+        endpoint = LazyASGI(build_mcp)
+        # Starlette's Route runs a non-function endpoint as an ASGI app; add_route's hint names only functions
+        for path in ("/mcp", "/mcp/"):
+            app.add_route(path, endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)  # type: ignore[arg-type]
+        app.include_router(proxy_router(proxy_factory))
+    return app

@@ -1,0 +1,1 @@
+"""One router per resource: memories, embedder settings, operations, Discord's webhook."""

@@ -1,0 +1,205 @@
+"""Memories: list, search, add, change, remove; chat messages in batches; forget a user."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
+
+from ...errors import InvalidInput
+from ...portability import export_lines, import_lines
+from ...service import ChatMessage
+from ...text import MEMORY_ID_PATTERN, NAME_PATTERN, format_memory_id, parse_memory_id
+from ..deps import ERRORS, MESSAGES_BODY, SMALL_BODY, Admin, Bot, Reader
+from ..schemas import (
+    BotList,
+    ErrorResponse,
+    ForgetResult,
+    ImportResult,
+    MemoryChange,
+    MemoryList,
+    MemoryOut,
+    MessageBatch,
+    MessageBatchResult,
+    NewMemory,
+)
+
+router = APIRouter(tags=["memories"], responses=ERRORS)
+MemoryId = Annotated[str, Path(examples=["mem:12"], pattern=MEMORY_ID_PATTERN)]
+Name = Annotated[str | None, Query(pattern=NAME_PATTERN)]
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorResponse, "description": "No such memory in this bot"}
+}
+
+
+@router.get("/v1/bots/{bot}/memories", response_model=MemoryList, response_model_exclude_unset=True)
+def list_memories(
+    bot: Bot,
+    access: Reader,
+    response: Response,
+    query: Annotated[
+        str | None, Query(description="Search by words and meaning, best first.", max_length=2000)
+    ] = None,
+    limit: Annotated[int | None, Query(ge=1, le=500, description="1-500; 200 when not given.")] = None,
+    kind: Annotated[Literal["fact", "message"], Query()] = "fact",
+    userId: Name = None,
+    serverId: Name = None,
+    project: Name = None,
+    before: Annotated[
+        str | None,
+        Query(
+            pattern=MEMORY_ID_PATTERN,
+            examples=["mem:12"],
+            description="Page on: only memories older than this one (the last id of a page).",
+        ),
+    ] = None,
+) -> dict:
+    """List a bot's memories newest first (page on with `before`), or search them when `query` is given.
+    The proxy key may read its own bot's memories here."""
+    access.check(bot)
+    eng = access.engine
+    scope = {"user": userId, "server": serverId, "project": project}
+    if query is not None and query.strip():
+        found = eng.service.search(bot, query, kind, limit, **scope)
+        response.headers["x-engram-search"] = "words+meaning" if found.meaning else "words"
+        return {"memories": [m.to_json() for m in found], "meaning": found.meaning}
+    newest = eng.service.list(bot, kind, limit, **scope, before=parse_memory_id(before) if before else None)
+    return {"memories": [m.to_json() for m in newest]}
+
+
+@router.get("/v1/bots", response_model=BotList)
+def list_bots(access: Reader) -> dict:
+    """Every bot that has memories (for the proxy key: its own bot)."""
+    bots = access.engine.service.bots()
+    return {"bots": bots if access.bots is None else sorted(access.bots)}
+
+
+@router.post(
+    "/v1/bots/{bot}/memories",
+    response_model=MemoryOut,
+    response_model_exclude_unset=True,
+    status_code=201,
+    responses={200: {"model": MemoryOut, "description": "The same text was already remembered"}},
+    max_body_size=SMALL_BODY,
+)
+def add_memory(bot: Bot, body: NewMemory, eng: Admin, response: Response) -> dict:
+    """Add a fact; the same text in other case or spacing answers 200 with the memory already there."""
+    memory, created = eng.service.add_fact(
+        bot, body.text, user=body.userId, server=body.serverId, project=body.project, saved_by="owner"
+    )
+    response.status_code = 201 if created else 200
+    return memory.to_json()
+
+
+@router.post("/v1/bots/{bot}/messages", response_model=MessageBatchResult, max_body_size=MESSAGES_BODY)
+def add_messages(bot: Bot, body: MessageBatch, eng: Admin) -> dict:
+    """Store chat messages (kind `message`) in one batch; a message id already stored is not stored again."""
+    messages = [
+        ChatMessage(
+            source_id=m.id,
+            text=m.text,
+            user=m.userId,
+            server=m.serverId,
+            project=m.project,
+            created_at=m.created_ms(),
+            content=m.content,
+            saved_by=m.savedBy,
+            thread=m.threadId,
+        )
+        for m in body.messages
+    ]
+    added = eng.service.add_messages(bot, messages)
+    memories, created = added.memories, added.created
+    return {"created": created, "ids": [format_memory_id(m.id) for m in memories]}
+
+
+@router.get(
+    "/v1/bots/{bot}/memories/{memory_id}",
+    response_model=MemoryOut,
+    response_model_exclude_unset=True,
+    responses=NOT_FOUND,
+)
+def get_memory(bot: Bot, memory_id: MemoryId, access: Reader) -> dict:
+    """One memory by id (`12` or `mem:12`)."""
+    access.check(bot)
+    return access.engine.service.get(bot, parse_memory_id(memory_id)).to_json()
+
+
+@router.patch(
+    "/v1/bots/{bot}/memories/{memory_id}",
+    response_model=MemoryOut,
+    response_model_exclude_unset=True,
+    responses=NOT_FOUND,
+    max_body_size=SMALL_BODY,
+)
+def change_memory(bot: Bot, memory_id: MemoryId, body: MemoryChange, eng: Admin) -> dict:
+    """Change a memory's text; if it now says what another says, that other memory stands and comes back."""
+    return eng.service.update(bot, parse_memory_id(memory_id), body.text).to_json()
+
+
+@router.delete("/v1/bots/{bot}/memories/{memory_id}", status_code=204, responses=NOT_FOUND)
+def remove_memory(bot: Bot, memory_id: MemoryId, eng: Admin) -> Response:
+    """Remove one memory from both stores."""
+    eng.service.remove(bot, parse_memory_id(memory_id))
+    return Response(status_code=204)
+
+
+@router.delete("/v1/bots/{bot}/users/{user_id}/memories", response_model=ForgetResult)
+def forget_user(bot: Bot, user_id: Annotated[str, Path(pattern=NAME_PATTERN)], eng: Admin) -> dict:
+    """Forget a user everywhere (the same call as Discord's /memory forget): their records and vectors, the
+    contexts of others' records that quote them, consent, backfill state, tokens, settings; and a tombstone,
+    so nothing queued before the forget can store anything of theirs after it."""
+    return {"deleted": eng.service.forget_user(bot, user_id)}
+
+
+NDJSON = "application/x-ndjson"
+
+
+@router.get(
+    "/v1/bots/{bot}/export",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {NDJSON: {"schema": {"type": "string"}}},
+            "description": "One JSON object per line: every record with all its fields",
+        }
+    },
+)
+def export_memories(bot: Bot, access: Reader, userId: Name = None) -> StreamingResponse:
+    """Every record of the bot (or of one user) as NDJSON, oldest first per kind, streamed a page at a
+    time. On AWS use the streaming URL for big bots (API Gateway and Lambda buffer up to 6 MB)."""
+    access.check(bot)
+    lines = export_lines(access.engine.service, bot, userId)
+    first = next(lines, None)  # bad names and an unreachable DynamoDB answer as errors, not a cut stream
+
+    def stream():
+        if first is not None:
+            yield first
+            yield from lines
+
+    filename = f"{bot}-{userId}.ndjson" if userId else f"{bot}.ndjson"
+    return StreamingResponse(
+        iterate_in_threadpool(stream()),
+        media_type=NDJSON,
+        headers={"content-disposition": f'attachment; filename="{filename}"'},
+    )
+
+
+@router.post(
+    "/v1/bots/{bot}/import",
+    response_model=ImportResult,
+    max_body_size=MESSAGES_BODY,
+    openapi_extra={"requestBody": {"required": True, "content": {NDJSON: {"schema": {"type": "string"}}}}},
+)
+async def import_memories(bot: Bot, request: Request, eng: Admin) -> dict:
+    """Store an export (NDJSON) into this bot: facts fold into the memory already there, messages already
+    stored by source id are skipped; a bad line is reported by number and nothing of it is stored.
+    Vectors are made by jobs after the answer."""
+    raw = await request.body()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput("the body must be UTF-8 NDJSON (one JSON object per line)") from exc
+    return await run_in_threadpool(import_lines, eng.service, bot, text.splitlines())

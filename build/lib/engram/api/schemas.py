@@ -1,0 +1,192 @@
+"""The Memory API's request and response bodies (what /openapi.json documents)."""
+
+from __future__ import annotations
+
+from datetime import UTC
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+
+from ..text import NAME_PATTERN as NAME
+
+
+class ErrorBody(BaseModel):
+    """What went wrong."""
+
+    code: str
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    """Every error answer."""
+
+    error: ErrorBody
+
+
+class MemoryOut(BaseModel):
+    """A memory in JSON."""
+
+    model_config = ConfigDict(extra="allow")
+    id: str = Field(examples=["mem:12"])
+    text: str
+    kind: Literal["fact", "message"]
+    savedBy: Literal["bot", "owner", "user"]
+    createdAt: str
+    updatedAt: str
+    userId: str | None = None
+    serverId: str | None = None
+    project: str | None = None
+    sourceMessageId: str | None = None
+    content: Any | None = None
+    score: float | None = Field(default=None, description="Present on search results: higher is better.")
+
+
+class MemoryList(BaseModel):
+    """Newest first, or best first when a query was given."""
+
+    memories: list[MemoryOut]
+    meaning: bool | None = Field(
+        None,
+        description="Searches only: whether meaning took part. False: words alone "
+        "answered (vectors off, the embedder down, or its model still loading).",
+    )
+
+
+class NewMemory(BaseModel):
+    """A fact to remember (1-1,000 characters after trimming)."""
+
+    text: str = Field(max_length=10_000)
+    userId: str | None = Field(default=None, pattern=NAME)
+    serverId: str | None = Field(default=None, pattern=NAME)
+    project: str | None = Field(default=None, pattern=NAME)
+
+
+class MemoryChange(BaseModel):
+    """The new text of a memory."""
+
+    text: str = Field(max_length=10_000)
+
+
+# Chat messages older than this are not chat messages; later than 9999 is not a date Python can show.
+EARLIEST_YEAR, LATEST_YEAR = 1900, 9998
+
+
+class MessageIn(BaseModel):
+    """A chat message to store; `id` is its source message id, unique per bot."""
+
+    id: str = Field(min_length=1, max_length=128)
+    text: str = ""
+    userId: str | None = Field(default=None, pattern=NAME)
+    serverId: str | None = Field(default=None, pattern=NAME)
+    project: str | None = Field(default=None, pattern=NAME)
+    createdAt: AwareDatetime | None = Field(
+        default=None, description=f"Between {EARLIEST_YEAR} and {LATEST_YEAR} (UTC)."
+    )
+    content: dict[str, Any] | None = None
+    savedBy: Literal["bot", "owner", "user"] = "user"
+    threadId: str | None = Field(
+        default=None, pattern=NAME, description="The conversation (channel, chat) it belongs to."
+    )
+
+    @field_validator("createdAt")
+    @classmethod
+    def _in_range(cls, value):
+        if value is None:
+            return value
+        try:
+            utc = value.astimezone(UTC)
+        except (OverflowError, ValueError) as exc:
+            raise ValueError(f"createdAt must be between {EARLIEST_YEAR} and {LATEST_YEAR} (UTC)") from exc
+        if not EARLIEST_YEAR <= utc.year <= LATEST_YEAR:
+            raise ValueError(f"createdAt must be between {EARLIEST_YEAR} and {LATEST_YEAR} (UTC)")
+        return utc
+
+    def created_ms(self) -> int | None:
+        """createdAt in epoch milliseconds, how records keep time."""
+        return int(self.createdAt.timestamp() * 1000) if self.createdAt else None
+
+
+class MessageBatch(BaseModel):
+    """Up to 500 messages, stored idempotently."""
+
+    messages: list[MessageIn] = Field(min_length=1, max_length=500)
+
+
+class MessageBatchResult(BaseModel):
+    """How many were new, and every message's memory id in input order."""
+
+    created: int
+    ids: list[str]
+
+
+class ForgetResult(BaseModel):
+    """What a forget deleted, per store: `facts`, `messages`, `vectors`, `contexts` (other people's
+    records whose context quoted the user, cleared), `claims`, and `state` (consent, backfill, exportLimit,
+    tokens, cursors, chatSettings)."""
+
+    deleted: dict[str, int | dict[str, int]]
+
+
+class EmbeddingSettingsOut(BaseModel):
+    """Where vectors come from: `local`, `remote` (a provider and model) or `off` (words only)."""
+
+    embedder: Literal["local", "remote", "off"]
+    embeddingProvider: str | None = None
+    embeddingModel: str | None = None
+    messageVectors: int
+
+
+class EmbeddingSettingsPatch(BaseModel):
+    """Only what is named changes. A new model embeds a test string before anything changes."""
+
+    model_config = ConfigDict(extra="forbid")
+    embedder: Literal["local", "remote", "off"] | None = None
+    embeddingProvider: str | None = Field(default=None, max_length=128)
+    embeddingModel: str | None = Field(default=None, max_length=256)
+    messageVectors: int | None = Field(default=None, ge=0, le=100_000)
+
+
+class EmbeddingProgress(BaseModel):
+    """How far the current model's vectors have got."""
+
+    model: str | None
+    memories: int
+    memoriesWithVectors: int
+    messages: int
+    withVectors: int
+    error: str | None = None
+
+
+class Health(BaseModel):
+    """Liveness; the details only for the admin key."""
+
+    model_config = ConfigDict(extra="allow")
+    ok: bool
+
+
+class ImportCounts(BaseModel):
+    """Lines stored as new memories, and lines whose memory was already there."""
+
+    created: int
+    existing: int
+
+
+class ImportLineError(BaseModel):
+    """A line that was not stored, and why."""
+
+    line: int
+    error: str
+
+
+class ImportResult(BaseModel):
+    """What an import stored."""
+
+    facts: ImportCounts
+    messages: ImportCounts
+    errors: list[ImportLineError]
+
+
+class BotList(BaseModel):
+    """The bots that have memories."""
+
+    bots: list[str]

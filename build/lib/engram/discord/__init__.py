@@ -1,0 +1,1 @@
+"""The Discord front door: interaction webhooks, consent, backfill and /ask, all on Lambda and SQS."""

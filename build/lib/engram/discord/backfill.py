@@ -1,0 +1,193 @@
+"""Opt-in and backfill: consent, then a user's history in bounded, checkpointed jobs per channel."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from ..jobs import BackfillJob, DiscordJob
+from ..store import now_ms
+from .core import TOKEN_LIFETIME_MS, DiscordCore
+from .intents import INTENT_OFF, has_content_intent
+from .rest import DiscordError, RateLimited
+
+log = logging.getLogger(__name__)
+
+
+class Backfill:
+    """remember and backfill: consent, then a user's history in bounded, checkpointed jobs per channel."""
+
+    def __init__(self, core: DiscordCore) -> None:
+        self.core = core
+        self.bot, self.settings = core.bot, core.settings
+        self.state, self.service = core.state, core.service
+
+    def remember(self, job: DiscordJob) -> None:
+        """Record consent (global per user) and fan the backfill out: one job per readable channel. A
+        remember asked for before the user's last forget (a retry, a DLQ redrive) is dropped: only a new
+        /memory remember opts them back in."""
+        user = job.need("user")
+        try:
+            fresh, due, skipped = self.core.split_unreadable(
+                self.core.readable_channels(archived=True, member=user)
+            )
+            guilds = list(self.core.member_guilds)
+            channels = fresh + due
+            intent = self.check_content_intent()
+        except RateLimited as limited:  # delay this job on the queue; never sleep in Lambda
+            self.core.queue.send(job, delay_s=int(limited.retry_after) + 1)
+            return
+        except DiscordError as exc:  # answered now, not after the queue's retries outlive the token
+            log.warning("remember could not list the channels: %s", exc)
+            self.core.reply(
+                job.token,
+                job.issued_at,
+                user,
+                "I couldn't reach Discord to plan your backfill "
+                f"(it answered {exc.status}), so you're not opted in yet. "
+                "Try /memory remember again in a minute.",
+            )
+            return
+        if self.service.refused(self.bot, {user}, job.issued_at):
+            log.info("dropping a remember asked for before the user was forgotten")
+            return
+        consented_at = now_ms()
+        self.state.give_consent(self.bot, user, consented_at, guilds=guilds)
+        run = uuid.uuid4().hex[:12]
+        self.state.start_backfill_run(self.bot, user, run, len(channels), job.issued_at)
+        self._keep_token(user, run, job.token, job.issued_at)
+        if self.service.refused(self.bot, {user}, job.issued_at):  # a forget landed meanwhile: it wins
+            self.state.forget_user(self.bot, user)
+            log.info("a remember undone: the user was forgotten while it ran")
+            return
+        if not channels:
+            self.core.reply(
+                job.token,
+                job.issued_at,
+                user,
+                "You're opted in. I can't read any channels yet, so there was nothing to backfill.",
+            )
+            return
+        for guild, channel in channels:
+            self.core.queue.send(
+                BackfillJob(
+                    user=user,
+                    guild=guild,
+                    channel=channel,
+                    run=run,
+                    origin=consented_at,
+                    last_message_id=self.core.last_message_ids.get(channel),
+                    parent_id=self.core.thread_parents.get(channel),
+                )
+            )
+        warning = "" if intent is not False else " " + INTENT_OFF
+        unread = (
+            f" ({skipped} more I may not read are skipped; /memory status counts them)" if skipped else ""
+        )
+        self.core.reply(
+            job.token,
+            job.issued_at,
+            user,
+            f"You're opted in. Backfilling your history from {len(channels)} channels…{unread}{warning}",
+        )
+
+    def check_content_intent(self) -> bool | None:
+        """Ask Discord whether the app has the Message Content intent (its application flags), and note
+        it for /memory status; None when Discord would not say."""
+        try:
+            on = has_content_intent(self.core.client.application())
+        except DiscordError as exc:
+            log.warning("could not read the application's flags: %s", exc)
+            return None
+        self.state.note_content_intent(self.bot, on, "flags", now_ms())
+        return on
+
+    def _keep_token(self, user: str, run: str, token: str | None, issued_at: int) -> None:
+        """Keep the interaction token for the backfill's last word only while Discord honours it (15
+        minutes): its own item, with a TTL, never in the long-lived backfill record."""
+        if token:
+            expires = (issued_at or now_ms()) // 1000 + TOKEN_LIFETIME_MS // 1000
+            self.state.keep_token(self.bot, user, run, token, expires)
+
+    def _token(self, user: str, run: str) -> str | None:
+        """The run's interaction token if it is still valid (DynamoDB's TTL deletes late, dynalite never)."""
+        return self.state.token(self.bot, user, run, now_ms() // 1000)
+
+    def backfill(self, job: BackfillJob) -> None:
+        """A few pages of one channel, older and older, checkpointed; continues itself until done.
+        SQS may deliver a job twice: a link of the chain already run is dropped, and a channel is
+        counted done once per run. A link of a run that is no longer the user's (a forget deleted it, or a
+        newer remember replaced it) is dropped: without that, a forget's deleted cursor would start the
+        channel over from its newest page."""
+        current = self.state.backfill_run(self.bot, job.user)
+        if current is None or current.get("run") != job.run or not self.core.consented(job.user):
+            log.info("dropping a backfill link of a run that is over (forgotten or replaced)")
+            return
+        if job.parent_id:
+            self.core.thread_parents[job.channel] = job.parent_id
+        state = self.state.cursor(self.bot, job.user, job.channel) or {
+            "before": None,
+            "done": False,
+        }
+        if state.get("run") == job.run and job.step < int(state.get("step", 0)):
+            log.info("dropping a duplicate backfill job (%s step %d)", job.channel, job.step)
+            return
+        state["run"] = job.run
+        stored = 0
+        if not state.get("done"):
+            for _ in range(self.settings.pages_per_job):
+                try:
+                    page = self.core.read_page(job.channel, before=state.get("before"))
+                except RateLimited as limited:  # delay this job on the queue; nothing is lost
+                    self.state.save_cursor(self.bot, job.user, job.channel, state)
+                    self.core.queue.send(job, delay_s=int(limited.retry_after) + 1)
+                    self._count(job, stored, finished=False)
+                    return
+                if page is None:  # no access: that channel is done, and skipped for a while
+                    state["done"] = True
+                    break
+                if not page and state.get("before") is None and job.last_message_id:
+                    # 200 [] for a channel that has messages: Read Message History is missing
+                    self.core.unreadable_now(
+                        job.channel, "no Read Message History (an empty history of a channel with messages)"
+                    )
+                    state["done"] = True
+                    break
+                if page:
+                    self._remember_newest(job.channel, page[0]["id"])
+                stored += self.core.store_messages(
+                    job.guild, job.channel, page, {job.user}, origin=job.origin or 0, backfill=True
+                )
+                if len(page) < 100:
+                    state["done"] = True
+                    break
+                state["before"] = page[-1]["id"]
+        state["step"] = job.step + 1
+        self.state.save_cursor(self.bot, job.user, job.channel, state)
+        if not state.get("done"):
+            self.core.queue.send(
+                job.model_copy(update={"step": job.step + 1})
+            )  # more history: a fresh invocation
+            self._count(job, stored, finished=False)
+            return
+        self._count(job, stored, finished=True)
+
+    def _count(self, job: BackfillJob, stored: int, finished: bool) -> None:
+        """Add to the run's count; the job that finishes the last channel sends the one final message.
+        One conditional update, so a channel finished twice (a duplicate delivery) is counted once."""
+        run = self.state.count_backfill(self.bot, job.user, job.run, job.channel, stored, finished)
+        if run is None:  # a newer run (or a forget) replaced this one, or this channel was counted already
+            return
+        if finished and run["left"] == 0:
+            intent = self.state.content_intent(self.bot)
+            warning = " " + INTENT_OFF if intent is not None and not intent["on"] else ""
+            self.core.reply(
+                self._token(job.user, job.run),
+                int(run.get("issuedAt") or 0),
+                job.user,
+                f"Backfill complete: {run['count']} messages stored.{warning}",
+            )
+
+    def _remember_newest(self, channel: str, message_id: str) -> None:
+        """The newest message id seen per channel: where catch-up starts."""
+        self.state.remember_newest(self.bot, channel, message_id)

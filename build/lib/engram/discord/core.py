@@ -1,0 +1,263 @@
+"""The part of Discord memory every other part uses: consent, replies, readable channels, and storing a
+page of messages (and watching what was stored for edits and deletions)."""
+
+from __future__ import annotations
+
+import logging
+
+import httpx
+
+from ..jobs import JobQueue
+from ..service import ChatMessage, MemoryService
+from ..store import now_ms
+from .attachments import Interpreter, SafeFetcher
+from .rest import PERSON_MESSAGE_TYPES, DiscordClient, DiscordError
+from .settings import DiscordSettings
+from .visibility import Visibility
+from .window import WINDOW_DAYS, timestamp_ms
+
+log = logging.getLogger(__name__)
+TOKEN_LIFETIME_MS = 15 * 60 * 1000  # how long Discord honours an interaction token
+EMPTY_PAGE_SIGN = 5  # this many messages of others, every one empty: the intent is missing
+UNREADABLE_RETRY_S = 3600  # a channel Discord refused is tried again after an hour
+
+
+class DiscordCore:
+    """What every part of Discord memory shares: the application's settings, the memory service, the
+    queue and the Discord client; consent, replies, which channels can be read, and storing a page."""
+
+    def __init__(
+        self,
+        settings: DiscordSettings,
+        service: MemoryService,
+        queue: JobQueue,
+        client: DiscordClient,
+        ollama: httpx.Client | None = None,
+        interpreter: Interpreter | None = None,
+    ):
+        self.settings = settings
+        self.service = service
+        self.queue = queue
+        self.client = client
+        self.last_message_ids: dict[str, str | None] = {}
+        self.member_guilds: list[str] = []  # the guilds the last readable_channels listed
+        self.thread_parents: dict[str, str] = {}  # a thread's channel: whose permissions it follows
+        self.visibility = Visibility(client)
+        self.ollama = ollama or httpx.Client(base_url=settings.ollama_url.rstrip("/"), timeout=120)
+        self.interpreter = interpreter or Interpreter(
+            SafeFetcher(allow=sorted(settings.fetch_allow_networks)), self.ollama, settings.vision_model
+        )
+
+    @property
+    def bot(self) -> str:
+        return self.settings.bot
+
+    @property
+    def state(self):
+        return self.service.state
+
+    # ----- consent and progress ---------------------------------------------------------------
+
+    def consented(self, user: str) -> bool:
+        """Whether a user has opted in (read now: a forget may have happened a moment ago)."""
+        return self.state.consent(self.bot, user) is not None
+
+    def consenting_users(self) -> set[str]:
+        """Everyone who has opted in."""
+        return self.state.consenting(self.bot)
+
+    # ----- replies ------------------------------------------------------------------------------
+
+    def reply(self, job_token: str | None, issued_at: int, user: str | None, content: str) -> dict | None:
+        """Edit the deferred response while the token lives; after that, a DM with the bot token."""
+        try:
+            if job_token and now_ms() - issued_at < TOKEN_LIFETIME_MS - 30_000:
+                return self.client.edit_original(job_token, content)
+            if user:
+                return self.client.direct_message(user, content)
+        except DiscordError as exc:
+            log.warning("could not deliver a reply: %s", exc)
+        return None
+
+    def readable_channels(
+        self, archived: bool = False, member: str | None = None, only: set[str] | None = None
+    ) -> list[tuple[str, str]]:
+        """(guild, channel) of every channel the bot can read, except the disallowed ones (each channel's
+        newest message id kept in `last_message_ids`); with `archived`, archived threads too (a backfill:
+        a catch-up needs none, as a new message in a thread makes it active again); with `member`, only
+        the guilds that user is a member of (a backfill: nothing of theirs is anywhere else, and
+        `member_guilds` keeps which they are); with `only`, only those guilds (a catch-up: where some
+        consenting user is)."""
+        out, self.member_guilds = [], []
+        for g in self.client.guilds():
+            if member is not None and not self._is_member(g["id"], member):
+                continue
+            if only is not None and g["id"] not in only:
+                continue
+            self.member_guilds.append(g["id"])
+            for c in self.client.readable_channels(g["id"], archived=archived):
+                if c["id"] not in self.settings.channels_disallowed:
+                    out.append((g["id"], c["id"]))
+                    self.last_message_ids[c["id"]] = c.get("last_message_id")
+                    if c.get("parent_id") and c.get("type") in (10, 11, 12):
+                        self.thread_parents[c["id"]] = c["parent_id"]
+        return out
+
+    def _is_member(self, guild: str, user: str) -> bool:
+        """Whether a user is in a guild (Get Guild Member answers 404, 10007 Unknown Member, when not). One
+        request per guild instead of listing its channels and threads; any other answer reads the guild."""
+        try:
+            self.client.member(guild, user)
+            return True
+        except DiscordError as exc:
+            return exc.status != 404
+
+    def split_unreadable(self, channels: list[tuple[str, str]]) -> tuple[list, list, int]:
+        """(channels to read, channels marked unreadable whose hour is up, how many stay skipped): a channel
+        Discord refused is not asked again every tick (every 401/403/429 counts toward Discord's 10,000
+        invalid requests per 10 minutes per IP)."""
+        marked = self.state.unreadable(self.bot)
+        now_s = now_ms() // 1000
+        fresh = [(g, c) for g, c in channels if c not in marked]
+        due = [(g, c) for g, c in channels if c in marked and marked[c]["retryAt"] <= now_s]
+        return fresh, due, len(channels) - len(fresh) - len(due)
+
+    def read_page(self, channel: str, **params) -> list[dict] | None:
+        """A page of a channel's history, or None when Discord refuses it (403, 404): then the channel is
+        marked unreadable, to be skipped, never failed (a failure would retry it into the DLQ every tick)."""
+        try:
+            return self.client.messages(channel, **params)
+        except DiscordError as exc:
+            if exc.status not in (403, 404):
+                raise
+            self.unreadable_now(channel, f"Discord answered {exc.status}")
+            return None
+
+    def unreadable_now(self, channel: str, reason: str) -> None:
+        """Mark a channel unreadable, to be tried again in UNREADABLE_RETRY_S."""
+        log.info("channel %s cannot be read (%s): skipped for an hour", channel, reason)
+        self.state.mark_unreadable(self.bot, channel, reason, now_ms() // 1000 + UNREADABLE_RETRY_S)
+
+    def store_messages(
+        self,
+        guild: str,
+        channel: str,
+        page: list[dict],
+        users: set[str],
+        origin: int | None = None,
+        backfill: bool = False,
+    ) -> int:
+        """Store the messages of consenting users and the bot's replies to them; returns how many were new.
+        Consent is read again right before the write, and the write itself refuses users forgotten since
+        `origin` (when the job was queued): a forget between the fetch and the store wins. A backfill page
+        is older than what is stored: its oldest message's context is not the channel's newest one."""
+        if not page:
+            return 0
+        page = [m for m in page if int(m.get("type") or 0) in PERSON_MESSAGE_TYPES]  # no system messages
+        self._notice_missing_content(page)
+        checked_at = now_ms()
+        users = self.state.consenting(self.bot, set(users))
+        if not users:
+            return 0
+        batch = []
+        for message in page:
+            owner, saved_by = self._owner(message, users)
+            if owner is None:
+                continue
+            text = (message.get("content") or "").strip()
+            images = [
+                a
+                for a in message.get("attachments", [])
+                if (a.get("content_type") or "").startswith("image/")
+            ]
+            if not text and not (images and self.settings.vision_model):
+                continue  # empty, or image-only without vision
+            batch.append(
+                ChatMessage(
+                    source_id=message["id"],
+                    text=text,
+                    user=owner,
+                    server=guild,
+                    thread=channel,
+                    created_at=timestamp_ms(message.get("timestamp")),
+                    saved_by=saved_by,
+                    content=self.content_of(guild, channel, message),
+                )
+            )
+        if not batch:
+            return 0
+        origin = checked_at if origin is None else min(origin, checked_at)
+        added = self.service.add_messages(self.bot, batch, origin=origin, stored_tails=not backfill)
+        fresh, created = added.fresh, added.created
+        by_id = {m["id"]: m for m in page}
+        self.note_stored(channel, [(by_id[f.source_id], f.id) for f in fresh if f.source_id in by_id])
+        return created
+
+    def _notice_missing_content(self, page: list[dict]) -> None:
+        """A page of other people's messages that all came back empty (no text, attachments or embeds):
+        the sign of a missing Message Content intent, noted for /memory status and the backfill's reply."""
+        others = [
+            m
+            for m in page
+            if not (m.get("author") or {}).get("bot")
+            and (m.get("author") or {}).get("id") != self.settings.application_id
+        ]
+        if len(others) >= EMPTY_PAGE_SIGN and not any(
+            m.get("content") or m.get("attachments") or m.get("embeds") for m in others
+        ):
+            self.state.note_content_intent(self.bot, False, "empty page", now_ms())
+
+    def _owner(self, message: dict, users: set[str]) -> tuple[str | None, str]:
+        author = message.get("author") or {}
+        if author.get("id") == self.settings.application_id:
+            for source in (message.get("interaction_metadata") or {}, message.get("interaction") or {}):
+                user = (source.get("user") or {}).get("id")
+                if user in users:
+                    return user, "bot"
+            replied = ((message.get("referenced_message") or {}).get("author") or {}).get("id")
+            return (replied, "bot") if replied in users else (None, "bot")
+        if author.get("bot") or author.get("id") not in users:
+            return None, "user"
+        return author["id"], "user"
+
+    def content_of(self, guild: str, channel: str, message: dict) -> dict:
+        # No roles: a message read over REST carries no member object (resources/message.mdx: `member` only
+        # on Gateway events), so there is nothing true to store. A reply keeps which message it answers and
+        # whose it was — ids only, never that message's text, which is someone else's words.
+        author = message.get("author") or {}
+        content = {
+            "author": author.get("username"),
+            "displayName": author.get("global_name") or author.get("username"),
+            "authorId": author.get("id"),
+            "isBot": bool(author.get("bot")),
+            "timestamp": message.get("timestamp"),
+            "channelId": channel,
+            "serverId": guild,
+            "message": message.get("content") or "",
+            "attachments": self.interpreter.attachments(message),
+        }
+        if channel in self.thread_parents:  # so /ask can place an archived thread's memories
+            content["parentId"] = self.thread_parents[channel]
+        replied = message.get("referenced_message") or {}
+        reference = message.get("message_reference") or {}
+        if replied.get("id") or reference.get("message_id"):
+            content["replyTo"] = {
+                "messageId": replied.get("id") or reference.get("message_id"),
+                "authorId": (replied.get("author") or {}).get("id"),
+            }
+        return content
+
+    def note_stored(self, channel: str, stored: list[tuple[dict, int]]) -> None:
+        """Watch messages just stored (or edited) from a channel, (message, record id), while they are young
+        enough for the window."""
+        horizon = now_ms() - WINDOW_DAYS * 86_400_000
+        entries, newest = [], 0
+        for message, memory_id in stored:
+            sent = timestamp_ms(message.get("timestamp")) or 0
+            if sent <= horizon:
+                continue
+            expires = (sent + WINDOW_DAYS * 86_400_000) // 1000
+            entries.append((message["id"], int(memory_id), message.get("edited_timestamp") or "", expires))
+            newest = max(newest, sent)
+        if entries:
+            self.state.note_recent(self.bot, channel, entries, newest)

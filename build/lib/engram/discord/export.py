@@ -1,0 +1,97 @@
+"""/memory export: everything stored about a user, as an NDJSON file by DM."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from ..jobs import DiscordJob
+from ..store import now_ms
+from .core import DiscordCore
+from .rest import DiscordError
+
+log = logging.getLogger(__name__)
+EXPORT_EVERY_S = 10 * 60
+EXPORT_MAX_BYTES = 8_000_000  # under Discord's 10 MiB attachment limit for bots
+
+
+class Export:
+    """export: everything stored about a user, sent to them as a file."""
+
+    def __init__(self, core: DiscordCore) -> None:
+        self.core = core
+        self.bot, self.settings = core.bot, core.settings
+        self.state, self.service = core.state, core.service
+
+    def export(self, job: DiscordJob) -> None:
+        """Everything stored about the user — consent, backfill state, every memory — as an NDJSON file by
+        DM, at most once per EXPORT_EVERY_S and up to EXPORT_MAX_BYTES."""
+        from ..portability import export_lines
+
+        limits = (
+            f"Limits: one export every {EXPORT_EVERY_S // 60} minutes, files up to "
+            f"{EXPORT_MAX_BYTES // 1_000_000} MB."
+        )
+        now = now_ms()
+        if not self.state.take_export_slot(self.bot, job.user, now, EXPORT_EVERY_S):
+            self.core.reply(
+                job.token, job.issued_at, job.user, f"You asked for an export a moment ago. {limits}"
+            )
+            return
+        header = []
+        consent = self.state.consent(self.bot, job.user)
+        if consent is not None:
+            header.append({"kind": "consent", **consent})
+        run = self.state.backfill_run(self.bot, job.user)
+        if run is not None:
+            header.append(
+                {
+                    "kind": "backfill",
+                    "value": run["left"],
+                    "channels": run.get("channels"),
+                    "issuedAt": run.get("issuedAt"),
+                }
+            )
+        for entry in header:
+            entry.pop("token", None)
+        out, count = bytearray(), 0
+        for line in [json.dumps(h) + "\n" for h in header]:
+            out += line.encode()
+        for line in export_lines(self.service, self.bot, job.user):
+            out += line.encode()
+            count += 1
+            if len(out) > EXPORT_MAX_BYTES:
+                self.core.reply(
+                    job.token,
+                    job.issued_at,
+                    job.user,
+                    f"Everything stored about you is more than {EXPORT_MAX_BYTES // 1_000_000} MB, too big "
+                    "for a Discord file; the bot's operator can export it for you "
+                    f"(GET /v1/bots/{self.bot}/export?userId={job.user}). {limits}",
+                )
+                return
+        try:
+            self.core.client.direct_file(
+                job.need("user"),
+                f"Everything I store about you: {count} memories.",
+                f"engram-{job.user}.ndjson",
+                bytes(out),
+                "application/x-ndjson",
+            )
+        except DiscordError as exc:  # closed DMs (50007) and the like: said now, and the slot given back
+            self.state.release_export_slot(self.bot, job.user)
+            self.core.reply(
+                job.token,
+                job.issued_at,
+                job.user,
+                f"I couldn't send you a DM (Discord answered {exc.status}). Allow direct messages from this "
+                "server's members (Privacy Settings), then ask again.",
+            )
+            return
+        self.core.reply(
+            job.token,
+            job.issued_at,
+            job.user,
+            f"Sent you a DM with everything I store about you ({count} memories, "
+            f"{len(out) // 1024 + 1} KB). {limits}",
+        )

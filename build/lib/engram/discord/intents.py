@@ -1,0 +1,19 @@
+"""The Message Content intent: privileged, off until the operator turns it on, and without it Discord hands
+a bot everyone's messages with empty content, attachments and embeds (developers/events/gateway.mdx,
+"Message Content Intent"). No imports: the lean interactions function reads it for /memory status."""
+
+# resources/application.mdx, application flags: the intent for verified apps, and for the rest
+GATEWAY_MESSAGE_CONTENT, GATEWAY_MESSAGE_CONTENT_LIMITED = 1 << 19, 1 << 18
+
+INTENT_OFF = (
+    "⚠ I can't read message text: the bot's Message Content intent is off, so Discord gives me "
+    "everyone's messages empty and none of yours can be stored. The bot's operator turns it on in the "
+    "Developer Portal (Bot → Privileged Gateway Intents → Message Content Intent)."
+)
+
+
+def has_content_intent(application: dict) -> bool:
+    """Whether the application's flags grant it the Message Content intent."""
+    return bool(
+        int(application.get("flags") or 0) & (GATEWAY_MESSAGE_CONTENT | GATEWAY_MESSAGE_CONTENT_LIMITED)
+    )

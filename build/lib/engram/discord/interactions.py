@@ -1,0 +1,214 @@
+"""The interactions webhook: verify, answer PING, and answer every command within Discord's 3 seconds —
+slow work is deferred to the worker through SQS. Kept lean: no model, no vector index on this path."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from ..jobs import DiscordJob, JobQueue
+from ..text import NAME_PATTERN, encodable
+from .settings import DiscordSettings
+from .verify import verify_request
+
+log = logging.getLogger(__name__)
+
+PING, APPLICATION_COMMAND = 1, 2
+PONG, CHANNEL_MESSAGE, DEFERRED = 1, 4, 5
+MESSAGE_COMMAND = 3
+FORGET_THIS_MESSAGE = "Forget this message"
+EPHEMERAL = 64
+
+
+def _message(content: str, ephemeral: bool = True) -> dict:
+    data: dict[str, object] = {"content": content, "allowed_mentions": {"parse": []}}
+    if ephemeral:
+        data["flags"] = EPHEMERAL
+    return {"type": CHANNEL_MESSAGE, "data": data}
+
+
+# Ids become scope names: the service's name rule.
+_ID = NAME_PATTERN
+
+
+class _User(BaseModel):
+    id: str = Field(pattern=_ID)
+
+
+class _Member(BaseModel):
+    user: _User | None = None
+
+
+class _Option(BaseModel):
+    name: str = Field(max_length=64)
+    value: str | int | float | bool | None = None
+    options: list[_Option] | None = None
+
+
+class _Data(BaseModel):
+    name: str = Field("", max_length=64)
+    type: int = 1  # 1 a slash command, 3 a message's context menu (interactions/application-commands.mdx)
+    options: list[_Option] = Field(default_factory=list, max_length=25)
+    target_id: str | None = Field(None, pattern=_ID)  # the message a context-menu command was used on
+
+
+class Interaction(BaseModel):
+    """The parts of an interaction engram reads, with their types checked (a signed body is still input)."""
+
+    type: int
+    id: str | None = Field(None, pattern=_ID)
+    token: str | None = Field(None, max_length=500)
+    guild_id: str | None = Field(None, pattern=_ID)
+    channel_id: str | None = Field(None, pattern=_ID)
+    member: _Member | None = None
+    user: _User | None = None
+    data: _Data | None = None
+
+
+Answer = tuple[int, dict[str, Any]]
+
+
+def handle_interaction(
+    raw: bytes,
+    headers: Mapping[str, str],
+    settings: DiscordSettings,
+    queue: Callable[[], JobQueue],
+    status: Callable[[str], str],
+    first_time: Callable[[str], bool] | None = None,
+) -> Answer:
+    """(HTTP status, JSON body) for one interaction request. `first_time(interaction id)` is False for
+    an interaction already handled: a replay of a signed request is refused."""
+    lower = {k.lower(): v for k, v in headers.items()}
+    if not verify_request(
+        settings.public_key,
+        lower.get("x-signature-ed25519"),
+        lower.get("x-signature-timestamp"),
+        raw,
+        settings.max_signature_age_s,
+        max_future_s=settings.max_signature_future_s,
+    ):
+        return 401, {"error": "invalid request signature"}
+    try:
+        body = Interaction.model_validate_json(raw)
+    except ValidationError as exc:
+        where = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:3])
+        return 400, {"error": f"not an interaction engram understands: {where}"}
+    if body.type == PING:
+        return 200, {"type": PONG}
+    if body.type != APPLICATION_COMMAND:
+        return 400, {"error": f"unsupported interaction type {body.type}"}
+    user = _user(body)
+    if user is None:
+        return 400, {"error": "no user in the interaction"}
+    refused = _refused(body, first_time)
+    if refused is not None:
+        return refused
+    return _command(body, user, queue, status)
+
+
+def _refused(body: Interaction, first_time: Callable[[str], bool] | None) -> Answer | None:
+    """Why a signed command is not run (None: it has an id, seen here for the first time)."""
+    if not body.id:
+        return 400, {"error": "no interaction id"}
+    if first_time is None:
+        return None
+    try:
+        fresh = first_time(body.id)
+    except Exception:  # cannot tell a replay from a first delivery: refuse rather than risk it
+        log.exception("could not record the interaction id")
+        return 503, {"error": "cannot take commands just now; try again"}
+    return None if fresh else (401, {"error": "this interaction was already handled (a replayed request)"})
+
+
+def _user(body: Interaction) -> _User | None:
+    """Who ran the command: the member's user in a server, the user in a DM."""
+    return body.member.user if body.member and body.member.user else body.user
+
+
+def _command(
+    body: Interaction, user: _User, queue: Callable[[], JobQueue], status: Callable[[str], str]
+) -> Answer:
+    """Answer a command now (status, a refusal) or defer it and queue its job."""
+    job: dict[str, Any] = dict(
+        user=user.id,
+        guild=body.guild_id,
+        channel=body.channel_id,
+        token=body.token,
+        interaction_id=body.id,
+        issued_at=int(time.time() * 1000),
+    )
+    data = body.data or _Data(name="")
+    if data.type == MESSAGE_COMMAND and data.name == FORGET_THIS_MESSAGE:
+        if not data.target_id:
+            return 400, {"error": "a message command needs its target message"}
+        queue().send(DiscordJob(action="forget-message", target_id=data.target_id, **job))
+        return 200, {"type": DEFERRED, "data": {"flags": EPHEMERAL}}
+    if data.name == "memory" and data.options:
+        sub = data.options[0].name
+        if sub == "status":
+            return 200, _message(status(user.id))
+        if sub in ("remember", "forget", "export"):
+            queue().send(DiscordJob(action=sub, **job))
+            return 200, {"type": DEFERRED, "data": {"flags": EPHEMERAL}}
+    if data.name == "ask":
+        return _ask(data, job, queue)
+    return 200, _message("I don't know that command.")
+
+
+def _ask(data: _Data, job: dict[str, Any], queue: Callable[[], JobQueue]) -> Answer:
+    prompt = next((o.value for o in data.options if o.name == "prompt"), None)
+    if not isinstance(prompt, str) or not prompt.strip():
+        return 200, _message("/ask needs a prompt.")
+    if not encodable(prompt):
+        return 400, {"error": "the prompt contains a lone surrogate (an invalid Unicode character)"}
+    if not job["guild"]:
+        return 200, _message("/ask works in a server channel, where its memories live.")
+    queue().send(DiscordJob(action="ask", prompt=prompt[:6000], **job))
+    return 200, {"type": DEFERRED}
+
+
+def seen_once(settings: DiscordSettings, window_s: int = 900) -> Callable[[str], bool]:
+    """True the first time an interaction id is seen, False after: a conditional write of a short-lived
+    record (expiresAt lets DynamoDB's TTL remove it once no signature for it could still be fresh)."""
+
+    def first_time(interaction_id: str) -> bool:
+        from ..store import StateStore
+
+        return StateStore().first_sight(settings.bot, interaction_id, int(time.time()) + window_s)
+
+    return first_time
+
+
+def consent_status(settings: DiscordSettings) -> Callable[[str], str]:
+    """The status answer from DynamoDB alone (fast enough for the 3-second window)."""
+
+    def status(user: str) -> str:
+        from ..store import RecordStore, StateStore
+        from .intents import INTENT_OFF
+
+        state = StateStore()
+        if state.consent(settings.bot, user) is None:
+            return "Long-term memory is off for you. Use /memory remember to opt in."
+        stored = RecordStore.count_user_of(settings.bot, user)
+        run = state.backfill_run(settings.bot, user)
+        if run is None:
+            backfill = "Backfill: not started."
+        else:
+            total, left = int(run.get("channels", 0)), run["left"]
+            progress = "complete" if left <= 0 else f"{total - left} of {total} channels done"
+            backfill = f"Backfill: {progress}."
+        intent = state.content_intent(settings.bot)
+        warning = f" {INTENT_OFF}" if intent is not None and not intent["on"] else ""
+        unreadable = len(state.unreadable(settings.bot))
+        unread = (
+            f" Channels I may not read: {unreadable} (View Channel or Read Message History missing)."
+            if unreadable
+            else ""
+        )
+        return f"Long-term memory is on for you. {backfill} Memories stored: {stored}.{unread}{warning}"
+
+    return status

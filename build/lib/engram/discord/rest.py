@@ -1,0 +1,264 @@
+"""Discord's REST API with the bot token: guilds, channels, message history, interaction webhooks, DMs.
+A 429 becomes RateLimited so the job is delayed on the queue instead of sleeping in Lambda."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+
+import httpx
+
+
+class RateLimited(Exception):
+    """Discord said 429: try again after `retry_after` seconds."""
+
+    def __init__(self, retry_after: float, is_global: bool = False):
+        super().__init__(f"rate limited for {retry_after}s")
+        self.retry_after = retry_after
+        self.is_global = is_global
+
+
+class DiscordError(Exception):
+    """Discord answered with an error other than a rate limit."""
+
+    def __init__(self, status: int, text: str):
+        super().__init__(f"Discord answered {status}: {text[:200]}")
+        self.status = status
+
+
+# resources/channel.mdx, channel types: text (0), announcement (5), and the text chat of voice (2) and stage
+# (13) channels hold messages; forum (15) and media (16) channels hold only posts, which are threads
+TEXT_CHANNELS = {0, 5, 2, 13}
+THREAD_PARENTS = {0, 5, 15, 16}
+THREADS = {10, 11, 12}
+# resources/message.mdx, message types a person writes (DEFAULT, REPLY, and the two command kinds); the rest
+# (THREAD_CREATED 18, pins, joins, boosts ...) are system messages, never stored
+PERSON_MESSAGE_TYPES = {0, 19, 20, 23}
+
+
+class RateLimits:
+    """Discord's limits as this process sees them: per-route buckets from the X-RateLimit headers, and
+    the global 50 requests a second. A request that would break one waits when the wait is short (at most
+    `max_sleep_s`: a job listing a thousand channels would otherwise be delayed and start over forever) and
+    otherwise raises RateLimited up front, so the job is delayed on the queue instead of sleeping long (or
+    being refused)."""
+
+    GLOBAL_PER_SECOND = 50
+
+    def __init__(self, clock=time.monotonic, sleep=time.sleep, max_sleep_s: float = 1.0):
+        self.clock = clock
+        self.sleep = sleep
+        self.max_sleep_s = max_sleep_s
+        self._lock = threading.Lock()
+        self._route_bucket: dict[str, str] = {}
+        self._exhausted_until: dict[str, float] = {}
+        self._recent: list[float] = []
+
+    @staticmethod
+    def route(method: str, path: str) -> str:
+        """The route a bucket belongs to: the path with ids kept only for top-level resources."""
+        return f"{method} " + re.sub(r"(?<=/)(\d{5,}|[a-zA-Z0-9_-]{30,})(?=/|$)", ":id", path)
+
+    def before(self, method: str, path: str) -> None:
+        """Wait out a short limit, raise RateLimited for a long one; otherwise count the request."""
+        while True:
+            wait = self._admit(method, path)
+            if wait is None:
+                return
+            self.sleep(wait)
+
+    def _admit(self, method: str, path: str) -> float | None:
+        """None when the request may go now (and it is counted); else how long to wait (or RateLimited)."""
+        now = self.clock()
+        with self._lock:
+            bucket = self._route_bucket.get(self.route(method, path))
+            until = self._exhausted_until.get(bucket or "", 0)
+            if until > now:
+                if until - now <= self.max_sleep_s:
+                    return until - now
+                raise RateLimited(until - now)
+            self._recent = [t for t in self._recent if now - t < 1.0]
+            if len(self._recent) >= self.GLOBAL_PER_SECOND:
+                wait = 1.0 - (now - self._recent[0])
+                if wait <= self.max_sleep_s:
+                    return max(wait, 0.001)
+                raise RateLimited(wait, is_global=True)
+            self._recent.append(now)
+            return None
+
+    def after(self, method: str, path: str, headers) -> None:
+        """Learn the bucket of a route and whether it is used up from the response headers."""
+        bucket = headers.get("x-ratelimit-bucket")
+        if not bucket:
+            return
+        with self._lock:
+            self._route_bucket[self.route(method, path)] = bucket
+            if headers.get("x-ratelimit-remaining") == "0":
+                self._exhausted_until[bucket] = self.clock() + float(
+                    headers.get("x-ratelimit-reset-after") or 1
+                )
+
+
+class DiscordClient:
+    """A small, synchronous Discord REST client (httpx; the transport is injectable for tests)."""
+
+    def __init__(
+        self,
+        api_base: str,
+        bot_token: str | None,
+        application_id: str | None,
+        transport=None,
+        timeout_s: float = 10.0,
+        limits: RateLimits | None = None,
+    ):
+        headers = {"User-Agent": "DiscordBot (https://github.com/engram, 1.0)"}
+        if bot_token:
+            headers["Authorization"] = f"Bot {bot_token}"
+        self.application_id = application_id
+        self.limits = limits or RateLimits()
+        self._http = httpx.Client(
+            base_url=api_base.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport
+        )
+
+    def _call(self, method: str, path: str, auth: bool = True, **kwargs):
+        headers = None if auth else {"Authorization": ""}
+        self.limits.before(method, path)
+        response = self._http.request(method, path, headers=headers, **kwargs)
+        self.limits.after(method, path, response.headers)
+        if response.status_code == 429:
+            data = (
+                response.json()
+                if response.headers.get("content-type", "").startswith("application/json")
+                else {}
+            )
+            retry = float(data.get("retry_after") or response.headers.get("retry-after") or 1)
+            raise RateLimited(retry, bool(data.get("global")))
+        if response.status_code >= 400:
+            raise DiscordError(response.status_code, response.text)
+        return response.json() if response.content else None
+
+    def application(self) -> dict:
+        """The application itself (`GET /applications/@me`): its flags say which privileged intents it has."""
+        return self._call("GET", "/applications/@me")
+
+    def guilds(self) -> list[dict]:
+        """Every guild the bot is in (paginated by id)."""
+        out, after = [], "0"
+        while True:
+            page = self._call("GET", "/users/@me/guilds", params={"limit": 200, "after": after})
+            out.extend(page)
+            if len(page) < 200:
+                return out
+            after = page[-1]["id"]
+
+    def readable_channels(self, guild_id: str, archived: bool = False) -> list[dict]:
+        """A guild's channels that hold messages (text, announcement, voice and stage chat) and its active
+        threads (forum and media posts among them); with `archived`, the archived threads too."""
+        listed = self.all_channels(guild_id)
+        channels = [c for c in listed if c.get("type") in TEXT_CHANNELS]
+        try:
+            threads = self.active_threads(guild_id)
+        except DiscordError:
+            threads = []
+        if archived:  # threads archive after a day or a week of silence: most thread history is in these
+            for parent in listed:
+                if parent.get("type") in THREAD_PARENTS:
+                    threads += self.archived_threads(parent["id"])
+        seen, out = set(), []
+        for c in channels + [t for t in threads if t.get("type") in THREADS]:
+            if c["id"] not in seen:
+                seen.add(c["id"])
+                out.append(c)
+        return out
+
+    def archived_threads(self, channel_id: str) -> list[dict]:
+        """A channel's archived threads, public and private (private ones need Manage Threads: without it
+        Discord answers 403 and they are left out), paged by archive time (resources/channel.mdx)."""
+        out = []
+        for kind in ("public", "private"):
+            before = None
+            while True:
+                params = {"limit": 100, **({"before": before} if before else {})}
+                try:
+                    page = self._call("GET", f"/channels/{channel_id}/threads/archived/{kind}", params=params)
+                except DiscordError as exc:
+                    if exc.status in (403, 404):
+                        break
+                    raise
+                threads = page.get("threads", [])
+                out += threads
+                if not page.get("has_more") or not threads:
+                    break
+                before = (threads[-1].get("thread_metadata") or {}).get("archive_timestamp")
+                if not before:
+                    break
+        return out
+
+    def roles(self, guild_id: str) -> list[dict]:
+        """The guild's roles with their permissions (@everyone's id is the guild's)."""
+        return self._call("GET", f"/guilds/{guild_id}/roles")
+
+    def all_channels(self, guild_id: str) -> list[dict]:
+        """Every channel of the guild, with its permission overwrites."""
+        return self._call("GET", f"/guilds/{guild_id}/channels")
+
+    def active_threads(self, guild_id: str) -> list[dict]:
+        """The guild's active threads (each names its parent channel)."""
+        return (self._call("GET", f"/guilds/{guild_id}/threads/active") or {}).get("threads", [])
+
+    def member(self, guild_id: str, user_id: str) -> dict:
+        """One member of the guild (their roles)."""
+        return self._call("GET", f"/guilds/{guild_id}/members/{user_id}")
+
+    def messages(
+        self, channel_id: str, before: str | None = None, after: str | None = None, limit: int = 100
+    ) -> list[dict]:
+        """Up to `limit` messages, newest first (Discord's order)."""
+        params: dict[str, str | int] = {"limit": limit}
+        if before:
+            params["before"] = before
+        if after:
+            params["after"] = after
+        return self._call("GET", f"/channels/{channel_id}/messages", params=params)
+
+    def edit_original(self, token: str, content: str) -> dict:
+        """Edit the deferred interaction response (the token lives 15 minutes)."""
+        return self._call(
+            "PATCH",
+            f"/webhooks/{self.application_id}/{token}/messages/@original",
+            json={"content": content[:2000], "allowed_mentions": {"parse": []}},
+            auth=False,
+        )
+
+    def followup(self, token: str, content: str, ephemeral: bool = False) -> dict:
+        """A followup message on an interaction."""
+        body: dict[str, object] = {"content": content[:2000], "allowed_mentions": {"parse": []}}
+        if ephemeral:
+            body["flags"] = 64
+        return self._call("POST", f"/webhooks/{self.application_id}/{token}", json=body, auth=False)
+
+    def direct_file(self, user_id: str, content: str, filename: str, data: bytes, media_type: str) -> dict:
+        """A DM carrying one attachment (multipart: the message as payload_json, the file as files[0])."""
+        channel = self._call("POST", "/users/@me/channels", json={"recipient_id": user_id})
+        payload = {
+            "content": content[:2000],
+            "allowed_mentions": {"parse": []},
+            "attachments": [{"id": 0, "filename": filename}],
+        }
+        return self._call(
+            "POST",
+            f"/channels/{channel['id']}/messages",
+            data={"payload_json": json.dumps(payload)},
+            files={"files[0]": (filename, data, media_type)},
+        )
+
+    def direct_message(self, user_id: str, content: str) -> dict:
+        """A DM with the bot token: the way to answer after the interaction token has expired."""
+        channel = self._call("POST", "/users/@me/channels", json={"recipient_id": user_id})
+        return self._call(
+            "POST",
+            f"/channels/{channel['id']}/messages",
+            json={"content": content[:2000], "allowed_mentions": {"parse": []}},
+        )

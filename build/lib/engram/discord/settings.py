@@ -1,0 +1,75 @@
+"""Discord settings, from the environment (secrets from SSM when named by *_PARAMETER on AWS)."""
+
+from __future__ import annotations
+
+import logging
+from functools import lru_cache
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+# Comma-separated in the environment (the template always sets it, often to ""): NoDecode stops
+# pydantic-settings from JSON-decoding it before the validator below splits it.
+CommaSet = Annotated[set[str], NoDecode]
+log = logging.getLogger(__name__)
+
+
+class DiscordSettings(BaseSettings):
+    """Everything the Discord front door reads from its environment."""
+
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, env_ignore_empty=True)
+
+    application_id: str | None = Field(None, validation_alias="DISCORD_APPLICATION_ID")
+    public_key: str | None = Field(None, validation_alias="DISCORD_PUBLIC_KEY")
+    bot_token: str | None = Field(None, validation_alias="DISCORD_BOT_TOKEN")
+    bot_token_parameter: str | None = Field(None, validation_alias="DISCORD_BOT_TOKEN_PARAMETER")
+    api_base: str = Field("https://discord.com/api/v10", validation_alias="DISCORD_API_BASE")
+    channels_disallowed: CommaSet = Field(default_factory=set, validation_alias="DISCORD_CHANNELS_DISALLOWED")
+    ollama_url: str = Field("http://127.0.0.1:11434", validation_alias="OLLAMA_URL")
+    chat_model: str | None = Field(None, validation_alias="OLLAMA_CHAT_MODEL")
+    vision_model: str | None = Field(None, validation_alias="OLLAMA_VISION_MODEL")
+    top_k: int = Field(5, ge=1, le=50, validation_alias="MEMORY_TOP_K")
+    pages_per_job: int = Field(5, ge=1, le=50, validation_alias="DISCORD_BACKFILL_PAGES_PER_JOB")
+    # a quiet channel holding messages stored in the last WINDOW_DAYS is re-read for edits and deletions at
+    # most this often (0: every catch-up tick); a channel with new messages is re-read with them, for free
+    window_every_s: int = Field(0, ge=0, validation_alias="DISCORD_WINDOW_EVERY_S")
+    context_messages: int = Field(20, ge=1, le=100, validation_alias="DISCORD_CONTEXT_MESSAGES")
+    max_signature_age_s: int = Field(300, validation_alias="DISCORD_MAX_SIGNATURE_AGE_S")
+    max_signature_future_s: int = Field(30, validation_alias="DISCORD_MAX_SIGNATURE_FUTURE_S")
+    # Links are never fetched from private, loopback or link-local addresses; this names networks that
+    # may be fetched anyway (tests, an internal wiki). Empty by default.
+    fetch_allow_networks: CommaSet = Field(default_factory=set, validation_alias="LINK_FETCH_ALLOW_NETWORKS")
+
+    @field_validator("channels_disallowed", "fetch_allow_networks", mode="before")
+    @classmethod
+    def _ids(cls, value):
+        if isinstance(value, str):
+            return {v.strip() for v in value.split(",") if v.strip()}
+        return value
+
+    @property
+    def bot(self) -> str:
+        """Discord memories belong to the bot whose id is the application id."""
+        return self.application_id or "discord"
+
+    def resolve_bot_token(self) -> str | None:
+        """The bot token: the value itself, else the SSM SecureString it names (read when first needed,
+        by the worker only; the interactions function never needs it and may not read it)."""
+        if self.bot_token or not self.bot_token_parameter:
+            return self.bot_token
+        from aws_lambda_powertools.utilities import parameters
+
+        try:
+            return parameters.get_parameter(self.bot_token_parameter, decrypt=True, max_age=300)
+        except parameters.exceptions.GetParameterError as exc:
+            if "ParameterNotFound" in repr(exc.__cause__ or exc):  # Discord is not set up on this stack
+                log.warning("no Discord bot token: %s does not exist", self.bot_token_parameter)
+                return None
+            raise
+
+
+@lru_cache(maxsize=1)
+def get_discord_settings() -> DiscordSettings:
+    """Process-wide settings, from the environment alone (no secret is fetched here)."""
+    return DiscordSettings()

@@ -1,0 +1,68 @@
+"""Embedders behind one interface: local MiniLM, Ollama, any OpenAI-style server, or off."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Protocol
+
+from ..config import Settings
+from ..errors import EmbedderUnavailable, InvalidInput
+
+
+class Embedder(Protocol):
+    """Turns texts into dense vectors, in batches."""
+
+    provider: str
+    model: str
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text, in order; raises EmbedderUnavailable when it cannot."""
+        ...
+
+
+def vector_name(provider: str, model: str) -> str:
+    """The Qdrant named vector for one provider's model; vectors of two names are never compared."""
+    slug = re.sub(r"[^a-z0-9]+", "-", f"{provider}-{model}".lower()).strip("-")
+    return f"dense-{slug}"
+
+
+class NoEmbedder:
+    """Vectors off: words only."""
+
+    provider = "off"
+    model = ""
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Always refuses: there is no model."""
+        raise EmbedderUnavailable("vectors are off")
+
+
+def build_embedder(settings: Settings, http_transport=None) -> Embedder | NoEmbedder:
+    """The embedder the settings name."""
+    kind = settings.embedder
+    if kind == "off":
+        return NoEmbedder()
+    if kind == "local":
+        from .local import LocalEmbedder
+
+        return LocalEmbedder(threads=settings.torch_threads)
+    if kind == "ollama":
+        from .http import OllamaEmbedder
+
+        return OllamaEmbedder(
+            settings.ollama_url, settings.embedding_model, settings.embed_timeout_s, transport=http_transport
+        )
+    if kind == "remote":
+        from .http import OpenAIEmbedder
+
+        if not settings.remote_embeddings_url:
+            raise InvalidInput("the remote embedder needs ENGRAM_REMOTE_EMBEDDINGS_URL")
+        return OpenAIEmbedder(
+            settings.remote_embeddings_url,
+            settings.embedding_model,
+            api_key=settings.remote_embeddings_key,
+            timeout_s=settings.embed_timeout_s,
+            transport=http_transport,
+        )
+    raise InvalidInput(f"unknown embedder {kind!r}")

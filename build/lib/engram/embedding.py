@@ -1,0 +1,266 @@
+"""Embedder settings (stored in DynamoDB), switching models behind live traffic, re-embedding in
+resumable pages through SQS, and the progress counts."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from .config import Settings
+from .embedders import NoEmbedder, vector_name
+from .errors import EmbedderUnavailable, InvalidInput
+from .jobs import JobQueue, ReembedJob
+from .service import MemoryService
+from .text import check_json
+from .vectors import Scope
+
+log = logging.getLogger(__name__)
+PAGE = 500
+
+
+class EmbeddingSettings(BaseModel):
+    """Where vectors come from."""
+
+    embedder: Literal["local", "remote", "off"] = "local"
+    embeddingProvider: str | None = None
+    embeddingModel: str | None = None
+    messageVectors: int = Field(8000, ge=0, le=100_000)
+
+
+@dataclass
+class Providers:
+    """The embedders that can be named: the local model, Ollama, and UPSTREAMS entries."""
+
+    settings: Settings
+    upstreams: dict  # name -> (baseUrl, apiKey)
+    transport: object = None
+
+    def build(self, chosen: EmbeddingSettings):
+        """The embedder chosen settings describe, or InvalidInput saying what is missing."""
+        if chosen.embedder == "off":
+            return NoEmbedder()
+        if chosen.embedder == "local":
+            from .embedders.local import LocalEmbedder
+
+            return LocalEmbedder(threads=self.settings.torch_threads)
+        if not chosen.embeddingProvider or not chosen.embeddingModel:
+            raise InvalidInput("remote needs an embeddingProvider and an embeddingModel")
+        if chosen.embeddingProvider == "ollama":
+            from .embedders.http import OllamaEmbedder
+
+            return OllamaEmbedder(
+                self.settings.ollama_url,
+                chosen.embeddingModel,
+                self.settings.embed_timeout_s,
+                transport=self.transport,
+            )
+        if chosen.embeddingProvider not in self.upstreams:
+            raise InvalidInput(
+                f"no provider named {chosen.embeddingProvider!r} "
+                f"(ollama, or an UPSTREAMS name: {', '.join(sorted(self.upstreams)) or 'none'})"
+            )
+        from .embedders.http import OpenAIEmbedder
+
+        base, key = self.upstreams[chosen.embeddingProvider]
+        return OpenAIEmbedder(
+            base,
+            chosen.embeddingModel,
+            api_key=key,
+            timeout_s=self.settings.embed_timeout_s,
+            transport=self.transport,
+            provider=chosen.embeddingProvider,
+        )
+
+
+def _explain(exc: EmbedderUnavailable, chosen: EmbeddingSettings) -> str:
+    text = exc.message
+    refused = " 404" in text or " 405" in text or "answered 404" in text or "answered 405" in text
+    if refused and chosen.embeddingProvider != "ollama":
+        return f"that provider serves no embeddings ({text})"
+    if "no local embedder" in text:
+        return text
+    return f"the embedding model didn't answer: {text}"
+
+
+class EmbeddingManager:
+    """The current embedder for every process, cached for 30 s; changes re-embed in the background."""
+
+    def __init__(
+        self,
+        service: MemoryService,
+        queue: JobQueue,
+        providers: Providers,
+        defaults: EmbeddingSettings,
+        ttl_s: float = 30.0,
+        retry_delay_s: int = 60,
+    ):
+        self.service, self.queue, self.providers, self.defaults, self.ttl_s = (
+            service,
+            queue,
+            providers,
+            defaults,
+            ttl_s,
+        )
+        self.retry_delay_s = retry_delay_s
+        self._loaded_at = 0.0
+        self._current: EmbeddingSettings = defaults  # what the service's embedder was built from
+        self._lock = threading.Lock()
+
+    # ----- settings --------------------------------------------------------------------------------
+
+    def current(self) -> EmbeddingSettings:
+        """The stored settings (defaults until someone changes them), refreshed every ttl_s."""
+        with self._lock:
+            if not self._loaded_at or time.monotonic() - self._loaded_at > self.ttl_s:
+                data = self.service.state.embedding_settings()
+                stored = EmbeddingSettings(**data) if data is not None else self.defaults
+                if stored != self._current:
+                    self._apply(stored)
+                self._current, self._loaded_at = stored, time.monotonic()
+            return self._current
+
+    def _apply(self, chosen: EmbeddingSettings, embedder=None) -> None:
+        embedder = embedder or self.providers.build(chosen)
+        self.service.indexer.embedder = embedder
+        self.service.indexer.message_vector_chars = chosen.messageVectors
+
+    def change(self, patch: dict) -> EmbeddingSettings:
+        """Apply a PATCH: only what it names changes; a new model must embed a test string first."""
+        check_json("settings", patch)
+        allowed = set(EmbeddingSettings.model_fields)
+        unknown = set(patch) - allowed
+        if unknown:
+            raise InvalidInput(f"unknown settings: {', '.join(sorted(unknown))}")
+        old = self.current()
+        merged = old.model_dump()
+        merged.update(patch)
+        if patch.get("embedder") in ("local", "off"):
+            merged.update({k: patch.get(k) for k in ("embeddingProvider", "embeddingModel")})
+        try:
+            chosen = EmbeddingSettings(**merged)
+        except ValidationError as exc:
+            raise InvalidInput(
+                "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            ) from exc
+        embedder = self.providers.build(chosen)
+        model_changes = (
+            vector_name(getattr(embedder, "provider", "off"), getattr(embedder, "model", ""))
+            != self.service.dense_name
+        )
+        if not isinstance(embedder, NoEmbedder) and (model_changes or chosen.embedder != old.embedder):
+            try:
+                vectors = embedder.embed(["engram embedding test"])
+                if not vectors or not vectors[0]:
+                    raise EmbedderUnavailable("it answered with no vector")
+            except EmbedderUnavailable as exc:
+                raise InvalidInput(_explain(exc, chosen)) from exc
+        self.service.state.save_embedding_settings(chosen.model_dump())
+        with self._lock:
+            self._apply(chosen, embedder)
+            self._current, self._loaded_at = chosen, time.monotonic()
+        name = self.service.dense_name
+        if name is not None and model_changes:
+            self.queue.send(ReembedJob(vector=name))
+        return chosen
+
+    # ----- progress --------------------------------------------------------------------------------
+
+    def progress(self) -> dict:
+        """Counts from the index (exact counts on indexed payload fields, no scans of the records)."""
+        self.current()
+        name = self.service.dense_name
+        index = self.service.index
+        healthy = name is not None and self._answers()
+        count = lambda kind, dense=None: index.count(Scope(bot=None, kind=kind), dense=dense)  # noqa: E731
+        has_vectors = name is not None and name in index.dense_names()
+        return {
+            "model": getattr(self.service.embedder, "model", None) if healthy else None,
+            "memories": count("fact"),
+            "memoriesWithVectors": count("fact", name) if has_vectors else 0,
+            "messages": count("message"),
+            "withVectors": count("message", name) if has_vectors else 0,
+            "error": self.service.last_error,
+        }
+
+    def _answers(self) -> bool:
+        try:
+            self.service.embedder.embed(["ping"])
+            return True
+        except EmbedderUnavailable as exc:
+            self.service.indexer.last_error = exc.message
+            return False
+
+    # ----- re-embedding ----------------------------------------------------------------------------
+
+    def reembed(self, job: ReembedJob) -> None:
+        """One page: give the newest records still without this model's vector one; then queue the next."""
+        self.current()
+        if self.service.dense_name != job.vector:
+            log.info("re-embed for %s stopped: the model changed again", job.vector)
+            return
+        bots = self.service.records.bots()
+        if job.bot_index >= len(bots):
+            if job.phase == "fact":
+                self.queue.send(ReembedJob(vector=job.vector, phase="message"))
+            else:
+                self._finish(job.vector)
+            return
+        bot = bots[job.bot_index]
+        page = self.service.records.page(bot, job.phase, job.after_id, PAGE)
+        todo = page
+        if todo:
+            try:
+                done = self.service.indexer.add_dense(todo)
+            except Exception as exc:  # Qdrant down: try this page again in a minute
+                self.service.indexer.last_error = str(exc)
+                self.queue.send(job, delay_s=self.retry_delay_s)
+                return
+            if done < len(todo):
+                self.queue.send(
+                    job, delay_s=self.retry_delay_s
+                )  # the embedder is down: wait for it, keep our place
+                return
+        if len(page) < PAGE:
+            self.queue.send(ReembedJob(vector=job.vector, phase=job.phase, bot_index=job.bot_index + 1))
+        else:
+            self.queue.send(
+                ReembedJob(
+                    vector=job.vector, phase=job.phase, bot_index=job.bot_index, after_id=int(page[-1].id)
+                )
+            )
+
+    def _finish(self, vector: str) -> None:
+        """Every record has been through: drop every other model's vectors (the records are untouched)."""
+        index = self.service.index
+        for name in index.dense_names() - {vector}:
+            index.delete_dense(name)
+            self.service.indexer.dense_ready.discard(name)
+        log.info("re-embed for %s complete; other models' vectors deleted", vector)
+
+
+def defaults_from(settings: Settings) -> EmbeddingSettings:
+    """The settings the environment starts with (ENGRAM_EMBEDDER and friends)."""
+    if settings.embedder == "off":
+        return EmbeddingSettings(embedder="off")
+    if settings.embedder == "ollama":
+        return EmbeddingSettings(
+            embedder="remote", embeddingProvider="ollama", embeddingModel=settings.embedding_model
+        )
+    if settings.embedder == "remote":
+        return EmbeddingSettings(
+            embedder="remote", embeddingProvider="default", embeddingModel=settings.embedding_model
+        )
+    return EmbeddingSettings(embedder="local")
+
+
+def providers_from(settings: Settings, upstreams=(), transport=None) -> Providers:
+    """Ollama, the UPSTREAMS entries, and ENGRAM_REMOTE_EMBEDDINGS_URL as `default`."""
+    named = {u.name: (u.baseUrl, u.apiKey) for u in upstreams}
+    if settings.remote_embeddings_url:
+        named.setdefault("default", (settings.remote_embeddings_url, settings.remote_embeddings_key))
+    return Providers(settings, named, transport)

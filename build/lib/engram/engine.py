@@ -1,0 +1,98 @@
+"""Wiring: one engine per process (module-level singleton), built from the settings at first use."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .config import Settings, get_settings
+from .embedders import build_embedder
+from .jobs import JobQueue, build_queue
+from .service import MemoryService
+from .singleton import ProcessSingleton
+from .store import RecordStore, bind_tables
+from .vectors import VectorIndex, build_index
+
+if TYPE_CHECKING:
+    from .embedding import EmbeddingManager
+    from .indexing import IndexKeeper
+    from .proxy.settings import Upstream
+
+
+@dataclass
+class Engine:
+    """Everything a handler needs."""
+
+    settings: Settings
+    service: MemoryService
+    queue: JobQueue
+    embedding: EmbeddingManager
+    keeper: IndexKeeper
+
+    def refresh(self) -> None:
+        """Pick up embedder settings another process changed (a DynamoDB read at most every 30 s)."""
+        with contextlib.suppress(Exception):  # DynamoDB down: keep serving with what we have
+            self.embedding.current()
+
+    def api_key(self) -> str | None:
+        """The Memory API key: the configured value, else the SSM SecureString (cached 5 minutes)."""
+        if self.settings.api_key:
+            return self.settings.api_key
+        if self.settings.api_key_parameter:
+            from aws_lambda_powertools.utilities import parameters
+
+            return parameters.get_parameter(self.settings.api_key_parameter, decrypt=True, max_age=300)
+        return None
+
+    def close(self) -> None:
+        """Release the index."""
+        self.service.index.close()
+
+
+def _secret(settings: Settings) -> Settings:
+    if settings.qdrant_url and not settings.qdrant_api_key and settings.qdrant_api_key_parameter:
+        from aws_lambda_powertools.utilities import parameters
+
+        key = parameters.get_parameter(settings.qdrant_api_key_parameter, decrypt=True, max_age=300)
+        return settings.model_copy(update={"qdrant_api_key": key})
+    return settings
+
+
+def build_engine(
+    settings: Settings, index: VectorIndex | None = None, embedder=None, sqs_client=None
+) -> Engine:
+    """Build an engine; tests pass their own index, embedder or SQS client."""
+    settings = _secret(settings)
+    bind_tables(settings)
+    queue = build_queue(settings, sqs_client)
+    service = MemoryService(
+        records=RecordStore(),
+        index=index if index is not None else build_index(settings),
+        embedder=embedder if embedder is not None else build_embedder(settings),
+        queue=queue,
+    )
+    from .embedding import EmbeddingManager, defaults_from, providers_from
+
+    upstreams: list[Upstream] = []
+    try:
+        from .proxy.settings import get_proxy_settings
+
+        upstreams = get_proxy_settings().upstreams
+    except Exception:  # no proxy configured: Ollama and ENGRAM_REMOTE_EMBEDDINGS_URL only
+        pass
+    manager = EmbeddingManager(service, queue, providers_from(settings, upstreams), defaults_from(settings))
+    from .indexing import IndexKeeper
+
+    return Engine(
+        settings=settings,
+        service=service,
+        queue=queue,
+        embedding=manager,
+        keeper=IndexKeeper(service.indexer),
+    )
+
+
+_engine: ProcessSingleton[Engine] = ProcessSingleton(lambda: build_engine(get_settings()))
+get_engine = _engine.get
+set_engine = _engine.set

@@ -1,0 +1,409 @@
+"""The vector index as derived data. `Indexer` writes records' points (words, and the current model's
+meaning) and keeps pending records moving (index jobs, the sweep); `IndexKeeper` keeps the index a
+faithful copy of the records (DynamoDB is the system of record): reconcile both ways, and rebuild
+from the records, a page at a time."""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from .embedders import Embedder, NoEmbedder, vector_name
+from .errors import EmbedderUnavailable, IndexUnavailable, Unavailable
+from .jobs import IndexJob, JobQueue
+from .observability import timed
+from .retrieval import DEFAULT, Retrieval, date_words
+from .shapes import payload
+from .store import KINDS, Record, RecordStore, StateStore, now_ms
+from .vectors import IndexPoint, Scope, VectorIndex
+from .words import WordVectorizer
+
+log = logging.getLogger(__name__)
+PAGE = 200
+# Re-embedding embeds the next chunk while the previous one's vectors are stored (DynamoDB and Qdrant
+# wait on I/O while torch computes): 60 % -> 80 %+ of the embedder's own throughput here.
+PIPELINE_CHUNK = 250
+
+
+def _mix(own: list[float], context: list[float], weight: float) -> list[float]:
+    """own + weight * context, back to unit length."""
+    mixed = [a + weight * b for a, b in zip(own, context, strict=False)]
+    norm = math.sqrt(sum(x * x for x in mixed)) or 1.0
+    return [x / norm for x in mixed]
+
+
+def is_warm(embedder) -> bool:
+    """Whether the embedder answers without loading a model first (remote ones always do)."""
+    return getattr(embedder, "warm", True)
+
+
+class Indexer:
+    """Writes points for records and marks them indexed; a record stays pending (and a job or the sweep
+    finishes it) whenever the index, or the embedder, cannot be had right now."""
+
+    def __init__(
+        self,
+        records: RecordStore,
+        index: VectorIndex,
+        embedder: Embedder | NoEmbedder,
+        queue: JobQueue,
+        words: WordVectorizer,
+        message_vector_chars: int = 8000,
+        retrieval: Retrieval = DEFAULT,
+        state: StateStore | None = None,
+    ):
+        self.records = records
+        self.state = state or StateStore()
+        self.retrieval = retrieval
+        self.index = index
+        self.embedder = embedder
+        self.queue = queue
+        self.words = words
+        self.message_vector_chars = message_vector_chars
+        self.last_error: str | None = None
+        self.dense_ready: set[str] = set()
+        self._ahead = ThreadPoolExecutor(max_workers=2, thread_name_prefix="embed-ahead")
+
+    @property
+    def dense_name(self) -> str | None:
+        """The named vector of the current embedding model, or None when vectors are off."""
+        if isinstance(self.embedder, NoEmbedder):
+            return None
+        return vector_name(self.embedder.provider, self.embedder.model)
+
+    def vector_text(self, r: Record) -> str | None:
+        """The text a record's dense vector is made of (None: no dense vector)."""
+        if r.kind == "message":
+            return r.text[: self.message_vector_chars] if self.message_vector_chars > 0 and r.text else None
+        return r.text
+
+    def embed(self, texts: list[str], wait: bool = True) -> list[list[float]] | None:
+        """Dense vectors, or None when the embedder is off or down (the reason is kept), or still
+        loading and the caller will not wait."""
+        if self.dense_name is None or not texts or (not wait and not is_warm(self.embedder)):
+            return None
+        try:
+            with timed("embed"):
+                return self.embedder.embed(texts)
+        except EmbedderUnavailable as exc:
+            self.last_error = exc.message
+            log.warning("embedder unavailable: %s", exc.message)
+            return None
+
+    def dense_exists(self, name: str) -> bool:
+        """Whether the index has this model's vectors yet (cached once true)."""
+        if name not in self.dense_ready:
+            try:
+                if name not in self.index.dense_names():
+                    return False
+            except IndexUnavailable:
+                return False
+            self.dense_ready.add(name)
+        return True
+
+    def dense_vectors(self, records: list[Record], wait: bool = True) -> dict[int, list[float]]:
+        """Each record's dense vector: its own text's embedding, mixed with its conversation context's
+        (a chat reply means little without what it answers). One batched embed call; None texts skipped."""
+        own = {int(r.id): self.vector_text(r) for r in records}
+        context = {
+            int(r.id): r.context[: self.message_vector_chars] for r in records if r.context and own[int(r.id)]
+        }
+        texts = list(dict.fromkeys([t for t in own.values() if t] + list(context.values())))
+        vectors = self.embed(texts, wait)
+        name = self.dense_name
+        if not vectors or name is None:
+            return {}
+        if name not in self.dense_ready:
+            self.index.ensure_dense(name, len(vectors[0]))
+            self.dense_ready.add(name)
+        by_text = dict(zip(texts, vectors, strict=False))
+        return {
+            memory_id: _mix(by_text[text], by_text[context[memory_id]], self.retrieval.dense_context)
+            if memory_id in context
+            else by_text[text]
+            for memory_id, text in own.items()
+            if text
+        }
+
+    def embed_ahead(self, records: list[Record]) -> Future[dict[int, list[float]]] | None:
+        """Start the records' dense vectors now, in the background (a write embeds while DynamoDB stores
+        the records); None when vectors are off or the model is still loading."""
+        if self.dense_name is None or not is_warm(self.embedder) or not records:
+            return None
+        return self._ahead.submit(self.dense_vectors, records)
+
+    def index_records(
+        self,
+        records: list[Record],
+        wait: bool = True,
+        ahead: Future[dict[int, list[float]]] | None = None,
+    ) -> int:
+        """Write the points of records (words always, meaning when the embedder answers; without
+        `wait`, only if it is warm; `ahead`: vectors already being made); returns how many are complete.
+        Records left incomplete stay pending."""
+        if not records:
+            return 0
+        wanted = [(r, self.vector_text(r)) for r in records]
+        dense_by_id = ahead.result() if ahead is not None else self.dense_vectors(records, wait)
+        name = self.dense_name
+        points = [
+            IndexPoint(
+                id=int(r.id),
+                payload=payload(r),
+                words=self.words.document(
+                    r.text,
+                    context=r.context,
+                    date=date_words(int(r.created_at)) if self.retrieval.date_terms else None,
+                ),
+                dense={name: dense_by_id[int(r.id)]} if name is not None and int(r.id) in dense_by_id else {},
+            )
+            for r in records
+        ]
+        self.index.upsert(points)
+        done = [
+            (r, name if int(r.id) in dense_by_id else None)
+            for r, text in wanted
+            if int(r.id) in dense_by_id or not text or name is None
+        ]
+        vanished = [int(r.id) for r in self.records.mark_indexed_many(done)]
+        complete = len(done) - len(vanished)
+        if vanished:  # deleted while we embedded: take back the points we just wrote
+            self.index.delete(vanished)
+        if complete == len(records):
+            self.last_error = None
+        return complete
+
+    def unforgotten(self, records: list[Record]) -> list[Record]:
+        """Records whose user was not forgotten after they were made. The others are what a forget that
+        stopped half-way (a crash, a DynamoDB error) left: no point is written for them, and they are
+        deleted, finishing that forget, so a reconcile or a rebuild never makes them findable again.
+        Asked by the paths that index records they did not just write (index jobs, re-embedding, reconcile
+        and rebuild); a write has read the tombstones itself."""
+        if not records:
+            return records
+        gone = self.state.forgotten(records[0].bot, {r.user for r in records if r.user})
+        if not gone:
+            return records
+        left = [r for r in records if r.user in gone and gone[r.user] >= int(r.created_at)]
+        if left:
+            log.warning("finishing an interrupted forget: %d records", len(left))
+            self.index.delete([int(r.id) for r in left])
+            self.records.delete(left)
+        return [r for r in records if not (r.user in gone and gone[r.user] >= int(r.created_at))]
+
+    def index_or_defer(
+        self, bot: str, records: list[Record], ahead: Future[dict[int, list[float]]] | None = None
+    ) -> None:
+        """A write's points, without ever waiting for a model to load: words now, and a job for the
+        meaning if the embedder is still cold. If the index is down the records stay pending and a job
+        retries them (the sweep finds them even if the queue is down too)."""
+        warm = is_warm(self.embedder)
+        try:
+            complete = self.index_records(records, wait=warm, ahead=ahead)
+            if complete == len(records) or warm:
+                return  # incomplete with a warm embedder: it is down, and the sweep retries later
+            delay_s = 0
+        except (IndexUnavailable, Unavailable) as exc:
+            self.last_error = exc.message
+            log.warning("deferring vectors of %d records: %s", len(records), exc.message)
+            delay_s = 30
+        try:
+            self.queue.send(IndexJob(bot=bot, ids=sorted(int(r.id) for r in records)), delay_s=delay_s)
+        except Exception:
+            log.exception("could not queue an index job for %d records", len(records))
+
+    def add_dense(self, records: list[Record]) -> int:
+        """Give existing points the current model's vector without touching their other models' vectors
+        (re-embedding: a switch back reuses them); records still pending are indexed whole. Returns how
+        many now have it (or need none). Which points have it is asked of the index, so re-embedding
+        writes nothing to DynamoDB; the next chunk is embedded while the last one is stored."""
+        waiting = [r for r in records if r.pending]
+        pending = self.unforgotten(waiting)  # what an interrupted forget left needs no vector: counted done
+        indexed = [r for r in records if not r.pending]
+        done = (self.index_records(pending) if pending else 0) + len(waiting) - len(pending)
+        todo = self._without_dense(indexed)
+        done += len(indexed) - len(todo)
+        added, complete = self._add_dense_pipelined(todo)
+        done += added
+        if complete and done == len(records):
+            self.last_error = None  # vectors are filling in again
+        return done
+
+    def _without_dense(self, indexed: list[Record]) -> list[Record]:
+        """The indexed records whose points lack the current model's vector (asked of the index)."""
+        name = self.dense_name
+        have = (
+            self.index.with_dense(name, [r.id for r in indexed])
+            if name is not None and indexed and self.dense_exists(name)
+            else set()
+        )
+        return [r for r in indexed if r.id not in have and self.vector_text(r)]
+
+    def _add_dense_pipelined(self, todo: list[Record]) -> tuple[int, bool]:
+        """Embed chunk by chunk, the next one while the last one's vectors are stored; (how many points got
+        their vector, whether all did: False when the embedder went down part-way)."""
+        chunks = [todo[i : i + PIPELINE_CHUNK] for i in range(0, len(todo), PIPELINE_CHUNK)]
+        name = self.dense_name
+        if not chunks:
+            return 0, True
+        if name is None:
+            return 0, False
+        done = 0
+        current = self._ahead.submit(self.dense_vectors, chunks[0])
+        for i in range(len(chunks)):
+            vectors = current.result()
+            following = self._ahead.submit(self.dense_vectors, chunks[i + 1]) if i + 1 < len(chunks) else None
+            if not vectors:
+                if following is not None:
+                    # the embedder is down: let the chunk in flight finish before returning
+                    following.result()
+                return done, False
+            live = self.index.existing(list(vectors))  # a record removed meanwhile has no point to update
+            self.index.set_dense(name, {i: v for i, v in vectors.items() if i in live})
+            done += len(vectors)
+            if following is None:
+                break
+            current = following
+        return done, True
+
+    def fill_vectors(self, bot: str, ids: list[int]) -> int:
+        """Index job: write points for records that still exist; returns how many are complete."""
+        records = self.unforgotten(list(self.records.batch_get(bot, ids).values()))
+        return self.index_records(records)
+
+    def sweep(self, batch: int = 100, grace_ms: int = 60_000) -> int:
+        """Queue index jobs for every record still waiting for vectors; returns how many were queued.
+        Records changed in the last minute are left alone: their own write is still indexing them."""
+        queued = 0
+        cutoff = now_ms() - grace_ms
+        for bot in self.records.bots_with_pending():
+            ids = self.records.pending_ids(bot, 10_000)
+            for start in range(0, len(ids), batch):
+                found = self.records.batch_get(bot, ids[start : start + batch])
+                due = [i for i, r in found.items() if r.pending and int(r.updated_at) <= cutoff]
+                if due:
+                    self.queue.send(IndexJob(bot=bot, ids=sorted(due)))
+                    queued += len(due)
+        return queued
+
+
+@dataclass
+class Progress:
+    """What an index pass has done so far (for /healthz and the progress endpoint)."""
+
+    action: str = "idle"  # idle | reconciling | rebuilding
+    last: str | None = None  # the pass that finished last (reconciling | rebuilding)
+    records: int = 0
+    points: int = 0
+    reindexed: int = 0
+    orphans_deleted: int = 0
+    error: str | None = None
+    started_ms: int | None = None
+    finished_ms: int | None = None
+
+    def as_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class IndexKeeper:
+    """Reconcile and rebuild, through one indexer. Pages are bounded, so each call fits a worker job."""
+
+    indexer: Indexer
+    progress: Progress = field(default_factory=Progress)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def bots(self) -> list[str]:
+        """Every bot that has records."""
+        return self.indexer.records.bots()
+
+    def _pages(self, bot: str) -> Iterator[list[Record]]:
+        """Every record of a bot, a page at a time, each kind newest first."""
+        for kind in KINDS:
+            before = None
+            while page := self.indexer.records.page(bot, kind, before, PAGE):
+                self.progress.records += len(page)
+                yield page
+                if len(page) < PAGE:
+                    break
+                before = int(page[-1].id)
+
+    def _reindex(self, records: list[Record]) -> None:
+        """Write these records' points again; pending first, so if the embedder is down the sweep finishes."""
+        records = [
+            r for r in self.indexer.unforgotten(records) if self.indexer.records.mark_pending(r)
+        ]  # deleted meanwhile: left alone
+        if records:
+            self.indexer.index_records(records)
+        self.progress.reindexed += len(records)
+
+    # ----- reconcile ----------------------------------------------------------------------------------
+
+    def reconcile_points(self, bot: str) -> int:
+        """Delete the bot's points that have no record (left by a crash between the two stores)."""
+        deleted, after = 0, None
+        while True:
+            ids, after = self.indexer.index.scroll_ids(Scope(bot=bot), after, PAGE)
+            if ids:
+                present = self.indexer.records.batch_get(bot, ids)
+                orphans = [i for i in ids if i not in present]
+                if orphans:
+                    self.indexer.index.delete(orphans)
+                    deleted += len(orphans)
+                self.progress.points += len(ids)
+                self.progress.orphans_deleted += len(orphans)
+            if after is None:
+                return deleted
+
+    def reconcile_records(self, bot: str) -> int:
+        """Re-index the bot's records marked indexed whose point is missing; returns how many."""
+        fixed = 0
+        for page in self._pages(bot):
+            indexed = [r for r in page if not r.pending]
+            held = self.indexer.index.existing([int(r.id) for r in indexed])
+            missing = [r for r in indexed if int(r.id) not in held]
+            self._reindex(missing)
+            fixed += len(missing)
+        return fixed
+
+    def reconcile(self, bot: str | None = None) -> dict:
+        """Both ways, for one bot or all: orphan points deleted, missing points written again."""
+        return self._pass("reconciling", bot, lambda b: (self.reconcile_points(b), self.reconcile_records(b)))
+
+    # ----- rebuild ------------------------------------------------------------------------------------
+
+    def rebuild(self, bot: str | None = None) -> dict:
+        """Write every record's point again from DynamoDB (the collection may be empty or gone)."""
+
+        def one(b: str) -> None:
+            for page in self._pages(b):
+                self._reindex(page)
+            self.reconcile_points(b)
+
+        return self._pass("rebuilding", bot, one)
+
+    def needs_rebuild(self) -> bool:
+        """An empty index next to records: the index was lost (deleted, or a new Qdrant)."""
+        if self.indexer.index.count(Scope(bot=None)) > 0:
+            return False
+        return any(self.indexer.records.page(b, k, None, 1) for b in self.bots() for k in KINDS)
+
+    def _pass(self, action: str, bot: str | None, run: Callable[[str], object]) -> dict:
+        with self._lock:
+            self.progress = Progress(action=action, started_ms=now_ms())
+            try:
+                for b in [bot] if bot else self.bots():
+                    run(b)
+            except Exception as exc:  # Qdrant or DynamoDB down: say so, the next pass picks it up
+                self.progress.error = str(exc)
+                log.warning("index %s stopped: %s", action, exc)
+            finally:
+                self.progress.finished_ms = now_ms()
+                self.progress.last = action
+                done = self.progress.as_json()
+                self.progress.action = "idle"
+            return done

@@ -1,0 +1,190 @@
+"""Typed jobs on SQS: what a worker runs, how it is sent, and how a batch is processed."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Literal, Protocol
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+
+class IndexJob(BaseModel):
+    """Write the points (words + current dense vector) of these records; idempotent by (bot, ids)."""
+
+    kind: Literal["index"] = "index"
+    bot: str
+    ids: list[int] = Field(min_length=1, max_length=500)
+
+
+class SweepJob(BaseModel):
+    """Find records still waiting for vectors and queue index jobs for them."""
+
+    kind: Literal["sweep"] = "sweep"
+
+
+class ExtractJob(BaseModel):
+    """After a LibreChat turn: extract durable facts from the exchange and store them."""
+
+    kind: Literal["extract"] = "extract"
+    bot: str
+    user: str
+    conversation: str
+    project: str | None = None
+    upstream: str | None = None
+    model: str | None = None
+    mode: Literal["llm", "explicit"] = "llm"
+    user_text: str = Field(max_length=20_000)
+    assistant_text: str = Field("", max_length=20_000)
+    # When the turn happened: if its user is forgotten after that, nothing of it is stored (0: unknown,
+    # which any forget of the user refuses).
+    queued_at: int = 0
+
+
+class DiscordJob(BaseModel):
+    """Slow work for a Discord interaction: remember (plan a backfill), forget, ask, export, or catch up
+    (without a channel: fan out one catch-up job per readable channel; with one: that channel)."""
+
+    kind: Literal["discord"] = "discord"
+    action: Literal["remember", "forget", "ask", "catchup", "export", "forget-message"]
+    user: str | None = None
+    guild: str | None = None
+    channel: str | None = None
+    token: str | None = None
+    interaction_id: str | None = None
+    prompt: str | None = Field(None, max_length=6000)
+    issued_at: int = 0
+    target_id: str | None = None  # forget-message: the Discord message id
+    # catch-up of a channel marked unreadable, tried again: readable now means unmarked
+    recheck: bool = False
+    # the channel's newest message id when it was listed: history answering [] then means no permission
+    last_message_id: str | None = None
+    parent_id: str | None = None  # a thread's channel, stored with its messages (whose permissions apply)
+    # catch-up of a gap older than the newest page (a new channel, or more than 100 new messages): paged
+    # backwards from `before` down to `until` (exclusive; None: the channel's first message), a few pages a
+    # job
+    before: str | None = None
+    until: str | None = None
+
+    def need(self, name: Literal["user", "guild", "channel", "prompt", "target_id"]) -> str:
+        """A field this action cannot run without: a job missing it is malformed (SQS retries it into the
+        dead-letter queue, where it can be read)."""
+        value = getattr(self, name)
+        if not value:
+            raise ValueError(f"a {self.action} job without {name}")
+        return str(value)
+
+
+class BackfillJob(BaseModel):
+    """A bounded number of history pages of one channel for one user; continues itself until done.
+    Idempotent by the Discord message id of every message it stores."""
+
+    kind: Literal["discord-backfill"] = "discord-backfill"
+    user: str
+    guild: str
+    channel: str
+    run: str
+    # Which link of the channel's chain this is: a duplicate delivery of a link already run is dropped.
+    step: int = 0
+    # When the run began (consent): a user forgotten since then has nothing of theirs stored by it.
+    origin: int = 0
+    last_message_id: str | None = None  # as listed: a first page of [] then means no Read Message History
+    parent_id: str | None = None  # a thread's channel, stored with its messages (whose permissions apply)
+
+
+class ReembedJob(BaseModel):
+    """One page of re-embedding for a model: facts first, then messages, newest first; resumable."""
+
+    kind: Literal["reembed"] = "reembed"
+    vector: str
+    phase: Literal["fact", "message"] = "fact"
+    bot_index: int = 0
+    after_id: int | None = None
+
+
+class IndexMaintenanceJob(BaseModel):
+    """Reconcile the index with the records (both ways), or rebuild it from them: one bot per job
+    (without a bot: one job per bot is queued)."""
+
+    kind: Literal["index-maintenance"] = "index-maintenance"
+    action: Literal["reconcile", "rebuild"]
+    bot: str | None = None
+
+
+Job = Annotated[
+    IndexJob | SweepJob | ExtractJob | DiscordJob | BackfillJob | ReembedJob | IndexMaintenanceJob,
+    Field(discriminator="kind"),
+]
+_JOB = TypeAdapter(Job)
+
+
+def parse_job(body: str):
+    """A job from an SQS message body (raises pydantic.ValidationError on a malformed one)."""
+    return _JOB.validate_json(body)
+
+
+class JobQueue(Protocol):
+    """Where jobs go."""
+
+    def send(self, job: BaseModel, delay_s: int = 0) -> None:
+        """Queue one job."""
+
+
+class SqsQueue:
+    """Jobs as SQS messages (standard queue with a DLQ behind it)."""
+
+    def __init__(self, client, queue_url: str):
+        self._client = client
+        self.queue_url = queue_url
+
+    def send(self, job: BaseModel, delay_s: int = 0) -> None:
+        """Send one job; delays beyond SQS's 15 minutes are capped."""
+        self._client.send_message(
+            QueueUrl=self.queue_url, MessageBody=job.model_dump_json(), DelaySeconds=min(max(delay_s, 0), 900)
+        )
+
+
+class DroppingQueue:
+    """No queue configured: jobs are dropped, and the sweep finds their records later."""
+
+    def __init__(self):
+        self.dropped: list[str] = []
+
+    def send(self, job: BaseModel, delay_s: int = 0) -> None:
+        """Remember what was dropped (for status and tests)."""
+        self.dropped.append(json.dumps(job.model_dump()))
+
+
+INTERACTIVE_ACTIONS = ("remember", "forget", "ask", "export", "forget-message")
+
+
+def is_interactive(job: BaseModel) -> bool:
+    """Whether someone is waiting on this job's answer (it goes on the interactive queue)."""
+    return isinstance(job, DiscordJob) and job.action in INTERACTIVE_ACTIONS
+
+
+class RoutedQueue:
+    """Interactive jobs on their own queue, so they never wait behind a backfill flood; the rest on the
+    jobs queue."""
+
+    def __init__(self, jobs: JobQueue, interactive: JobQueue):
+        self.jobs = jobs
+        self.interactive = interactive
+
+    def send(self, job: BaseModel, delay_s: int = 0) -> None:
+        """Queue one job on the queue its kind belongs to."""
+        (self.interactive if is_interactive(job) else self.jobs).send(job, delay_s)
+
+
+def build_queue(settings, sqs_client=None) -> JobQueue:
+    """SQS when a queue URL is configured (interactive jobs on their own queue when one is configured),
+    else a queue that drops (the sweep recovers)."""
+    if not settings.jobs_queue_url:
+        return DroppingQueue()
+    if sqs_client is None:
+        import boto3
+
+        sqs_client = boto3.client("sqs", region_name=settings.aws_region, endpoint_url=settings.sqs_endpoint)
+    jobs = SqsQueue(sqs_client, settings.jobs_queue_url)
+    if not settings.interactive_queue_url:
+        return jobs
+    return RoutedQueue(jobs, SqsQueue(sqs_client, settings.interactive_queue_url))

@@ -1,0 +1,164 @@
+"""Memories people can take with them: a bot's records (or one user's) as NDJSON, streamed a page at a
+time, and the same NDJSON imported — idempotent (facts fold into the memory already there, messages
+dedupe by source id), checked line by line (a bad line is reported by number and nothing of it is
+stored), its vectors made by index jobs afterwards."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+
+from .domain import required_name
+from .errors import EngramError, Forgotten, InvalidInput
+from .service import ChatMessage, MemoryService, check_name
+from .shapes import export_line
+from .store import KINDS
+
+PAGE = 200
+BATCH = 200  # messages stored per add_messages call while importing
+
+
+def export_lines(service: MemoryService, bot: str, user: str | None = None) -> Iterator[str]:
+    """NDJSON of every record of the bot (or of one user), oldest first per kind, a page at a time."""
+    bot, user = required_name("bot", bot), check_name("userId", user)
+    records = service.records
+    if user is not None:
+        after = None
+        while ids := records.user_ids_oldest_first(bot, user, after, PAGE):
+            found = records.batch_get(bot, ids)
+            for i in ids:
+                if i in found:
+                    yield json.dumps(export_line(found[i]), ensure_ascii=False) + "\n"
+            after = ids[-1]
+        return
+    for kind in KINDS:
+        after = None
+        while page := records.page(bot, kind, after, PAGE, oldest_first=True):
+            for r in page:
+                yield json.dumps(export_line(r), ensure_ascii=False) + "\n"
+            after = int(page[-1].id)
+
+
+class ImportLine(BaseModel):
+    """One line of an export."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["fact", "message"]
+    id: str | None = Field(None, max_length=40, description="The id in the bot it came from (not kept)")
+    text: str = Field("", max_length=16_000)
+    savedBy: Literal["bot", "owner", "user"] = "user"
+    createdAt: AwareDatetime | None = None
+    updatedAt: AwareDatetime | None = None
+    userId: str | None = None
+    serverId: str | None = None
+    project: str | None = None
+    sourceMessageId: str | None = None
+    threadId: str | None = None
+    context: str | None = None
+    contextUserId: str | None = None
+    content: dict[str, Any] | None = None
+
+
+def _ms(value: datetime | None) -> int | None:
+    return int(value.astimezone(UTC).timestamp() * 1000) if value else None
+
+
+def _error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return f"{where}: {first['msg']}" if where else first["msg"]
+    if isinstance(exc, EngramError):
+        return exc.message
+    return str(exc)
+
+
+def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict[str, Any]:
+    """Store an export's lines into `bot`; returns counts and every bad line's number and reason."""
+    bot = required_name("bot", bot)
+    counts = {"facts": {"created": 0, "existing": 0}, "messages": {"created": 0, "existing": 0}}
+    errors: list[dict[str, Any]] = []
+    pending: list[ChatMessage] = []
+    seen: set[str] = set()
+
+    def flush() -> None:
+        if pending:
+            created = service.add_messages(bot, pending, defer_vectors=True).created
+            counts["messages"]["created"] += created
+            counts["messages"]["existing"] += len(pending) - created
+            pending.clear()
+            seen.clear()
+
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            line = ImportLine.model_validate_json(raw)
+            for field, value in (
+                ("userId", line.userId),
+                ("serverId", line.serverId),
+                ("project", line.project),
+                ("threadId", line.threadId),
+                ("contextUserId", line.contextUserId),
+            ):
+                check_name(field, value)
+            # An export taken before a forget must not bring the forgotten back: what was written before its
+            # user's forget is refused, and a context quoting someone forgotten since is left out
+            gone = service.state.forgotten(bot, {u for u in (line.userId, line.contextUserId) if u})
+            written = _ms(line.createdAt) or 0
+            if line.userId in gone and gone[line.userId] >= written:
+                raise Forgotten(f"its user {line.userId!r} was forgotten after it was written")
+            if line.contextUserId in gone and gone[line.contextUserId] >= written:
+                line.context, line.contextUserId = None, None
+            if line.kind == "fact":
+                _, created = service.add_fact(
+                    bot,
+                    line.text,
+                    user=line.userId,
+                    server=line.serverId,
+                    project=line.project,
+                    saved_by=line.savedBy,
+                    created_at=_ms(line.createdAt),
+                    updated_at=_ms(line.updatedAt),
+                    defer_vectors=True,
+                    origin=written or None,
+                )
+                counts["facts"]["created" if created else "existing"] += 1
+                continue
+            if not line.sourceMessageId:
+                raise ValueError("a message needs its sourceMessageId")
+            message = ChatMessage(
+                source_id=line.sourceMessageId,
+                text=line.text,
+                user=line.userId,
+                server=line.serverId,
+                project=line.project,
+                created_at=_ms(line.createdAt),
+                updated_at=_ms(line.updatedAt),
+                content=line.content,
+                saved_by=line.savedBy,
+                thread=line.threadId,
+                context=line.context,
+                context_author=line.contextUserId if line.context else None,
+            )
+            if message.source_id in seen:  # twice in one batch: the first stands
+                counts["messages"]["existing"] += 1
+                continue
+        except (
+            ValidationError,
+            InvalidInput,
+            ValueError,
+            Forgotten,
+        ) as exc:  # Unavailable: the caller hears 503
+            errors.append({"line": number, "error": _error(exc)})
+            continue
+        seen.add(message.source_id)
+        pending.append(message)
+        if len(pending) >= BATCH:
+            flush()
+    flush()
+    return {**counts, "errors": errors}

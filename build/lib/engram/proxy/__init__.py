@@ -1,0 +1,1 @@
+"""The LibreChat front door: an OpenAI/Anthropic-compatible memory proxy and its MCP tools."""

@@ -1,0 +1,216 @@
+"""Post-turn extraction: ask a model for durable facts as JSON, tolerate what small models send back,
+drop secrets and what is already known, and store the rest. Runs in the worker, never in the reply."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+import httpx
+
+from ..errors import Forgotten
+from ..jobs import ExtractJob
+from ..service import MemoryService
+from ..vectors import Scope
+from .memory import explicit_fact
+from .settings import ProxySettings, Upstream
+
+log = logging.getLogger(__name__)
+
+PROMPT = """You maintain long-term memory about a user from their chats with an assistant.
+From the exchange below, extract at most {n} durable facts worth remembering in later chats:
+the user's preferences, personal details, circumstances, projects, plans and decisions.
+Each fact is one sentence that stands on its own, about "the user" (third person).
+Skip small talk, questions, anything only true for this chat, and anything the assistant said
+that the user did not confirm. Never include secrets: passwords, API keys, tokens, account or card numbers.
+Answer with only a JSON object: {{"memories": ["fact", ...]}} (an empty list when nothing is worth
+keeping)."""
+
+_SECRET = re.compile(
+    r"(?i)\b(password|passwd|passphrase|api[ _-]?key|secret|access[ _-]?token|private[ _-]?key"
+    r"|pin code|ssn)\b"
+    r"|\bsk-[A-Za-z0-9_-]{12,}|\bgh[pousr]_[A-Za-z0-9]{20,}|\bAKIA[0-9A-Z]{16}\b|-----BEGIN"
+    r"|\b(?:\d[ -]?){13,19}\b|\b[A-Za-z0-9+/_-]{32,}\b"
+)
+
+
+def looks_secret(text: str) -> bool:
+    """Whether a fact carries something that must never be stored."""
+    return bool(_SECRET.search(text))
+
+
+def parse_memories(text: str) -> list[str] | None:
+    """The facts in a model's answer: JSON in fences or prose, repaired when malformed; None if hopeless."""
+    if not isinstance(text, str):
+        return None
+    body = re.sub(r"```(?:json)?", "", text)
+    candidates = []
+    start, end = body.find("{"), body.rfind("}")
+    if start != -1 and end > start:
+        candidates.append(body[start : end + 1])
+    start, end = body.find("["), body.rfind("]")
+    if start != -1 and end > start:
+        candidates.append(body[start : end + 1])
+    for candidate in candidates:
+        for attempt in (candidate, _repair(candidate)):
+            try:
+                value = json.loads(attempt)
+            except ValueError:
+                continue
+            items = value.get("memories") if isinstance(value, dict) else value
+            if isinstance(items, list):
+                return [i.strip() for i in items if isinstance(i, str) and i.strip()]
+    return None
+
+
+def _repair(candidate: str) -> str:
+    fixed = (
+        candidate.replace("\u201c", '"').replace("\u201d", '"').replace("\u2018", "'").replace("\u2019", "'")
+    )
+    fixed = _requote(fixed)  # Python-style 'quoting', apostrophes inside kept
+    fixed = re.sub(r",\s*([}\]])", r"\1", fixed)  # trailing commas
+    fixed = re.sub(r"([{,]\s*)([A-Za-z_]\w*)\s*:", r'\1"\2":', fixed)  # bare keys
+    return fixed
+
+
+def _requote(text: str) -> str:
+    """Turn single-quoted strings into JSON strings: a quote opens a string only after [ { , : and
+    closes it only before ] } , : so an apostrophe inside (the user's) stays text."""
+    out, quote = [], None
+    for i, ch in enumerate(text):
+        if quote is None:
+            if ch in "'\"":
+                before = text[:i].rstrip()[-1:] or "["
+                if ch == '"' or before in "[{,:":
+                    quote = ch
+                    out.append('"')
+                    continue
+            out.append(ch)
+            continue
+        if ch == quote:
+            after = text[i + 1 :].lstrip()[:1] or "]"
+            if quote == '"' or after in "]},:":
+                quote = None
+                out.append('"')
+                continue
+        if ch == '"' and quote == "'":
+            out.append('\\"')
+        elif ch == "\\" and quote == '"' and i + 1 < len(text):
+            out.append(ch)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+class Extractor:
+    """Runs extract jobs."""
+
+    def __init__(
+        self, settings: ProxySettings, service: MemoryService, transport: httpx.BaseTransport | None = None
+    ):
+        self.settings = settings
+        self.service = service
+        self._client = httpx.Client(timeout=settings.extract_timeout_ms / 1000, transport=transport)
+
+    def run(self, job: ExtractJob) -> list[str]:
+        """Extract and store; returns the facts stored."""
+        if job.mode == "explicit":
+            fact = explicit_fact(job.user_text)
+            candidates = [fact] if fact else []
+        else:
+            candidates = self._ask(job)
+        stored: list[str] = []
+        if self.service.refused(job.bot, {job.user}, job.queued_at):
+            log.info("extraction dropped: its user was forgotten after the turn")
+            return stored
+        for fact in candidates[: self.settings.max_per_turn]:
+            if looks_secret(fact):
+                log.info("extraction dropped a fact that looks like a secret")
+                continue
+            if len(fact) > 1000 or self._known(job, fact):
+                continue
+            try:  # the check again at the moment of writing: a forget during the model call wins
+                _, created = self.service.add_fact(
+                    job.bot, fact, user=job.user, project=job.project, saved_by="bot", origin=job.queued_at
+                )
+            except Forgotten:
+                log.info("extraction dropped: its user was forgotten while it ran")
+                return stored
+            if created:
+                stored.append(fact)
+        return stored
+
+    def _known(self, job: ExtractJob, fact: str) -> bool:
+        scope = Scope(bot=job.bot, kind="fact", user=job.user)
+        similar = self.service.similar(scope, fact)
+        return similar is not None and similar[1] >= self.settings.dedupe_threshold
+
+    def _ask(self, job: ExtractJob) -> list[str]:
+        exchange = f"User: {job.user_text}\n\nAssistant: {job.assistant_text}"
+        system = PROMPT.format(n=self.settings.max_per_turn)
+        answer = self._complete(job, system, exchange)
+        if answer is None:
+            return []
+        facts = parse_memories(answer)
+        if facts is None:  # one more try, asking for nothing but the JSON
+            answer = self._complete(
+                job, system, exchange + '\n\nReply with only the JSON object {"memories": [...]}.'
+            )
+            facts = parse_memories(answer or "")
+        if facts is None:
+            # never the answer itself: it quotes what the user said (README: no log line carries memory text)
+            log.warning(
+                "extraction dropped: the model's answer was not JSON even after a retry (%d chars)",
+                len(answer or ""),
+            )
+            return []
+        return facts
+
+    def _complete(self, job: ExtractJob, system: str, user: str) -> str | None:
+        s = self.settings
+        try:
+            if s.extract_base_url and s.extract_model:
+                return self._openai(s.extract_base_url, s.extract_api_key, s.extract_model, system, user)
+            upstream = s.upstream(job.upstream) if job.upstream else None
+            if upstream is None or not upstream.apiKey or not job.model:
+                # never spend a caller's own credential after the fact: it is not ours to keep
+                log.warning(
+                    "extraction skipped: no EXTRACT_* model and the chat's upstream holds no key of ours"
+                )
+                return None
+            if upstream.api == "anthropic":
+                return self._anthropic(upstream, job.model, system, user)
+            return self._openai(upstream.url("v1").rstrip("/"), upstream.apiKey, job.model, system, user)
+        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+            log.warning("extraction call failed: %s", exc)
+            return None
+
+    def _openai(self, base: str, key: str | None, model: str, system: str, user: str) -> str:
+        base = base.rstrip("/")
+        url = f"{base}/chat/completions" if base.endswith("/v1") else f"{base}/v1/chat/completions"
+        r = self._client.post(
+            url,
+            headers={"Authorization": f"Bearer {key}"} if key else {},
+            json={
+                "model": model,
+                "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+                "temperature": 0,
+            },
+        )
+        r.raise_for_status()
+        return r.json()["choices"][0]["message"]["content"] or ""
+
+    def _anthropic(self, upstream: Upstream, model: str, system: str, user: str) -> str:
+        r = self._client.post(
+            upstream.url("v1/messages"),
+            headers={"x-api-key": upstream.apiKey or "", "anthropic-version": "2023-06-01"},
+            json={
+                "model": model,
+                "max_tokens": 1024,
+                "system": system,
+                "messages": [{"role": "user", "content": user}],
+            },
+        )
+        r.raise_for_status()
+        return "".join(b.get("text", "") for b in r.json()["content"] if b.get("type") == "text")

@@ -1,0 +1,159 @@
+"""The MCP endpoint: explicit memory tools for LibreChat agents (streamable HTTP, stateless, JSON
+responses, bearer key, the same identity headers as the proxy)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import JSONResponse
+
+from .. import __version__
+from ..errors import EngramError
+from ..text import format_memory_id
+from .memory import Turn
+from .runtime import Proxy
+
+INSTRUCTIONS = (
+    "engram already recalls relevant memories automatically before every turn and stores durable facts "
+    "after it. Reach for these tools only when that is not enough: to search for something the automatic "
+    "recall missed, to save something the user explicitly asks you to remember, to correct or delete a "
+    "memory, or to turn automatic memory on or off for this chat."
+)
+
+
+def build_mcp_server(proxy_factory: Callable[[], Proxy]) -> MCPServer:
+    """The MCP server with engram's memory tools."""
+    server = MCPServer(name="engram", instructions=INSTRUCTIONS, version=__version__)
+
+    async def turn_of(ctx: Context) -> tuple[Proxy, Turn]:
+        proxy = proxy_factory()
+        headers = ctx.headers or {}
+        user = headers.get(proxy.settings.user_header)
+        if not user:
+            raise ToolError(f"the {proxy.settings.user_header} header is required")
+        conversation = headers.get(proxy.settings.conversation_header)
+        project = (
+            await run_in_threadpool(proxy.projects.project, user, conversation) if conversation else None
+        )
+        return proxy, Turn(user=user, conversation=conversation, project=project, authorized=True)
+
+    async def call(fn, *args):
+        try:
+            return await run_in_threadpool(fn, *args)
+        except EngramError as exc:  # anticipated: the client (and the model) read the reason
+            raise ToolError(exc.message) from exc
+
+    @server.tool()
+    async def search_memory(query: str, ctx: Context, limit: int = 10) -> str:
+        """Search this user's memories by words and meaning (scoped like automatic recall)."""
+        proxy, turn = await turn_of(ctx)
+        found = await call(proxy.memory.search, turn, query, max(1, min(limit, 50)))
+        return "\n".join(f"{format_memory_id(m.id)}: {m.text}" for m in found) or "Nothing found."
+
+    @server.tool()
+    async def save_memory(text: str, ctx: Context) -> str:
+        """Store a memory now (one fact, at most 1,000 characters)."""
+        proxy, turn = await turn_of(ctx)
+        memory, created = await call(proxy.memory.save, turn, text)
+        return (
+            f"{'Saved' if created else 'Already remembered'} as {format_memory_id(memory.id)}: {memory.text}"
+        )
+
+    @server.tool()
+    async def update_memory(id: str, text: str, ctx: Context) -> str:
+        """Correct one of this user's memories (id like mem:12); if it now says what another says, they
+        merge."""
+        proxy, turn = await turn_of(ctx)
+        memory = await call(proxy.memory.update, turn, id, text)
+        return f"{format_memory_id(memory.id)} now says: {memory.text}"
+
+    @server.tool()
+    async def forget_memory(id: str, ctx: Context) -> str:
+        """Delete one of this user's memories (id like mem:12)."""
+        proxy, turn = await turn_of(ctx)
+        memory = await call(proxy.memory.forget, turn, id)
+        return f"Forgot {format_memory_id(memory.id)}: {memory.text}"
+
+    @server.tool()
+    async def forget_me(confirm: bool, ctx: Context) -> str:
+        """Forget everything engram keeps about this user (every memory, settings, anything queued), for
+        good; needs confirm=true. The same forget as the Memory API's and Discord's."""
+        proxy, turn = await turn_of(ctx)
+        if confirm is not True:
+            return "Nothing forgotten: call forget_me with confirm=true to forget everything about you."
+        return await call(proxy.memory.forget_me, turn)
+
+    @server.tool()
+    async def memory_status(ctx: Context) -> str:
+        """Whether automatic memory is on for this chat, why, and the chat's project."""
+        proxy, turn = await turn_of(ctx)
+        return await call(proxy.memory.status, turn)
+
+    @server.tool()
+    async def set_memory_enabled(enabled: bool, ctx: Context) -> str:
+        """Turn automatic memory on or off for this chat."""
+        proxy, turn = await turn_of(ctx)
+        if not turn.conversation:
+            raise ToolError(f"the {proxy.settings.conversation_header} header is required")
+        await call(proxy.memory.set_enabled, turn, enabled)
+        return f"Memory is now {'on' if enabled else 'off'} for this chat."
+
+    return server
+
+
+class MCPEndpoint:
+    """ASGI app for /mcp: checks the bearer key, then serves each request with a fresh stateless
+    session manager, so it needs no lifespan (Mangum runs one per invocation; uvicorn once)."""
+
+    def __init__(self, proxy_factory: Callable[[], Proxy]):
+        self.proxy_factory = proxy_factory
+        self.server = build_mcp_server(proxy_factory)
+        # API Gateway and Function URL hosts vary; the bearer key is what keeps strangers out.
+        self.security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        proxy = self.proxy_factory()
+        if not proxy.settings.mcp_enabled:
+            await JSONResponse(
+                {"error": {"code": "not_found", "message": "MCP is off (MCP_ENABLED=false)"}}, status_code=404
+            )(scope, receive, send)
+            return
+        if not (scheme.lower() == "bearer" and proxy.key_matches(token)):
+            response = JSONResponse(
+                {"error": {"code": "unauthorized", "message": "missing or wrong bearer key"}}, status_code=401
+            )
+            await response(scope, receive, send)
+            return
+        if scope["method"] == "GET":
+            # Stateless and JSON-only: no server-to-client stream to offer. 405 is the spec's answer,
+            # and clients (LibreChat's SDK) then stop asking, instead of holding a stream (and, on
+            # Lambda, an invocation) open until the timeout.
+            response = JSONResponse(
+                {
+                    "error": {
+                        "code": "method_not_allowed",
+                        "message": "this MCP server offers no event stream; POST requests",
+                    }
+                },
+                status_code=405,
+                headers={"Allow": "POST, DELETE"},
+            )
+            await response(scope, receive, send)
+            return
+        manager = StreamableHTTPSessionManager(
+            app=self.server._lowlevel_server,
+            json_response=True,
+            stateless=True,
+            security_settings=self.security,
+        )
+        async with manager.run():
+            await manager.handle_request(scope, receive, send)

@@ -1,0 +1,103 @@
+"""The proxy's process-wide parts: settings, chat memory, the project resolver and the upstream client."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import httpx
+
+from ..engine import Engine, get_engine
+from ..keys import key_matches
+from ..singleton import ProcessSingleton
+from .cache import StatsCache
+from .memory import ChatMemory
+from .projects import ProjectResolver
+from .settings import ProxySettings, get_proxy_settings
+from .telemetry import Telemetry
+
+_ON_LAMBDA = bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
+
+
+@dataclass
+class Counters:
+    """Call counters and slowest times for /healthz."""
+
+    calls: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    max_ms: dict[str, float] = field(default_factory=dict)
+
+    def record(self, phase: str, ms: float, ok: bool = True) -> None:
+        """Count one call of a phase (project, recall, upstream); on Lambda also a CloudWatch metric."""
+        self.calls[phase] = self.calls.get(phase, 0) + 1
+        if not ok:
+            self.errors[phase] = self.errors.get(phase, 0) + 1
+        self.max_ms[phase] = max(self.max_ms.get(phase, 0.0), round(ms, 1))
+        if _ON_LAMBDA:
+            from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+            with single_metric(
+                name=f"{phase}Ms", unit=MetricUnit.Milliseconds, value=ms, namespace="engram"
+            ) as metric:
+                metric.add_dimension(name="outcome", value="ok" if ok else "error")
+
+    def as_json(self) -> dict:
+        return {
+            p: {"calls": n, "errors": self.errors.get(p, 0), "maxMs": self.max_ms.get(p, 0.0)}
+            for p, n in self.calls.items()
+        }
+
+
+@dataclass
+class Proxy:
+    """Everything a proxied turn needs."""
+
+    settings: ProxySettings
+    engine: Engine
+    memory: ChatMemory
+    projects: ProjectResolver
+    client: httpx.AsyncClient
+    counters: Counters = field(default_factory=Counters)
+    telemetry: Telemetry = field(default_factory=Telemetry)
+    extract_transport: httpx.BaseTransport | None = None
+    _extractor: object = None
+
+    def extractor(self):
+        """The post-turn extractor (built on first use: only workers need it)."""
+        if self._extractor is None:
+            from .extract import Extractor
+
+            self._extractor = Extractor(self.settings, self.engine.service, self.extract_transport)
+        return self._extractor
+
+    def key_matches(self, presented: str | None) -> bool:
+        """Whether the caller presented engram's proxy key (the admin key does not open the proxy)."""
+        return key_matches(presented, self.settings.proxy_key)
+
+
+def build_proxy(
+    settings: ProxySettings, engine: Engine, mongo_database=None, transport=None, telemetry=None
+) -> Proxy:
+    """Build the proxy; tests pass a mongomock database, their own transport and telemetry."""
+    project_cache = StatsCache(settings.cache_project_ttl_ms, settings.cache_max_entries)
+    if mongo_database is not None:
+        projects = ProjectResolver(mongo_database, project_cache)
+    else:
+        projects = ProjectResolver.from_uri(
+            settings.mongo_uri, settings.mongo_db, settings.mongo_timeout_ms, project_cache
+        )
+    timeout = httpx.Timeout(settings.upstream_timeout_s, connect=10.0)
+    client = httpx.AsyncClient(timeout=timeout, transport=transport, follow_redirects=False)
+    return Proxy(
+        settings,
+        engine,
+        ChatMemory(settings, engine.service, projects),
+        projects,
+        client,
+        telemetry=telemetry or Telemetry.from_env(),
+    )
+
+
+_proxy: ProcessSingleton[Proxy] = ProcessSingleton(lambda: build_proxy(get_proxy_settings(), get_engine()))
+get_proxy = _proxy.get
+set_proxy = _proxy.set

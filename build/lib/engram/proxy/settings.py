@@ -1,0 +1,132 @@
+"""The proxy's settings: LibreChat-compatible variable names (UPSTREAMS, MEMORY_*, EXTRACT_*, ...)."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+RESERVED = {"v1", "mcp", "healthz", "livez", "openapi.json", "docs", "redoc", "discord"}
+
+
+class Upstream(BaseModel):
+    """One model provider mounted at /<name>/."""
+
+    name: str
+    baseUrl: str
+    api: Literal["openai", "anthropic"] = "openai"
+    apiKey: str | None = None
+    forceIncludeUsage: bool = True
+    # Deliberately open: callers without engram's key may use it as a plain pass-through (their own
+    # provider key, no memory). Off by default: the proxy's public URL is not an open door.
+    open: bool = False
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}", value) or value.lower() in RESERVED:
+            raise ValueError(
+                f"upstream name {value!r} must be a plain path segment and not one of {sorted(RESERVED)}"
+            )
+        return value
+
+    @field_validator("baseUrl")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not re.match(r"^https?://", value):
+            raise ValueError("baseUrl must be an http(s) URL")
+        return value.rstrip("/")
+
+    def url(self, path: str) -> str:
+        """The provider URL for a path after /<name>/ (a trailing /v1 in baseUrl is not doubled)."""
+        base = self.baseUrl
+        if base.endswith("/v1") and path.startswith("v1/"):
+            path = path[3:]
+        return f"{base}/{path}"
+
+
+class ProxySettings(BaseSettings):
+    """Everything the proxy reads from its environment."""
+
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, env_ignore_empty=True)
+
+    upstreams: list[Upstream] = Field(default_factory=list, validation_alias="UPSTREAMS")
+    user_header: str = Field("x-librechat-user-id", validation_alias="LIBRECHAT_USER_HEADER")
+    conversation_header: str = Field(
+        "x-librechat-conversation-id", validation_alias="LIBRECHAT_CONVERSATION_HEADER"
+    )
+    # The key LibreChat holds: opens the proxy and /mcp, never the Memory API (its admin key is another).
+    proxy_key: str | None = Field(None, validation_alias="ENGRAM_PROXY_KEY")
+    mongo_uri: str | None = Field(None, validation_alias="LIBRECHAT_MONGO_URI")
+    mongo_db: str | None = Field(None, validation_alias="LIBRECHAT_MONGO_DB")
+    mongo_timeout_ms: int = Field(1500, validation_alias="LIBRECHAT_MONGO_TIMEOUT_MS")
+    bot: str = Field("librechat", validation_alias="LIBRECHAT_BOT")
+
+    sharing: Literal["user", "project"] = Field("user", validation_alias="MEMORY_SHARING")
+    recall_scope: Literal["project", "all", "global"] = Field("all", validation_alias="MEMORY_RECALL_SCOPE")
+    projectless: Literal["global", "off"] = Field("global", validation_alias="MEMORY_PROJECTLESS")
+    default_enabled: bool = Field(True, validation_alias="MEMORY_DEFAULT_ENABLED")
+    recall_enabled: bool = Field(True, validation_alias="MEMORY_RECALL_ENABLED")
+    write_mode: Literal["llm", "explicit", "off"] = Field("llm", validation_alias="MEMORY_WRITE_MODE")
+    recall_limit: int = Field(6, ge=1, le=50, validation_alias="MEMORY_RECALL_LIMIT")
+    recall_mode: Literal["relevant", "newest", "both"] = Field(
+        "relevant", validation_alias="MEMORY_RECALL_MODE"
+    )
+    max_context_chars: int = Field(4000, ge=200, validation_alias="MEMORY_MAX_CONTEXT_CHARS")
+    query_message_count: int = Field(3, ge=1, le=20, validation_alias="MEMORY_QUERY_MESSAGE_COUNT")
+    max_per_turn: int = Field(3, ge=0, le=20, validation_alias="MEMORY_MAX_PER_TURN")
+    dedupe_threshold: float = Field(0.82, ge=0, le=1, validation_alias="MEMORY_DEDUPE_THRESHOLD")
+    command_prefix: str = Field("/memory", validation_alias="MEMORY_COMMAND_PREFIX")
+    datetime_enabled: bool = Field(True, validation_alias="PROMPT_DATETIME_ENABLED")
+
+    extract_base_url: str | None = Field(None, validation_alias="EXTRACT_BASE_URL")
+    extract_model: str | None = Field(None, validation_alias="EXTRACT_MODEL")
+    extract_api_key: str | None = Field(None, validation_alias="EXTRACT_API_KEY")
+    extract_timeout_ms: int = Field(30000, validation_alias="EXTRACT_TIMEOUT_MS")
+
+    cache_recall_ttl_ms: int = Field(120_000, validation_alias="CACHE_RECALL_TTL_MS")
+    cache_settings_ttl_ms: int = Field(30_000, validation_alias="CACHE_SETTINGS_TTL_MS")
+    cache_project_ttl_ms: int = Field(300_000, validation_alias="CACHE_PROJECT_TTL_MS")
+    cache_max_entries: int = Field(5000, validation_alias="CACHE_MAX_ENTRIES")
+    upstream_timeout_s: float = Field(600.0, validation_alias="UPSTREAM_TIMEOUT_S")
+    slow_call_ms: int = Field(1000, validation_alias="SLOW_CALL_MS")
+
+    mcp_enabled: bool = Field(True, validation_alias="MCP_ENABLED")
+
+    @field_validator("upstreams", mode="before")
+    @classmethod
+    def _parse(cls, value):
+        if isinstance(value, str):
+            value = json.loads(value) if value.strip() else []
+        names = [u["name"] if isinstance(u, dict) else u.name for u in value]
+        if len(set(names)) != len(names):
+            raise ValueError("UPSTREAMS names must be unique")
+        return value
+
+    def upstream(self, name: str) -> Upstream | None:
+        """The upstream mounted at /<name>/."""
+        return next((u for u in self.upstreams if u.name == name), None)
+
+
+# Settings that carry credentials: on AWS they live in SSM SecureStrings named by <NAME>_PARAMETER,
+# read at run time, never in the function's environment.
+SECRET_SETTINGS = ("UPSTREAMS", "EXTRACT_API_KEY", "LIBRECHAT_MONGO_URI", "ENGRAM_PROXY_KEY")
+
+
+@lru_cache(maxsize=1)
+def get_proxy_settings() -> ProxySettings:
+    """The process-wide proxy settings (secrets fetched from SSM when named by a *_PARAMETER variable)."""
+    import os
+
+    secrets: dict[str, Any] = {}
+    for name in SECRET_SETTINGS:
+        parameter = os.environ.get(f"{name}_PARAMETER")
+        if parameter and not os.environ.get(name):
+            from aws_lambda_powertools.utilities import parameters
+
+            secrets[name] = parameters.get_parameter(parameter, decrypt=True, max_age=300)
+    return ProxySettings(**secrets)

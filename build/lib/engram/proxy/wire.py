@@ -1,0 +1,225 @@
+"""OpenAI and Anthropic wire formats: read user turns, inject system text, speak replies, read streams."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any, Literal
+
+Api = Literal["openai", "anthropic"]
+
+
+def content_text(content: Any) -> str:
+    """The text of a message's content: a string, or the text parts of a list of blocks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            part.get("text", "")
+            for part in content
+            if isinstance(part, dict) and part.get("type") in ("text", "input_text")
+        )
+    return ""
+
+
+def user_turns(body: dict) -> list[str]:
+    """The text of every user message, oldest first (tool results and empty turns left out)."""
+    out = []
+    for message in body.get("messages") or []:
+        if isinstance(message, dict) and message.get("role") == "user":
+            text = content_text(message.get("content")).strip()
+            if text:
+                out.append(text)
+    return out
+
+
+def last_user_text(body: dict) -> str:
+    """The newest user message's text ('' when the last message is not from the user)."""
+    messages = body.get("messages") or []
+    if messages and isinstance(messages[-1], dict) and messages[-1].get("role") == "user":
+        return content_text(messages[-1].get("content")).strip()
+    return ""
+
+
+def inject_system(api: Api, body: dict, text: str) -> dict:
+    """A copy of the request with `text` *after* the caller's system prompt, which stays first and
+    byte for byte as sent (cache_control blocks included): providers cache a prompt's stable prefix
+    (Anthropic's cache_control, OpenAI's automatic prefix cache), and engram's block changes every turn.
+    OpenAI: a system message right after the caller's leading system/developer messages. Anthropic:
+    the `system` field — a text block appended to the caller's blocks, or after the caller's string."""
+    body = dict(body)
+    if api == "openai":
+        messages = list(body.get("messages") or [])
+        at = 0
+        while (
+            at < len(messages)
+            and isinstance(messages[at], dict)
+            and messages[at].get("role") in ("system", "developer")
+        ):
+            at += 1
+        body["messages"] = [*messages[:at], {"role": "system", "content": text}, *messages[at:]]
+        return body
+    system = body.get("system")
+    if isinstance(system, list):
+        body["system"] = [*system, {"type": "text", "text": text}]
+    elif isinstance(system, str) and system:
+        body["system"] = f"{system}\n\n{text}"
+    else:
+        body["system"] = text
+    return body
+
+
+# ----- replies the proxy speaks itself (/memory commands) ------------------------------------------
+
+
+def reply_json(api: Api, model: str, text: str) -> dict:
+    """A complete non-streaming reply in the caller's format."""
+    if api == "openai":
+        return {
+            "id": f"chatcmpl-engram-{uuid.uuid4().hex[:24]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text, "refusal": None},
+                    "logprobs": None,
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        }
+    return {
+        "id": f"msg_engram_{uuid.uuid4().hex[:24]}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 0, "output_tokens": 0},
+    }
+
+
+def _sse(data: dict | str, event: str | None = None) -> bytes:
+    payload = data if isinstance(data, str) else json.dumps(data)
+    return (f"event: {event}\n" if event else "").encode() + f"data: {payload}\n\n".encode()
+
+
+def reply_stream(api: Api, model: str, text: str, include_usage: bool = False) -> Iterator[bytes]:
+    """The same reply as a server-sent event stream in the caller's format."""
+    if api == "openai":
+        base = {
+            "id": f"chatcmpl-engram-{uuid.uuid4().hex[:24]}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+        }
+        yield _sse(
+            {
+                **base,
+                "choices": [
+                    {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+                ],
+            }
+        )
+        yield _sse({**base, "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]})
+        yield _sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        if include_usage:
+            yield _sse(
+                {
+                    **base,
+                    "choices": [],
+                    "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+                }
+            )
+        yield _sse("[DONE]")
+        return
+    message = reply_json("anthropic", model, "")
+    message["content"], message["stop_reason"] = [], None
+    yield _sse({"type": "message_start", "message": message}, "message_start")
+    yield _sse(
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        "content_block_start",
+    )
+    yield _sse(
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+        "content_block_delta",
+    )
+    yield _sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
+    yield _sse(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": 0},
+        },
+        "message_delta",
+    )
+    yield _sse({"type": "message_stop"}, "message_stop")
+
+
+# ----- reading the assistant's text from what the upstream sent ---------------------------------
+
+
+def reply_text(api: Api, body: dict) -> str:
+    """The assistant's text in a non-streaming reply."""
+    if api == "openai":
+        choices = body.get("choices") or []
+        return content_text((choices[0].get("message") or {}).get("content")) if choices else ""
+    return content_text(body.get("content"))
+
+
+class StreamCapture:
+    """Follows an SSE stream chunk by chunk and keeps the assistant's text (and usage)."""
+
+    def __init__(self, api: Api):
+        self.api = api
+        self._buffer = b""
+        self.parts: list[str] = []
+        self.usage: dict | None = None
+        self.finished = False  # the provider's end-of-stream event has been seen
+
+    def feed(self, chunk: bytes) -> None:
+        """Take the next bytes of the stream (events may be split anywhere)."""
+        self._buffer += chunk
+        while b"\n" in self._buffer:
+            line, self._buffer = self._buffer.split(b"\n", 1)
+            line = line.strip()
+            if line.startswith(b"data:"):
+                self._event(line[5:].strip())
+
+    def _event(self, data: bytes) -> None:
+        if data == b"[DONE]":
+            self.finished = True
+            return
+        if not data:
+            return
+        try:
+            event = json.loads(data)
+        except ValueError:
+            return
+        if not isinstance(event, dict):
+            return
+        if self.api == "openai":
+            for choice in event.get("choices") or []:
+                piece = (choice.get("delta") or {}).get("content")
+                if isinstance(piece, str):
+                    self.parts.append(piece)
+            if event.get("usage"):
+                self.usage = event["usage"]
+        elif event.get("type") == "content_block_delta":
+            delta = event.get("delta") or {}
+            if delta.get("type") == "text_delta":
+                self.parts.append(delta.get("text", ""))
+        elif event.get("type") == "message_delta" and event.get("usage"):
+            self.usage = event["usage"]
+        elif event.get("type") == "message_stop":
+            self.finished = True
+
+    @property
+    def text(self) -> str:
+        """The assistant's text so far."""
+        return "".join(self.parts)

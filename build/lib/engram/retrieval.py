@@ -1,0 +1,103 @@
+"""Every retrieval setting in one place, and the query-side steps that use them.
+
+The defaults are what leave-conversations-out evaluation on LoCoMo chose (tests/bench/leaveout.py):
+each setting was picked on four conversations and judged on the fifth, for every split; a change is
+on only if it helped on the held-out conversations (README, Performance).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from .vectors import Fusion, Hit
+from .words import SparseVector, term_index, terms
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """How memories are indexed (words, meaning, context) and how a query is answered (fusion, feedback)."""
+
+    # Index side: BM25 for short texts; how much a memory's context (the message before it in its
+    # thread, or the fact its author saved just before) counts in its words and in its meaning.
+    k1: float = 0.9
+    b: float = 0.4
+    words_context: float = 0.3
+    dense_context: float = 0.5
+    # A fact's context is the author's previous fact in the same scope if saved within this many
+    # minutes (0: facts stand alone).
+    fact_context_minutes: float = 30.0
+    # Weight of a memory's month and year as word terms (0: dates are not words).
+    date_terms: float = 0.5
+    # Query side: weighted reciprocal rank fusion of the word and the meaning results.
+    fusion_k: int = 2
+    words_weight: float = 1.5
+    dense_weight: float = 1.0
+    candidates: int = 50
+    # Pseudo-relevance feedback: the terms shared by the top `feedback_docs` hits are added to the
+    # query at `feedback_weight`, their mean meaning to the query's at `feedback_dense`, and the query
+    # runs again, with no second embed (0 docs: off).
+    feedback_docs: int = 3
+    feedback_terms: int = 5
+    feedback_weight: float = 0.15
+    feedback_dense: float = 0.3
+    # A query of at most this many content terms leans on meaning: its words weight is scaled by
+    # `short_query_words` (0: one fusion for every query).
+    short_query_terms: int = 0
+    short_query_words: float = 1.0
+
+    def fusion(self, query_terms: int) -> Fusion:
+        """The fusion for a query with this many distinct content terms."""
+        words = self.words_weight
+        if self.short_query_terms and query_terms <= self.short_query_terms:
+            words *= self.short_query_words
+        return Fusion(
+            k=self.fusion_k, words_weight=words, dense_weight=self.dense_weight, candidates=self.candidates
+        )
+
+
+DEFAULT = Retrieval()
+
+
+def date_words(created_at_ms: int) -> str:
+    """A memory's month and year as words ("may 2023"), for questions that name a time."""
+    when = datetime.fromtimestamp(created_at_ms / 1000, tz=UTC)
+    return f"{when.strftime('%B').lower()} {when.year}"
+
+
+def feedback_query(query: SparseVector, hits: list[Hit], settings: Retrieval) -> SparseVector | None:
+    """The query plus the terms most shared by its top hits (pseudo-relevance feedback), or None when
+    the hits share nothing new."""
+    top = hits[: settings.feedback_docs]
+    if len(top) < 2 or not settings.feedback_weight:
+        return None
+    have = set(query.indices)
+    shared: Counter[int] = Counter()
+    for hit in top:
+        shared.update({term_index(t) for t in terms(str(hit.payload.get("text", "")))} - have)
+    # A term one hit alone has says nothing about what the others agree on
+    chosen = sorted((i for i, n in shared.items() if n >= 2), key=lambda i: (-shared[i], i))[
+        : settings.feedback_terms
+    ]
+    if not chosen:
+        return None
+    weights = dict(zip(query.indices, query.values, strict=False))
+    for i in chosen:
+        weights[i] = settings.feedback_weight * shared[i] / len(top)
+    indices = sorted(weights)
+    return SparseVector(indices, [weights[i] for i in indices])
+
+
+def feedback_vector(dense: tuple[str, list[float]] | None, hits: list[Hit], settings: Retrieval):
+    """The query's meaning moved towards its top hits' (Rocchio), or None without their vectors."""
+    if dense is None or not settings.feedback_dense:
+        return None
+    vectors = [h.vector for h in hits[: settings.feedback_docs] if h.vector]
+    if len(vectors) < 2:
+        return None
+    beta = settings.feedback_dense / len(vectors)
+    moved = [q + beta * sum(column) for q, column in zip(dense[1], zip(*vectors, strict=False), strict=False)]
+    norm = math.sqrt(sum(x * x for x in moved)) or 1.0
+    return dense[0], [x / norm for x in moved]

@@ -1,0 +1,93 @@
+"""The memory service: the one place where every front door's memory rules live, composed of its writes
+(engram.writes), its reads (engram.reads) and the forget that reaches every store (engram.forgetting)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+# The front doors' names for what a memory is, from where they always came
+from .domain import MAX_CONTEXT_CHARS, ChatMessage, Found, Memory, check_limit, check_name  # noqa: F401
+from .embedders import Embedder, NoEmbedder
+from .forgetting import ForgetHook, forget_user
+from .indexing import Indexer
+from .jobs import JobQueue
+from .reads import MemoryReads
+from .retrieval import DEFAULT, Retrieval
+from .store import RecordStore, StateStore
+from .vectors import VectorIndex
+from .words import WordVectorizer
+from .writes import Added, MemoryWrites
+
+log = logging.getLogger(__name__)
+__all__ = ["Added", "ChatMessage", "Found", "Memory", "MemoryService"]
+
+
+class MemoryService:
+    """Adds, changes, removes, lists, searches, recalls and forgets memories across both stores. Each
+    operation is its collaborator's method, bound here so the front doors have one object to call."""
+
+    def __init__(
+        self,
+        records: RecordStore,
+        index: VectorIndex,
+        embedder: Embedder | NoEmbedder,
+        queue: JobQueue,
+        retrieval: Retrieval = DEFAULT,
+        message_vector_chars: int = 8000,
+        state: StateStore | None = None,
+    ) -> None:
+        self.records = records
+        self.state = state or StateStore()
+        self.index = index
+        self.queue = queue
+        self.retrieval = retrieval
+        # Called with (bot, user) after a forget: caches that could still serve the user drop them
+        self.forget_hooks: list[ForgetHook] = []
+        self.words = WordVectorizer(
+            retrieval.k1,
+            retrieval.b,
+            context_weight=retrieval.words_context,
+            date_weight=retrieval.date_terms,
+        )
+        self.indexer = Indexer(
+            records, index, embedder, queue, self.words, message_vector_chars, retrieval, state=self.state
+        )
+        self.writes = MemoryWrites(records, self.state, index, self.indexer, queue, retrieval)
+        self.reads = MemoryReads(records, index, self.indexer, self.words, retrieval)
+        # writes
+        self.refused = self.writes.refused
+        self.add_fact = self.writes.add_fact
+        self.add_messages = self.writes.add_messages
+        self.update = self.writes.update
+        self.edit_message = self.writes.edit_message
+        self.remove = self.writes.remove
+        self.release_words = self.writes.release_words
+        # reads
+        self.bots = self.reads.bots
+        self.by_source = self.reads.by_source
+        self.get = self.reads.get
+        self.list = self.reads.list
+        self.search = self.reads.search
+        self.recall = self.reads.recall
+        self.similar = self.reads.similar
+
+    def forget_user(self, bot: str, user: str) -> dict[str, Any]:
+        """Forget a user everywhere engram keeps anything of theirs (see engram.forgetting)."""
+        return forget_user(self.writes, self.forget_hooks, bot, user)
+
+    # The embedder and its state belong to the indexer; these read through for the front doors.
+    @property
+    def embedder(self) -> Embedder | NoEmbedder:
+        """The current embedder."""
+        return self.indexer.embedder
+
+    @property
+    def dense_name(self) -> str | None:
+        """The named vector of the current embedding model, or None when vectors are off."""
+        return self.indexer.dense_name
+
+    @property
+    def last_error(self) -> str | None:
+        """The last reason vectors could not be made or written."""
+        return self.indexer.last_error

@@ -1,0 +1,22 @@
+"""The one owner of DynamoDB: every item kind is read and written here, its keys built in `keys`.
+Nothing outside this package imports pynamodb or builds a key (tests/unit/test_store_owns_keys.py)."""
+
+from .keys import fact_key, fact_tail, source_key
+from .models import bind_tables
+from .records import CLAIM_IN_FLIGHT_MS, KINDS, Duplicate, Record, RecordStore, new_record, now_ms
+from .state import StateStore
+
+__all__ = [
+    "CLAIM_IN_FLIGHT_MS",
+    "KINDS",
+    "Duplicate",
+    "Record",
+    "bind_tables",
+    "RecordStore",
+    "StateStore",
+    "fact_key",
+    "fact_tail",
+    "new_record",
+    "now_ms",
+    "source_key",
+]

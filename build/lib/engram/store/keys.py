@@ -1,0 +1,166 @@
+"""Every DynamoDB key engram writes, built here and nowhere else: what `forget_user` must reach is
+exactly what this module can name. Records (MemoriesTable) are keyed (bot, id); everything else sits in
+StateTable as (pk, sk)."""
+
+from __future__ import annotations
+
+from ..text import fold_digest
+
+# ----- MemoriesTable index keys -----------------------------------------------------------------
+
+
+def bot_user(bot: str, user: str | None) -> str | None:
+    """The byUser index key: every record a user is attributed to, per bot."""
+    return f"{bot}#{user}" if user else None
+
+
+def bot_kind(bot: str, kind: str) -> str:
+    """The byKind index key: records of one kind per bot."""
+    return f"{bot}#{kind}"
+
+
+# ----- unique claims: which memory holds a fact's folded text or a message's source id ------------
+
+
+def unique_pk(bot: str) -> str:
+    return f"unique#{bot}"
+
+
+FACT_CLAIM_PREFIX = "fact#"
+
+
+def fact_key(server: str | None, project: str | None, user: str | None, text: str) -> str:
+    """A fact's unique key: its folded text's digest in its scope."""
+    return f"fact#{server or ''}#{project or ''}#{user or ''}#{fold_digest(text)}"
+
+
+def source_key(source_id: str) -> str:
+    """A chat message's unique key: its source message id."""
+    return f"src#{source_id}"
+
+
+# ----- counters, bots, settings ------------------------------------------------------------------
+
+MEMORY_COUNTER = ("counter", "memory")
+EMBEDDING_SETTINGS = ("settings", "embedding")
+
+
+def bot_registered(bot: str) -> tuple[str, str]:
+    return "bots", bot
+
+
+# ----- thread tails: the newest text of a thread (or of a user's run of facts), the next one's context
+
+
+def thread_pk(bot: str) -> str:
+    return f"thread#{bot}"
+
+
+def fact_tail(server: str | None, project: str | None, user: str | None) -> str:
+    """Where the newest fact of a scope is remembered ('#' never appears in a thread id)."""
+    return f"fact#{server or ''}#{project or ''}#{user or ''}"
+
+
+# ----- contexts: which records carry whose words ---------------------------------------------------
+
+
+def carriers_pk(bot: str, author: str | None) -> str:
+    """The records whose context quotes this author (sk: the carrier's id): what forget clears."""
+    return f"ctx#{bot}#{author or ''}"
+
+
+def carrier_sk(carrier_id: int) -> str:
+    return f"{carrier_id:012d}"
+
+
+# ----- forgetting ----------------------------------------------------------------------------------
+
+
+TOMBSTONE_PREFIX = "forgotten#"
+
+
+def tombstone(bot: str, user: str) -> tuple[str, str]:
+    """(bot, user, when): a forget, checked by every write path at the moment it writes."""
+    return f"{TOMBSTONE_PREFIX}{bot}", user
+
+
+def tombstone_bot(pk: str) -> str | None:
+    """The bot a tombstone's pk names (None: not a tombstone)."""
+    return pk[len(TOMBSTONE_PREFIX) :] if pk.startswith(TOMBSTONE_PREFIX) else None
+
+
+# ----- Discord -------------------------------------------------------------------------------------
+
+
+def discord_pk(bot: str) -> str:
+    return f"discord#{bot}"
+
+
+def consent(bot: str, user: str) -> tuple[str, str]:
+    return discord_pk(bot), f"consent#{user}"
+
+
+CONSENT_PREFIX = "consent#"
+
+
+def backfill_run(bot: str, user: str) -> tuple[str, str]:
+    return discord_pk(bot), f"backfill#{user}"
+
+
+def export_limit(bot: str, user: str) -> tuple[str, str]:
+    return discord_pk(bot), f"export#{user}"
+
+
+def token(bot: str, user: str, run: str) -> tuple[str, str]:
+    return discord_pk(bot), f"token#{user}#{run}"
+
+
+def tokens_prefix(user: str) -> str:
+    return f"token#{user}#"
+
+
+def cursors_pk(bot: str, user: str) -> str:
+    """A user's backfill cursors, one per channel."""
+    return f"discord#{bot}#backfill#{user}"
+
+
+def channel_newest(bot: str, channel: str) -> tuple[str, str]:
+    """The newest message id seen in a channel: where catch-up starts."""
+    return f"discord#{bot}#channels", channel
+
+
+def recent_pk(bot: str, channel: str) -> str:
+    """A channel's messages stored lately (sk: the Discord message id; the record id and the edit time
+    Discord gave): the window a catch-up re-reads for edits and deletions. Ids and times, no words."""
+    return f"discord#{bot}#recent#{channel}"
+
+
+def content_intent(bot: str) -> tuple[str, str]:
+    """What engram last learnt about the app's Message Content intent (no one's words)."""
+    return discord_pk(bot), "intent#content"
+
+
+def unreadable_pk(bot: str) -> str:
+    """Channels the bot may not read (403, or 200 [] without Read Message History), sk: the channel id."""
+    return f"discord#{bot}#unreadable"
+
+
+def seen_interaction(bot: str, interaction_id: str) -> tuple[str, str]:
+    return f"discord#{bot}#seen", interaction_id
+
+
+# ----- LibreChat -------------------------------------------------------------------------------------
+
+
+def chat_settings_pk(bot: str, user: str) -> str:
+    """A LibreChat user's memory settings: sk `default` or `chat#<conversation>`."""
+    return f"lcmem#{bot}#{user}"
+
+
+def chat_setting_sk(conversation: str | None) -> str:
+    return f"chat#{conversation}" if conversation else "default"
+
+
+def conversation_of(sk: str) -> str | None:
+    """The conversation a chat setting's sk names (None: the user's default)."""
+    return sk.split("#", 1)[1] if sk.startswith("chat#") else None

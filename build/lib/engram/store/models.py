@@ -1,0 +1,109 @@
+"""The two DynamoDB tables as pynamodb models: only the store package touches them."""
+
+from __future__ import annotations
+
+from pynamodb.attributes import JSONAttribute, NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, KeysOnlyProjection
+from pynamodb.models import Model
+
+from ..config import Settings
+
+
+class ByUser(GlobalSecondaryIndex["MemoryRecord"]):
+    """Every record a user is attributed to, per bot: what forget walks."""
+
+    class Meta:
+        index_name = "byUser"
+        projection = KeysOnlyProjection()
+
+    bot_user = UnicodeAttribute(hash_key=True, attr_name="botUser")
+    id = NumberAttribute(range_key=True)
+
+
+class ByKind(GlobalSecondaryIndex["MemoryRecord"]):
+    """Records of one kind per bot, newest (highest id) first when read backwards."""
+
+    class Meta:
+        index_name = "byKind"
+        projection = AllProjection()
+
+    bot_kind = UnicodeAttribute(hash_key=True, attr_name="botKind")
+    id = NumberAttribute(range_key=True)
+
+
+class Pending(GlobalSecondaryIndex["MemoryRecord"]):
+    """Sparse: only records whose vectors still have to be written appear here."""
+
+    class Meta:
+        index_name = "pending"
+        projection = KeysOnlyProjection()
+
+    pending_bot = UnicodeAttribute(hash_key=True, attr_name="pendingBot")
+    id = NumberAttribute(range_key=True)
+
+
+class MemoryRecord(Model):
+    """One memory: a fact, or a stored chat message with its whole content."""
+
+    class Meta:
+        table_name = "engram-memories"
+        region = "us-east-1"
+        host: str | None = None  # a local engine's endpoint (bind_tables)
+
+    bot = UnicodeAttribute(hash_key=True)
+    id = NumberAttribute(range_key=True)
+    kind = UnicodeAttribute()
+    text = UnicodeAttribute()
+    content = JSONAttribute(null=True)
+    server = UnicodeAttribute(null=True, attr_name="serverId")
+    project = UnicodeAttribute(null=True)
+    user = UnicodeAttribute(null=True, attr_name="userId")
+    saved_by = UnicodeAttribute(attr_name="savedBy")
+    source_id = UnicodeAttribute(null=True, attr_name="sourceId")
+    unique_key = UnicodeAttribute(null=True, attr_name="uniqueKey")
+    thread = UnicodeAttribute(null=True)
+    context = UnicodeAttribute(null=True)
+    # whose words the context is, and from which record: what a forget, delete or change clears
+    context_author = UnicodeAttribute(null=True, attr_name="contextAuthor")
+    context_source = NumberAttribute(null=True, attr_name="contextSource")
+    # the model of the dense vector its point was written with (re-embedding asks the index, not this)
+    vector_model = UnicodeAttribute(null=True, attr_name="vectorModel")
+    created_at = NumberAttribute(attr_name="createdAt")
+    updated_at = NumberAttribute(attr_name="updatedAt")
+    bot_user = UnicodeAttribute(null=True, attr_name="botUser")
+    bot_kind = UnicodeAttribute(attr_name="botKind")
+    pending_bot = UnicodeAttribute(null=True, attr_name="pendingBot")
+
+    by_user = ByUser()
+    by_kind = ByKind()
+    pending = Pending()
+
+
+class StateItem(Model):
+    """Everything that is not a memory: unique keys, counters, settings, consent, cursors."""
+
+    class Meta:
+        table_name = "engram-state"
+        region = "us-east-1"
+        host: str | None = None
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    memory_id = NumberAttribute(null=True, attr_name="memoryId")
+    value = NumberAttribute(null=True)
+    tally = NumberAttribute(null=True, attr_name="count")  # not `count`: that is Model.count, a query
+    tag = UnicodeAttribute(null=True)
+    data = JSONAttribute(null=True)
+    members = UnicodeSetAttribute(null=True)  # e.g. the channels of a backfill run already counted done
+    expires_at = NumberAttribute(null=True, attr_name="expiresAt")
+
+
+def bind_tables(settings: Settings) -> None:
+    """Point both models at the tables, region and endpoint these settings name. pynamodb keeps a table
+    per model class, so this is process-wide: it is called once where a process builds its engine (and by
+    the interactions function, which builds none), never as a constructor's side effect."""
+    for model, table in ((MemoryRecord, settings.memories_table), (StateItem, settings.state_table)):
+        model.Meta.table_name = table
+        model.Meta.region = settings.aws_region
+        model.Meta.host = settings.dynamodb_endpoint
+        model._connection = None  # the connection caches its host: rebuild it for these settings

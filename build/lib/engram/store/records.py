@@ -1,0 +1,621 @@
+"""DynamoDB, the system of record (pynamodb): memory records, unique keys, counters, thread tails and
+the index of which records carry whose words."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from pynamodb.expressions.condition import Condition
+from pynamodb.expressions.update import Action
+
+from ..errors import Unavailable
+from . import keys
+from .dynamo import attempt, guard, update_if_exists
+from .models import MemoryRecord, StateItem
+
+KINDS = ("fact", "message")
+
+
+def now_ms() -> int:
+    """Wall-clock time in epoch milliseconds, how records keep time."""
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate(Exception):
+    """A unique key is already held by another memory."""
+
+    memory_id: int
+
+
+# A claim younger than this whose record is missing belongs to a write still in flight.
+CLAIM_IN_FLIGHT_MS = 30_000
+
+
+_unique_pk = keys.unique_pk
+
+
+@dataclass(slots=True)
+class Record:
+    """One memory as the store holds it: a fact, or a stored chat message with its whole content. A plain
+    object: what the rest of engram reads and hands back; only this package knows the table's rows."""
+
+    bot: str
+    id: int
+    kind: str
+    text: str
+    saved_by: str
+    created_at: int
+    updated_at: int
+    user: str | None = None
+    server: str | None = None
+    project: str | None = None
+    content: Any = None
+    source_id: str | None = None
+    unique_key: str | None = None
+    thread: str | None = None
+    context: str | None = None
+    # whose words the context is, and from which record: what a forget, delete or change clears
+    context_author: str | None = None
+    context_source: int | None = None
+    # the model of the dense vector its point was written with (re-embedding asks the index, not this)
+    vector_model: str | None = None
+    pending: bool = True  # its point (or its dense vector) is still to be written
+
+    def drop_context(self) -> None:
+        """The context is cleared (in the table too: see RecordStore.clear_context)."""
+        self.context = self.context_author = None
+        self.context_source = None
+
+
+_FIELDS = tuple(f for f in Record.__slots__ if f != "pending")
+
+
+def _record(row: MemoryRecord) -> Record:
+    values: dict[str, Any] = {f: getattr(row, f) for f in _FIELDS}
+    values["id"] = int(row.id)
+    values["created_at"], values["updated_at"] = int(row.created_at), int(row.updated_at)
+    if row.context_source is not None:
+        values["context_source"] = int(row.context_source)
+    return Record(**values, pending=bool(row.pending_bot))
+
+
+def _row(record: Record) -> MemoryRecord:
+    return MemoryRecord(
+        **{f: getattr(record, f) for f in _FIELDS},
+        bot_user=keys.bot_user(record.bot, record.user),
+        bot_kind=keys.bot_kind(record.bot, record.kind),
+        pending_bot=record.bot if record.pending else None,
+    )
+
+
+def _key(record: Record) -> MemoryRecord:
+    """A row with only the record's key: enough to update or delete it."""
+    return MemoryRecord(record.bot, record.id)
+
+
+def _update_if_exists(record: Record, actions: Sequence[Action]) -> bool:
+    return update_if_exists(_key(record), MemoryRecord.id.exists(), actions)
+
+
+def new_record(
+    bot: str,
+    memory_id: int,
+    kind: str,
+    text: str,
+    *,
+    user: str | None = None,
+    saved_by: str = "owner",
+    created_at: int,
+    updated_at: int,
+    **fields: Any,
+) -> Record:
+    """A record not yet written (marked pending: its point comes next)."""
+    return Record(
+        bot=bot,
+        id=memory_id,
+        kind=kind,
+        text=text,
+        user=user,
+        saved_by=saved_by,
+        created_at=created_at,
+        updated_at=updated_at,
+        **fields,
+    )
+
+
+class RecordStore:
+    """Reads and writes memory records. No transactions (the local DynamoDB has none): every multi-item
+    change is a sequence of conditional single-item writes that a crash can stop anywhere safely."""
+
+    def __init__(self) -> None:
+        # DynamoDB has no batch conditional write: per-item requests for a batch go out side by side.
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="dynamodb")
+        self._bots: set[str] = set()
+
+    _guard = staticmethod(guard)
+
+    def register_bot(self, bot: str) -> None:
+        """Remember that a bot has records (once per process), for jobs that walk every bot."""
+        if bot in self._bots:
+            return
+        self._guard(lambda: StateItem(*keys.bot_registered(bot)).save())
+        self._bots.add(bot)
+
+    def bots(self) -> list[str]:
+        """Every bot that has records (what register_bot wrote), for jobs that walk every bot."""
+        return self._guard(lambda: sorted(i.sk for i in StateItem.query("bots")))
+
+    def page(
+        self, bot: str, kind: str, cursor: int | None, limit: int, oldest_first: bool = False
+    ) -> list[Record]:
+        """Up to `limit` records of a kind past `cursor` (all when None): newest first with ids below it,
+        or with `oldest_first` ids above it."""
+        condition = None
+        if cursor:
+            condition = MemoryRecord.id > cursor if oldest_first else MemoryRecord.id < cursor
+        rows = self._guard(
+            lambda: list(
+                MemoryRecord.by_kind.query(
+                    keys.bot_kind(bot, kind),
+                    range_key_condition=condition,
+                    scan_index_forward=oldest_first,
+                    limit=limit,
+                )
+            )[:limit]
+        )
+        return [_record(row) for row in rows]
+
+    def user_ids_oldest_first(self, bot: str, user: str, after_id: int | None, limit: int) -> list[int]:
+        """Up to `limit` ids of a user's records above `after_id`, oldest first (the user index)."""
+        condition = MemoryRecord.id > after_id if after_id else None
+        return self._guard(
+            lambda: [
+                int(r.id)
+                for r in MemoryRecord.by_user.query(
+                    keys.bot_user(bot, user),
+                    range_key_condition=condition,
+                    scan_index_forward=True,
+                    limit=limit,
+                )
+            ][:limit]
+        )
+
+    def next_id(self) -> int:
+        """A new memory id from an atomic counter."""
+        return self.next_ids(1)[0]
+
+    def next_ids(self, n: int) -> list[int]:
+        """`n` new consecutive memory ids from one atomic counter update."""
+
+        def bump() -> list[int]:
+            counter = StateItem(*keys.MEMORY_COUNTER)
+            counter.update(actions=[StateItem.value.add(n)])
+            top = int(counter.value)
+            return list(range(top - n + 1, top + 1))
+
+        return self._guard(bump)
+
+    def thread_tails(self, bot: str, threads: list[str]) -> dict[str, dict[str, Any]]:
+        """The newest stored message text of each thread: {"text", "at", "user", "id"}."""
+        if not threads:
+            return {}
+        pk = keys.thread_pk(bot)
+        return self._guard(
+            lambda: {i.sk: i.data for i in StateItem.batch_get([(pk, t) for t in dict.fromkeys(threads)])}
+        )
+
+    def advance_thread_tail(
+        self, bot: str, thread: str, at: int, text: str, user: str | None = None, memory_id: int | None = None
+    ) -> None:
+        """Remember a thread's newest message (whose words, and which record), unless a newer one is."""
+        item = StateItem(
+            keys.thread_pk(bot),
+            thread,
+            value=at,
+            data={"text": text, "at": at, "user": user, "id": memory_id},
+        )
+        attempt(lambda: item.save(condition=StateItem.value.does_not_exist() | (StateItem.value <= at)))
+
+    def drop_thread_tails(
+        self, bot: str, threads: list[str], user: str | None = None, memory_id: int | None = None
+    ) -> int:
+        """Forget the remembered newest text of these threads where that user wrote it (or where it is
+        that record's text); returns how many were dropped."""
+        pk = keys.thread_pk(bot)
+        mine = [
+            t
+            for t, d in self.thread_tails(bot, threads).items()
+            if (user is not None and (d or {}).get("user") == user)
+            or (memory_id is not None and (d or {}).get("id") == memory_id)
+        ]
+
+        def run() -> None:
+            with StateItem.batch_write() as batch:
+                for thread in mine:
+                    batch.delete(StateItem(pk, thread))
+
+        if mine:
+            self._guard(run)
+        return len(mine)
+
+    # ----- contexts: which records quote whose words -----------------------------------------------
+
+    def note_carriers(self, records: list[Record]) -> None:
+        """For every record whose context quotes someone else, an item under that author: so a forget, a
+        delete or a change can find the records that carry those words."""
+        notes = [r for r in records if r.context and r.context_source is not None]
+
+        def run() -> None:
+            with StateItem.batch_write() as batch:
+                for r in notes:
+                    batch.save(
+                        StateItem(
+                            keys.carriers_pk(r.bot, r.context_author),
+                            keys.carrier_sk(int(r.id)),
+                            memory_id=r.context_source,
+                        )
+                    )
+
+        if notes:
+            self._guard(run)
+
+    def carriers(self, bot: str, author: str | None, source: int | None = None) -> list[int]:
+        """Ids of records whose context quotes this author (only from this source record, if given)."""
+        condition = StateItem.memory_id == source if source is not None else None
+        return self._guard(
+            lambda: [
+                int(i.sk) for i in StateItem.query(keys.carriers_pk(bot, author), filter_condition=condition)
+            ]
+        )
+
+    def drop_carriers(self, bot: str, author: str | None, carrier_ids: list[int]) -> None:
+        """The carriers no longer quote this author."""
+
+        def run() -> None:
+            with StateItem.batch_write() as batch:
+                for carrier in carrier_ids:
+                    batch.delete(StateItem(keys.carriers_pk(bot, author), keys.carrier_sk(carrier)))
+
+        if carrier_ids:
+            self._guard(run)
+
+    def clear_context(self, record: Record) -> bool:
+        """Drop a record's context (and mark it pending: its point is made again without it); False when
+        the record no longer exists."""
+        cleared = _update_if_exists(
+            record,
+            [
+                MemoryRecord.context.remove(),
+                MemoryRecord.context_author.remove(),
+                MemoryRecord.context_source.remove(),
+                MemoryRecord.pending_bot.set(record.bot),
+            ],
+        )
+        if cleared:
+            record.drop_context()
+            record.pending = True
+        return cleared
+
+    # ----- unique keys ---------------------------------------------------------------------------
+    # A claim (StateTable item) says which memory holds a unique key: a fact's folded text in its scope,
+    # or a message's source id. It is valid only while that memory exists and still holds the key, so
+    # a claim left behind by a crash is simply taken over. No multi-item transactions: dynalite has
+    # none, and on AWS they would double the write cost.
+
+    def _holder(self, bot: str, key: str, memory_id: int) -> Record | None:
+        record = self.get(bot, memory_id)
+        return record if record is not None and record.unique_key == key else None
+
+    def find_unique(self, bot: str, key: str) -> Record | None:
+        """The memory that holds a unique key, if any."""
+
+        def get() -> int | None:
+            try:
+                return int(StateItem.get(_unique_pk(bot), key).memory_id or 0)
+            except StateItem.DoesNotExist:
+                return None
+
+        holder = self._guard(get)
+        return self._holder(bot, key, holder) if holder is not None else None
+
+    def find_uniques(self, bot: str, keys: list[str]) -> dict[str, int]:
+        """The memory ids holding any of these unique keys (batch reads; stale claims left out)."""
+        if not keys:
+            return {}
+        pk = _unique_pk(bot)
+        claims = self._guard(
+            lambda: {
+                i.sk: int(i.memory_id) for i in StateItem.batch_get([(pk, k) for k in dict.fromkeys(keys)])
+            }
+        )
+        records = self.batch_get(bot, list(set(claims.values()))) if claims else {}
+        return {k: i for k, i in claims.items() if i in records and records[i].unique_key == k}
+
+    def claim(self, bot: str, key: str, memory_id: int) -> int | None:
+        """Claim a unique key for a memory; returns the id of the memory already holding it (or being
+        written with it right now), else None."""
+        pk = _unique_pk(bot)
+        for _ in range(3):
+            if attempt(
+                lambda: StateItem(pk, key, memory_id=memory_id, value=now_ms()).save(
+                    condition=StateItem.pk.does_not_exist()
+                )
+            ):
+                return None
+            try:
+                current = self._guard(lambda: StateItem.get(pk, key))
+            except StateItem.DoesNotExist:
+                continue  # released meanwhile: try again
+            holder = int(current.memory_id)
+            if self._holder(bot, key, holder) is not None:
+                return holder
+            if now_ms() - int(current.value or 0) < CLAIM_IN_FLIGHT_MS:
+                return holder  # its record is being written right now
+            # a claim whose memory is gone or says something else now: take it over
+            mine = StateItem(pk, key, memory_id=memory_id, value=now_ms())
+            if attempt(partial(mine.save, condition=StateItem.memory_id == holder)):
+                return None
+        raise Unavailable(f"could not settle which memory holds {key!r}; try again")
+
+    def release(self, bot: str, key: str, memory_id: int) -> None:
+        """Drop a claim if this memory still holds it."""
+        attempt(lambda: StateItem(_unique_pk(bot), key).delete(condition=StateItem.memory_id == memory_id))
+
+    # ----- records -------------------------------------------------------------------------------
+
+    def create(self, record: Record) -> None:
+        """Claim the record's unique key, then write it; raises Duplicate if the key is held."""
+        if record.unique_key:
+            holder = self.claim(record.bot, record.unique_key, int(record.id))
+            if holder is not None:
+                raise Duplicate(holder)
+        try:
+            self._guard(lambda: _row(record).save(condition=MemoryRecord.id.does_not_exist()))
+        except Exception:
+            if record.unique_key:
+                self.release(record.bot, record.unique_key, int(record.id))
+            raise
+
+    def create_many(self, records: list[Record]) -> list[Record]:
+        """Claim each record's key, then write the records that got theirs in batches of 25.
+        Returns the records written (duplicates left out)."""
+        held = list(
+            self._pool.map(lambda r: r.unique_key and self.claim(r.bot, r.unique_key, int(r.id)), records)
+        )
+        claimed = [r for r, holder in zip(records, held, strict=False) if not holder]
+
+        def write() -> None:
+            with MemoryRecord.batch_write() as batch:
+                for record in claimed:
+                    batch.save(_row(record))
+
+        self._guard(write)
+        return claimed
+
+    def get(self, bot: str, memory_id: int) -> Record | None:
+        """One record, or None."""
+
+        def get() -> Record | None:
+            try:
+                return _record(MemoryRecord.get(bot, memory_id))
+            except MemoryRecord.DoesNotExist:
+                return None
+
+        return self._guard(get)
+
+    def batch_get(self, bot: str, ids: list[int]) -> dict[int, Record]:
+        """Records by id (missing ones left out)."""
+        rows = self._guard(lambda: list(MemoryRecord.batch_get([(bot, i) for i in ids])))
+        return {int(r.id): _record(r) for r in rows}
+
+    def change_text(self, record: Record, text: str, unique_key: str | None) -> None:
+        """Give a record new text, moving its unique key; raises Duplicate if the new key is held."""
+        old_key = record.unique_key
+        stamp = now_ms()
+        if unique_key and unique_key != old_key:
+            holder = self.claim(record.bot, unique_key, int(record.id))
+            if holder is not None:
+                raise Duplicate(holder)
+        actions: list[Action] = [
+            MemoryRecord.text.set(text),
+            MemoryRecord.unique_key.set(unique_key) if unique_key else MemoryRecord.unique_key.remove(),
+            MemoryRecord.updated_at.set(stamp),
+            MemoryRecord.vector_model.remove(),
+            MemoryRecord.pending_bot.set(record.bot),
+        ]
+        self._guard(lambda: _key(record).update(actions=actions, condition=MemoryRecord.id.exists()))
+        record.text, record.unique_key, record.updated_at = text, unique_key, stamp
+        record.vector_model, record.pending = None, True
+        if old_key and old_key != unique_key:
+            self.release(record.bot, old_key, int(record.id))
+
+    def change_message(self, record: Record, text: str, content: dict[str, Any] | None) -> bool:
+        """A chat message edited where it was written: new text and content, its point to be made again;
+        False when the record is gone (forgotten or deleted meanwhile)."""
+        stamp = now_ms()
+        actions = [
+            MemoryRecord.text.set(text),
+            MemoryRecord.updated_at.set(stamp),
+            MemoryRecord.vector_model.remove(),
+            MemoryRecord.pending_bot.set(record.bot),
+        ]
+        if content is not None:
+            actions.append(MemoryRecord.content.set(content))
+        if not _update_if_exists(record, actions):
+            return False
+        record.text, record.updated_at, record.vector_model, record.pending = text, stamp, None, True
+        if content is not None:
+            record.content = content
+        return True
+
+    def delete(self, records: list[Record]) -> None:
+        """Delete records (25 per batch), then the unique keys they held."""
+
+        def run() -> None:
+            with MemoryRecord.batch_write() as batch:
+                for record in records:
+                    batch.delete(_key(record))
+            with StateItem.batch_write() as batch:
+                for record in records:
+                    if record.unique_key:
+                        batch.delete(StateItem(_unique_pk(record.bot), record.unique_key))
+
+        self._guard(run)
+
+    def mark_indexed(self, record: Record, vector_model: str | None) -> bool:
+        """The record's point is written (with a dense vector of that model, when given);
+        False when the record no longer exists."""
+        marked = _update_if_exists(
+            record,
+            [
+                MemoryRecord.pending_bot.remove(),
+                MemoryRecord.vector_model.set(vector_model)
+                if vector_model
+                else MemoryRecord.vector_model.remove(),
+            ],
+        )
+        if marked:
+            record.pending, record.vector_model = False, vector_model
+        return marked
+
+    def mark_indexed_many(self, done: list[tuple[Record, str | None]]) -> list[Record]:
+        """mark_indexed for many records, several requests in flight; returns the records that no longer
+        exist."""
+        marked = list(self._pool.map(lambda pair: self.mark_indexed(*pair), done))
+        return [record for (record, _), ok in zip(done, marked, strict=False) if not ok]
+
+    def mark_pending(self, record: Record) -> bool:
+        """The record still needs its point (or its dense vector) written; False when it no longer exists
+        (an update without the condition would write a stub of a deleted memory back)."""
+        if not _update_if_exists(record, [MemoryRecord.pending_bot.set(record.bot)]):
+            return False
+        record.pending = True
+        return True
+
+    def pending_ids(self, bot: str, limit: int) -> list[int]:
+        """Ids of a bot's records waiting for vectors, oldest first."""
+        return self._guard(lambda: [int(r.id) for r in MemoryRecord.pending.query(bot, limit=limit)][:limit])
+
+    def bots_with_pending(self) -> list[str]:
+        """Bots that have records waiting for vectors (a scan of the sparse index: small by design)."""
+        return self._guard(lambda: sorted({r.pending_bot for r in MemoryRecord.pending.scan()}))
+
+    def newest(
+        self,
+        bot: str,
+        kind: str,
+        limit: int,
+        server: str | None = None,
+        project: str | None = None,
+        user: str | None = None,
+        before: int | None = None,
+    ) -> list[Record]:
+        """Up to `limit` records of a kind, newest first, narrowed by scope; with `before`, only ids below
+        it (the next page)."""
+        below = MemoryRecord.id < before if before else None
+        if user is not None:
+            return self._guard(lambda: self._newest_of_user(bot, kind, limit, server, project, user, below))
+        condition = None
+        for attr, value in ((MemoryRecord.server, server), (MemoryRecord.project, project)):
+            if value is not None:
+                condition = attr == value if condition is None else condition & (attr == value)
+
+        def run() -> list[Record]:
+            # A filter is applied after a page is read: read full pages when one is set, or a narrow
+            # scope walks the kind's index 50 items per round trip
+            rows = MemoryRecord.by_kind.query(
+                keys.bot_kind(bot, kind),
+                range_key_condition=below,
+                filter_condition=condition,
+                scan_index_forward=False,
+                page_size=500 if condition is not None else min(limit, 500),
+            )
+            out: list[Record] = []
+            for row in rows:
+                out.append(_record(row))
+                if len(out) >= limit:
+                    break
+            return out
+
+        return self._guard(run)
+
+    def _newest_of_user(
+        self,
+        bot: str,
+        kind: str,
+        limit: int,
+        server: str | None,
+        project: str | None,
+        user: str,
+        below: Condition | None = None,
+    ) -> list[Record]:
+        """A user's records read through the user index (newest id first), so the cost follows the
+        user's own records, not the bot's: a user with 50 of a bot's 100k memories costs 50 reads."""
+        out: list[Record] = []
+        ids: list[int] = []
+
+        def take(chunk: list[int]) -> bool:
+            found = MemoryRecord.batch_get([(bot, i) for i in chunk])
+            for r in sorted(found, key=lambda r: -int(r.id)):
+                if (
+                    r.kind == kind
+                    and (server is None or r.server == server)
+                    and (project is None or r.project == project)
+                ):
+                    out.append(_record(r))
+            return len(out) >= limit
+
+        for row in MemoryRecord.by_user.query(
+            keys.bot_user(bot, user), range_key_condition=below, scan_index_forward=False, page_size=500
+        ):
+            ids.append(int(row.id))
+            if len(ids) == 100:
+                if take(ids):
+                    return out[:limit]
+                ids = []
+        if ids:
+            take(ids)
+        return out[:limit]
+
+    def iter_user(self, bot: str, user: str) -> list[int]:
+        """Ids of every record of a bot attributed to a user."""
+        return self._guard(lambda: [int(r.id) for r in MemoryRecord.by_user.query(keys.bot_user(bot, user))])
+
+    @staticmethod
+    def count_user_of(bot: str, user: str) -> int:
+        """How many records of a bot are attributed to a user (the user index, keys only); static, so the
+        lean interactions function needs no store object."""
+        return guard(lambda: MemoryRecord.by_user.count(keys.bot_user(bot, user)))
+
+    def user_claims(self, bot: str, user: str) -> list[str]:
+        """The fact claims made in a user's name (their scope is in the key), whether or not their
+        record still exists: a forget releases them all, leftovers of a crash included."""
+        # DynamoDB filters no key attribute: the partition's fact claims are read (keys only) and matched here
+        return self._guard(
+            lambda: [
+                i.sk
+                for i in StateItem.query(
+                    keys.unique_pk(bot),
+                    StateItem.sk.startswith(keys.FACT_CLAIM_PREFIX),
+                    attributes_to_get=["pk", "sk"],
+                )
+                if i.sk.rsplit("#", 2)[-2] == user
+            ]
+        )
+
+    def drop_claims(self, bot: str, claim_keys: list[str]) -> None:
+        """Delete these claims outright."""
+
+        def run() -> None:
+            with StateItem.batch_write() as batch:
+                for key in claim_keys:
+                    batch.delete(StateItem(keys.unique_pk(bot), key))
+
+        if claim_keys:
+            self._guard(run)

@@ -1,0 +1,384 @@
+"""Everything in StateTable that is not a record's bookkeeping: embedder settings, Discord consent,
+backfill runs, cursors, tokens, seen interactions, export limits, LibreChat users' memory settings, and
+the tombstones forgets leave. Domain code reaches them only through `StateStore`."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from pynamodb.expressions.update import Action
+
+from . import keys
+from .dynamo import attempt, guard
+from .models import StateItem
+
+
+def _batch_get(item_keys: list[tuple[str, str]]) -> list[StateItem]:
+    return list(StateItem.batch_get(item_keys))
+
+
+def _get(pk: str, sk: str) -> StateItem | None:
+    try:
+        return StateItem.get(pk, sk, consistent_read=True)
+    except StateItem.DoesNotExist:
+        return None
+
+
+class StateStore:
+    """Reads and writes StateTable items by what they mean; every key comes from `keys`."""
+
+    _guard = staticmethod(guard)
+
+    # ----- embedder settings -------------------------------------------------------------------------
+
+    def embedding_settings(self) -> dict[str, Any] | None:
+        """The stored embedder settings, or None (the environment's defaults apply)."""
+        item = self._guard(lambda: _get(*keys.EMBEDDING_SETTINGS))
+        return item.data if item is not None else None
+
+    def save_embedding_settings(self, data: dict[str, Any]) -> None:
+        self._guard(lambda: StateItem(*keys.EMBEDDING_SETTINGS, data=data).save())
+
+    # ----- tombstones ----------------------------------------------------------------------------------
+
+    def mark_forgotten(self, bot: str, user: str, at: int) -> None:
+        """Leave the tombstone of a forget (kept: it is what a restore from backup re-applies)."""
+        self._guard(lambda: StateItem(*keys.tombstone(bot, user), value=at).save())
+
+    def forgotten(self, bot: str, users: set[str] | list[str]) -> dict[str, int]:
+        """When each of these users was last forgotten in this bot (users never forgotten left out)."""
+        users = [u for u in dict.fromkeys(users) if u]
+        if not users:
+            return {}
+        if len(users) == 1:
+            item = self._guard(lambda: _get(*keys.tombstone(bot, users[0])))
+            return {users[0]: int(item.value)} if item is not None else {}
+        return self._guard(
+            lambda: {
+                i.sk: int(i.value)
+                for i in StateItem.batch_get([keys.tombstone(bot, u) for u in users], consistent_read=True)
+            }
+        )
+
+    @staticmethod
+    def tombstones_in_table(dynamodb_client: Any, table: str) -> list[tuple[str, str, int]]:
+        """Every forget recorded in a state table, any bot: (bot, user, when). Read with a plain client, so
+        it works on a table the stack is not bound to (the live one, while a restored copy is checked)."""
+        out = []
+        for page in dynamodb_client.get_paginator("scan").paginate(
+            TableName=table,
+            FilterExpression="begins_with(pk, :p)",
+            ExpressionAttributeValues={":p": {"S": keys.TOMBSTONE_PREFIX}},
+        ):
+            for item in page["Items"]:
+                bot = keys.tombstone_bot(item["pk"]["S"])
+                if bot is not None:
+                    out.append((bot, item["sk"]["S"], int(item["value"]["N"])))
+        return sorted(out, key=lambda t: t[2])
+
+    # ----- Discord: consent and backfill ---------------------------------------------------------------
+
+    def consent(self, bot: str, user: str) -> dict[str, Any] | None:
+        """A user's consent ({"consentedAt"}), or None."""
+        item = self._guard(lambda: _get(*keys.consent(bot, user)))
+        return {"value": int(item.value or 0), **(item.data or {})} if item is not None else None
+
+    def consenting(self, bot: str, users: set[str] | None = None) -> set[str]:
+        """Everyone who has opted in (or which of `users` have), read now, not cached."""
+        if users is not None:
+            wanted = [u for u in users if u]
+            if not wanted:
+                return set()
+            found = self._guard(
+                lambda: list(
+                    StateItem.batch_get([keys.consent(bot, u) for u in wanted], consistent_read=True)
+                )
+            )
+        else:
+            found = self._guard(
+                lambda: list(
+                    StateItem.query(
+                        keys.discord_pk(bot),
+                        StateItem.sk.startswith(keys.CONSENT_PREFIX),
+                        consistent_read=True,
+                    )
+                )
+            )
+        return {i.sk.split("#", 1)[1] for i in found}
+
+    def give_consent(self, bot: str, user: str, at: int, guilds: list[str] | None = None) -> None:
+        """Opt a user in; `guilds`: the servers they are a member of (what catch-up reads for them)."""
+        data = {"consentedAt": at, **({"guilds": sorted(guilds)} if guilds is not None else {})}
+        self._guard(lambda: StateItem(*keys.consent(bot, user), value=1, data=data).save())
+
+    def consenting_guilds(self, bot: str) -> set[str] | None:
+        """The servers some consenting user is a member of; None when a consent does not say (one given
+        before engram kept them): then every server is read."""
+        found = self._guard(
+            lambda: list(
+                StateItem.query(
+                    keys.discord_pk(bot), StateItem.sk.startswith(keys.CONSENT_PREFIX), consistent_read=True
+                )
+            )
+        )
+        out: set[str] = set()
+        for item in found:
+            guilds = (item.data or {}).get("guilds")
+            if guilds is None:
+                return None
+            out.update(guilds)
+        return out
+
+    def add_consent_guild(self, bot: str, user: str, guild: str) -> None:
+        """A consenting user seen in a server their consent does not name yet (joined after opting in)."""
+        item = self._guard(lambda: _get(*keys.consent(bot, user)))
+        data = dict(item.data or {}) if item is not None else None
+        if data is None or "guilds" not in data or guild in data["guilds"]:
+            return
+        data["guilds"] = sorted({*data["guilds"], guild})
+        attempt(
+            lambda: StateItem(*keys.consent(bot, user), value=1, data=data).save(
+                condition=StateItem.pk.exists()
+            )
+        )  # a forget meanwhile wins: no consent is written back
+
+    def backfill_run(self, bot: str, user: str) -> dict[str, Any] | None:
+        """The user's latest backfill run: {"run", "left", "count", "channels", "issuedAt"}, or None."""
+        item = self._guard(lambda: _get(*keys.backfill_run(bot, user)))
+        if item is None:
+            return None
+        return {
+            "run": item.tag,
+            "left": int(item.value or 0),
+            "count": int(item.tally or 0),
+            **(item.data or {}),
+        }
+
+    def start_backfill_run(self, bot: str, user: str, run: str, channels: int, issued_at: int) -> None:
+        self._guard(
+            lambda: StateItem(
+                *keys.backfill_run(bot, user),
+                value=channels,
+                tally=0,
+                tag=run,
+                data={"channels": channels, "issuedAt": issued_at},
+            ).save()
+        )
+
+    def count_backfill(
+        self, bot: str, user: str, run: str, channel: str, stored: int, finished: bool
+    ) -> dict[str, Any] | None:
+        """Add to a run's count (and, once per channel, count the channel done): one conditional update.
+        None when a newer run (or a forget) replaced it, or this channel was counted already."""
+        item = StateItem(*keys.backfill_run(bot, user))
+        actions: list[Action] = [StateItem.tally.add(stored)]
+        condition = StateItem.tag == run
+        if finished:
+            actions += [StateItem.value.add(-1), StateItem.members.add({channel})]
+            condition &= ~StateItem.members.contains(channel)
+        if not attempt(lambda: item.update(actions=actions, condition=condition)):
+            return None
+        return {"left": int(item.value), "count": int(item.tally or 0), **(item.data or {})}
+
+    def keep_token(self, bot: str, user: str, run: str, token: str, expires_s: int) -> None:
+        """An interaction token for a run's last word, in its own item with a TTL."""
+        self._guard(
+            lambda: StateItem(*keys.token(bot, user, run), data={"token": token}, expires_at=expires_s).save()
+        )
+
+    def token(self, bot: str, user: str, run: str, now_s: int) -> str | None:
+        """The run's token while it is valid (DynamoDB's TTL deletes late, dynalite never)."""
+        item = self._guard(lambda: _get(*keys.token(bot, user, run)))
+        if item is None:
+            return None
+        if int(item.expires_at or 0) <= now_s:
+            self._guard(item.delete)
+            return None
+        return (item.data or {}).get("token")
+
+    def cursor(self, bot: str, user: str, channel: str) -> dict[str, Any] | None:
+        """A user's backfill cursor in one channel ({"before", "done", "run", "step"}), or None."""
+        item = self._guard(lambda: _get(keys.cursors_pk(bot, user), channel))
+        return dict(item.data or {}) if item is not None else None
+
+    def save_cursor(self, bot: str, user: str, channel: str, state: dict[str, Any]) -> None:
+        self._guard(lambda: StateItem(keys.cursors_pk(bot, user), channel, data=state).save())
+
+    def channel_newest(self, bot: str, channel: str) -> str | None:
+        """The newest message id seen in a channel (where catch-up starts)."""
+        return self.channel_seen(bot, channel).get("newest")
+
+    def channel_seen(self, bot: str, channel: str) -> dict[str, Any]:
+        """What catch-up knows of a channel: {"newest": id, "storedAt": ms of the newest message stored
+        from it, "windowAt": s of its last window re-read}, each key only once known."""
+        item = self._guard(lambda: _get(*keys.channel_newest(bot, channel)))
+        return dict(item.data or {}) if item is not None else {}
+
+    def channels_seen(self, bot: str, channels: list[str]) -> dict[str, dict[str, Any]]:
+        """channel_seen of each of these channels (batched reads; unseen ones left out)."""
+        wanted = list(dict.fromkeys(channels))
+        out = {}
+        for start in range(0, len(wanted), 100):
+            chunk = [keys.channel_newest(bot, c) for c in wanted[start : start + 100]]
+            items = self._guard(partial(_batch_get, chunk))
+            out.update({i.sk: dict(i.data or {}) for i in items})
+        return out
+
+    def see_channel(self, bot: str, channel: str, **changes: Any) -> None:
+        """Merge what was just learnt of a channel (newest never moves back, storedAt never either)."""
+        # One small item per channel, written by that channel's catch-up job; a lost race costs one re-read
+        current = self.channel_seen(bot, channel)
+        merged = {**current, **changes}
+        if (
+            current.get("newest")
+            and changes.get("newest")
+            and int(current["newest"]) > int(changes["newest"])
+        ):
+            merged["newest"] = current["newest"]  # never back
+        if current.get("storedAt") and changes.get("storedAt"):
+            merged["storedAt"] = max(int(current["storedAt"]), int(changes["storedAt"]))
+        if merged != current:
+            self._guard(lambda: StateItem(*keys.channel_newest(bot, channel), data=merged).save())
+
+    def remember_newest(self, bot: str, channel: str, message_id: str) -> None:
+        """Move a channel's newest seen id forward (never back)."""
+        self.see_channel(bot, channel, newest=message_id)
+
+    def note_recent(
+        self, bot: str, channel: str, entries: list[tuple[str, int, str, int]], stored_at: int
+    ) -> None:
+        """Messages just stored (or edited) from a channel: (message id, record id, edited time, expires
+        s)."""
+        if not entries:
+            return
+        pk = keys.recent_pk(bot, channel)
+
+        def run() -> None:
+            with StateItem.batch_write() as batch:
+                for message, record, edited, expires in entries:
+                    batch.save(StateItem(pk, message, memory_id=record, tag=edited, expires_at=expires))
+
+        self._guard(run)
+        self.see_channel(bot, channel, storedAt=stored_at)
+
+    def recent(self, bot: str, channel: str, now_s: int) -> dict[str, tuple[int, str]]:
+        """{message id: (record id, edited time)} of a channel's messages stored lately and not expired
+        (DynamoDB's TTL deletes late, dynalite never)."""
+        return self._guard(
+            lambda: {
+                i.sk: (int(i.memory_id), i.tag or "")
+                for i in StateItem.query(keys.recent_pk(bot, channel))
+                if int(i.expires_at or 0) > now_s
+            }
+        )
+
+    def drop_recent(self, bot: str, channel: str, messages: list[str]) -> None:
+        """Stop watching these messages of a channel (deleted, or out of the window)."""
+        if not messages:
+            return
+        pk = keys.recent_pk(bot, channel)
+
+        def run() -> None:
+            with StateItem.batch_write() as batch:
+                for message in messages:
+                    batch.delete(StateItem(pk, message))
+
+        self._guard(run)
+
+    def note_content_intent(self, bot: str, on: bool, how: str, at: int) -> None:
+        """Remember whether the app can read message text, and how that was learnt (flags, or a page of
+        other people's messages that all came back empty)."""
+        self._guard(
+            lambda: StateItem(*keys.content_intent(bot), value=int(on), data={"how": how, "at": at}).save()
+        )
+
+    def content_intent(self, bot: str) -> dict[str, Any] | None:
+        """{"on", "how", "at"} as last noted, or None (never checked)."""
+        item = self._guard(lambda: _get(*keys.content_intent(bot)))
+        return {"on": bool(item.value), **(item.data or {})} if item is not None else None
+
+    def mark_unreadable(self, bot: str, channel: str, reason: str, retry_at_s: int) -> None:
+        """A channel Discord would not let the bot read, and when to try it again."""
+        self._guard(lambda: StateItem(keys.unreadable_pk(bot), channel, value=retry_at_s, tag=reason).save())
+
+    def unreadable(self, bot: str) -> dict[str, dict[str, Any]]:
+        """Every channel marked unreadable: {channel: {"reason", "retryAt"}} (one query)."""
+        return self._guard(
+            lambda: {
+                i.sk: {"reason": i.tag, "retryAt": int(i.value or 0)}
+                for i in StateItem.query(keys.unreadable_pk(bot))
+            }
+        )
+
+    def readable_again(self, bot: str, channel: str) -> None:
+        self._guard(StateItem(keys.unreadable_pk(bot), channel).delete)
+
+    def first_sight(self, bot: str, interaction_id: str, expires_s: int) -> bool:
+        """True the first time an interaction id is seen (a conditional write of a short-lived item)."""
+        return attempt(
+            lambda: StateItem(*keys.seen_interaction(bot, interaction_id), expires_at=expires_s).save(
+                condition=StateItem.pk.does_not_exist()
+            )
+        )
+
+    def take_export_slot(self, bot: str, user: str, now: int, every_s: int) -> bool:
+        """At most one export per `every_s` per user: False when one was taken too recently."""
+        return attempt(
+            lambda: StateItem(
+                *keys.export_limit(bot, user), value=now, expires_at=now // 1000 + every_s
+            ).save(condition=StateItem.sk.does_not_exist() | (StateItem.value < now - every_s * 1000))
+        )
+
+    def release_export_slot(self, bot: str, user: str) -> None:
+        """Give the export slot back (the export could not be delivered)."""
+        self._guard(StateItem(*keys.export_limit(bot, user)).delete)
+
+    # ----- LibreChat users' memory settings -----------------------------------------------------------
+
+    def chat_settings(self, bot: str, user: str) -> dict[str | None, Any]:
+        """{conversation: 0|1} as stored, the user's default under None."""
+        items = self._guard(lambda: list(StateItem.query(keys.chat_settings_pk(bot, user))))
+        return {keys.conversation_of(i.sk): i.value for i in items}
+
+    def set_chat_setting(self, bot: str, user: str, conversation: str | None, enabled: bool | None) -> None:
+        """Set (or with None, drop) a chat's setting, or the user's default (conversation None)."""
+        item = StateItem(
+            keys.chat_settings_pk(bot, user),
+            keys.chat_setting_sk(conversation),
+            value=int(enabled) if enabled is not None else None,
+        )
+        self._guard(item.delete if enabled is None else item.save)
+
+    # ----- forget ---------------------------------------------------------------------------------------
+
+    def forget_user(self, bot: str, user: str) -> dict[str, int]:
+        """Delete every state item about a user of a bot: Discord consent, backfill run, export limit,
+        tokens and cursors; LibreChat memory settings. Returns how many of each kind went."""
+        discord = keys.discord_pk(bot)
+        singles = {
+            "consent": keys.consent(bot, user),
+            "backfill": keys.backfill_run(bot, user),
+            "exportLimit": keys.export_limit(bot, user),
+        }
+
+        def run() -> dict[str, int]:
+            out = {}
+            present = {(i.pk, i.sk) for i in StateItem.batch_get(list(singles.values()))}
+            groups = {
+                "tokens": list(StateItem.query(discord, StateItem.sk.startswith(keys.tokens_prefix(user)))),
+                "cursors": list(StateItem.query(keys.cursors_pk(bot, user))),
+                "chatSettings": list(StateItem.query(keys.chat_settings_pk(bot, user))),
+            }
+            with StateItem.batch_write() as batch:
+                for name, key in singles.items():
+                    out[name] = int(key in present)
+                    if key in present:
+                        batch.delete(StateItem(*key))
+                for name, items in groups.items():
+                    out[name] = len(items)
+                    for item in items:
+                        batch.delete(item)
+            return out
+
+        return self._guard(run)

@@ -1,0 +1,206 @@
+"""The embedded engine: qdrant-edge-py, Qdrant's Rust engine in-process (~1 ms filtered hybrid query)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import qdrant_edge as qe
+
+from ..errors import IndexUnavailable
+from ..words import SparseVector
+from . import TIE_MARGIN, WORDS, Fusion, Hit, IndexPoint, Scope, fuse
+
+_KEYWORD_FIELDS = ("bot", "kind", "server", "project", "user")
+
+
+def _filter(scope: Scope) -> qe.Filter:
+    return qe.Filter(
+        must=[qe.FieldCondition(k, match=qe.MatchValue(v)) for k, v in scope.conditions().items()]
+    )
+
+
+def _sparse(vector: SparseVector) -> qe.SparseVector:
+    return qe.SparseVector(vector.indices, vector.values)
+
+
+def _dense_of(vector, names: list[str] | None) -> list[float] | None:
+    """The one named dense vector a point came back with, if it was asked for and has it."""
+    if not names or not isinstance(vector, dict) or names[0] not in vector:
+        return None
+    return list(vector[names[0]])
+
+
+class EdgeIndex:
+    """One Edge shard on local disk; a lock serialises access since one process owns the shard."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        self._writes_since_optimize = 0
+        if (self.path / "edge_config.json").exists() or (self.path / "segments").exists():
+            try:
+                self._shard = qe.EdgeShard.load(str(self.path))
+            except Exception as exc:  # the WAL lock: one process owns a shard
+                raise IndexUnavailable(
+                    f"cannot open the embedded index at {self.path} (is another engram running on it?): {exc}"
+                ) from exc
+        else:
+            self.path.mkdir(parents=True, exist_ok=True)
+            config = qe.EdgeConfig(
+                vectors={}, sparse_vectors={WORDS: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)}
+            )
+            self._shard = qe.EdgeShard.create(str(self.path), config)
+            for name in _KEYWORD_FIELDS:
+                self._shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
+            self._shard.update(
+                qe.UpdateOperation.create_field_index("createdAt", qe.PayloadSchemaType.Integer)
+            )
+
+    def _run(self, fn):
+        with self._lock:
+            try:
+                return fn(self._shard)
+            except Exception as exc:  # the engine raises plain exceptions; callers see one kind
+                raise IndexUnavailable(f"the embedded index failed: {exc}") from exc
+
+    def dense_names(self) -> set[str]:
+        """The named dense vectors the shard has (its persisted config lists them)."""
+        with self._lock:
+            self._shard.flush()
+            config = json.loads((self.path / "edge_config.json").read_text())
+            return set((config.get("vectors") or {}).keys())
+
+    def ensure_dense(self, name: str, size: int) -> None:
+        """Create the named dense vector (cosine) unless it exists."""
+        with self._lock:
+            if name not in self.dense_names():
+                self._run(
+                    lambda s: s.update(qe.UpdateOperation.create_dense_vector(name, size, qe.Distance.Cosine))
+                )
+                self._shard.flush()
+
+    def delete_dense(self, name: str) -> None:
+        """Drop a named dense vector (every point's)."""
+        with self._lock:
+            if name in self.dense_names():
+                self._run(lambda s: s.update(qe.UpdateOperation.delete_vector_name(name)))
+                self._shard.flush()
+
+    def upsert(self, points: list[IndexPoint]) -> None:
+        """Write whole points."""
+        if not points:
+            return
+        edge_points = [qe.Point(p.id, {WORDS: _sparse(p.words), **p.dense}, p.payload) for p in points]
+        self._run(lambda s: s.update(qe.UpdateOperation.upsert_points(edge_points)))
+        self._after_writes(len(points))
+
+    def set_dense(self, name: str, vectors: dict[int, list[float]]) -> None:
+        """Add or replace one dense vector on existing points."""
+        if vectors:
+            ops = [qe.PointVectors(i, {name: v}) for i, v in vectors.items()]
+            self._run(lambda s: s.update(qe.UpdateOperation.update_vectors(ops)))
+            self._after_writes(len(vectors))
+
+    def delete(self, ids: list[int]) -> None:
+        """Delete points by id."""
+        if ids:
+            self._run(lambda s: s.update(qe.UpdateOperation.delete_points(list(ids))))
+
+    def delete_scope(self, scope: Scope) -> int:
+        """Delete every point in a scope; returns how many there were."""
+        flt = _filter(scope)
+
+        def run(shard):
+            n = shard.count(qe.CountRequest(exact=True, filter=flt))
+            shard.update(qe.UpdateOperation.delete_points_by_filter(flt))
+            return n
+
+        return self._run(run)
+
+    def count(self, scope: Scope, dense: str | None = None) -> int:
+        """Exact count in a scope, optionally only points that have a dense vector."""
+        flt = _filter(scope)
+        if dense:
+            flt = qe.Filter(must=[flt, qe.HasVectorCondition(dense)])
+        return self._run(lambda s: s.count(qe.CountRequest(exact=True, filter=flt)))
+
+    def search(self, scope, words, dense, limit, fusion: Fusion, with_vector: bool = False) -> list[Hit]:
+        """Each side's best (words, meaning) as ids and scores, fused here (see `fuse`), then the
+        payloads (and asked-for vectors) of just the hits returned."""
+        flt = _filter(scope)
+        legs = []
+        if words is not None and words.indices:
+            legs.append((qe.Query.Nearest(_sparse(words), using=WORDS), fusion.words_weight))
+        if dense is not None:
+            legs.append((qe.Query.Nearest(dense[1], using=dense[0]), fusion.dense_weight))
+        if not legs:
+            return []
+        size = (max(fusion.candidates, limit) if len(legs) > 1 else limit) + TIE_MARGIN
+        out = []
+        for query, weight in legs:
+            request = qe.QueryRequest(
+                limit=size, query=query, filter=flt, with_payload=False, with_vector=False
+            )
+            points = self._run(lambda s, r=request: s.query(r))
+            out.append(([Hit(int(p.id), float(p.score), {}) for p in points], weight))
+        hits = fuse(out, fusion, limit)
+        names = [dense[0]] if with_vector and dense is not None else None
+        vectors: list[str] | bool = names or False
+        records = {int(r.id): r for r in self._run(lambda s: s.retrieve([h.id for h in hits], True, vectors))}
+        return [
+            Hit(
+                h.id,
+                h.score,
+                dict(records[h.id].payload or {}),
+                _dense_of(records[h.id].vector, names),
+            )
+            for h in hits
+            if h.id in records
+        ]
+
+    def existing(self, ids: list[int]) -> set[int]:
+        """Which of these point ids the shard holds."""
+        if not ids:
+            return set()
+        return {int(p.id) for p in self._run(lambda s: s.retrieve(list(ids), False, False))}
+
+    def with_dense(self, name: str, ids: list[int]) -> set[int]:
+        """Which of these points have the named dense vector."""
+        if not ids:
+            return set()
+        flt = qe.Filter(must=[qe.HasIdCondition(set(ids)), qe.HasVectorCondition(name)])
+        request = qe.ScrollRequest(
+            offset=None, limit=len(ids), filter=flt, with_payload=False, with_vector=False
+        )
+        records, _ = self._run(lambda s: s.scroll(request))
+        return {int(r.id) for r in records}
+
+    def scroll_ids(self, scope: Scope, after: int | None, limit: int) -> tuple[list[int], int | None]:
+        """One page of point ids in a scope, in id order, and the next page's first id (None: done)."""
+        request = qe.ScrollRequest(
+            offset=after, limit=limit, filter=_filter(scope), with_payload=False, with_vector=False
+        )
+        records, following = self._run(lambda s: s.scroll(request))
+        return [int(r.id) for r in records], (int(following) if following is not None else None)
+
+    def _after_writes(self, n: int) -> None:
+        # Edge has no background optimizer: merge small segments now and then so queries stay fast.
+        self._writes_since_optimize += n
+        if self._writes_since_optimize >= 5000:
+            self.optimize()
+
+    def optimize(self) -> None:
+        """Merge segments and build indexes (blocking)."""
+        with self._lock:
+            self._writes_since_optimize = 0
+            self._shard.optimize()
+
+    def close(self) -> None:
+        """Flush and release the shard."""
+        with self._lock:
+            try:
+                self._shard.flush()
+            finally:
+                self._shard.close()

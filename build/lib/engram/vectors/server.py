@@ -1,0 +1,216 @@
+"""Qdrant reached over its REST API: a server or Qdrant Cloud by URL.
+
+Plain httpx rather than qdrant-client: the client's import alone (pydantic schemas for ~900 models)
+costs 0.5-0.9 s of every Lambda cold start, more than the whole first request may take, for the ten
+calls engram makes. tests/fake_qdrant.py checks every body sent here against qdrant-client's own
+request models (the server's OpenAPI schema, extra fields forbidden) and runs it on qdrant-client's
+local engine, so the wire format cannot drift from what the official client sends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from ..errors import IndexUnavailable
+from ..words import SparseVector
+from . import SCOPE_FIELDS, TIE_MARGIN, WORDS, Fusion, Hit, IndexPoint, Scope, fuse
+
+
+def _filter(scope: Scope) -> dict:
+    return {"must": [{"key": k, "match": {"value": v}} for k, v in scope.conditions().items()]}
+
+
+def _sparse(vector: SparseVector) -> dict:
+    return {"indices": list(vector.indices), "values": list(vector.values)}
+
+
+class QdrantServerIndex:
+    """One collection: sparse `words` (IDF) and a dense named vector per embedding model."""
+
+    def __init__(self, client: httpx.Client, collection: str):
+        self.client = client
+        self.collection = collection
+        # Checked on first use, not here: a Qdrant that does not answer at cold start must degrade
+        # exactly as a later outage does (writes kept pending, words search), not fail the process.
+        self._collection_ready = False
+
+    @classmethod
+    def connect(
+        cls,
+        url: str,
+        api_key: str | None,
+        collection: str,
+        timeout_s: float = 5.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> QdrantServerIndex:
+        """A client for the server at `url` (no request is made until the index is first used)."""
+        headers = {"api-key": api_key} if api_key else {}
+        client = httpx.Client(
+            base_url=url.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport
+        )
+        return cls(client, collection)
+
+    # ----- the wire --------------------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, body: dict | None = None, wait: bool = False) -> Any:
+        """One REST call; its `result`. Every failure (refused, timed out, 4xx/5xx) is IndexUnavailable."""
+        try:
+            response = self.client.request(
+                method,
+                f"/collections/{self.collection}{path}",
+                json=body,
+                params={"wait": "true"} if wait else None,
+            )
+        except httpx.HTTPError as exc:
+            raise IndexUnavailable(f"Qdrant failed: {type(exc).__name__}: {exc}") from exc
+        if response.status_code >= 400:
+            if response.status_code == 404:
+                self._collection_ready = False  # deleted behind our back: made again on the next call
+            try:
+                detail = response.json().get("status", {}).get("error") or response.text
+            except ValueError:
+                detail = response.text
+            raise IndexUnavailable(f"Qdrant answered {response.status_code}: {str(detail)[:300]}")
+        try:
+            return response.json().get("result")
+        except ValueError as exc:
+            raise IndexUnavailable(
+                f"Qdrant answered something that is not JSON: {response.text[:200]}"
+            ) from exc
+
+    def _call(self, method: str, path: str, body: dict | None = None, wait: bool = False) -> Any:
+        if not self._collection_ready:
+            self._ensure_collection()
+            self._collection_ready = True
+        return self._request(method, path, body, wait)
+
+    def _ensure_collection(self) -> None:
+        if self._request("GET", "/exists").get("exists"):
+            return
+        self._request("PUT", "", {"vectors": {}, "sparse_vectors": {WORDS: {"modifier": "idf"}}})
+        for name in SCOPE_FIELDS:
+            self._request("PUT", "/index", {"field_name": name, "field_schema": "keyword"}, wait=True)
+        self._request("PUT", "/index", {"field_name": "createdAt", "field_schema": "integer"}, wait=True)
+
+    # ----- the port ----------------------------------------------------------------------------------
+
+    def dense_names(self) -> set[str]:
+        """The named dense vectors of the collection."""
+        vectors = self._call("GET", "")["config"]["params"].get("vectors")
+        return set(vectors.keys()) if isinstance(vectors, dict) else set()
+
+    def ensure_dense(self, name: str, size: int) -> None:
+        """Create the named dense vector (cosine) unless it exists."""
+        if name not in self.dense_names():
+            self._call("PUT", f"/vectors/{name}", {"dense": {"size": size, "distance": "Cosine"}}, wait=True)
+
+    def delete_dense(self, name: str) -> None:
+        """Drop a named dense vector (every point's)."""
+        if name in self.dense_names():
+            self._call("DELETE", f"/vectors/{name}", wait=True)
+
+    def upsert(self, points: list[IndexPoint]) -> None:
+        """Write whole points."""
+        if points:
+            body = [
+                {"id": p.id, "vector": {WORDS: _sparse(p.words), **p.dense}, "payload": p.payload}
+                for p in points
+            ]
+            self._call("PUT", "/points", {"points": body}, wait=True)
+
+    def set_dense(self, name: str, vectors: dict[int, list[float]]) -> None:
+        """Add or replace one dense vector on existing points."""
+        if vectors:
+            body = [{"id": i, "vector": {name: v}} for i, v in vectors.items()]
+            self._call("PUT", "/points/vectors", {"points": body}, wait=True)
+
+    def delete(self, ids: list[int]) -> None:
+        """Delete points by id."""
+        if ids:
+            self._call("POST", "/points/delete", {"points": list(ids)}, wait=True)
+
+    def delete_scope(self, scope: Scope) -> int:
+        """Delete every point in a scope; returns how many there were."""
+        n = self.count(scope)
+        self._call("POST", "/points/delete", {"filter": _filter(scope)}, wait=True)
+        return n
+
+    def count(self, scope: Scope, dense: str | None = None) -> int:
+        """Exact count in a scope, optionally only points that have a dense vector."""
+        flt = _filter(scope)
+        if dense:
+            flt = {"must": [flt, {"has_vector": dense}]}
+        return int(self._call("POST", "/points/count", {"filter": flt, "exact": True})["count"])
+
+    def search(self, scope, words, dense, limit, fusion: Fusion, with_vector: bool = False) -> list[Hit]:
+        """Each side's best (words, meaning) in one batch request, fused here (see `fuse`)."""
+        flt = _filter(scope)
+        legs = []
+        if words is not None and words.indices:
+            legs.append(({"query": _sparse(words), "using": WORDS}, fusion.words_weight))
+        if dense is not None:
+            leg = {"query": list(dense[1]), "using": dense[0]}
+            if with_vector:
+                leg["with_vector"] = [dense[0]]
+            legs.append((leg, fusion.dense_weight))
+        if not legs:
+            return []
+        size = (max(fusion.candidates, limit) if len(legs) > 1 else limit) + TIE_MARGIN
+        name = dense[0] if with_vector and dense is not None else None
+        # Both sides in one round trip, with payloads (a second trip for them would cost more than the bytes)
+        searches = [{**leg, "filter": flt, "limit": size, "with_payload": True} for leg, _ in legs]
+        results = self._call("POST", "/points/query/batch", {"searches": searches})
+        return fuse(
+            [
+                (
+                    [
+                        Hit(
+                            int(p["id"]),
+                            float(p["score"]),
+                            dict(p.get("payload") or {}),
+                            (p.get("vector") or {}).get(name)
+                            if name and isinstance(p.get("vector"), dict)
+                            else None,
+                        )
+                        for p in result["points"]
+                    ],
+                    weight,
+                )
+                for result, (_, weight) in zip(results, legs, strict=False)
+            ],
+            fusion,
+            limit,
+        )
+
+    def existing(self, ids: list[int]) -> set[int]:
+        """Which of these point ids the collection holds."""
+        if not ids:
+            return set()
+        found = self._call("POST", "/points", {"ids": list(ids), "with_payload": False, "with_vector": False})
+        return {int(p["id"]) for p in found}
+
+    def with_dense(self, name: str, ids: list[int]) -> set[int]:
+        """Which of these points have the named dense vector."""
+        if not ids:
+            return set()
+        body = {
+            "filter": {"must": [{"has_id": list(ids)}, {"has_vector": name}]},
+            "limit": len(ids),
+            "with_payload": False,
+            "with_vector": False,
+        }
+        return {int(p["id"]) for p in self._call("POST", "/points/scroll", body)["points"]}
+
+    def scroll_ids(self, scope: Scope, after: int | None, limit: int) -> tuple[list[int], int | None]:
+        """One page of point ids in a scope, in id order, and the next page's first id (None: done)."""
+        body = {"filter": _filter(scope), "limit": limit, "with_payload": False, "with_vector": False}
+        if after is not None:
+            body["offset"] = after
+        page = self._call("POST", "/points/scroll", body)
+        following = page.get("next_page_offset")
+        return [int(p["id"]) for p in page["points"]], (int(following) if following is not None else None)
+
+    def close(self) -> None:
+        """Close the HTTP client."""
+        self.client.close()

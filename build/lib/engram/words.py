@@ -1,0 +1,240 @@
+"""Sparse word vectors: our own tokenizer, Snowball stemming and BM25 term weights.
+
+Qdrant applies the IDF half (sparse vector `Modifier.IDF`), so a document carries only its
+length-normalised term frequencies and a query carries 1.0 per distinct term.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+
+import Stemmer
+
+_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+
+# Function words and question words: they say nothing about which memory is meant.
+STOPWORDS = frozenset(
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "aren't",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "don't",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "me",
+        "more",
+        "most",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "s",
+        "t",
+        "d",
+        "ll",
+        "m",
+        "re",
+        "ve",
+        "also",
+        "get",
+        "got",
+        "ever",
+        "really",
+        "yeah",
+        "oh",
+        "hey",
+        "hi",
+        "thanks",
+        "thank",
+        "lol",
+        "ok",
+        "okay",
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SparseVector:
+    """Indices and values, as Qdrant takes them."""
+
+    indices: list[int]
+    values: list[float]
+
+
+@lru_cache(maxsize=1)
+def _stemmer() -> Stemmer.Stemmer:
+    return Stemmer.Stemmer("english")
+
+
+def terms(text: str) -> list[str]:
+    """Lower-cased, stop-word-free, stemmed terms of a text, in order."""
+    words = [w for w in _TOKEN.findall(text.casefold()) if w not in STOPWORDS and len(w) < 40]
+    return _stemmer().stemWords(words)
+
+
+def term_index(term: str) -> int:
+    """A stable 31-bit index for a term (the same in every process and release)."""
+    return zlib.crc32(term.encode()) & 0x7FFFFFFF
+
+
+class WordVectorizer:
+    """Turns documents and queries into BM25-weighted sparse vectors."""
+
+    # Short-text BM25 settings (weak length normalisation; chat turns average ~12 terms): on LoCoMo
+    # k1=0.9, b=0.4 beat the long-document defaults k1=1.2, b=0.75 by 0.01 R@10 on words alone.
+    def __init__(
+        self,
+        k1: float = 0.9,
+        b: float = 0.4,
+        average_length: float = 12.0,
+        context_weight: float = 0.3,
+        date_weight: float = 0.0,
+    ):
+        self.k1, self.b, self.average_length = k1, b, average_length
+        self.context_weight = context_weight
+        self.date_weight = date_weight
+
+    def _weights(self, text: str) -> dict[int, float]:
+        counts = Counter(term_index(t) for t in terms(text))
+        length = sum(counts.values())
+        norm = self.k1 * (1 - self.b + self.b * length / self.average_length)
+        return {i: c * (self.k1 + 1) / (c + norm) for i, c in counts.items()}
+
+    def document(self, text: str, context: str | None = None, date: str | None = None) -> SparseVector:
+        """A document's term weights: BM25's saturated, length-normalised term frequency, plus a
+        fraction of its conversation context's (the message it follows) and of its date's words."""
+        weights = self._weights(text)
+        for extra, weight in ((context, self.context_weight), (date, self.date_weight)):
+            if extra and weight:
+                for i, w in self._weights(extra).items():
+                    weights[i] = weights.get(i, 0.0) + weight * w
+        indices = sorted(weights)
+        return SparseVector(indices, [weights[i] for i in indices])
+
+    def query(self, text: str) -> SparseVector:
+        """A query's terms, each once with weight 1 (IDF comes from the index)."""
+        indices = sorted({term_index(t) for t in terms(text)})
+        return SparseVector(indices, [1.0] * len(indices))
+
+    def score(self, query: SparseVector, document: SparseVector) -> float:
+        """Dot product of two sparse vectors, without IDF (the fallback when the index is down)."""
+        weights = dict(zip(document.indices, document.values, strict=False))
+        return sum(v * weights.get(i, 0.0) for i, v in zip(query.indices, query.values, strict=False))

@@ -1,0 +1,85 @@
+"""The job worker: one SQS record at a time, failures reported per record (partial batch response)."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from .engine import get_engine
+from .errors import Forgotten
+from .jobs import (
+    BackfillJob,
+    DiscordJob,
+    ExtractJob,
+    IndexJob,
+    IndexMaintenanceJob,
+    ReembedJob,
+    SweepJob,
+    parse_job,
+)
+from .observability import logger, timed
+
+# A batch whose every job failed (Qdrant down, say) is reported record by record like any other, not
+# raised: the jobs come back after the visibility timeout either way, and the function is not in error.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+
+# A job is bounded (a few history pages, one re-embed page, <= 500 records); one started with less time
+# left than this could be cut off by the function's timeout, so it goes back on the queue instead.
+MIN_TIME_LEFT_MS = 45_000
+
+
+def handle(record: SQSRecord, lambda_context=None) -> None:
+    """Run one job; raising marks just this message failed, so SQS retries it and then dead-letters it."""
+    job = parse_job(record.body)
+    with timed(f"job-{job.kind}"):
+        try:
+            _run(job, lambda_context)
+        except Forgotten:  # its user was forgotten after it was queued: deleted from the queue, never retried
+            logger.info("dropped a job of a forgotten user", extra={"kind": job.kind})
+
+
+def _run(job, lambda_context) -> None:
+    engine = get_engine()
+    if lambda_context is not None and lambda_context.get_remaining_time_in_millis() < MIN_TIME_LEFT_MS:
+        engine.queue.send(job)  # at once, rather than after the visibility timeout a failure would cost
+        logger.info("requeued: too little time left", extra={"kind": job.kind})
+        return
+    engine.refresh()
+    service = engine.service
+    if isinstance(job, IndexJob):
+        done = service.indexer.fill_vectors(job.bot, job.ids)
+        logger.info("index job", extra={"bot": job.bot, "ids": len(job.ids), "complete": done})
+    elif isinstance(job, SweepJob):
+        queued = service.indexer.sweep()
+        logger.info("sweep", extra={"queued": queued})
+    elif isinstance(job, ExtractJob):
+        from .proxy.runtime import get_proxy
+
+        proxy = get_proxy()
+        stored = proxy.extractor().run(job)
+        proxy.memory.forget_caches()
+        logger.info("extraction", extra={"bot": job.bot, "stored": len(stored)})
+    elif isinstance(job, DiscordJob):
+        from .discord.runtime import get_discord
+
+        get_discord().run(job)
+        logger.info("discord", extra={"action": job.action})
+    elif isinstance(job, ReembedJob):
+        engine.embedding.reembed(job)
+    elif isinstance(job, IndexMaintenanceJob):
+        if job.bot is None:  # fan out: each bot its own job, retried on its own
+            for bot in engine.keeper.bots():
+                engine.queue.send(IndexMaintenanceJob(action=job.action, bot=bot))
+            return
+        run = engine.keeper.rebuild if job.action == "rebuild" else engine.keeper.reconcile
+        outcome = run(job.bot)
+        logger.info("index maintenance", extra={"action": job.action, "bot": job.bot, **outcome})
+        if outcome.get("error"):
+            raise RuntimeError(
+                f"index {job.action} of {job.bot} stopped: {outcome['error']}"
+            )  # SQS retries it
+    elif isinstance(job, BackfillJob):
+        from .discord.runtime import get_discord
+
+        get_discord().backfill(job)
