@@ -48,6 +48,10 @@ def migrate_pickled_state(data_dir: Path, moto_endpoint: str, dynamodb) -> int:
     return moved
 
 
+REGION = "us-east-1"
+TABLES = {"MemoriesTable": "engram-memories", "StateTable": "engram-state"}
+
+
 class LocalStack:
     """Everything `make run` starts, startable from tests too."""
 
@@ -101,68 +105,73 @@ class LocalStack:
 
     def start(self) -> LocalStack:
         """Start every part; returns when the API answers."""
-        import boto3
-        import uvicorn
-        from moto.server import ThreadedMotoServer
-
-        from engram.api.app import create_app
-        from engram.config import Settings
-        from engram.engine import build_engine, set_engine
-        from infra.aws_template import create_queues, create_tables
-        from infra.local_dynamodb import LocalDynamoDB
-        from infra.poller import SqsPoller, load_function_handler
-        from infra.queue_journal import JournaledSqs, QueueJournal
-
         self.data_dir.mkdir(parents=True, exist_ok=True)
         for name, value in (("AWS_ACCESS_KEY_ID", "local"), ("AWS_SECRET_ACCESS_KEY", "local")):
             os.environ.setdefault(name, value)
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        queues = self._start_aws()
+        self._start_engine()
+        self._start_workers(queues)
+        self._start_doors()
+        self._serve()
+        return self
+
+    def _start_aws(self) -> dict[str, str]:
+        """DynamoDB (dynalite on disk) and SQS (moto, journaled on disk) with the template's tables and
+        queues; returns the queue URLs by logical id."""
+        import boto3
+        import httpx
+        from moto.server import ThreadedMotoServer
+
+        from infra.aws_template import create_queues, create_tables, load_template
+        from infra.local_dynamodb import LocalDynamoDB
+        from infra.queue_journal import JournaledSqs, QueueJournal
 
         self.local_dynamodb = LocalDynamoDB(self.data_dir / "dynamodb", port=self.dynamodb_port).start()
         self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=self.sqs_port, verbose=False)
         self.moto.start()
-        moto_host, moto_port = self.moto.get_host_and_port()
-        moto_endpoint = f"http://127.0.0.1:{moto_port}"
+        _, moto_port = self.moto.get_host_and_port()
+        self.moto_endpoint = f"http://127.0.0.1:{moto_port}"
         # moto's backends are process-wide: a stack on a new data dir must not inherit what an earlier
         # stack in this process (a test module, a bench section) left there
-        import httpx
-
-        httpx.post(f"{moto_endpoint}/moto-api/reset").raise_for_status()
-        region = "us-east-1"
+        httpx.post(f"{self.moto_endpoint}/moto-api/reset").raise_for_status()
         self.dynamodb = boto3.client(
-            "dynamodb", endpoint_url=self.local_dynamodb.endpoint, region_name=region
+            "dynamodb", endpoint_url=self.local_dynamodb.endpoint, region_name=REGION
         )
-        tables = {"MemoriesTable": "engram-memories", "StateTable": "engram-state"}
-        create_tables(self.dynamodb, tables)
-        migrated = migrate_pickled_state(self.data_dir, moto_endpoint, self.dynamodb)
+        create_tables(self.dynamodb, TABLES)
+        migrated = migrate_pickled_state(self.data_dir, self.moto_endpoint, self.dynamodb)
         if migrated:
             log.info("moved %d items from aws-state.pickle into the local DynamoDB", migrated)
         self.journal = QueueJournal(self.data_dir / "queue-journal.sqlite")
         self.sqs = JournaledSqs(
-            boto3.client("sqs", endpoint_url=moto_endpoint, region_name=region), self.journal
+            boto3.client("sqs", endpoint_url=self.moto_endpoint, region_name=REGION), self.journal
         )
         # The local worker is not a 180 s Lambda: a failed job comes back after 5 minutes, not 18.
         queues = create_queues(self.sqs, "engram", visibility_s=300)
-        from infra.aws_template import load_template
-
-        for logical_id, resource in load_template()[
-            "Resources"
-        ].items():  # SQS forgets what outlives retention
+        for logical_id, resource in load_template()["Resources"].items():
+            # SQS forgets what outlives retention
             retention = (resource.get("Properties") or {}).get("MessageRetentionPeriod")
             if resource["Type"] == "AWS::SQS::Queue" and retention:
                 self.journal.expire(f"engram-{logical_id}", float(retention))
         replayed = self.sqs.replay({url.rsplit("/", 1)[-1]: url for url in queues.values()})
         if replayed:
             log.info("%d queued jobs from before the last stop are queued again", replayed)
+        self.queues = queues
+        return queues
+
+    def _start_engine(self) -> None:
+        """The settings for this stack's stores and the engine on them."""
+        from engram.config import Settings
+        from engram.engine import build_engine, set_engine
 
         self.settings = Settings(
-            memories_table=tables["MemoriesTable"],
-            state_table=tables["StateTable"],
-            aws_region=region,
+            memories_table=TABLES["MemoriesTable"],
+            state_table=TABLES["StateTable"],
+            aws_region=REGION,
             dynamodb_endpoint=self.local_dynamodb.endpoint,
-            sqs_endpoint=moto_endpoint,
-            jobs_queue_url=queues["JobsQueue"],
-            interactive_queue_url=queues["InteractiveQueue"],
+            sqs_endpoint=self.moto_endpoint,
+            jobs_queue_url=self.queues["JobsQueue"],
+            interactive_queue_url=self.queues["InteractiveQueue"],
             data_dir=self.data_dir,
             api_key=self._api_key(),
         )
@@ -180,11 +189,14 @@ class LocalStack:
 
         self.engine.service.forget_hooks.append(drop_queued)
 
-        # Two pollers on one worker handler, like the two event source mappings on AWS: interactive jobs
-        # never wait behind a backfill.
+    def _start_workers(self, queues: dict[str, str]) -> None:
+        """Two pollers on one worker handler, like the two event source mappings on AWS (interactive jobs
+        never wait behind a backfill), and the schedules: sweep, index check."""
+        from infra.poller import SqsPoller, load_function_handler
+
         worker = load_function_handler("worker")
         self.pollers = [
-            SqsPoller(self.sqs, queues[q], worker, region) for q in ("JobsQueue", "InteractiveQueue")
+            SqsPoller(self.sqs, queues[q], worker, REGION) for q in ("JobsQueue", "InteractiveQueue")
         ]
         self.poller = self.pollers[0]
         if self.poll:
@@ -194,23 +206,31 @@ class LocalStack:
         self._spawn("warm-embedder", self._warm_embedder)
         self._spawn("index-keeper", self._keep_index)
 
-        from engram.proxy.runtime import build_proxy, get_proxy, set_proxy
-        from engram.proxy.settings import ProxySettings
+    def _start_doors(self) -> None:
+        """The LibreChat proxy and the Discord door on the engine."""
+        from engram.discord.runtime import build_discord, set_discord
+        from engram.proxy.runtime import build_proxy, set_proxy
+        from engram.proxy.settings import with_secrets
 
-        proxy_settings = self.proxy_settings or ProxySettings()
+        proxy_settings = self.proxy_settings or with_secrets(self.settings.proxy)
         if not proxy_settings.proxy_key:  # LibreChat's key: never the admin key, unless you set them equal
             proxy_settings = proxy_settings.model_copy(update={"proxy_key": self._key_file("proxy-key")})
         self.proxy = build_proxy(proxy_settings, self.engine, mongo_database=self.mongo_database)
         set_proxy(self.proxy)
-        from engram.discord.runtime import build_discord, get_discord, set_discord
-        from engram.discord.settings import get_discord_settings
-
-        self.discord = build_discord(self.discord_settings or get_discord_settings(), self.engine)
+        self.discord = build_discord(self.discord_settings or self.settings.discord, self.engine)
         set_discord(self.discord)
         if self.discord.settings.application_id:  # the template's CatchUpRate schedule, locally
             self._spawn("discord-catchup", self._catchup_loop)
-        app = create_app(proxy_factory=get_proxy, discord_settings_factory=lambda: get_discord().settings)
 
+    def _serve(self) -> None:
+        """The API on uvicorn; returns once it answers."""
+        import uvicorn
+
+        from engram.api.app import create_app
+        from engram.discord.runtime import get_discord
+        from engram.proxy.runtime import get_proxy
+
+        app = create_app(proxy_factory=get_proxy, discord_settings_factory=lambda: get_discord().settings)
         config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning", lifespan="off")
         self.server = uvicorn.Server(config)
         self._spawn("uvicorn", self.server.run)
@@ -221,7 +241,6 @@ class LocalStack:
             time.sleep(0.02)
         if self.port == 0:
             self.port = self.server.servers[0].sockets[0].getsockname()[1]
-        return self
 
     @property
     def url(self) -> str:

@@ -1,20 +1,19 @@
 """Schedule function: queues the sweep (records still waiting for vectors) and the Discord catch-up
 (only where Discord is set up: an application id)."""
 
-import os
-
 from engram.config import get_settings
 from engram.jobs import DiscordJob, SweepJob, build_queue
 from engram.observability import instrumented
 
-queue = build_queue(get_settings())
+settings = get_settings()
+queue = build_queue(settings)
 
 
 @instrumented
 def handler(event, context):
     """EventBridge schedule in ({"job": "sweep"} or {"job": "discord-catchup"}), one job out."""
     if (event or {}).get("job") == "discord-catchup":
-        if not os.environ.get("DISCORD_APPLICATION_ID"):
+        if not settings.discord.application_id:
             return {"queued": None}
         queue.send(DiscordJob(action="catchup"))
         return {"queued": "discord-catchup"}

@@ -251,12 +251,11 @@ def test_streaming_proxy_is_ready_without_its_dependencies_and_queues_extraction
 
 SETTINGS_PROBE = """
 from engram.config import Settings
-from engram.discord.settings import DiscordSettings
-from engram.proxy.settings import ProxySettings
 
 
 def handler(event, context):
-    s, d, p = Settings(), DiscordSettings(), ProxySettings()
+    s = Settings()
+    d, p = s.discord, s.proxy
     return {"disallowed": sorted(d.channels_disallowed), "allow": sorted(d.fetch_allow_networks),
             "qdrant": s.qdrant_url, "embedder": s.embedder, "jobs": bool(s.jobs_queue_url),
             "interactive": bool(s.interactive_queue_url), "upstreams": [u.name for u in p.upstreams],

@@ -9,6 +9,7 @@ import mongomock
 import pytest
 from pydantic import ValidationError
 
+from engram.config import Settings
 from engram.jobs import ExtractJob
 from engram.proxy import wire
 from engram.proxy.extract import Extractor, looks_secret, parse_memories
@@ -60,7 +61,8 @@ def test_both_modes_share_one_budget_relevant_first_then_newest_not_repeated():
 @pytest.mark.parametrize("mode", ["relevant", "newest", "both"])
 def test_recall_modes_from_the_environment(engine, monkeypatch, mode):
     monkeypatch.setenv("MEMORY_RECALL_MODE", mode)
-    chat = ChatMemory(ProxySettings(MEMORY_RECALL_LIMIT="2"), engine.service, ProjectResolver(None))
+    monkeypatch.setenv("MEMORY_RECALL_LIMIT", "2")
+    chat = ChatMemory(Settings().proxy, engine.service, ProjectResolver(None))
     turn = Turn(f"u-{mode}", "c", None, authorized=True)
     for text in (
         "The user's dog is called Biscuit.",

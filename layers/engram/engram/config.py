@@ -1,13 +1,45 @@
-"""One validated settings object, built once per process from ENGRAM_* environment variables."""
+"""One validated settings tree, built once per process from the environment: ENGRAM_* here, and the Discord
+and proxy sections by their own names. Nothing else in engram reads the environment."""
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from .discord.settings import DiscordSettings
+from .proxy.settings import ProxySettings
+
+
+class _Sections(PydanticBaseSettingsSource):
+    """The environment for the sections that name their variables themselves (DISCORD_*, UPSTREAMS, MEMORY_*,
+    LANGFUSE_*): each picks what it knows. Empty values are left out, as for ENGRAM_* (the template sets
+    unused variables to "")."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        environ = {k: v for k, v in os.environ.items() if v != ""}
+        return {"discord": environ, "proxy": environ, "runtime": environ}
+
+
+class Runtime(BaseModel):
+    """What the platform says about where engram runs (Lambda and Powertools set these)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    lambda_function: str | None = Field(None, validation_alias="AWS_LAMBDA_FUNCTION_NAME")
+    metrics_namespace: str | None = Field(None, validation_alias="POWERTOOLS_METRICS_NAMESPACE")
+
+    @property
+    def on_lambda(self) -> bool:
+        return bool(self.lambda_function)
 
 
 class Settings(BaseSettings):
@@ -46,6 +78,25 @@ class Settings(BaseSettings):
     # Memory API key: the value itself locally, an SSM SecureString name on AWS
     api_key: str | None = None
     api_key_parameter: str | None = None
+    # /docs, /redoc and /openapi.json: unset means on locally and off on Lambda
+    api_docs: bool | None = None
+    stage: str | None = None  # a metrics dimension on AWS
+
+    # The front doors' and the platform's sections
+    discord: DiscordSettings = Field(default_factory=DiscordSettings)
+    proxy: ProxySettings = Field(default_factory=ProxySettings)
+    runtime: Runtime = Field(default_factory=Runtime)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, _Sections(settings_cls)
 
 
 @lru_cache(maxsize=1)

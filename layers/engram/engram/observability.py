@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from functools import lru_cache
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
@@ -16,10 +16,20 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 logger = Logger()  # POWERTOOLS_SERVICE_NAME, POWERTOOLS_LOG_LEVEL
 metrics = Metrics()  # POWERTOOLS_METRICS_NAMESPACE
-# The template sets the namespace; without it (locally) nothing would flush what is collected.
-METRICS_ON = bool(os.environ.get("POWERTOOLS_METRICS_NAMESPACE"))
-if METRICS_ON and os.environ.get("ENGRAM_STAGE"):
-    metrics.set_default_dimensions(stage=os.environ["ENGRAM_STAGE"])
+
+
+@lru_cache(maxsize=1)
+def metrics_on() -> bool:
+    """Whether metrics are collected: the template sets the namespace; without it (locally) nothing would
+    flush what is collected."""
+    from .config import get_settings
+
+    settings = get_settings()
+    on = bool(settings.runtime.metrics_namespace)
+    if on and settings.stage:
+        metrics.set_default_dimensions(stage=settings.stage)
+    return on
+
 
 _tracer: Tracer | None = None
 
@@ -42,9 +52,11 @@ def _engram_logs_as_json() -> None:
 def instrumented(handler: Callable) -> Callable:
     """A Lambda handler with the Lambda context in every log line, an X-Ray trace, and its metrics
     (a cold start counted) flushed at the end of each invocation."""
-    if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):  # locally (the stack's worker) logs stay as they are
+    from .config import get_settings
+
+    if get_settings().runtime.on_lambda:  # locally (the stack's worker) logs stay as they are
         _engram_logs_as_json()
-    wrapped = metrics.log_metrics(handler, capture_cold_start_metric=True) if METRICS_ON else handler
+    wrapped = metrics.log_metrics(handler, capture_cold_start_metric=True) if metrics_on() else handler
     # No bodies in traces: a handler's response (a list, an export) and an error's text can carry memory
     # text, which a forget could not reach inside X-Ray
     return logger.inject_lambda_context(
@@ -54,12 +66,12 @@ def instrumented(handler: Callable) -> Callable:
 
 def record_ms(phase: str, ms: float) -> None:
     """One timing of a phase, as the metric `<phase>Ms`."""
-    if METRICS_ON:
+    if metrics_on():
         metrics.add_metric(name=f"{phase}Ms", unit=MetricUnit.Milliseconds, value=round(ms, 2))
 
 
 @contextlib.contextmanager
-def timed(phase: str):
+def timed(phase: str) -> Iterator[None]:
     """Time a block as the metric `<phase>Ms` (recorded even when the block fails)."""
     start = time.perf_counter()
     try:
@@ -70,5 +82,5 @@ def timed(phase: str):
 
 def flush_metrics() -> None:
     """For the web-adapter function, which has no handler to wrap: publish after each request."""
-    if METRICS_ON:
+    if metrics_on():
         metrics.flush_metrics(raise_on_empty_metrics=False)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -134,10 +133,10 @@ class JsonTooLarge:
 
 def api_docs_enabled() -> bool:
     """API docs (/docs, /redoc, /openapi.json): on locally, off on Lambda unless ENGRAM_API_DOCS=true."""
-    setting = os.environ.get("ENGRAM_API_DOCS", "").strip().lower()
-    if setting:
-        return setting in ("1", "true", "yes", "on")
-    return not os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
+    from ..config import get_settings
+
+    settings = get_settings()
+    return settings.api_docs if settings.api_docs is not None else not settings.runtime.on_lambda
 
 
 # What a documented pattern means, in words, for the error message.

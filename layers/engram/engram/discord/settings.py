@@ -1,24 +1,22 @@
-"""Discord settings, from the environment (secrets from SSM when named by *_PARAMETER on AWS)."""
+"""Discord settings: a section of engram.config.Settings, read from the environment by their own names
+(DISCORD_*, OLLAMA_*, ...); the bot token from SSM when named by DISCORD_BOT_TOKEN_PARAMETER on AWS."""
 
 from __future__ import annotations
 
 import logging
 from functools import lru_cache
-from typing import Annotated
 
-from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-# Comma-separated in the environment (the template always sets it, often to ""): NoDecode stops
-# pydantic-settings from JSON-decoding it before the validator below splits it.
-CommaSet = Annotated[set[str], NoDecode]
+# Comma-separated in the environment (the template always sets it, often to ""): split by the validator below
+CommaSet = set[str]
 log = logging.getLogger(__name__)
 
 
-class DiscordSettings(BaseSettings):
+class DiscordSettings(BaseModel):
     """Everything the Discord front door reads from its environment."""
 
-    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, env_ignore_empty=True)
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     application_id: str | None = Field(None, validation_alias="DISCORD_APPLICATION_ID")
     public_key: str | None = Field(None, validation_alias="DISCORD_PUBLIC_KEY")
@@ -43,7 +41,7 @@ class DiscordSettings(BaseSettings):
 
     @field_validator("channels_disallowed", "fetch_allow_networks", mode="before")
     @classmethod
-    def _ids(cls, value):
+    def _ids(cls, value: object) -> object:
         if isinstance(value, str):
             return {v.strip() for v in value.split(",") if v.strip()}
         return value
@@ -71,5 +69,7 @@ class DiscordSettings(BaseSettings):
 
 @lru_cache(maxsize=1)
 def get_discord_settings() -> DiscordSettings:
-    """Process-wide settings, from the environment alone (no secret is fetched here)."""
-    return DiscordSettings()
+    """The process's Discord settings: the section of the one settings tree (no secret is fetched here)."""
+    from ..config import get_settings
+
+    return get_settings().discord

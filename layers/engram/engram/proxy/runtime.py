@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import httpx
 
+from ..config import get_settings as engine_settings
 from ..engine import Engine, get_engine
 from ..keys import key_matches
 from ..singleton import ProcessSingleton
@@ -15,8 +15,6 @@ from .memory import ChatMemory
 from .projects import ProjectResolver
 from .settings import ProxySettings, get_proxy_settings
 from .telemetry import Telemetry
-
-_ON_LAMBDA = bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
 
 
 @dataclass
@@ -33,7 +31,7 @@ class Counters:
         if not ok:
             self.errors[phase] = self.errors.get(phase, 0) + 1
         self.max_ms[phase] = max(self.max_ms.get(phase, 0.0), round(ms, 1))
-        if _ON_LAMBDA:
+        if engine_settings().runtime.on_lambda:
             from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
             with single_metric(
@@ -94,7 +92,7 @@ def build_proxy(
         ChatMemory(settings, engine.service, projects),
         projects,
         client,
-        telemetry=telemetry or Telemetry.from_env(),
+        telemetry=telemetry or Telemetry.from_settings(settings),
     )
 
 

@@ -1,4 +1,5 @@
-"""The proxy's settings: LibreChat-compatible variable names (UPSTREAMS, MEMORY_*, EXTRACT_*, ...)."""
+"""The proxy's settings: a section of engram.config.Settings, read from the environment by
+LibreChat-compatible names (UPSTREAMS, MEMORY_*, EXTRACT_*, ...)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ import re
 from functools import lru_cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 RESERVED = {"v1", "mcp", "healthz", "livez", "openapi.json", "docs", "redoc", "discord"}
 
@@ -49,10 +49,10 @@ class Upstream(BaseModel):
         return f"{base}/{path}"
 
 
-class ProxySettings(BaseSettings):
+class ProxySettings(BaseModel):
     """Everything the proxy reads from its environment."""
 
-    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, env_ignore_empty=True)
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     upstreams: list[Upstream] = Field(default_factory=list, validation_alias="UPSTREAMS")
     user_header: str = Field("x-librechat-user-id", validation_alias="LIBRECHAT_USER_HEADER")
@@ -97,9 +97,21 @@ class ProxySettings(BaseSettings):
 
     mcp_enabled: bool = Field(True, validation_alias="MCP_ENABLED")
 
+    # Langfuse tracing of proxied turns (all four unset: off)
+    langfuse_public_key: str | None = Field(None, validation_alias="LANGFUSE_PUBLIC_KEY")
+    langfuse_secret_key: str | None = Field(None, validation_alias="LANGFUSE_SECRET_KEY")
+    langfuse_base_url: str | None = Field(None, validation_alias="LANGFUSE_BASE_URL")
+    langfuse_environment: str | None = Field(None, validation_alias="LANGFUSE_ENVIRONMENT")
+
+    # On AWS the credentials live in SSM SecureStrings these name, read at run time (with_secrets)
+    upstreams_parameter: str | None = Field(None, validation_alias="UPSTREAMS_PARAMETER")
+    extract_api_key_parameter: str | None = Field(None, validation_alias="EXTRACT_API_KEY_PARAMETER")
+    mongo_uri_parameter: str | None = Field(None, validation_alias="LIBRECHAT_MONGO_URI_PARAMETER")
+    proxy_key_parameter: str | None = Field(None, validation_alias="ENGRAM_PROXY_KEY_PARAMETER")
+
     @field_validator("upstreams", mode="before")
     @classmethod
-    def _parse(cls, value):
+    def _parse(cls, value: Any) -> Any:
         if isinstance(value, str):
             value = json.loads(value) if value.strip() else []
         names = [u["name"] if isinstance(u, dict) else u.name for u in value]
@@ -112,21 +124,32 @@ class ProxySettings(BaseSettings):
         return next((u for u in self.upstreams if u.name == name), None)
 
 
-# Settings that carry credentials: on AWS they live in SSM SecureStrings named by <NAME>_PARAMETER,
-# read at run time, never in the function's environment.
-SECRET_SETTINGS = ("UPSTREAMS", "EXTRACT_API_KEY", "LIBRECHAT_MONGO_URI", "ENGRAM_PROXY_KEY")
+# Settings that carry credentials, and the setting naming the SSM SecureString each comes from on AWS
+SECRET_SETTINGS = {
+    "upstreams": "upstreams_parameter",
+    "extract_api_key": "extract_api_key_parameter",
+    "mongo_uri": "mongo_uri_parameter",
+    "proxy_key": "proxy_key_parameter",
+}
+
+
+def with_secrets(settings: ProxySettings) -> ProxySettings:
+    """The settings with each credential not given in the environment read from the SSM parameter named."""
+    fetched: dict[str, Any] = {}
+    for name, parameter_setting in SECRET_SETTINGS.items():
+        parameter = getattr(settings, parameter_setting)
+        if parameter and not getattr(settings, name):
+            from aws_lambda_powertools.utilities import parameters
+
+            fetched[name] = parameters.get_parameter(parameter, decrypt=True, max_age=300)
+    if not fetched:
+        return settings
+    return ProxySettings.model_validate({**settings.model_dump(), **fetched})
 
 
 @lru_cache(maxsize=1)
 def get_proxy_settings() -> ProxySettings:
-    """The process-wide proxy settings (secrets fetched from SSM when named by a *_PARAMETER variable)."""
-    import os
+    """The process's proxy settings: the section of the one settings tree, secrets fetched from SSM."""
+    from ..config import get_settings
 
-    secrets: dict[str, Any] = {}
-    for name in SECRET_SETTINGS:
-        parameter = os.environ.get(f"{name}_PARAMETER")
-        if parameter and not os.environ.get(name):
-            from aws_lambda_powertools.utilities import parameters
-
-            secrets[name] = parameters.get_parameter(parameter, decrypt=True, max_age=300)
-    return ProxySettings(**secrets)
+    return with_secrets(get_settings().proxy)

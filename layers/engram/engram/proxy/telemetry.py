@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..observability import timed
+
+if TYPE_CHECKING:
+    from .settings import ProxySettings
 
 log = logging.getLogger(__name__)
 
@@ -99,13 +101,13 @@ class Telemetry:
                 log.exception("Langfuse could not start; telemetry is off")
 
     @classmethod
-    def from_env(cls) -> Telemetry:
+    def from_settings(cls, settings: ProxySettings) -> Telemetry:
         """From LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY, LANGFUSE_BASE_URL, LANGFUSE_ENVIRONMENT."""
         return cls(
-            os.environ.get("LANGFUSE_PUBLIC_KEY"),
-            os.environ.get("LANGFUSE_SECRET_KEY"),
-            os.environ.get("LANGFUSE_BASE_URL"),
-            os.environ.get("LANGFUSE_ENVIRONMENT"),
+            settings.langfuse_public_key,
+            settings.langfuse_secret_key,
+            settings.langfuse_base_url,
+            settings.langfuse_environment,
         )
 
     @property
