@@ -79,6 +79,63 @@ def test_nothing_outside_the_store_imports_pynamodb_or_the_table_models():
     assert offences == []
 
 
+def engram_modules():
+    """Every module of the package outside the store, imported (so a re-export by any path is seen)."""
+    import importlib
+    import pkgutil
+
+    import engram
+
+    for info in pkgutil.walk_packages(engram.__path__, "engram."):
+        if not info.name.startswith("engram.store"):
+            yield importlib.import_module(info.name)
+
+
+def test_no_module_outside_the_store_holds_a_table_model_by_any_path():
+    """Whatever the import path (a re-export, an alias, a star import), the class itself is what a module
+    would hold: none outside the store holds a pynamodb model, or pynamodb itself."""
+    import inspect
+
+    from pynamodb.models import Model
+
+    offences = []
+    for module in engram_modules():
+        for name, value in vars(module).items():
+            if inspect.isclass(value) and issubclass(value, Model):
+                offences.append(f"{module.__name__}.{name}: the table model {value.__name__}")
+            elif inspect.ismodule(value) and value.__name__.split(".")[0] == "pynamodb":
+                offences.append(f"{module.__name__}.{name}: pynamodb")
+    assert offences == []
+
+
+def test_the_store_hands_out_and_takes_back_domain_objects_only():
+    """No public method of the stores takes or returns a pynamodb model: outside the store, a memory is a
+    Record (a plain dataclass whose attribute writes change nothing in DynamoDB), never a row."""
+    import inspect
+    import typing
+
+    from pynamodb.models import Model
+
+    from engram.store import Record, RecordStore, StateStore
+
+    def mentions_model(hint) -> bool:
+        if inspect.isclass(hint) and issubclass(hint, Model):
+            return True
+        return any(mentions_model(arg) for arg in typing.get_args(hint))
+
+    offences = []
+    for store in (RecordStore, StateStore):
+        for name, method in inspect.getmembers(store, inspect.isfunction):
+            if name.startswith("_") and name != "__init__":
+                continue
+            hints = typing.get_type_hints(method)
+            offences += [
+                f"{store.__name__}.{name}: {arg}" for arg, hint in hints.items() if mentions_model(hint)
+            ]
+    assert offences == []
+    assert not issubclass(Record, Model) and Record.__slots__  # a plain object: no attribute is a column
+
+
 def test_nothing_outside_the_store_builds_a_key():
     offences = []
     for path, tree in modules():

@@ -49,11 +49,11 @@ class Ask:
 
     def _consent(self, job: DiscordJob) -> bool:
         """Whether the asker opted in; a server they joined after opting in is added to their consent."""
-        consent = self.state.consent(self.bot, job.user)
+        consent = self.state.consent(self.bot, job.need("user"))
         if consent is None:
             return False
         if job.need("guild") and job.need("guild") not in consent.get("guilds", [job.need("guild")]):
-            self.state.add_consent_guild(self.bot, job.user, job.need("guild"))
+            self.state.add_consent_guild(self.bot, job.need("user"), job.need("guild"))
         return True
 
     def _store(self, job: DiscordJob, message: ChatMessage) -> None:

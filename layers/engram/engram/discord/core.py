@@ -9,7 +9,7 @@ import httpx
 
 from ..jobs import JobQueue
 from ..service import ChatMessage, MemoryService
-from ..store import now_ms
+from ..store import StateStore, now_ms
 from .attachments import Interpreter, SafeFetcher
 from .rest import PERSON_MESSAGE_TYPES, DiscordClient, DiscordError
 from .settings import DiscordSettings
@@ -32,11 +32,14 @@ class DiscordCore:
         service: MemoryService,
         queue: JobQueue,
         client: DiscordClient,
+        state: StateStore,
         ollama: httpx.Client | None = None,
         interpreter: Interpreter | None = None,
-    ):
+    ) -> None:
         self.settings = settings
         self.service = service
+        # consent, backfill runs, cursors, tokens, the channels seen: Discord's own state, in the store
+        self.state = state
         self.queue = queue
         self.client = client
         self.last_message_ids: dict[str, str | None] = {}
@@ -51,10 +54,6 @@ class DiscordCore:
     @property
     def bot(self) -> str:
         return self.settings.bot
-
-    @property
-    def state(self):
-        return self.service.state
 
     # ----- consent and progress ---------------------------------------------------------------
 

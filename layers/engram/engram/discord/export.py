@@ -28,21 +28,21 @@ class Export:
         DM, at most once per EXPORT_EVERY_S and up to EXPORT_MAX_BYTES."""
         from ..portability import export_lines
 
+        user = job.need("user")
+
         limits = (
             f"Limits: one export every {EXPORT_EVERY_S // 60} minutes, files up to "
             f"{EXPORT_MAX_BYTES // 1_000_000} MB."
         )
         now = now_ms()
-        if not self.state.take_export_slot(self.bot, job.user, now, EXPORT_EVERY_S):
-            self.core.reply(
-                job.token, job.issued_at, job.user, f"You asked for an export a moment ago. {limits}"
-            )
+        if not self.state.take_export_slot(self.bot, user, now, EXPORT_EVERY_S):
+            self.core.reply(job.token, job.issued_at, user, f"You asked for an export a moment ago. {limits}")
             return
         header = []
-        consent = self.state.consent(self.bot, job.user)
+        consent = self.state.consent(self.bot, user)
         if consent is not None:
             header.append({"kind": "consent", **consent})
-        run = self.state.backfill_run(self.bot, job.user)
+        run = self.state.backfill_run(self.bot, user)
         if run is not None:
             header.append(
                 {
@@ -57,33 +57,33 @@ class Export:
         out, count = bytearray(), 0
         for line in [json.dumps(h) + "\n" for h in header]:
             out += line.encode()
-        for line in export_lines(self.service, self.bot, job.user):
+        for line in export_lines(self.service, self.bot, user):
             out += line.encode()
             count += 1
             if len(out) > EXPORT_MAX_BYTES:
                 self.core.reply(
                     job.token,
                     job.issued_at,
-                    job.user,
+                    user,
                     f"Everything stored about you is more than {EXPORT_MAX_BYTES // 1_000_000} MB, too big "
                     "for a Discord file; the bot's operator can export it for you "
-                    f"(GET /v1/bots/{self.bot}/export?userId={job.user}). {limits}",
+                    f"(GET /v1/bots/{self.bot}/export?userId={user}). {limits}",
                 )
                 return
         try:
             self.core.client.direct_file(
-                job.need("user"),
+                user,
                 f"Everything I store about you: {count} memories.",
-                f"engram-{job.user}.ndjson",
+                f"engram-{user}.ndjson",
                 bytes(out),
                 "application/x-ndjson",
             )
         except DiscordError as exc:  # closed DMs (50007) and the like: said now, and the slot given back
-            self.state.release_export_slot(self.bot, job.user)
+            self.state.release_export_slot(self.bot, user)
             self.core.reply(
                 job.token,
                 job.issued_at,
-                job.user,
+                user,
                 f"I couldn't send you a DM (Discord answered {exc.status}). Allow direct messages from this "
                 "server's members (Privacy Settings), then ask again.",
             )
@@ -91,7 +91,7 @@ class Export:
         self.core.reply(
             job.token,
             job.issued_at,
-            job.user,
+            user,
             f"Sent you a DM with everything I store about you ({count} memories, "
             f"{len(out) // 1024 + 1} KB). {limits}",
         )

@@ -10,6 +10,7 @@ import httpx
 
 from ..jobs import BackfillJob, DiscordJob, JobQueue
 from ..service import MemoryService
+from ..store import StateStore
 from .ask import Ask
 from .attachments import Interpreter
 from .backfill import Backfill
@@ -33,10 +34,13 @@ class DiscordMemory:
         service: MemoryService,
         queue: JobQueue,
         client: DiscordClient,
+        state: StateStore,
         ollama: httpx.Client | None = None,
         interpreter: Interpreter | None = None,
     ) -> None:
-        self.core = DiscordCore(settings, service, queue, client, ollama=ollama, interpreter=interpreter)
+        self.core = DiscordCore(
+            settings, service, queue, client, state, ollama=ollama, interpreter=interpreter
+        )
         self.backfills = Backfill(self.core)
         self.window = Window(self.core)
         self.catch_up = CatchUp(self.core, self.window)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..engine import get_engine
 from ..singleton import ProcessSingleton
+from ..store import StateStore
 from .memory import DiscordMemory
 from .rest import DiscordClient
 from .settings import DiscordSettings, get_discord_settings
@@ -14,7 +15,7 @@ def build_discord(settings: DiscordSettings, engine, transport=None, ollama=None
     client = DiscordClient(
         settings.api_base, settings.resolve_bot_token(), settings.application_id, transport=transport
     )
-    return DiscordMemory(settings, engine.service, engine.queue, client, ollama=ollama)
+    return DiscordMemory(settings, engine.service, engine.queue, client, StateStore(), ollama=ollama)
 
 
 _discord: ProcessSingleton[DiscordMemory] = ProcessSingleton(

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from ..errors import EngramError, InvalidInput, NotFound
 from ..service import Memory, MemoryService
-from ..store import now_ms
+from ..store import StateStore, now_ms
 from ..text import format_memory_id, parse_memory_id
 from ..vectors import Scope
 from .cache import StatsCache
@@ -102,10 +102,18 @@ def memory_block(memories: list[Memory], budget: int, newest: list[Memory] | Non
 class ChatMemory:
     """Memory for LibreChat turns on top of the memory service."""
 
-    def __init__(self, settings: ProxySettings, service: MemoryService, projects: ProjectResolver):
+    def __init__(
+        self,
+        settings: ProxySettings,
+        service: MemoryService,
+        projects: ProjectResolver,
+        state: StateStore | None = None,
+    ) -> None:
         self.settings = settings
         self.service = service
         self.projects = projects
+        # the users' memory settings per chat, and the tombstones a cached recall is checked against
+        self.state = state or StateStore()
         self.recall_cache = StatsCache(settings.cache_recall_ttl_ms, settings.cache_max_entries)
         self.settings_cache = StatsCache(settings.cache_settings_ttl_ms, settings.cache_max_entries)
         if service is not None:
@@ -123,7 +131,7 @@ class ChatMemory:
         (stamp, memories), hit = self.recall_cache.lookup(key, lambda: (now_ms(), load()))
         if hit:
             owners = (users | {m.user for m in memories}) - {None}
-            if any(at >= stamp for at in self.service.state.forgotten(self.bot, owners).values()):
+            if any(at >= stamp for at in self.state.forgotten(self.bot, owners).values()):
                 self.recall_cache.discard(key)
                 stamp, memories = self.recall_cache.get_or(key, lambda: (now_ms(), load()))
         return memories
@@ -142,7 +150,7 @@ class ChatMemory:
             return False, "memory is off in chats outside a project (MEMORY_PROJECTLESS=off)"
         user = turn.user
         stored = self.settings_cache.get_or(
-            ("settings", user), lambda: self.service.state.chat_settings(self.bot, user)
+            ("settings", user), lambda: self.state.chat_settings(self.bot, user)
         )
         chat = stored.get(turn.conversation) if turn.conversation else None
         if chat is not None:
@@ -153,7 +161,7 @@ class ChatMemory:
 
     def set_enabled(self, turn: Turn, enabled: bool | None, for_chat: bool = True) -> None:
         """Set (or with None, drop) the chat's or the user's default setting."""
-        self.service.state.set_chat_setting(
+        self.state.set_chat_setting(
             self.bot, turn.need_user(), turn.conversation if for_chat else None, enabled
         )
         self.settings_cache.discard(("settings", turn.user))
