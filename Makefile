@@ -29,9 +29,17 @@ $(NODE_DEPS): infra/dynamodb/package-lock.json
 run: $(STAMP) $(NODE_DEPS)
 	$(PY) -m infra.local_stack
 
+# Every tier in one run, on three workers side by side (the tests mostly wait on servers, Docker and
+# processes): each integration module, and the deploy, browser and container tiers whole, go to one worker;
+# the longest first (tests/conftest.py). Every run prints its 25 slowest tests.
 test: $(STAMP) $(SAM_VENV)/.installed $(NODE_DEPS)
 	@sh infra/install-chromium.sh
-	$(PY) -m pytest -q tests/unit tests/integration tests/deploy tests/browser tests/container
+	$(PY) -m pytest -q -n 3 --dist loadgroup --no-loadscope-reorder \
+	  tests/unit tests/integration tests/deploy tests/browser tests/container
+
+# The gates and the unit tests: what to run before every commit (under two minutes).
+check: lint
+	$(PY) -m pytest -q tests/unit
 
 # The gates: style (ruff, rules pinned in pyproject.toml), types (mypy; the functions one at a time, as each is
 # its own `app` module), and complexity (no block worse than C).

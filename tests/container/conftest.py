@@ -17,7 +17,7 @@ def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.C
     return subprocess.run(["docker", *args], capture_output=True, text=True, check=check, timeout=timeout)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def image():
     """The lean image (EMBEDDER=off), built from the locally made Debian base unless it is up to date."""
     env = {**os.environ, "EMBEDDER": "off", "TAG": IMAGE}

@@ -1,11 +1,21 @@
-"""Integration fixtures: the real local stack (moto server, embedded Qdrant, MiniLM, uvicorn) on 127.0.0.1."""
+"""Integration fixtures: the real local stack (moto server, embedded Qdrant, MiniLM, uvicorn) on 127.0.0.1,
+and an engine on moto in-process with both index implementations (the service's own suites)."""
 
 from __future__ import annotations
 
+import boto3
 import httpx
 import pytest
+from moto import mock_aws
 
+from engram.config import Settings
+from engram.engine import build_engine, set_engine
+from engram.proxy.runtime import set_proxy
+from engram.vectors.edge import EdgeIndex
+from engram.vectors.server import QdrantServerIndex
+from infra.aws_template import create_queues, create_tables
 from infra.local_stack import LocalStack
+from tests.support import HashEmbedder, SwitchableIndex
 
 KEY = "integration-key"
 
@@ -35,3 +45,68 @@ def api(stack):
     """An httpx client with the bearer key."""
     with httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=30) as client:
         yield client
+
+
+TABLES = {"MemoriesTable": "t-memories", "StateTable": "t-state"}
+
+
+@pytest.fixture
+def aws():
+    """DynamoDB tables and the jobs queue, as template.yaml declares them, under moto."""
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        create_tables(dynamodb, TABLES)
+        queues = create_queues(sqs, "t")
+        yield {
+            "dynamodb": dynamodb,
+            "sqs": sqs,
+            "queue_url": queues["JobsQueue"],
+            "interactive_queue_url": queues["InteractiveQueue"],
+            "dlq_url": queues["JobsDeadLetterQueue"],
+        }
+
+
+@pytest.fixture(params=["edge", "qdrant-rest"])
+def raw_index(request, tmp_path):
+    """Both index implementations: qdrant-edge in-process, and the REST client against Qdrant's REST API
+    (answered by qdrant-client's local engine, bodies checked against its request models)."""
+    if request.param == "edge":
+        index = EdgeIndex(tmp_path / "shard")
+        yield index
+        index.close()
+        return
+    from tests.fake_qdrant import FakeQdrant
+
+    server = FakeQdrant(api_key="qdrant-unit-key").start()
+    index = QdrantServerIndex.connect(server.url, "qdrant-unit-key", "engram")
+    yield index
+    index.close()
+    server.stop()
+
+
+@pytest.fixture
+def embedder():
+    return HashEmbedder()
+
+
+@pytest.fixture
+def engine(aws, raw_index, embedder, tmp_path):
+    """An engine on moto + a real index + the fake embedder; the index can be taken down."""
+    settings = Settings(
+        memories_table=TABLES["MemoriesTable"],
+        state_table=TABLES["StateTable"],
+        jobs_queue_url=aws["queue_url"],
+        data_dir=tmp_path,
+        api_key="unit-key",
+    )
+    eng = build_engine(settings, index=SwitchableIndex(raw_index), embedder=embedder, sqs_client=aws["sqs"])
+    set_engine(eng)
+    yield eng
+    set_engine(None)
+    set_proxy(None)
+
+
+@pytest.fixture
+def service(engine):
+    return engine.service

@@ -38,17 +38,20 @@ def each_operation(stack, examples: int, run_case) -> dict[str, int]:
         operation = result.ok()
         label = f"{operation.method.upper()} {operation.path}"
         ran[label] = 0
-
-        @given(case=operation.as_strategy())
-        @settings(
-            max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), database=None
-        )
-        def run(case, label=label):
-            ran[label] += 1
-            run_case(case)
-
-        run()
+        _cases(operation, examples, run_case, ran, label)()
     return ran
+
+
+def _cases(operation, examples: int, run_case, ran: dict[str, int], label: str):
+    """A hypothesis test over one operation's generated cases, counting them under its label."""
+
+    @given(case=operation.as_strategy())
+    @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    def run(case):
+        ran[label] += 1
+        run_case(case)
+
+    return run
 
 
 def test_every_operation_answers_as_documented(stack):

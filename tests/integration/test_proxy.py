@@ -11,6 +11,7 @@ import openai
 import pytest
 from bson import ObjectId
 
+from engram.config import Settings
 from engram.proxy.settings import ProxySettings
 from infra.local_stack import LocalStack
 from tests.fake_upstream import REPLY
@@ -514,7 +515,7 @@ def test_recall_mode_decides_what_the_model_is_told(stack, upstream, monkeypatch
     # MEMORY_RECALL_MODE as the environment sets it, on the running proxy, through the openai SDK
     monkeypatch.setenv("MEMORY_RECALL_MODE", mode)
     settings = stack.proxy.settings.model_copy(
-        update={"recall_mode": ProxySettings().recall_mode, "recall_limit": 2}
+        update={"recall_mode": Settings().proxy.recall_mode, "recall_limit": 2}
     )
     monkeypatch.setattr(stack.proxy, "settings", settings)
     monkeypatch.setattr(stack.proxy.memory, "settings", settings)

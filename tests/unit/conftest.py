@@ -1,79 +1,27 @@
-"""Unit fixtures: moto in-process (no network), the embedded index on tmp disk, a fake embedder."""
+"""Unit tests: no server, no subprocess, no moto, no model: each part on its own (httpx MockTransport where a
+part talks HTTP). What needs a store, an index or a process is in tests/integration. The fixture below holds
+every unit test to that: opening a connection or starting a process fails it."""
 
 from __future__ import annotations
 
-import boto3
+import socket
+import subprocess
+
 import pytest
-from moto import mock_aws
-
-from engram.config import Settings
-from engram.engine import build_engine, set_engine
-from engram.proxy.runtime import set_proxy
-from engram.vectors.edge import EdgeIndex
-from engram.vectors.server import QdrantServerIndex
-from infra.aws_template import create_queues, create_tables
-from tests.support import HashEmbedder, SwitchableIndex
-
-TABLES = {"MemoriesTable": "t-memories", "StateTable": "t-state"}
 
 
-@pytest.fixture
-def aws():
-    """DynamoDB tables and the jobs queue, as template.yaml declares them, under moto."""
-    with mock_aws():
-        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        sqs = boto3.client("sqs", region_name="us-east-1")
-        create_tables(dynamodb, TABLES)
-        queues = create_queues(sqs, "t")
-        yield {
-            "dynamodb": dynamodb,
-            "sqs": sqs,
-            "queue_url": queues["JobsQueue"],
-            "interactive_queue_url": queues["InteractiveQueue"],
-            "dlq_url": queues["JobsDeadLetterQueue"],
-        }
+class NotInAUnitTest(AssertionError):
+    pass
 
 
-@pytest.fixture(params=["edge", "qdrant-rest"])
-def raw_index(request, tmp_path):
-    """Both index implementations: qdrant-edge in-process, and the REST client against Qdrant's REST API
-    (answered by qdrant-client's local engine, bodies checked against its request models)."""
-    if request.param == "edge":
-        index = EdgeIndex(tmp_path / "shard")
-        yield index
-        index.close()
-        return
-    from tests.fake_qdrant import FakeQdrant
+@pytest.fixture(autouse=True)
+def no_network_and_no_processes(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise NotInAUnitTest(
+            "a unit test opened a connection or started a process: it belongs in integration"
+        )
 
-    server = FakeQdrant(api_key="qdrant-unit-key").start()
-    index = QdrantServerIndex.connect(server.url, "qdrant-unit-key", "engram")
-    yield index
-    index.close()
-    server.stop()
-
-
-@pytest.fixture
-def embedder():
-    return HashEmbedder()
-
-
-@pytest.fixture
-def engine(aws, raw_index, embedder, tmp_path):
-    """An engine on moto + a real index + the fake embedder; the index can be taken down."""
-    settings = Settings(
-        memories_table=TABLES["MemoriesTable"],
-        state_table=TABLES["StateTable"],
-        jobs_queue_url=aws["queue_url"],
-        data_dir=tmp_path,
-        api_key="unit-key",
-    )
-    eng = build_engine(settings, index=SwitchableIndex(raw_index), embedder=embedder, sqs_client=aws["sqs"])
-    set_engine(eng)
-    yield eng
-    set_engine(None)
-    set_proxy(None)
-
-
-@pytest.fixture
-def service(engine):
-    return engine.service
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket.socket, "bind", refuse)
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)

@@ -152,9 +152,6 @@ class Memory:
         return out
 
 
-FEEDBACK_MIN_HITS = 10  # pseudo-relevance feedback only when the first search found at least this many
-
-
 class Found(list[Memory]):
     """Search results, best first, and whether meaning took part (False: words only, because vectors
     are off, the embedder is down or its model is still loading)."""

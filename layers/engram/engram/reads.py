@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from .domain import FALLBACK_SCAN, FEEDBACK_MIN_HITS, Found, Memory, check_limit, check_name, required_name
+from .domain import FALLBACK_SCAN, Found, Memory, check_limit, check_name, required_name
 from .errors import IndexUnavailable, InvalidInput, NotFound
 from .indexing import Indexer
 from .observability import timed
@@ -120,10 +120,10 @@ class MemoryReads:
                 settings = self.retrieval
                 moving = bool(settings.feedback_docs and settings.feedback_dense and dense)
                 hits = self.index.search(
-                    scope, words, dense, max(k, FEEDBACK_MIN_HITS), fusion, with_vector=moving
+                    scope, words, dense, max(k, settings.feedback_min_hits), fusion, with_vector=moving
                 )
                 # Feedback needs a crowd: in a handful of memories the top three are most of the scope
-                if settings.feedback_docs and len(hits) >= FEEDBACK_MIN_HITS:
+                if settings.feedback_docs and len(hits) >= settings.feedback_min_hits:
                     # Pseudo-relevance feedback: what the best hits agree on, asked again (no new embed)
                     more_words = feedback_query(words, hits, settings) if words.indices else None
                     more_dense = feedback_vector(dense, hits, settings)

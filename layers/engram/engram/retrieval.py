@@ -43,6 +43,9 @@ class Retrieval:
     feedback_terms: int = 5
     feedback_weight: float = 0.15
     feedback_dense: float = 0.3
+    # Feedback needs a crowd: only when the first search found at least this many (in a handful of
+    # memories the top three are most of the scope)
+    feedback_min_hits: int = 10
     # A query of at most this many content terms leans on meaning: its words weight is scaled by
     # `short_query_words` (0: one fusion for every query).
     short_query_terms: int = 0

@@ -1,0 +1,146 @@
+"""The proxy's parts on their own: wire formats, blocks, extraction parsing, scoping, project lookup."""
+
+import json
+import re
+
+import httpx
+import pytest
+from pydantic import ValidationError
+
+from engram.config import Settings
+from engram.jobs import ExtractJob
+from engram.proxy.extract import Extractor
+from engram.proxy.memory import ChatMemory, Turn
+from engram.proxy.projects import ProjectResolver
+from engram.proxy.settings import ProxySettings
+
+
+@pytest.mark.parametrize("mode", ["relevant", "newest", "both"])
+def test_recall_modes_from_the_environment(engine, monkeypatch, mode):
+    monkeypatch.setenv("MEMORY_RECALL_MODE", mode)
+    monkeypatch.setenv("MEMORY_RECALL_LIMIT", "2")
+    chat = ChatMemory(Settings().proxy, engine.service, ProjectResolver(None))
+    turn = Turn(f"u-{mode}", "c", None, authorized=True)
+    for text in (
+        "The user's dog is called Biscuit.",
+        "The user lives in Lyon.",
+        "The user plays the oboe.",
+        "The user is allergic to peanuts.",
+    ):
+        chat.save(turn, text)
+    block, found = chat.context(turn, "What is my dog's name?")
+    texts = {"dog": "Biscuit" in block, "newest": "peanuts" in block and "oboe" in block}
+    assert (
+        texts
+        == {
+            "relevant": {"dog": True, "newest": False},
+            "newest": {"dog": False, "newest": True},
+            "both": {"dog": True, "newest": True},
+        }[mode]
+    )
+    assert len(block) <= chat.settings.max_context_chars and found == len(set(re.findall(r"mem:\d+", block)))
+    with pytest.raises(ValidationError):
+        ProxySettings(MEMORY_RECALL_MODE="everything")
+
+
+def test_projectless_off_and_precedence(engine):
+    memory = ChatMemory(ProxySettings(MEMORY_PROJECTLESS="off"), engine.service, ProjectResolver(None))
+    assert memory.enabled(Turn("u", "c", None)) == (
+        False,
+        "memory is off in chats outside a project (MEMORY_PROJECTLESS=off)",
+    )
+    memory = ChatMemory(ProxySettings(MEMORY_DEFAULT_ENABLED="false"), engine.service, ProjectResolver(None))
+    turn = Turn("u", "c", None, authorized=True)
+    assert memory.enabled(turn) == (False, "the server default")
+    memory.set_enabled(turn, True, for_chat=False)
+    assert memory.enabled(turn) == (True, "your default")
+    memory.set_enabled(turn, False)
+    assert memory.enabled(turn) == (False, "this chat's setting")
+    assert memory.enabled(Turn("u", "other", None)) == (True, "your default")
+    memory.set_enabled(turn, None)
+    assert memory.enabled(turn) == (True, "your default")
+
+
+def test_extractor_stores_drops_secrets_caps_and_dedupes(engine):
+    settings = ProxySettings(
+        EXTRACT_BASE_URL="http://extract/v1", EXTRACT_MODEL="small", MEMORY_MAX_PER_TURN="2"
+    )
+    seen = []
+    answer = json.dumps(
+        {
+            "memories": [
+                "The user's wifi password is hunter2.",
+                "The user drinks sencha.",
+                "The user likes hiking.",
+            ]
+        }
+    )
+    extractor = Extractor(settings, engine.service, extraction_server([answer], seen))
+    assert extractor.run(job()) == ["The user drinks sencha."]  # secret dropped; the cap counts it
+    assert seen[0]["model"] == "small" and "long-term memory" in seen[0]["messages"][0]["content"]
+    again = Extractor(
+        settings,
+        engine.service,
+        extraction_server([json.dumps({"memories": ["The user drinks sencha!"]})], []),
+    )
+    assert again.run(job()) == []  # already known
+
+
+def test_extractor_retries_once_then_drops(engine, caplog):
+    settings = ProxySettings(EXTRACT_BASE_URL="http://extract/v1", EXTRACT_MODEL="small")
+    seen = []
+    extractor = Extractor(
+        settings, engine.service, extraction_server(["I am not JSON", "Still not JSON"], seen)
+    )
+    assert extractor.run(job()) == [] and len(seen) == 2
+    assert "not JSON even after a retry" in caplog.text
+    seen2 = []
+    fixed = Extractor(
+        settings,
+        engine.service,
+        extraction_server(["nope", '{"memories": ["The user drinks sencha."]}'], seen2),
+    )
+    assert fixed.run(job()) == ["The user drinks sencha."] and len(seen2) == 2
+
+
+def test_extractor_never_spends_a_callers_key(engine):
+    settings = ProxySettings(UPSTREAMS='[{"name": "byo", "baseUrl": "http://up"}]')
+    seen = []
+    extractor = Extractor(settings, engine.service, extraction_server(['{"memories": ["x"]}'], seen))
+    assert (
+        extractor.run(
+            ExtractJob(
+                bot="librechat", user="u", conversation="c", upstream="byo", model="m", user_text="My x is y"
+            )
+        )
+        == []
+    )
+    assert seen == []
+
+
+def test_explicit_mode_stores_only_what_was_asked(engine):
+    extractor = Extractor(ProxySettings(), engine.service, httpx.MockTransport(lambda r: httpx.Response(500)))
+    stored = extractor.run(
+        ExtractJob(
+            bot="librechat",
+            user="u",
+            conversation="c",
+            mode="explicit",
+            user_text="Remember that the boiler was serviced in May",
+        )
+    )
+    assert stored == ["the boiler was serviced in May."]
+
+
+def extraction_server(answers, seen):
+    def handle(request):
+        seen.append(json.loads(request.content))
+        return httpx.Response(
+            200, json={"choices": [{"message": {"content": answers[min(len(seen), len(answers)) - 1]}}]}
+        )
+
+    return httpx.MockTransport(handle)
+
+
+def job(text="My tea is sencha"):
+    return ExtractJob(bot="librechat", user="u1", conversation="c", user_text=text, assistant_text="Nice.")
