@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from engram.store import now_ms
 from infra.poller import LambdaContext, load_function_handler
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
@@ -37,9 +38,21 @@ def test_http_function_refuses_a_wrong_key(keyed):
     assert handler(e, LambdaContext())["statusCode"] == 401
 
 
-def test_worker_function_runs_the_sample_sweep(engine):
+def test_worker_function_runs_the_sample_sweep(engine, aws):
+    """The sample sweep event makes the worker queue an index job for a record left pending (Qdrant was
+    down when it was written) and older than the sweep's grace minute, and for nothing else."""
+    engine.service.index.down = True
+    long_ago = now_ms() - 120_000
+    stuck, _ = engine.service.add_fact("bot1", "The owner drinks green tea.", created_at=long_ago)
+    engine.service.index.down = False
+    fresh, _ = engine.service.add_fact("bot1", "The owner rides a bike.")  # indexed at once
     result = load_function_handler("worker")(event("sqs-sweep-job.json"), LambdaContext())
     assert result == {"batchItemFailures": []}
+    # (the write's own retry job waits 30 s on the queue: what is visible now is the sweep's)
+    got = aws["sqs"].receive_message(QueueUrl=aws["queue_url"], MaxNumberOfMessages=10)
+    jobs = [json.loads(m["Body"]) for m in got.get("Messages", [])]
+    assert jobs == [{"kind": "index", "bot": "bot1", "ids": [stuck.id]}]
+    assert fresh.id not in engine.service.records.pending_ids("bot1", 10)
 
 
 def test_schedule_function_queues_a_sweep(aws, monkeypatch):

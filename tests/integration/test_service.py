@@ -44,12 +44,18 @@ def test_limit_out_of_range_is_refused(service, limit):
         service.list("bot1", limit=limit)
 
 
-def test_search_by_words_and_by_meaning(service):
+def test_a_query_sharing_no_word_is_answered_by_the_dense_leg(service, embedder):
+    """The fake embedder puts tea, coffee and beverage on one dimension, so a query sharing no word with
+    the memory is found only if the service writes, queries and fuses the dense vectors. (What the real
+    model understands is tested on the running stack: test_memory_api, test_local_stack_process.)"""
     tea, _ = service.add_fact("bot1", "The owner drinks green tea every morning.")
     service.add_fact("bot1", "The owner's car is a red hatchback.")
     assert service.search("bot1", "green tea")[0].id == tea.id
-    # no shared word: only the (fake) embedder's notion of meaning connects them
-    assert service.search("bot1", "favourite beverage?")[0].id == tea.id
+    found = service.search("bot1", "favourite beverage?")
+    assert found.meaning and found[0].id == tea.id
+    embedder.down = True  # the same query by words alone: nothing of the tea memory
+    words_only = service.search("bot1", "favourite beverage?")
+    assert not words_only.meaning and tea.id not in [m.id for m in words_only]
 
 
 def test_search_with_embedder_down_answers_by_words(service, embedder):

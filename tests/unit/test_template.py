@@ -1,11 +1,32 @@
 """template.yaml is the one declaration of tables and functions; check what code relies on."""
 
+import ast
+import re
+import shlex
 from pathlib import Path
 
 from engram.store.models import MemoryRecord
 from infra.aws_template import load_template, table_definitions
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def defines(source: str, name: str) -> bool:
+    """Whether a module defines `name` at its top level (a def or an assignment, not a word in a comment)."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            return True
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return True
+    return False
+
+
+def commands(script: str) -> list[list[str]]:
+    """The commands of a shell script, continuation lines joined and comments left out, as words."""
+    joined = re.sub(r"\\\n", " ", script)
+    words = [shlex.split(line, comments=True) for line in joined.splitlines()]
+    return [w for w in words if w]
 
 
 def test_every_function_handler_exists():
@@ -15,12 +36,13 @@ def test_every_function_handler_exists():
     for resource in functions.values():
         handler, code = resource["Properties"]["Handler"], ROOT / resource["Properties"]["CodeUri"]
         if handler.endswith(".sh"):  # a Lambda Web Adapter start script: it must start the app it names
-            script = (code / handler).read_text()
-            assert "uvicorn" in script and "app:app" in script and (code / "app.py").exists()
+            runs = [c for c in commands((code / handler).read_text()) if "exec" in c]
+            assert len(runs) == 1 and runs[0][-1] == "app:app"
+            assert runs[0][runs[0].index("-m") + 1] == "uvicorn"
+            assert defines((code / "app.py").read_text(), "app")
             continue
         module, _, attr = handler.partition(".")
-        source = (code / f"{module}.py").read_text()
-        assert f"def {attr}(" in source or f"{attr} = " in source
+        assert defines((code / f"{module}.py").read_text(), attr), handler
 
 
 def test_model_indexes_match_the_template():
@@ -118,9 +140,6 @@ def test_sample_schedule_events_are_what_the_rules_send():
 def test_the_layer_uses_no_dynamodb_feature_the_local_dynamodb_lacks():
     """dynalite (make run, the integration tests) has no transactions, PartiQL or TTL expiry: engram's
     code must not need them (a TTL attribute may be set, but nothing may rely on items expiring)."""
-    import re
-    from pathlib import Path
-
     banned = re.compile(
         r"TransactWrite|TransactGet|transact_write|transact_get|execute_statement|ExecuteStatement"
         r"|update_time_to_live|UpdateTimeToLive"
