@@ -29,13 +29,13 @@ $(NODE_DEPS): infra/dynamodb/package-lock.json
 run: $(STAMP) $(NODE_DEPS)
 	$(PY) -m infra.local_stack
 
-# Every tier in one run, on three workers side by side (the tests mostly wait on servers, Docker and
-# processes): each integration module, and the deploy, browser and container tiers whole, go to one worker;
-# the longest first (tests/conftest.py). Every run prints its 25 slowest tests.
+# Every tier in one run, side by side (the tests mostly wait on servers, Docker and processes): the
+# container tier, the deploy and browser tiers, and unit + integration on two xdist workers (a module per
+# worker, the longest first) run as three pytest processes at once (tests/tiers.py); each prints its 25
+# slowest tests.
 test: $(STAMP) $(SAM_VENV)/.installed $(NODE_DEPS)
 	@sh infra/install-chromium.sh
-	$(PY) -m pytest -q -n 3 --dist loadgroup --no-loadscope-reorder \
-	  tests/unit tests/integration tests/deploy tests/browser tests/container
+	$(PY) tests/tiers.py
 
 # The gates and the unit tests: what to run before every commit (under two minutes).
 check: lint
@@ -95,7 +95,7 @@ bench-quick: $(STAMP) $(NODE_DEPS)
 # Qdrant for the run, on Docker's default bridge; then `sam local start-api`. Each answer is checked.
 sam-local: $(STAMP) $(SAM_VENV)/.installed $(NODE_DEPS)
 	sh infra/image/lambda-base.sh
-	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam build >/dev/null
+	mkdir -p .aws-sam && SAM_CLI_TELEMETRY=0 flock .aws-sam/.build.lock $(SAM_VENV)/bin/sam build >/dev/null
 	$(PY) -m infra.sam_local --invoke
 
 # The container image: EMBEDDER=local (engram:latest) or EMBEDDER=off (engram:lean); BASE=debian:bookworm-slim

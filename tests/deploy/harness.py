@@ -5,6 +5,7 @@ call the function makes is recorded and held against the IAM policies of its rol
 
 from __future__ import annotations
 
+import fcntl
 import fnmatch
 import hashlib
 import json
@@ -118,17 +119,22 @@ def sam_build() -> Path:
     the template, the layer and the functions are unchanged."""
     stamp = BUILD_DIR / ".sources"
     digest = _sources_digest()
-    if stamp.exists() and stamp.read_text() == digest and (BUILD_DIR / "template.yaml").exists():
-        return BUILD_DIR
-    shutil.rmtree(BUILD_DIR, ignore_errors=True)
-    subprocess.run(
-        [str(SAM_VENV / "bin" / "sam"), "build", "--build-dir", str(BUILD_DIR)],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        env={**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": REGION},
-    )
-    stamp.write_text(digest)
+    # one sam build at a time in this checkout (make sam-local takes the same lock): they share .aws-sam
+    BUILD_DIR.parent.mkdir(exist_ok=True)
+    with open(BUILD_DIR.parent / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp.exists() and stamp.read_text() == digest and (BUILD_DIR / "template.yaml").exists():
+            return BUILD_DIR
+        shutil.rmtree(BUILD_DIR, ignore_errors=True)
+        built = subprocess.run(
+            [str(SAM_VENV / "bin" / "sam"), "build", "--build-dir", str(BUILD_DIR)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": REGION},
+        )
+        assert built.returncode == 0, f"sam build failed:\n{built.stdout[-3000:]}\n{built.stderr[-3000:]}"
+        stamp.write_text(digest)
     return BUILD_DIR
 
 
