@@ -242,6 +242,12 @@ class LocalStack:
         if self.port == 0:
             self.port = self.server.servers[0].sockets[0].getsockname()[1]
 
+    def settle(self, timeout_s: float = 60) -> None:
+        """Tests: until every queued job has run, the pollers' rounds included (tests.support.settle)."""
+        from infra.poller import settle
+
+        settle(self.sqs, timeout_s)
+
     @property
     def url(self) -> str:
         """Base URL of the API."""

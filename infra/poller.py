@@ -6,6 +6,7 @@ import hashlib
 import importlib.util
 import logging
 import threading
+import time
 from pathlib import Path
 
 log = logging.getLogger("engram.poller")
@@ -142,3 +143,39 @@ class SqsPoller:
         self._stop.set()
         if self._thread:
             self._thread.join(timeout=10)
+
+
+QUEUES = ("engram-JobsQueue", "engram-InteractiveQueue")
+COUNTS = (
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+)
+
+
+def queues_quiet(sqs) -> bool:
+    """Whether the stack's job queues hold nothing: none waiting, none in flight (a worker deletes a job when
+    it has run), none delayed (a rate limit's retry)."""
+    for name in QUEUES:
+        url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=list(COUNTS))["Attributes"]
+        if any(int(attributes.get(count, 0)) for count in COUNTS):
+            return False
+    return True
+
+
+def settle(sqs, timeout_s: float = 60) -> None:
+    """For tests: wait for what the stack reports instead of a fixed time: every job that was queued has
+    run (the queues read empty twice, a poller's round apart), whatever it queued in turn included."""
+
+    def quiet_twice() -> bool:
+        if not queues_quiet(sqs):
+            return False
+        time.sleep(0.3)
+        return queues_quiet(sqs)
+
+    deadline = time.monotonic() + timeout_s
+    while not quiet_twice():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the job queues did not settle in {timeout_s} s")
+        time.sleep(0.1)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+from infra.poller import settle
 from tests.support import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,6 +61,15 @@ class Stack:
         ok = wait_until(lambda: self._answers() or self.proc.poll() is not None, timeout_s=90, every_s=0.1)
         assert ok and self.proc.poll() is None, self.read_log()
         return self
+
+    def settle(self, timeout_s: float = 60) -> None:
+        """Until every queued job has run (tests.support.settle), read from the stack's own SQS."""
+        import boto3
+
+        port = self.env["ENGRAM_SQS_PORT"]
+        settle(
+            boto3.client("sqs", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1"), timeout_s
+        )
 
     def health(self) -> dict:
         """What /healthz tells the admin key (embedderWarm among it)."""

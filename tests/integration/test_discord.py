@@ -243,7 +243,7 @@ def test_duplicate_deliveries_count_each_channel_once(stack, discord, monkeypatc
             "Backfill complete" in s.get("content", "") for s in discord.sent if s.get("token") == "tok-dup"
         )
     )
-    time.sleep(1.5)  # let the duplicates run out
+    stack.settle()  # the duplicates have run out
     finals = [
         s["content"]
         for s in discord.sent

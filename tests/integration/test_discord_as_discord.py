@@ -7,7 +7,6 @@ signed webhook and the real worker."""
 from __future__ import annotations
 
 import json
-import time
 from datetime import UTC, datetime
 
 import pytest
@@ -253,11 +252,9 @@ def test_a_catch_up_tick_reads_only_channels_with_new_messages(stack, discord):
 
     remembered(stack, discord)
 
-    def tick():  # the jobs run on the stack's own pollers too: wait until the queue is quiet
+    def tick():  # the jobs run on the stack's own pollers: wait until every one of them has run
         stack.engine.queue.send(DiscordJob(action="catchup"))
-        time.sleep(1.5)
-        stack.poller.drain()
-        time.sleep(1.5)
+        stack.settle()
 
     tick()  # a first tick reads what the backfill left
     before = len(discord.history_reads)
@@ -278,10 +275,7 @@ def tick(stack):
     from engram.jobs import DiscordJob
 
     stack.engine.queue.send(DiscordJob(action="catchup"))
-    time.sleep(1.5)
-    stack.poller.drain()
-    time.sleep(1.5)
-    stack.poller.drain()
+    stack.settle()
 
 
 def test_edits_and_deletions_on_discord_reach_memory(stack, discord):

@@ -18,8 +18,6 @@ from tests.integration.test_crash_recovery import environment, interact, memory_
 from tests.local_process import PROXY_KEY, Stack, free_port
 from tests.support import wait_until
 
-SETTLE_S = 5  # the pollers' rounds and two catch-up ticks: anything that would come back has by then
-
 
 @pytest.fixture
 def fakes():
@@ -111,7 +109,7 @@ def test_a_backfill_page_in_flight_stores_nothing_after_the_forget(stack, fakes)
     held(discord, "the next backfill link")
     forget(stack, APP_ID, ALICE)
     discord.gate.release()
-    time.sleep(SETTLE_S)
+    stack.settle()  # every job that was queued has run: anything that would come back has by then
     assert discord_messages(stack) == []
     assert "off for you" in status(stack)
 
@@ -128,7 +126,7 @@ def test_a_remember_in_flight_or_retried_after_the_forget_does_not_opt_the_user_
     send_job(
         stack, DiscordJob(action="remember", user=ALICE, token="tok-old", issued_at=asked), "InteractiveQueue"
     )
-    time.sleep(SETTLE_S)
+    stack.settle()  # every job that was queued has run: anything that would come back has by then
     assert "off for you" in status(stack)
     assert discord_messages(stack) == []
     # a new /memory remember, after the forget, is what opts them in again
@@ -148,7 +146,7 @@ def test_a_backfill_link_and_a_catch_up_made_before_the_forget_store_nothing_aft
         "JobsQueue",
     )
     send_job(stack, DiscordJob(action="catchup", guild="g2", channel="c21", issued_at=1), "JobsQueue")
-    time.sleep(SETTLE_S)
+    stack.settle()  # every job that was queued has run: anything that would come back has by then
     assert discord_messages(stack) == []
 
 
@@ -160,7 +158,7 @@ def test_a_catch_up_in_flight_stores_nothing_after_the_forget(stack, fakes):
     held(discord, "the catch-up")
     forget(stack, APP_ID, ALICE)
     discord.gate.release()
-    time.sleep(SETTLE_S)
+    stack.settle()  # every job that was queued has run: anything that would come back has by then
     assert discord_messages(stack) == []
 
 
@@ -180,7 +178,7 @@ def test_an_ask_in_flight_stores_neither_prompt_nor_answer_after_the_forget(stac
     assert wait_until(
         lambda: any(s.get("token") == "tok-ask" for s in discord.sent), timeout_s=60
     )  # it answered
-    time.sleep(SETTLE_S)
+    stack.settle()  # every job that was queued has run: anything that would come back has by then
     assert discord_messages(stack) == []
 
 
@@ -205,7 +203,7 @@ def test_an_extraction_in_flight_or_redriven_stores_nothing_after_the_forget(sta
         ),
         "JobsQueue",
     )
-    time.sleep(SETTLE_S)
+    stack.settle()  # every job that was queued has run: anything that would come back has by then
     assert facts(stack, "librechat", "alice") == []
     # what the user says after the forget is new, and is remembered
     assert chat(stack, "alice", "My new town is Porto.").status_code == 200
@@ -236,7 +234,7 @@ def test_an_index_job_in_flight_leaves_no_searchable_point_and_no_stub(stack, fa
     send_job(stack, IndexJob(bot="notes", ids=ids), "JobsQueue")  # and an index job from before, after
     embedder.gate.release()
     assert wait_until(lambda: stack.api.get("/v1/index").json()["last"] == "rebuilding", timeout_s=30)
-    time.sleep(SETTLE_S)
+    stack.settle()  # every job that was queued has run: anything that would come back has by then
     assert stack.api.get("/v1/bots/notes/memories", params={"query": "quokka stone"}).json()["memories"] == []
     assert facts(stack, "notes", "alice") == []
     for memory_id in ids:  # no stub record written back by the rebuild's marks
@@ -284,6 +282,6 @@ def test_a_journal_replayed_after_kill_9_brings_nothing_back(stack, fakes):
     stack.kill()  # the extraction never finished: its job is in the journal... or was, before the forget
     extractor.gate.release()
     stack.start()
-    time.sleep(SETTLE_S)
+    stack.settle()  # every job that was queued has run: anything that would come back has by then
     assert facts(stack, "librechat", "alice") == []
     assert "Kirkenes" not in stack.api.get("/v1/bots/librechat/export").text

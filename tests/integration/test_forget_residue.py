@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 
 import httpx
 import pytest
@@ -20,7 +19,7 @@ from infra.local_dynamodb import LocalDynamoDB
 from tests.fake_discord import ALICE, APP_ID, BOB, FakeDiscord
 from tests.fake_upstream import FakeUpstream
 from tests.integration.test_crash_recovery import environment, interact, memory_command
-from tests.local_process import PROXY_KEY, Stack
+from tests.local_process import PROXY_KEY, Stack, free_port
 from tests.support import wait_until
 
 # One canary per path a person's words take into engram
@@ -77,6 +76,18 @@ def found(text: str) -> list[str]:
     return [path for path, canary in CANARIES.items() if canary in text.lower()]
 
 
+def catch_up_ticks(stack, discord, ticks: int = 2) -> None:
+    """Wait for the stack's next catch-up ticks (the fake Discord sees each list the guilds: Bob still
+    consents) and for every job they queued to have run, instead of a fixed time."""
+
+    def listings() -> int:
+        return sum(1 for r in discord.requests if r.endswith("/users/@me/guilds"))
+
+    seen = listings()
+    assert wait_until(lambda: listings() >= seen + ticks, timeout_s=30)
+    stack.settle()
+
+
 @pytest.fixture(scope="module")
 def fakes():
     discord, upstream, extractor = FakeDiscord().start(), FakeUpstream().start(), FakeUpstream().start()
@@ -96,7 +107,8 @@ def forgotten(tmp_path_factory, fakes):
     """A stack that held Alice's words through every door, then forgot her; stopped at the end."""
     discord, upstream, extractor = fakes
     data = tmp_path_factory.mktemp("residue")
-    stack = Stack(data, environment(discord, upstream, extractor)).start()
+    env = {**environment(discord, upstream, extractor), "ENGRAM_SQS_PORT": str(free_port())}
+    stack = Stack(data, env).start()
     api = stack.api
     # Discord: both opt in; the backfill stores Alice's canaries and Bob's reply that quotes them
     for user in (ALICE, BOB):
@@ -181,7 +193,7 @@ def forgotten(tmp_path_factory, fakes):
     assert "Forgotten" in turn(stack, "alice", "/memory forget everything").text
     gone = api.delete("/v1/bots/notes/users/alice/memories")
     assert gone.status_code == 200
-    time.sleep(5)  # two catch-up ticks (every 2 s) and the pollers' next rounds: nothing may come back
+    catch_up_ticks(stack, discord)  # nothing may come back
     yield stack, data, upstream, gone.json()["deleted"]
     stack.stop()
 
@@ -231,7 +243,7 @@ def test_discord_says_the_user_is_off_and_stores_nothing_new(forgotten, fakes):
     status = interact(stack, memory_command("status", ALICE, "tok-status")).json()["data"]["content"]
     assert "off for you" in status
     new = discord.add("c21", {"id": ALICE, "username": "alice"}, "a message after the forget")
-    time.sleep(4)  # two catch-up ticks
+    catch_up_ticks(stack, discord)
     listed = stack.api.get(f"/v1/bots/{APP_ID}/memories", params={"kind": "message", "userId": ALICE}).json()
     assert listed["memories"] == [] and new["id"] not in json.dumps(listed)
 
