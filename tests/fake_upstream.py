@@ -23,6 +23,26 @@ def _facts(exchange: str) -> list[str]:
     ]
 
 
+def _tool_call(body: dict, api: str) -> dict | None:
+    """A model that calls the `web_search` tool when it is offered and the user just spoke (an agent's first
+    round), and answers in text once the tool's result is in (the next round)."""
+    names = {(t.get("function") or t).get("name") for t in body.get("tools") or []}
+    last = (body.get("messages") or [{}])[-1]
+    results = last.get("role") == "tool" or (
+        isinstance(last.get("content"), list) and any(b.get("type") == "tool_result" for b in last["content"])
+    )
+    if "web_search" not in names or results:
+        return None
+    if api == "openai":
+        function = {"name": "web_search", "arguments": json.dumps({"query": "restaurants"})}
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "call_1", "type": "function", "function": function}],
+        }
+    return {"type": "tool_use", "id": "toolu_1", "name": "web_search", "input": {"query": "restaurants"}}
+
+
 def _gzipped(events):
     """An event stream gzip-compressed on the fly, flushed after every event."""
     import zlib
@@ -82,6 +102,16 @@ class FakeUpstream(ServedApp):
             body = await request.json()
             self._record(request, body)
             text = self._extraction_answer(body) if self._is_extraction(body) else REPLY
+            call = _tool_call(body, "openai")
+            if call is not None:  # an agent's first round: the model asks for the tool
+                return {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body["model"],
+                    "choices": [{"index": 0, "message": call, "finish_reason": "tool_calls"}],
+                    "usage": {"prompt_tokens": 5, "completion_tokens": 9, "total_tokens": 14},
+                }
             if not body.get("stream"):
                 return {
                     "id": "chatcmpl-fake",
@@ -132,13 +162,14 @@ class FakeUpstream(ServedApp):
             body = await request.json()
             self._record(request, body)
             text = self._extraction_answer(body) if self._is_extraction(body) else REPLY
+            call = _tool_call(body, "anthropic")
             message = {
                 "id": "msg_fake",
                 "type": "message",
                 "role": "assistant",
                 "model": body["model"],
-                "content": [{"type": "text", "text": text}],
-                "stop_reason": "end_turn",
+                "content": [call] if call else [{"type": "text", "text": text}],
+                "stop_reason": "tool_use" if call else "end_turn",
                 "stop_sequence": None,
                 "usage": {"input_tokens": 5, "output_tokens": 9},
             }

@@ -78,10 +78,18 @@ def an(stack, **kw):
 
 
 def system_of(request):
+    """Everything the model was told besides the chat: the caller's system prompt and engram's block (an
+    OpenAI system message, or Anthropic text blocks engram put at the start of the turn's user message)."""
     body = request["json"]
+    told = []
     if "system" in body:
-        return body["system"] if isinstance(body["system"], str) else json.dumps(body["system"])
-    return "\n".join(m["content"] for m in body["messages"] if m["role"] == "system")
+        told.append(body["system"] if isinstance(body["system"], str) else json.dumps(body["system"]))
+    for m in body["messages"]:
+        if m["role"] == "system":
+            told.append(m["content"])
+        elif m["role"] == "user" and isinstance(m["content"], list):
+            told += [b["text"] for b in m["content"] if b.get("text", "").startswith("<!-- engram:")]
+    return "\n".join(told)
 
 
 def test_openai_sdk_plain_and_streaming(stack, upstream):
@@ -111,8 +119,13 @@ def test_anthropic_sdk_plain_and_streaming(stack, upstream):
     assert reply.content[0].text == REPLY
     seen = upstream.chats()[-1]
     assert seen["headers"]["x-api-key"] == UPSTREAM_KEY
-    # the caller's system prompt first and untouched (prompt caching), engram's blocks after it
-    assert seen["json"]["system"].startswith("Be brief.\n\n<!-- engram:datetime -->")
+    # the caller's system prompt untouched (prompt caching); engram's block opens the turn's message
+    assert seen["json"]["system"] == "Be brief."
+    first = seen["json"]["messages"][-1]["content"]
+    assert first[0]["text"].startswith("<!-- engram:datetime -->") and first[-1] == {
+        "type": "text",
+        "text": "hi",
+    }
     with client.messages.stream(
         model="fake-model",
         max_tokens=50,
@@ -121,20 +134,26 @@ def test_anthropic_sdk_plain_and_streaming(stack, upstream):
     ) as stream:
         text = "".join(stream.text_stream)
     assert text == REPLY
-    blocks = upstream.chats()[-1]["json"]["system"]
-    assert blocks[0] == {"type": "text", "text": "Blocks."} and blocks[-1]["text"].startswith(
-        "<!-- engram:datetime -->"
-    )
+    sent = upstream.chats()[-1]["json"]
+    assert sent["system"] == [{"type": "text", "text": "Blocks."}]
+    assert sent["messages"][-1]["content"][0]["text"].startswith("<!-- engram:datetime -->")
 
 
 def test_the_callers_prompt_prefix_is_byte_identical_across_turns(stack, upstream):
     """Provider prompt caches key on the prompt's leading tokens (Anthropic: system, then messages;
-    OpenAI: messages in order). The caller's system prompt, with its cache_control breakpoint, comes first
-    and byte for byte the same in two turns of one conversation; engram's memory and time blocks follow."""
+    OpenAI: messages in order), and LibreChat's agents put cache_control on the last two user messages.
+    engram's block (the time, the memories: different every turn) goes at the newest user message, so in
+    two turns of one chat the system prompt and every earlier message reach the provider byte for byte as
+    the caller sent them: the second turn's prefix is the first turn's history, untouched."""
     import os
 
     def common(a: bytes, b: bytes) -> int:
         return len(os.path.commonprefix([a, b]))
+
+    client = an(stack, conversation="conv-cache-seed")
+    client.messages.create(
+        model="fake-model", max_tokens=50, messages=[{"role": "user", "content": "/memory save I like teal."}]
+    )  # a memory to recall: the block differs between the turns
 
     system = [
         {"type": "text", "text": "You are a careful assistant. " * 40, "cache_control": {"type": "ephemeral"}}
@@ -153,10 +172,9 @@ def test_the_callers_prompt_prefix_is_byte_identical_across_turns(stack, upstrea
         ],
     )
     one, two = (r["json"] for r in upstream.chats()[-2:])
-    prompt = lambda body: (json.dumps(body["system"]) + json.dumps(body["messages"])).encode()  # noqa: E731
-    n = len(json.dumps(system[0]).encode())
-    assert one["system"][0] == system[0] == two["system"][0]
-    assert common(prompt(one), prompt(two)) > n  # the whole caller's block, and then some
+    assert one["system"] == system == two["system"]  # as sent, every byte
+    assert two["messages"][:2] == [*first_turn, {"role": "assistant", "content": REPLY}]  # untouched
+    assert two["messages"][-1]["content"][-1] == {"type": "text", "text": "What colour do I like?"}
 
     openai_system = {"role": "system", "content": "Answer in French. " * 40}
     client = oa(stack, conversation="conv-cache-oa")
@@ -170,8 +188,15 @@ def test_the_callers_prompt_prefix_is_byte_identical_across_turns(stack, upstrea
             {"role": "user", "content": "Again"},
         ],
     )
-    one, two = (json.dumps(r["json"]["messages"]).encode() for r in upstream.chats()[-2:])
-    assert common(one, two) > len(json.dumps(openai_system).encode())
+    one, two = (r["json"]["messages"] for r in upstream.chats()[-2:])
+    assert two[:3] == [
+        openai_system,
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": REPLY},
+    ]
+    assert two[3]["role"] == "system" and two[4] == {"role": "user", "content": "Again"}
+    # the whole of the first turn's prompt up to engram's block is the second turn's leading bytes
+    assert common(json.dumps(one).encode(), json.dumps(two).encode()) >= len(json.dumps(one[:1]).encode())
 
 
 def test_memory_commands_never_reach_the_upstream(stack, upstream):
@@ -412,7 +437,7 @@ def test_extraction_after_a_turn_stores_durable_facts(stack, upstream):
         max_tokens=50,
         messages=[{"role": "user", "content": "Which tea should I brew tonight?"}],
     )
-    assert "genmaicha" in upstream.chats()[-1]["json"]["system"]
+    assert "genmaicha" in system_of(upstream.chats()[-1])
 
 
 def test_mcp_tools(stack):
@@ -536,3 +561,191 @@ def test_recall_mode_decides_what_the_model_is_told(stack, upstream, monkeypatch
         "both": (True, True),
     }[mode]
     assert len(told.split("<!-- engram:memory -->", 1)[1]) <= settings.max_context_chars
+
+
+# ----- LibreChat as LibreChat calls it --------------------------------------------------------------------
+
+TITLE_COMPLETION = (  # @librechat/agents src/utils/title.ts, defaultCompletionPrompt, convo from run.ts
+    "Provide a concise, 5-word-or-less title for the conversation, using title case conventions. Only return "
+    "the title itself.\n\nConversation:\nUser: My favourite city is Porto.\nAI: Porto is lovely."
+)
+TITLE_STRUCTURED = (  # the same file's defaultTitlePrompt, sent with the title/language schema as a tool
+    "Analyze this conversation and provide:\n1. The detected language of the conversation\n"
+    "2. A concise title in the detected language (5 words or less, no punctuation or quotation)\n\n"
+    "User: My favourite city is Porto.\nAI: Porto is lovely."
+)
+TITLE_SCHEMA = {
+    "type": "object",
+    "properties": {"language": {"type": "string"}, "title": {"type": "string"}},
+    "required": ["language", "title"],
+}
+SUMMARY = (  # @librechat/agents src/summarization/shared.ts, DEFAULT_SUMMARIZATION_PROMPT (its start)
+    "Hold on, before you continue I need you to write me a checkpoint of everything so far. Your context "
+    "window is filling up and this checkpoint replaces the messages above."
+)
+
+
+def memories_of(stack, user: str) -> list[str]:
+    listed = httpx.get(
+        f"{stack.url}/v1/bots/librechat/memories",
+        params={"userId": user, "limit": 50},
+        headers={"Authorization": f"Bearer {KEY}"},
+    ).json()["memories"]
+    return [m["text"] for m in listed]
+
+
+def test_librechat_side_calls_reach_the_provider_as_sent_and_queue_nothing(stack, upstream, monkeypatch):
+    """Titles (both title methods, and an operator's own titlePrompt), summaries and LibreChat's memory
+    agent carry the conversation id like a turn, but are not the user speaking: no date, no memories, no
+    extraction, and the body reaches the provider byte for byte as LibreChat sent it."""
+    settings = stack.proxy.settings.model_copy(
+        update={"side_call_markers": ("Name this chat in three words",)}
+    )
+    monkeypatch.setattr(stack.proxy, "settings", settings)
+    hdrs = {"Authorization": f"Bearer {PROXY_KEY}", **headers(user="titler", conversation="conv-title")}
+    openai_calls = [
+        {"model": "m", "messages": [{"role": "user", "content": TITLE_COMPLETION}]},
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": TITLE_STRUCTURED}],
+            "tools": [{"type": "function", "function": {"name": "extract", "parameters": TITLE_SCHEMA}}],
+            "tool_choice": {"type": "function", "function": {"name": "extract"}},
+        },
+        {
+            "model": "m",
+            "messages": [
+                {"role": "user", "content": "My favourite city is Porto."},
+                {"role": "assistant", "content": "Porto is lovely."},
+                {"role": "user", "content": SUMMARY},
+            ],
+        },
+        {
+            "model": "m",
+            "messages": [
+                {"role": "system", "content": "You are a memory agent."},
+                {"role": "user", "content": "My favourite city is Porto."},
+            ],
+            "tools": [
+                {"type": "function", "function": {"name": "set_memory", "parameters": {"type": "object"}}}
+            ],
+        },
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "Name this chat in three words: my city Porto"}],
+        },
+    ]
+    for call in openai_calls:
+        raw = json.dumps(call).encode()
+        assert httpx.post(f"{stack.url}/oa/v1/chat/completions", content=raw, headers=hdrs).status_code == 200
+        assert upstream.requests[-1]["json"] == call  # nothing added, nothing taken away
+    anthropic_title = {
+        "model": "m",
+        "max_tokens": 50,
+        "messages": [{"role": "user", "content": TITLE_STRUCTURED}],
+        "tools": [{"name": "extract", "input_schema": TITLE_SCHEMA}],
+    }
+    assert httpx.post(f"{stack.url}/an/v1/messages", json=anthropic_title, headers=hdrs).status_code == 200
+    assert upstream.requests[-1]["json"] == anthropic_title
+    stack.settle()
+    assert memories_of(stack, "titler") == []  # a title quoting the chat stored nothing
+
+
+@pytest.mark.parametrize("value", ["{{LIBRECHAT_USER_ID}}", "", "${LIBRECHAT_USER_ID}"])
+def test_an_identity_librechat_left_unresolved_is_refused_and_nothing_is_stored(stack, upstream, value):
+    before = len(upstream.requests)
+    r = httpx.post(
+        f"{stack.url}/oa/v1/chat/completions",
+        json={"model": "m", "messages": [{"role": "user", "content": "My favourite colour is plum."}]},
+        headers={
+            "Authorization": f"Bearer {PROXY_KEY}",
+            "x-librechat-user-id": value,
+            "x-librechat-conversation-id": "conv-unresolved",
+        },
+    )
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_identity"
+    assert (
+        "x-librechat-user-id" in r.json()["error"]["message"]
+        and "librechat.yaml" in r.json()["error"]["message"]
+    )
+    assert len(upstream.requests) == before  # never sent, never stored under
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_a_tool_calling_turn_stores_the_users_fact_and_not_the_tools(stack, upstream, api):
+    """An agent turn: the first answer is a tool call (no text), the next request ends with the tool's
+    result. engram recalls once for the turn (the block is the same byte for byte in both rounds), extracts
+    from the user's words and the final answer, and never from what the tool returned."""
+    user, conv = f"tools-{api}", f"conv-tools-{api}"
+    said = "My diet is vegetarian. Find restaurants in Lisbon."
+    found = "Tasca Verde. My favourite dish is bacalhau."  # the tool's result: not the user speaking
+    if api == "openai":
+        c = oa(stack, user=user, conversation=conv)
+        tools = [{"type": "function", "function": {"name": "web_search", "parameters": {"type": "object"}}}]
+        first = [{"role": "user", "content": said}]
+        call = c.chat.completions.create(model="m", messages=first, tools=tools).choices[0].message
+        assert call.tool_calls
+        rounds = [
+            *first,
+            call.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": "call_1", "content": found},
+        ]
+        final = c.chat.completions.create(model="m", messages=rounds, tools=tools).choices[0].message.content
+        one, two = (r["json"]["messages"] for r in upstream.chats()[-2:])
+        block = lambda messages: next(m for m in messages if m["role"] == "system")  # noqa: E731
+    else:
+        c = an(stack, user=user, conversation=conv)
+        tools = [{"name": "web_search", "input_schema": {"type": "object"}}]
+        first = [{"role": "user", "content": said}]
+        call = c.messages.create(model="m", max_tokens=50, messages=first, tools=tools)
+        assert call.stop_reason == "tool_use"
+        result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": found}
+        rounds = [
+            *first,
+            {"role": "assistant", "content": [b.model_dump() for b in call.content]},
+            {"role": "user", "content": [result]},
+        ]
+        final = c.messages.create(model="m", max_tokens=50, messages=rounds, tools=tools).content[0].text
+        one, two = (r["json"]["messages"] for r in upstream.chats()[-2:])
+        block = lambda messages: messages[0]["content"][0]  # noqa: E731
+    assert final == REPLY
+    assert block(one) == block(two)  # recalled once per user turn: the tool round is told the same
+    assert wait_until(lambda: "The user's diet is vegetarian." in memories_of(stack, user), timeout_s=30)
+    stack.settle()
+    assert not [m for m in memories_of(stack, user) if "bacalhau" in m]
+
+
+def test_file_text_librechat_prepends_is_neither_recalled_on_nor_stored(stack, upstream):
+    """LibreChat puts an attached file's text before the user's words (packages/api/src/files/context.ts,
+    agents/client.ts prependFileContext). Someone else's CV is not a fact about the user, and a command
+    typed with a file attached is still a command."""
+    cv = 'Attached document(s):\n```md\n# "cv.pdf"\nMy age is 42. My allergy is penicillin.\n```\n'
+    c = oa(stack, user="filer", conversation="conv-file")
+    c.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": cv + "What jobs suit this CV?"}]
+    )
+    stack.settle()
+    assert memories_of(stack, "filer") == []
+    before = len(upstream.requests)
+    answer = c.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": cv + "/memory status"}]
+    )
+    assert "Memory is on" in answer.choices[0].message.content and len(upstream.requests) == before
+
+
+def test_memory_commands_and_their_answers_leave_the_history_the_model_gets(stack, upstream):
+    """LibreChat stores a /memory command and engram's answer as messages and sends both back on every later
+    turn: the model never sees them."""
+    c = oa(stack, user="hygiene", conversation="conv-hygiene")
+    saved = c.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "/memory save I like figs."}]
+    )
+    history = [
+        {"role": "user", "content": "Hello"},
+        {"role": "assistant", "content": REPLY},
+        {"role": "user", "content": "/memory save I like figs."},
+        {"role": "assistant", "content": saved.choices[0].message.content},
+        {"role": "user", "content": "What should I eat?"},
+    ]
+    c.chat.completions.create(model="m", messages=history)
+    sent = [m for m in upstream.chats()[-1]["json"]["messages"] if m["role"] != "system"]
+    assert sent == [history[0], history[1], history[4]]

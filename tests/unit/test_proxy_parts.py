@@ -7,9 +7,9 @@ import mongomock
 import pytest
 from pydantic import ValidationError
 
-from engram.proxy import wire
+from engram.proxy import librechat, wire
 from engram.proxy.extract import looks_secret, parse_memories
-from engram.proxy.memory import ChatMemory, Turn, datetime_block, explicit_fact, memory_block
+from engram.proxy.memory import ChatMemory, Turn, datetime_block, explicit_fact, is_command, memory_block
 from engram.proxy.projects import ProjectResolver
 from engram.proxy.settings import ProxySettings
 from engram.service import Memory
@@ -54,34 +54,63 @@ def test_both_modes_share_one_budget_relevant_first_then_newest_not_repeated():
     assert memory_block([], 800, newest=[]) == ""
 
 
-def test_inject_system_in_both_formats():
-    openai_body = {"messages": [{"role": "user", "content": "hi"}]}
-    out = wire.inject_system("openai", openai_body, "CLOCK")
+def test_the_block_goes_at_the_turns_user_message_and_nothing_before_it_changes():
+    history = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "again"},
+    ]
+    body = {"messages": history}
+    out = librechat.place_block("openai", body, 3, "CLOCK")["messages"]
     assert (
-        out["messages"][0] == {"role": "system", "content": "CLOCK"}
-        and openai_body["messages"][0]["role"] == "user"
+        out == [*history[:3], {"role": "system", "content": "CLOCK"}, history[3]]
+        and body["messages"] == history
     )
-    with_system = {
+    cached = [{"type": "text", "text": "again", "cache_control": {"type": "ephemeral"}}]
+    anthropic = {
+        "system": "Be brief.",
+        "messages": [history[1], history[2], {"role": "user", "content": cached}],
+    }
+    out = librechat.place_block("anthropic", anthropic, 2, "CLOCK")
+    assert out["system"] == "Be brief." and out["messages"][:2] == anthropic["messages"][:2]
+    assert out["messages"][2]["content"] == [{"type": "text", "text": "CLOCK"}, *cached]
+    assert anthropic["messages"][2]["content"] == cached  # the caller's body is not changed in place
+
+
+def test_what_librechat_sends_is_read_as_librechat_means_it():
+    assert librechat.unresolved("{{LIBRECHAT_USER_ID}}") and librechat.unresolved("${USER}")
+    assert not librechat.unresolved("6543a1b2c3")
+    cv = 'Attached document(s):\n```md\n# "cv.pdf"\nMy age is 42.\n```\nWhat jobs suit this?'
+    assert librechat.own_text(cv) == "What jobs suit this?" and librechat.own_text("plain") == "plain"
+    tool_round = {
         "messages": [
-            {"role": "system", "content": "Be brief."},
-            {"role": "developer", "content": "Cite."},
-            {"role": "user", "content": "hi"},
+            {"role": "user", "content": "find food"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]},
+            {"role": "tool", "tool_call_id": "c", "content": "My dish is cod."},
         ]
     }
-    assert [m["content"] for m in wire.inject_system("openai", with_system, "CLOCK")["messages"]] == [
-        "Be brief.",
-        "Cite.",
-        "CLOCK",
-        "hi",
-    ]  # the caller's prompt first, untouched
-    assert wire.inject_system("anthropic", {"messages": []}, "CLOCK")["system"] == "CLOCK"
-    assert wire.inject_system("anthropic", {"system": "Be brief."}, "CLOCK")["system"] == "Be brief.\n\nCLOCK"
-    cached = [{"type": "text", "text": "B", "cache_control": {"type": "ephemeral"}}]
-    blocks = wire.inject_system("anthropic", {"system": cached}, "CLOCK")["system"]
-    assert blocks == [
-        {"type": "text", "text": "B", "cache_control": {"type": "ephemeral"}},
-        {"type": "text", "text": "CLOCK"},
-    ]
+    assert librechat.in_tool_round(tool_round) and librechat.user_turn(tool_round) == (0, "find food")
+    anthropic_round = {"messages": [{"role": "user", "content": [{"type": "tool_result", "content": "x"}]}]}
+    assert librechat.in_tool_round(anthropic_round) and librechat.user_turn(anthropic_round) == (-1, "")
+    assert librechat.side_call({"messages": [{"role": "user", "content": "Name it: x"}]}, ("Name it",)) == (
+        "configured"
+    )
+    assert librechat.side_call({"messages": [{"role": "user", "content": "What is my name?"}]}) is None
+
+
+def test_commands_and_their_answers_leave_the_history_but_never_the_newest_message():
+    body = {
+        "messages": [
+            {"role": "user", "content": "/memory save figs"},
+            {"role": "assistant", "content": "Saved as mem:1: figs"},
+            {"role": "user", "content": "hello"},
+            {"role": "assistant", "content": "hi"},
+            {"role": "user", "content": "/memory status"},
+        ]
+    }
+    out = librechat.without_commands(body, "/memory", is_command)["messages"]
+    assert out == [body["messages"][2], body["messages"][3], body["messages"][4]]
 
 
 def test_user_turns_read_strings_and_blocks():

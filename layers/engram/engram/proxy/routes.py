@@ -4,6 +4,7 @@ else under /<upstream>/ forwarded verbatim. Recall and the date go in before, ex
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import time
@@ -19,7 +20,7 @@ from ..errors import EngramError
 from ..jobs import ExtractJob
 from ..store import now_ms
 from ..text import scrub
-from . import wire
+from . import librechat, wire
 from .memory import Turn, datetime_block, explicit_fact, is_command
 from .runtime import Proxy, get_proxy
 from .telemetry import TurnTrace
@@ -170,12 +171,21 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
                 400, "invalid", "the request body must be a JSON object with a `messages` list", api
             )
         s = proxy.settings
+        refused = _unresolved_identity(s, request, api) if authorized else None
+        if refused is not None:
+            return refused
         user = request.headers.get(s.user_header) or None
         conversation = request.headers.get(s.conversation_header) or None
         model = scrub(str(body.get("model") or ""))
-        said = wire.last_user_text(body)  # as sent: a command that stores it refuses what cannot be stored
+        kind = librechat.side_call(body, s.side_call_markers)
+        if kind is not None:  # LibreChat asking about the chat (a title, a summary), not the user speaking
+            log.info("a LibreChat side call (%s) passed through untouched", kind)
+            return await relay(proxy, upstream, request, path, raw, None, None)
+        body = librechat.without_commands(body, s.command_prefix, is_command)
+        index, said = librechat.user_turn(body)  # the turn's own words: no prepended file, no tool result
+        tool_round = librechat.in_tool_round(body)
         last = scrub(said)  # what engram only reads (queries, extraction); the upstream gets the body as sent
-        command = is_command(last, s.command_prefix)
+        command = not tool_round and is_command(last, s.command_prefix)
         if command and not conversation:  # answered, never sent to the model, even without the headers
             answer = await run_in_threadpool(
                 proxy.memory.command,
@@ -191,7 +201,7 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
                 conversation=conversation, user=user, upstream=upstream.name, model=model
             )
         )
-        if not conversation:  # LibreChat's side calls (titles, its memory agent): untouched
+        if not conversation:  # not a LibreChat chat (no conversation id): untouched
             return await relay(proxy, upstream, request, path, raw, api, None, trace, model)
         stream = body.get("stream") is True
         started = time.perf_counter()
@@ -208,23 +218,7 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
         if command:
             answer = await run_in_threadpool(proxy.memory.command, turn, said)
             return speak(api, model, answer, stream, body)
-        blocks = [datetime_block()] if s.datetime_enabled else []
-        memory_on = False
-        try:
-            if authorized and user:
-                memory_on, _ = await run_in_threadpool(proxy.memory.enabled, turn)
-            if memory_on and s.recall_enabled:
-                query = scrub("\n".join(wire.user_turns(body)[-s.query_message_count :]))
-                if query.strip() or s.recall_mode != "relevant":
-                    with trace.span("recall", mode=s.recall_mode) as span:
-                        block, found = await timed(proxy, "recall", lambda: proxy.memory.context(turn, query))
-                        span.update(metadata={"results": found})
-                    if block:
-                        blocks.append(block)
-        except EngramError as exc:  # memory failing never fails the turn
-            log.warning("memory unavailable, answering without it: %s", exc.message)
-        except Exception:
-            log.exception("memory failed, answering without it")
+        memory_on, block = await _turn_block(proxy, turn, body, said, tool_round, trace)
         spent = (time.perf_counter() - started) * 1000
         if spent > s.slow_call_ms:
             phases = {"project": round(project_ms, 1), "settingsAndRecall": round(spent - project_ms, 1)}
@@ -235,7 +229,7 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
                 max(phases, key=lambda phase: phases[phase]),
                 extra={"phases": phases, "conversation": conversation},
             )
-        out = wire.inject_system(api, body, "\n\n".join(blocks)) if blocks else dict(body)
+        out = librechat.place_block(api, body, index, block) if block else dict(body)
         if stream and api == "openai" and upstream.forceIncludeUsage:
             out["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
         after = None
@@ -244,6 +238,8 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
             if mode == "llm" or explicit_fact(last):
 
                 def after(text: str):
+                    if not text.strip():  # tool calls only: the answer comes after the tool rounds
+                        return
                     with trace.span("memory-write", mode=mode):
                         queue_extraction(proxy, turn, upstream.name, model, mode, last, text)
 
@@ -272,6 +268,58 @@ def speak(api: wire.Api, model: str, text: str, stream: bool, body: dict) -> Res
             wire.reply_stream(api, model, text, include_usage), media_type="text/event-stream"
         )
     return JSONResponse(wire.reply_json(api, model, text))
+
+
+def _unresolved_identity(s, request: Request, api: wire.Api) -> JSONResponse | None:
+    """A refusal for identity headers LibreChat sent empty or with its placeholder unresolved: taken as an
+    identity, every user of such an install would share one memory."""
+    for header, placeholder in (
+        (s.user_header, "{{LIBRECHAT_USER_ID}}"),
+        (s.conversation_header, "{{LIBRECHAT_BODY_CONVERSATIONID}}"),
+    ):
+        value = request.headers.get(header)
+        if value is not None and (not value.strip() or librechat.unresolved(value)):
+            return _error(
+                400,
+                "invalid_identity",
+                f"the {header} header is {value!r}: LibreChat sent it empty or with its placeholder "
+                f"unresolved. Set it under the endpoint's headers in librechat.yaml as {placeholder!r}, "
+                "on a LibreChat version that fills it in for every request (title calls of some versions "
+                "did not: LibreChat issues #8931, #14580); engram stores nothing under it.",
+                api,
+            )
+    return None
+
+
+async def _turn_block(
+    proxy: Proxy, turn: Turn, body: dict, said: str, tool_round: bool, trace
+) -> tuple[bool, str]:
+    """(memory on for this chat, the block to place at the turn's user message: the date and the recalled
+    memories). A tool round tells the time its turn started (and its recall is the cached one within the
+    recall cache's TTL), so the block stays the same byte for byte across the rounds of one turn."""
+    s = proxy.settings
+    key = (turn.conversation, hashlib.sha256(said.encode()).hexdigest())
+    if not tool_round or key not in proxy.turn_started:
+        proxy.turn_started[key] = datetime_block()
+    memory_on = False
+    blocks = [proxy.turn_started[key]] if s.datetime_enabled else []
+    try:
+        if turn.authorized and turn.user:
+            memory_on, _ = await run_in_threadpool(proxy.memory.enabled, turn)
+        if memory_on and s.recall_enabled:
+            turns = [librechat.own_text(t) for t in wire.user_turns(body)]
+            query = scrub("\n".join([t for t in turns if t][-s.query_message_count :]))
+            if query.strip() or s.recall_mode != "relevant":
+                with trace.span("recall", mode=s.recall_mode) as span:
+                    block, found = await timed(proxy, "recall", lambda: proxy.memory.context(turn, query))
+                    span.update(metadata={"results": found})
+                if block:
+                    blocks.append(block)
+    except EngramError as exc:  # memory failing never fails the turn
+        log.warning("memory unavailable, answering without it: %s", exc.message)
+    except Exception:
+        log.exception("memory failed, answering without it")
+    return memory_on, "\n\n".join(blocks)
 
 
 def queue_extraction(

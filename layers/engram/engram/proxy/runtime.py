@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import httpx
+from cachetools import TTLCache
 
 from ..config import get_settings as engine_settings
 from ..engine import Engine, get_engine
@@ -58,6 +59,11 @@ class Proxy:
     counters: Counters = field(default_factory=Counters)
     telemetry: Telemetry = field(default_factory=Telemetry)
     extract_transport: httpx.BaseTransport | None = None
+    # The time a user turn started, by (conversation, digest of the turn's words): its tool rounds tell the
+    # model the same time, so the block before the turn's message stays byte-identical (prompt caching)
+    turn_started: TTLCache[tuple[str | None, str], str] = field(
+        default_factory=lambda: TTLCache(maxsize=10_000, ttl=900)
+    )
     _extractor: object = None
 
     def extractor(self):

@@ -81,6 +81,9 @@ class ProxySettings(BaseModel):
     max_per_turn: int = Field(3, ge=0, le=20, validation_alias="MEMORY_MAX_PER_TURN")
     dedupe_threshold: float = Field(0.82, ge=0, le=1, validation_alias="MEMORY_DEDUPE_THRESHOLD")
     command_prefix: str = Field("/memory", validation_alias="MEMORY_COMMAND_PREFIX")
+    # The first words of an operator's own titlePrompt (or any side-call prompt engram does not know):
+    # a request whose user message holds one is passed through untouched. Comma-separated.
+    side_call_markers: tuple[str, ...] = Field((), validation_alias="MEMORY_SIDE_CALL_MARKERS")
     datetime_enabled: bool = Field(True, validation_alias="PROMPT_DATETIME_ENABLED")
 
     extract_base_url: str | None = Field(None, validation_alias="EXTRACT_BASE_URL")
@@ -108,6 +111,13 @@ class ProxySettings(BaseModel):
     extract_api_key_parameter: str | None = Field(None, validation_alias="EXTRACT_API_KEY_PARAMETER")
     mongo_uri_parameter: str | None = Field(None, validation_alias="LIBRECHAT_MONGO_URI_PARAMETER")
     proxy_key_parameter: str | None = Field(None, validation_alias="ENGRAM_PROXY_KEY_PARAMETER")
+
+    @field_validator("side_call_markers", mode="before")
+    @classmethod
+    def _markers(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(m.strip() for m in value.split(",") if m.strip())
+        return value
 
     @field_validator("upstreams", mode="before")
     @classmethod

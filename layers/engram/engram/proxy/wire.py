@@ -43,34 +43,6 @@ def last_user_text(body: dict) -> str:
     return ""
 
 
-def inject_system(api: Api, body: dict, text: str) -> dict:
-    """A copy of the request with `text` *after* the caller's system prompt, which stays first and
-    byte for byte as sent (cache_control blocks included): providers cache a prompt's stable prefix
-    (Anthropic's cache_control, OpenAI's automatic prefix cache), and engram's block changes every turn.
-    OpenAI: a system message right after the caller's leading system/developer messages. Anthropic:
-    the `system` field — a text block appended to the caller's blocks, or after the caller's string."""
-    body = dict(body)
-    if api == "openai":
-        messages = list(body.get("messages") or [])
-        at = 0
-        while (
-            at < len(messages)
-            and isinstance(messages[at], dict)
-            and messages[at].get("role") in ("system", "developer")
-        ):
-            at += 1
-        body["messages"] = [*messages[:at], {"role": "system", "content": text}, *messages[at:]]
-        return body
-    system = body.get("system")
-    if isinstance(system, list):
-        body["system"] = [*system, {"type": "text", "text": text}]
-    elif isinstance(system, str) and system:
-        body["system"] = f"{system}\n\n{text}"
-    else:
-        body["system"] = text
-    return body
-
-
 # ----- replies the proxy speaks itself (/memory commands) ------------------------------------------
 
 

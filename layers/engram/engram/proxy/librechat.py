@@ -1,0 +1,174 @@
+"""What LibreChat really sends, read as LibreChat sends it: its side calls (titles, summaries, activity
+labels, its memory agent), placeholders it left unresolved, the file text it prepends to a user message, the
+/memory commands and engram's answers it keeps in the history, and tool rounds.
+
+Sources (LibreChat's own code; copied shapes, no code):
+- titles: `@librechat/agents` src/utils/title.ts (the completion and structured prompts, the `title` /
+  `language` schema) and src/run.ts `generateTitle` (the convo template `User: {input}\\nAI: {output}`);
+- summaries: `@librechat/agents` src/summarization/shared.ts (the checkpoint prompts);
+- activity and reasoning labels: `@librechat/agents` src/prompts/activityLabel.ts, reasoningLabel.ts;
+- the memory agent: LibreChat packages/api/src/agents/memory.ts (its `set_memory` / `delete_memory` tools);
+- file context: LibreChat packages/api/src/files/context.ts (`Attached document(s):` + a fenced block) and
+  packages/api/src/agents/client.ts `prependFileContext` (that block, a newline, then the user's text).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .wire import Api, content_text
+
+# The prompts LibreChat's own side calls open with (their first words: a custom titlePrompt is configured
+# by the operator, who names its first words in MEMORY_SIDE_CALL_MARKERS)
+SIDE_CALL_OPENINGS = {
+    "Provide a concise, 5-word-or-less title for the conversation": "title",
+    "Analyze this conversation and provide:\n1. The detected language of the conversation": "title",
+    "Hold on, before you continue I need you to write me a checkpoint": "summary",
+    "Hold on again, update your checkpoint": "summary",
+    "Write a short label describing what this block of agent activity accomplished": "activity label",
+    "Summarize what this phase of an agent run accomplished": "activity label",
+    "Write a short orientation title for a user-visible reasoning step": "activity label",
+}
+MEMORY_AGENT_TOOLS = {"set_memory", "delete_memory"}
+TITLE_FIELDS = {"title", "language"}
+PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}|\$\{[^{}]*\}")
+FILE_CONTEXT = re.compile(r"\AAttached document\(s\):\n```md\n.*?\n```\n?", re.DOTALL)
+
+
+def unresolved(value: str | None) -> bool:
+    """A header LibreChat should have filled in but sent as written ({{LIBRECHAT_USER_ID}}, ${VAR})."""
+    return value is not None and bool(PLACEHOLDER.search(value))
+
+
+def own_text(text: str) -> str:
+    """A user message without the file text LibreChat prepends to it (an attached CV is not the user
+    speaking about themselves)."""
+    return FILE_CONTEXT.sub("", text, count=1).strip()
+
+
+def _functions(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tools a request offers: OpenAI's {"type": "function", "function": {...}}, Anthropic's flat ones."""
+    out = []
+    for tool in body.get("tools") or []:
+        if isinstance(tool, dict):
+            function = tool.get("function")
+            out.append(function if isinstance(function, dict) else tool)
+    return out
+
+
+def _tool_names(body: dict[str, Any]) -> set[str]:
+    return {f["name"] for f in _functions(body) if isinstance(f.get("name"), str)}
+
+
+def _schemas(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The JSON schemas a request asks its answer to follow: tools' parameters (OpenAI), input schemas
+    (Anthropic), and a response_format's schema."""
+    out = []
+    for function in _functions(body):
+        schema = function.get("parameters") or function.get("input_schema")
+        if isinstance(schema, dict):
+            out.append(schema)
+    response_format = body.get("response_format")
+    if isinstance(response_format, dict) and isinstance(response_format.get("json_schema"), dict):
+        schema = response_format["json_schema"].get("schema")
+        if isinstance(schema, dict):
+            out.append(schema)
+    return out
+
+
+def side_call(body: dict[str, Any], markers: tuple[str, ...] = ()) -> str | None:
+    """What kind of LibreChat side call a request is, or None for a chat turn. A side call is LibreChat
+    asking the model something about the chat (its title, a summary, a label) or its memory agent at work:
+    it carries the conversation id like a turn does, but it is not the user speaking."""
+    if MEMORY_AGENT_TOOLS & _tool_names(body):
+        return "memory agent"
+    schemas = _schemas(body)
+    if (
+        schemas
+        and all(set(s.get("properties") or {}) <= TITLE_FIELDS for s in schemas)
+        and any("title" in (s.get("properties") or {}) for s in schemas)
+    ):
+        return "title"
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+    text = content_text(last.get("content")).lstrip() if last else ""
+    for opening, kind in SIDE_CALL_OPENINGS.items():
+        if text.startswith(opening):
+            return kind
+    if any(marker and marker in text for marker in markers):
+        return "configured"
+    return None
+
+
+def user_turn(body: dict[str, Any]) -> tuple[int, str]:
+    """(index, own text) of the message that opened this turn: the newest user message with text of its
+    own. In a tool round the request ends with tool results (OpenAI `role: "tool"`, Anthropic `tool_result`
+    blocks), which are not the user speaking; (-1, "") when there is none."""
+    messages = body.get("messages") or []
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, dict) and message.get("role") == "user":
+            text = own_text(content_text(message.get("content")))
+            if text:
+                return index, text
+    return -1, ""
+
+
+def in_tool_round(body: dict[str, Any]) -> bool:
+    """Whether the request continues a turn after tool calls (its last message carries tool results)."""
+    messages = body.get("messages") or []
+    if not messages or not isinstance(messages[-1], dict):
+        return False
+    last = messages[-1]
+    if last.get("role") == "tool":
+        return True
+    content = last.get("content")
+    return isinstance(content, list) and any(
+        isinstance(block, dict) and block.get("type") == "tool_result" for block in content
+    )
+
+
+def without_commands(body: dict[str, Any], prefix: str, is_command) -> dict[str, Any]:
+    """The request without the /memory commands in its history and engram's answers to them: LibreChat
+    stores both as messages and sends them back on every later turn. The newest message is left as sent."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or len(messages) < 2:
+        return body
+    kept: list[Any] = []
+    skip_answer = False
+    for message in messages[:-1]:
+        role = message.get("role") if isinstance(message, dict) else None
+        if skip_answer and role == "assistant":
+            skip_answer = False
+            continue
+        skip_answer = False
+        if role == "user" and is_command(own_text(content_text(message.get("content"))), prefix):
+            skip_answer = True
+            continue
+        kept.append(message)
+    if len(kept) == len(messages) - 1:
+        return body
+    return {**body, "messages": [*kept, messages[-1]]}
+
+
+def place_block(api: Api, body: dict[str, Any], index: int, text: str) -> dict[str, Any]:
+    """A copy of the request with engram's block (memories, the date) at the turn's user message, so every
+    byte before that message is the same from turn to turn and a provider's prompt cache of the system
+    prompt and the history keeps hitting. OpenAI: a system message right before it. Anthropic (no system
+    role inside `messages`): a text block at the start of that message's content."""
+    messages = list(body.get("messages") or [])
+    if index < 0:
+        index = len(messages)
+    if api == "openai":
+        messages.insert(index, {"role": "system", "content": text})
+        return {**body, "messages": messages}
+    if index >= len(messages):
+        messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
+        return {**body, "messages": messages}
+    message = dict(messages[index])
+    content = message.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+    message["content"] = [{"type": "text", "text": text}, *blocks]
+    messages[index] = message
+    return {**body, "messages": messages}
