@@ -6,6 +6,9 @@ STAMP := $(VENV)/.installed
 SAM_VENV := .venv-sam
 # The local DynamoDB (dynalite on LevelDB), pinned in infra/dynamodb/package-lock.json.
 NODE_DEPS := infra/dynamodb/node_modules/.installed
+# LibreChat's config schema (librechat-data-provider), pinned in infra/librechat/package-lock.json: the
+# example librechat.yaml is checked with it
+LIBRECHAT_DEPS := infra/librechat/node_modules/.installed
 
 .PHONY: lint check image test-container sam-local run test test-browser test-unit test-integration test-deploy lint-template bench bench-quick build deploy clean
 
@@ -26,6 +29,10 @@ $(NODE_DEPS): infra/dynamodb/package-lock.json
 	cd infra/dynamodb && npm ci --no-audit --no-fund --silent
 	touch $@
 
+$(LIBRECHAT_DEPS): infra/librechat/package-lock.json $(NODE_DEPS)
+	cd infra/librechat && npm ci --no-audit --no-fund --silent
+	touch $@
+
 run: $(STAMP) $(NODE_DEPS)
 	$(PY) -m infra.local_stack
 
@@ -33,7 +40,7 @@ run: $(STAMP) $(NODE_DEPS)
 # container tier, the deploy and browser tiers, and unit + integration on two xdist workers (a module per
 # worker, the longest first) run as three pytest processes at once (tests/tiers.py); each prints its 25
 # slowest tests.
-test: $(STAMP) $(SAM_VENV)/.installed $(NODE_DEPS)
+test: $(STAMP) $(SAM_VENV)/.installed $(NODE_DEPS) $(LIBRECHAT_DEPS)
 	@sh infra/install-chromium.sh
 	$(PY) tests/tiers.py
 
@@ -53,7 +60,7 @@ lint: $(STAMP)
 test-unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
 
-test-integration: $(STAMP) $(NODE_DEPS)
+test-integration: $(STAMP) $(NODE_DEPS) $(LIBRECHAT_DEPS)
 	$(PY) -m pytest -q tests/integration
 
 test-browser: $(STAMP) $(NODE_DEPS)
@@ -115,5 +122,5 @@ deploy: build
 # The venvs, SAM's build, and earlier builds of engram's images (untagged: the classic builder's cache)
 # where a Docker engine answers.
 clean:
-	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) .aws-sam infra/dynamodb/node_modules
+	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) .aws-sam infra/dynamodb/node_modules infra/librechat/node_modules
 	! docker info >/dev/null 2>&1 || docker image prune -f --filter label=engram.inputs

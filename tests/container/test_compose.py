@@ -58,7 +58,9 @@ def test_the_compose_example_serves_librechat_by_service_name_and_keeps_its_volu
     shutil.copy(ROOT / "tests" / "container" / "compose_probe.py", probe_dir / "compose_probe.py")
     (probe_dir / "compose_probe.py").chmod(0o644)
     key = secrets.token_hex(24)
-    (project_dir / ".env").write_text(f"ENGRAM_PROXY_KEY={key}\nOPENAI_API_KEY=sk-upstream\n")
+    (project_dir / ".env").write_text(
+        f"ENGRAM_PROXY_KEY={key}\nOPENAI_API_KEY=sk-upstream\nANTHROPIC_API_KEY=\n"
+    )
     # the fake provider listens on loopback; containers reach the host at the default bridge's gateway
     gateway, port = bridge_gateway(), free_port()
     stop_forwarding = forward(gateway, {port: upstream.port})
@@ -96,7 +98,9 @@ def test_the_compose_example_serves_librechat_by_service_name_and_keeps_its_volu
     )
     config = yaml.safe_load((project_dir / "librechat.yaml").read_text())
     endpoint = _filled(config["endpoints"]["custom"][0], key, "erin", "conv-1")
-    mcp = _filled(config["mcpServers"]["engram"], key, "erin", "conv-1")
+    server = _filled(config["mcpServers"]["engram"], key, "erin", "conv-1")
+    # LibreChat sends `headers` when it connects and `requestHeaders` with every request
+    mcp = {"url": server["url"], "headers": {**server.get("headers", {}), **server.get("requestHeaders", {})}}
     project = f"engramtest{uuid.uuid4().hex[:8]}"
 
     def run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:

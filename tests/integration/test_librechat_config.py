@@ -1,0 +1,69 @@
+"""The LibreChat example as LibreChat reads it: librechat.yaml against LibreChat's own config schema
+(librechat-data-provider, pinned in infra/librechat), and the compose file giving LibreChat's server
+every variable it needs to start."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "librechat"
+# What LibreChat's server reads at start and cannot start without (its source): JWT_SECRET
+# (api/strategies/jwtStrategy.js: passport-jwt throws without a secret), JWT_REFRESH_SECRET
+# (api/server/services/AuthService.js), CREDS_KEY and CREDS_IV (packages/data-schemas crypto: a 32-byte key
+# and a 16-byte iv as hex), MONGO_URI (api/db/connect.js), HOST (api/server/index.js: localhost otherwise,
+# unreachable from a published port)
+REQUIRED = {"JWT_SECRET", "JWT_REFRESH_SECRET", "CREDS_KEY", "CREDS_IV", "MONGO_URI", "HOST"}
+
+
+def test_the_example_config_is_valid_and_keeps_every_key_for_librechat():
+    done = subprocess.run(
+        ["node", str(ROOT / "infra" / "librechat" / "validate-config.js"), str(EXAMPLE / "librechat.yaml")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "valid for librechat-data-provider 0.8.524" in done.stdout
+
+
+def test_the_validator_fails_a_key_librechat_would_drop(tmp_path):
+    config = yaml.safe_load((EXAMPLE / "librechat.yaml").read_text())
+    config["mcpServers"]["engram"]["requestHeader"] = {"x": "y"}  # misspelt: LibreChat would ignore it
+    (tmp_path / "librechat.yaml").write_text(yaml.safe_dump(config))
+    done = subprocess.run(
+        ["node", str(ROOT / "infra" / "librechat" / "validate-config.js"), str(tmp_path / "librechat.yaml")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 1 and "requestHeader" in done.stderr
+
+
+def test_the_compose_file_gives_librechat_every_variable_it_needs_to_start():
+    compose = yaml.safe_load((EXAMPLE / "docker-compose.yml").read_text())
+    librechat = compose["services"]["librechat"]
+    env_file = [line.split("=", 1)[0] for line in (EXAMPLE / "env.example").read_text().splitlines()]
+    given = set(librechat.get("environment", {})) | (
+        {name for name in env_file if name and not name.startswith("#")}
+        if librechat.get("env_file") == ".env"
+        else set()
+    )
+    assert given >= REQUIRED, REQUIRED - given
+    assert librechat["environment"]["HOST"] == "0.0.0.0"
+    # every ${VAR} librechat.yaml and the compose file use is one the .env provides
+    used = set(re.findall(r"\$\{(\w+)\}", (EXAMPLE / "librechat.yaml").read_text()))
+    used |= set(re.findall(r"\$\{(\w+)\}", (EXAMPLE / "docker-compose.yml").read_text()))
+    assert used <= given, used - given
+    config = yaml.safe_load((EXAMPLE / "librechat.yaml").read_text())
+    claude = next(e for e in config["endpoints"]["custom"] if e.get("provider") == "anthropic")
+    assert claude["baseURL"].endswith("/anthropic")  # Anthropic's API under engram's anthropic upstream
+    mcp = config["mcpServers"]["engram"]
+    assert mcp["serverInstructions"] is True and "{{" not in str(mcp["headers"])
+    assert set(mcp["requestHeaders"]) == {"x-librechat-user-id", "x-librechat-conversation-id"}
