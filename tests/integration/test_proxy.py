@@ -29,6 +29,10 @@ def mongo():
     db.chatprojects.insert_one({"_id": garden, "name": "Garden", "user": "alice"})
     db.conversations.insert_one({"conversationId": "conv-garden", "user": "alice", "chatProjectId": garden})
     db.conversations.insert_one({"conversationId": "conv-plain", "user": "alice"})
+    # LibreChat's own opt-outs, as its MongoDB records them
+    db.conversations.insert_one({"conversationId": "conv-temporary", "user": "tess", "isTemporary": True})
+    db.conversations.insert_one({"conversationId": "conv-private", "user": "pia"})
+    db.users.insert_one({"_id": "pia", "personalization": {"memories": False}})
     return db
 
 
@@ -749,3 +753,22 @@ def test_memory_commands_and_their_answers_leave_the_history_the_model_gets(stac
     c.chat.completions.create(model="m", messages=history)
     sent = [m for m in upstream.chats()[-1]["json"]["messages"] if m["role"] != "system"]
     assert sent == [history[0], history[1], history[4]]
+
+
+def test_librechat_opt_outs_are_kept(stack, upstream):
+    """A temporary chat (LibreChat deletes it) keeps nothing; a user who switched personalization memories off
+    in LibreChat gets no recall and no extraction. Both read with the project lookup engram already makes."""
+    c = oa(stack, user="tess", conversation="conv-temporary")
+    c.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "My favourite bird is the wren."}]
+    )
+    c = oa(stack, user="pia", conversation="conv-private")
+    c.chat.completions.create(model="m", messages=[{"role": "user", "content": "/memory save I like owls."}])
+    c.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "My favourite bird is the owl."}]
+    )
+    told = system_of(upstream.chats()[-1])
+    assert "owls" not in told and "# Current date and time" in told  # the time still, no memories
+    stack.settle()
+    assert memories_of(stack, "tess") == []
+    assert memories_of(stack, "pia") == ["I like owls."]  # what she saved herself, nothing extracted

@@ -1,15 +1,27 @@
-"""Which LibreChat project a conversation belongs to: conversations.chatProjectId -> chatprojects.name,
-read-only from LibreChat's MongoDB, cached, retried once for a brand-new chat, projectless when down."""
+"""What LibreChat's MongoDB says about a chat, read-only, cached, retried once for a brand-new chat: its
+project (conversations.chatProjectId -> chatprojects.name; projectless when Mongo is down), whether it is a
+temporary chat (conversations.isTemporary / expiredAt), and whether its user turned LibreChat's memories
+off (users.personalization.memories === false)."""
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from .cache import StatsCache
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ChatFacts:
+    """What LibreChat records about a chat that decides what engram does with it."""
+
+    project: str | None = None
+    temporary: bool = False  # LibreChat's temporary chat: it deletes it, so engram keeps nothing from it
+    memories_off: bool = False  # the user switched off personalization memories in LibreChat's settings
 
 
 class ProjectResolver:
@@ -40,45 +52,62 @@ class ProjectResolver:
 
     def project(self, user: str, conversation: str) -> str | None:
         """The project name of a conversation of this user."""
+        return self.chat(user, conversation).project
+
+    def chat(self, user: str, conversation: str) -> ChatFacts:
+        """What LibreChat records about a conversation of this user (nothing, when Mongo is not set)."""
         if self.db is None or not conversation:
-            return None
+            return ChatFacts()
         key = (user, conversation)
-        name = self.cache.get_or(key, lambda: self._lookup(user, conversation, retry=True))
-        if name is _UNKNOWN:  # not written yet or Mongo failed: don't remember that for long
+        facts = self.cache.get_or(key, lambda: self._lookup(user, conversation, retry=True))
+        if facts is _UNKNOWN:  # not written yet or Mongo failed: don't remember that for long
             self.cache.discard(key)
-            return None
-        return name
+            return ChatFacts()
+        return facts
 
     def _lookup(self, user: str, conversation: str, retry: bool):
         self.lookups += 1
+        fields = {"chatProjectId": 1, "isTemporary": 1, "expiredAt": 1}
         try:
-            doc = self.db["conversations"].find_one(
-                {"conversationId": conversation, "user": user}, {"chatProjectId": 1}
-            )
+            doc = self.db["conversations"].find_one({"conversationId": conversation, "user": user}, fields)
             if doc is None and retry:
                 # LibreChat may not have written a brand-new conversation yet
                 time.sleep(self.retry_delay_s)
                 doc = self.db["conversations"].find_one(
-                    {"conversationId": conversation, "user": user}, {"chatProjectId": 1}
+                    {"conversationId": conversation, "user": user}, fields
                 )
             if doc is None:
                 return _UNKNOWN
-            project_id = doc.get("chatProjectId")
-            if not project_id:
-                return None
-            candidates = [project_id]
-            if isinstance(project_id, str):
-                from bson import ObjectId
-
-                if ObjectId.is_valid(project_id):
-                    candidates.append(ObjectId(project_id))
-            project = self.db["chatprojects"].find_one({"_id": {"$in": candidates}}, {"name": 1})
-            return (project or {}).get("name") or None
+            return ChatFacts(
+                project=self._project_name(doc.get("chatProjectId")),
+                temporary=bool(doc.get("isTemporary") or doc.get("expiredAt")),
+                memories_off=self._memories_off(user),
+            )
         except Exception as exc:  # slow or down: projectless for this turn, never a failed turn
             self.errors += 1
             self.last_error = f"{type(exc).__name__}: {exc}"[:300]
             log.warning("project lookup failed, treating the chat as projectless: %s", self.last_error)
             return _UNKNOWN
+
+    def _memories_off(self, user: str) -> bool:
+        """Whether the user set personalization memories off in LibreChat (users._id is their id)."""
+        from bson import ObjectId
+
+        ids: list[Any] = [user] + ([ObjectId(user)] if ObjectId.is_valid(user) else [])
+        doc = self.db["users"].find_one({"_id": {"$in": ids}}, {"personalization": 1})
+        return ((doc or {}).get("personalization") or {}).get("memories") is False
+
+    def _project_name(self, project_id: Any) -> str | None:
+        if not project_id:
+            return None
+        candidates = [project_id]
+        if isinstance(project_id, str):
+            from bson import ObjectId
+
+            if ObjectId.is_valid(project_id):
+                candidates.append(ObjectId(project_id))
+        project = self.db["chatprojects"].find_one({"_id": {"$in": candidates}}, {"name": 1})
+        return (project or {}).get("name") or None
 
 
 class _Unknown:

@@ -22,6 +22,7 @@ from ..store import now_ms
 from ..text import scrub
 from . import librechat, wire
 from .memory import Turn, datetime_block, explicit_fact, is_command
+from .projects import ChatFacts
 from .runtime import Proxy, get_proxy
 from .telemetry import TurnTrace
 
@@ -205,20 +206,23 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
             return await relay(proxy, upstream, request, path, raw, api, None, trace, model)
         stream = body.get("stream") is True
         started = time.perf_counter()
-        project = None
+        chat = ChatFacts()
         try:
             with trace.span("resolve-context"):
-                project = await timed(
-                    proxy, "project", lambda: proxy.projects.project(user, conversation) if user else None
+                chat = await timed(
+                    proxy, "project", lambda: proxy.projects.chat(user, conversation) if user else ChatFacts()
                 )
         except Exception:  # memory's context failing never fails the turn
             log.exception("project lookup failed; answering without a project")
         project_ms = (time.perf_counter() - started) * 1000
-        turn = Turn(user=user, conversation=conversation, project=project, authorized=authorized)
+        turn = Turn(user=user, conversation=conversation, project=chat.project, authorized=authorized)
         if command:
             answer = await run_in_threadpool(proxy.memory.command, turn, said)
             return speak(api, model, answer, stream, body)
-        memory_on, block = await _turn_block(proxy, turn, body, said, tool_round, trace)
+        # LibreChat's own opt-outs: personalization memories off means no memory at all; a temporary chat is
+        # deleted by LibreChat, so nothing is kept from it (what is remembered may still be recalled)
+        memory_on, block = await _turn_block(proxy, turn, body, said, tool_round, trace, chat.memories_off)
+        keep = memory_on and not chat.temporary
         spent = (time.perf_counter() - started) * 1000
         if spent > s.slow_call_ms:
             phases = {"project": round(project_ms, 1), "settingsAndRecall": round(spent - project_ms, 1)}
@@ -233,7 +237,7 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
         if stream and api == "openai" and upstream.forceIncludeUsage:
             out["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
         after = None
-        if memory_on and s.write_mode != "off" and last:
+        if keep and s.write_mode != "off" and last:
             mode = "explicit" if s.write_mode == "explicit" else "llm"
             if mode == "llm" or explicit_fact(last):
 
@@ -292,7 +296,7 @@ def _unresolved_identity(s, request: Request, api: wire.Api) -> JSONResponse | N
 
 
 async def _turn_block(
-    proxy: Proxy, turn: Turn, body: dict, said: str, tool_round: bool, trace
+    proxy: Proxy, turn: Turn, body: dict, said: str, tool_round: bool, trace, memories_off: bool = False
 ) -> tuple[bool, str]:
     """(memory on for this chat, the block to place at the turn's user message: the date and the recalled
     memories). A tool round tells the time its turn started (and its recall is the cached one within the
@@ -304,7 +308,7 @@ async def _turn_block(
     memory_on = False
     blocks = [proxy.turn_started[key]] if s.datetime_enabled else []
     try:
-        if turn.authorized and turn.user:
+        if turn.authorized and turn.user and not memories_off:
             memory_on, _ = await run_in_threadpool(proxy.memory.enabled, turn)
         if memory_on and s.recall_enabled:
             turns = [librechat.own_text(t) for t in wire.user_turns(body)]
