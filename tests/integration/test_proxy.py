@@ -772,3 +772,23 @@ def test_librechat_opt_outs_are_kept(stack, upstream):
     stack.settle()
     assert memories_of(stack, "tess") == []
     assert memories_of(stack, "pia") == ["I like owls."]  # what she saved herself, nothing extracted
+
+
+def test_a_regenerated_answer_extracts_the_turn_once(stack, upstream):
+    """LibreChat's regenerate sends the same user message of the same chat again: its facts are extracted
+    once, not once per answer."""
+
+    def extractions() -> int:
+        return sum(1 for r in upstream.requests if r["json"] and upstream._is_extraction(r["json"]))
+
+    c = oa(stack, user="regen", conversation="conv-regen")
+    turn = [{"role": "user", "content": "My favourite fruit is quince."}]
+    c.chat.completions.create(model="m", messages=turn)
+    assert wait_until(
+        lambda: extractions() > 0 and "The user's favourite fruit is quince." in memories_of(stack, "regen")
+    )
+    stack.settle()
+    before = extractions()
+    c.chat.completions.create(model="m", messages=turn)  # regenerate
+    stack.settle()
+    assert extractions() == before

@@ -221,8 +221,13 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
             return speak(api, model, answer, stream, body)
         # LibreChat's own opt-outs: personalization memories off means no memory at all; a temporary chat is
         # deleted by LibreChat, so nothing is kept from it (what is remembered may still be recalled)
-        memory_on, block = await _turn_block(proxy, turn, body, said, tool_round, trace, chat.memories_off)
-        keep = memory_on and not chat.temporary
+        turn_key = (conversation, hashlib.sha256(said.encode()).hexdigest())
+        # the same words again in the same chat, not in a tool round: LibreChat's regenerate (extracted once)
+        regenerated = not tool_round and turn_key in proxy.turn_started
+        memory_on, block = await _turn_block(
+            proxy, turn, body, turn_key, tool_round, trace, chat.memories_off
+        )
+        keep = memory_on and not chat.temporary and not regenerated
         spent = (time.perf_counter() - started) * 1000
         if spent > s.slow_call_ms:
             phases = {"project": round(project_ms, 1), "settingsAndRecall": round(spent - project_ms, 1)}
@@ -296,13 +301,18 @@ def _unresolved_identity(s, request: Request, api: wire.Api) -> JSONResponse | N
 
 
 async def _turn_block(
-    proxy: Proxy, turn: Turn, body: dict, said: str, tool_round: bool, trace, memories_off: bool = False
+    proxy: Proxy,
+    turn: Turn,
+    body: dict,
+    key: tuple[str | None, str],
+    tool_round: bool,
+    trace,
+    memories_off: bool = False,
 ) -> tuple[bool, str]:
     """(memory on for this chat, the block to place at the turn's user message: the date and the recalled
     memories). A tool round tells the time its turn started (and its recall is the cached one within the
     recall cache's TTL), so the block stays the same byte for byte across the rounds of one turn."""
     s = proxy.settings
-    key = (turn.conversation, hashlib.sha256(said.encode()).hexdigest())
     if not tool_round or key not in proxy.turn_started:
         proxy.turn_started[key] = datetime_block()
     memory_on = False
