@@ -102,8 +102,10 @@ class FakeUpstream(ServedApp):
             body = await request.json()
             self._record(request, body)
             text = self._extraction_answer(body) if self._is_extraction(body) else REPLY
+            if (body.get("response_format") or {}).get("type") == "json_schema":  # structured output
+                text = json.dumps({"title": "Porto Trip", "language": "English"})
             call = _tool_call(body, "openai")
-            if call is not None:  # an agent's first round: the model asks for the tool
+            if call is not None and not body.get("stream"):  # an agent's first round: it asks for the tool
                 return {
                     "id": "chatcmpl-fake",
                     "object": "chat.completion",
@@ -140,10 +142,18 @@ class FakeUpstream(ServedApp):
                     choice = {"index": 0, "delta": delta, "finish_reason": finish}
                     return _sse({**base, "choices": [choice]})
 
-                yield chunk({"role": "assistant", "content": ""})
-                for part in re.findall(r"\S+\s*", text):
-                    yield chunk({"content": part})
-                yield chunk({}, "stop")
+                if call is not None:  # the tool call, streamed as OpenAI streams one: name, then arguments
+                    first = {**call["tool_calls"][0], "index": 0}
+                    arguments = first["function"]["arguments"]
+                    first = {**first, "function": {"name": "web_search", "arguments": ""}}
+                    yield chunk({"role": "assistant", "content": None, "tool_calls": [first]})
+                    yield chunk({"tool_calls": [{"index": 0, "function": {"arguments": arguments}}]})
+                    yield chunk({}, "tool_calls")
+                else:
+                    yield chunk({"role": "assistant", "content": ""})
+                    for part in re.findall(r"\S+\s*", text):
+                        yield chunk({"content": part})
+                    yield chunk({}, "stop")
                 if (body.get("stream_options") or {}).get("include_usage"):
                     usage = {"prompt_tokens": 5, "completion_tokens": 9, "total_tokens": 14}
                     yield _sse({**base, "choices": [], "usage": usage})

@@ -1,0 +1,109 @@
+"""engram's proxy driven by LibreChat's own agent runtime (@librechat/agents 3.9.2, npm, pinned in
+infra/librechat): a chat turn, a streamed turn, an agent turn with a tool of the test's own, and a title
+by both title methods, each with the headers LibreChat's endpoint sends (infra/librechat/drive-proxy.mjs).
+LibreChat's server itself needs MongoDB and cannot run here; its agent runtime is what calls the model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from engram.proxy.settings import ProxySettings
+from infra.local_stack import LocalStack
+from tests.integration.conftest import KEY
+from tests.support import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+DRIVER = ROOT / "infra" / "librechat" / "drive-proxy.mjs"
+OFFLINE = ROOT / "infra" / "librechat" / "offline.mjs"  # refuses other hosts at once (no DNS waits)
+PROXY_KEY = "agents-proxy-key"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, local_embedder, upstream):
+    settings = ProxySettings(
+        UPSTREAMS=json.dumps([{"name": "oa", "baseUrl": upstream.url, "api": "openai", "apiKey": "sk-held"}]),
+        ENGRAM_PROXY_KEY=PROXY_KEY,
+    )
+    s = LocalStack(
+        tmp_path_factory.mktemp("engram"),
+        port=0,
+        api_key=KEY,
+        embedder=local_embedder,
+        proxy_settings=settings,
+    ).start()
+    yield s
+    s.stop()
+
+
+def librechat(stack, action: str, say: str, user: str, **extra) -> dict:
+    """One call as LibreChat's runtime makes it, with the endpoint's identity headers filled in."""
+    args = {
+        "action": action,
+        "baseURL": f"{stack.url}/oa/v1",
+        "apiKey": PROXY_KEY,
+        "headers": {"x-librechat-user-id": user, "x-librechat-conversation-id": f"conv-{user}"},
+        "say": say,
+        **extra,
+    }
+    done = subprocess.run(
+        ["node", "--import", OFFLINE.as_uri(), str(DRIVER), json.dumps(args)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def memories_of(stack, user: str) -> list[str]:
+    listed = httpx.get(
+        f"{stack.url}/v1/bots/librechat/memories",
+        params={"userId": user},
+        headers={"Authorization": f"Bearer {KEY}"},
+    ).json()["memories"]
+    return [m["text"] for m in listed]
+
+
+def roles(request: dict) -> list[str]:
+    return [m["role"] for m in request["json"]["messages"]]
+
+
+@pytest.mark.parametrize("action", ["chat", "stream"])
+def test_a_turn_is_told_the_time_and_its_fact_is_kept(stack, upstream, action):
+    user = f"agent-{action}"
+    out = librechat(stack, action, "My favourite city is Porto.", user)
+    assert "fake upstream" in json.dumps(out["content"])
+    sent = upstream.chats()[-1]
+    assert roles(sent) == ["system", "system", "user"]  # the agent's instructions, engram's block, the turn
+    assert sent["json"]["messages"][1]["content"].startswith("<!-- engram:datetime -->")
+    assert wait_until(lambda: "The user's favourite city is Porto." in memories_of(stack, user), timeout_s=30)
+
+
+def test_an_agent_turn_with_a_tool_keeps_the_users_fact_and_not_the_tools(stack, upstream):
+    user = "agent-tools"
+    out = librechat(stack, "tools", "My diet is vegetarian. Find restaurants in Lisbon.", user)
+    assert any(part.get("type") == "tool_call" for part in out["content"])
+    first, second = upstream.chats()[-2:]
+    assert roles(second)[-2:] == ["assistant", "tool"]  # the round after the tool ran
+    assert first["json"]["messages"][1] == second["json"]["messages"][1]  # one block for the whole turn
+    assert wait_until(lambda: "The user's diet is vegetarian." in memories_of(stack, user), timeout_s=30)
+    stack.settle()
+    assert not [m for m in memories_of(stack, user) if "bacalhau" in m]
+
+
+@pytest.mark.parametrize("method", ["completion", "structured"])
+def test_a_title_reaches_the_provider_untouched_and_queues_nothing(stack, upstream, method):
+    user = f"agent-title-{method}"
+    title = librechat(stack, "title", "My favourite city is Porto.", user, titleMethod=method)
+    assert title["title"]
+    sent = upstream.chats()[-1]["json"]
+    assert "engram:" not in json.dumps(sent)  # no date, no memories
+    assert roles({"json": sent}) == ["user"]  # LibreChat's title prompt, alone, as it sent it
+    stack.settle()
+    assert memories_of(stack, user) == []
