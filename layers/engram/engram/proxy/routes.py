@@ -221,7 +221,7 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
             return speak(api, model, answer, stream, body)
         # LibreChat's own opt-outs: personalization memories off means no memory at all; a temporary chat is
         # deleted by LibreChat, so nothing is kept from it (what is remembered may still be recalled)
-        turn_key = (conversation, hashlib.sha256(said.encode()).hexdigest())
+        turn_key = (conversation, hashlib.sha256(said.encode("utf-8", "surrogatepass")).hexdigest())
         # the same words again in the same chat, not in a tool round: LibreChat's regenerate (extracted once)
         regenerated = not tool_round and turn_key in proxy.turn_started
         memory_on, block = await _turn_block(
