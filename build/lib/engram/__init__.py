@@ -1,3 +1,0 @@
-"""engram: long-term memory for chat bots."""
-
-__version__ = "1.1.0"

@@ -1,1 +1,0 @@
-"""One router per resource: memories, embedder settings, operations, Discord's webhook."""

@@ -1,1 +1,0 @@
-"""The Discord front door: interaction webhooks, consent, backfill and /ask, all on Lambda and SQS."""
