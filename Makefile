@@ -50,11 +50,16 @@ check: lint
 
 # The gates: style (ruff, rules pinned in pyproject.toml), types (mypy; the functions one at a time, as each is
 # its own `app` module), and complexity (no block worse than C).
+BENCH_MYPY_OFF := $(foreach c,arg-type assignment func-returns-value index method-assign misc union-attr var-annotated,--disable-error-code $(c))
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy layers/engram/engram infra
 	for f in functions/*/app.py; do $(VENV)/bin/mypy $$f || exit 1; done
+	@# The bench runs only in CI's last step: its names and imports are checked here so a rename cannot
+	@# break it unseen (its numeric plumbing is left untyped: the codes below).
+	$(VENV)/bin/mypy tests/bench $(BENCH_MYPY_OFF)
 	$(VENV)/bin/xenon --max-absolute C layers functions infra
 
 test-unit: $(STAMP)

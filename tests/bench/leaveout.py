@@ -25,6 +25,7 @@ import sys
 import tempfile
 from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -80,7 +81,7 @@ def speaker_id(speaker: str) -> str:
 def records_of(conv: Conversation, kind: str, settings, first_id: int) -> list:
     """The conversation's turns as engram would store them under one protocol."""
     from engram.service import MAX_CONTEXT_CHARS
-    from engram.store import MemoryRecord
+    from engram.store import Record
 
     bot = f"locomo-{conv.sample_id}"
     out, previous_turn, previous_fact = [], None, {}
@@ -98,11 +99,12 @@ def records_of(conv: Conversation, kind: str, settings, first_id: int) -> list:
             context = last[1] if window and last and created - last[0] <= window else None
             previous_fact[user] = (created, t.text[:MAX_CONTEXT_CHARS])
         out.append(
-            MemoryRecord(
+            Record(
                 bot=bot,
                 id=first_id + i,
                 kind=kind,
                 text=t.text,
+                saved_by=user,
                 user=user,
                 created_at=created,
                 updated_at=created,
@@ -225,7 +227,7 @@ def changes(cfg: dict) -> dict:
 def leave_out(conversations, found: dict[str, dict[tuple, dict]], configs: list[dict]) -> dict:
     """For each held-out conversation, the one config (for messages and facts alike) best on the other
     four, judged on the held-out one."""
-    per_kind = {kind: {"splits": [], "found": {}} for kind in found}
+    per_kind: dict[str, dict[str, Any]] = {kind: {"splits": [], "found": {}} for kind in found}
     chosen = []
     for held in conversations:
         rest = [c for c in conversations if c is not held]
@@ -304,7 +306,7 @@ def run(conversations=None, embedder=None, steps=STEPS, log=print) -> dict:
     names = {f.name for f in fields(Retrieval)}
     root = Path(tempfile.mkdtemp(prefix="engram-leaveout-"))
     found: dict[str, dict[tuple, dict]] = {kind: {} for kind in KINDS}
-    builds: dict[tuple, object] = {}  # index-side settings -> a MemoryService over its index
+    builds: dict[tuple, Any] = {}  # index-side settings -> a MemoryService over its index
 
     def evaluate_all(configs):
         for cfg in configs:
