@@ -792,3 +792,37 @@ def test_a_regenerated_answer_extracts_the_turn_once(stack, upstream):
     c.chat.completions.create(model="m", messages=turn)  # regenerate
     stack.settle()
     assert extractions() == before
+
+
+def test_a_fork_keeps_its_chats_setting(stack, upstream):
+    """LibreChat's fork (and duplicate) makes a new conversation id with a copy of the history up to the fork
+    point (api/server/utils/import/fork.js): the /memory off said in the original comes with the copy, and
+    so does its setting; a chat whose history holds no such command follows the default."""
+    c = oa(stack, user="forker", conversation="conv-original")
+    off = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "/memory off"}])
+    history = [
+        {"role": "user", "content": "/memory off"},
+        {"role": "assistant", "content": off.choices[0].message.content},
+        {"role": "user", "content": "Hello"},
+        {"role": "assistant", "content": REPLY},
+    ]
+    fork = oa(stack, user="forker", conversation="conv-fork")
+    fork.chat.completions.create(
+        model="m", messages=[*history, {"role": "user", "content": "My favourite fruit is the plum."}]
+    )
+    status = fork.chat.completions.create(
+        model="m", messages=[*history, {"role": "user", "content": "/memory status"}]
+    )
+    assert "Memory is off for this chat (this chat's setting)" in status.choices[0].message.content
+    # a command engram refused set nothing: its answer is not a setting's
+    refused = [
+        {"role": "user", "content": "/memory off"},
+        {"role": "assistant", "content": "engram's memory needs engram's key: send it as the bearer token."},
+    ]
+    other = oa(stack, user="forker", conversation="conv-other")
+    status = other.chat.completions.create(
+        model="m", messages=[*refused, {"role": "user", "content": "/memory status"}]
+    )
+    assert "Memory is on for this chat (the server default)" in status.choices[0].message.content
+    stack.settle()
+    assert memories_of(stack, "forker") == []

@@ -113,6 +113,26 @@ def test_commands_and_their_answers_leave_the_history_but_never_the_newest_messa
     assert out == [body["messages"][2], body["messages"][3], body["messages"][4]]
 
 
+def test_the_setting_a_history_carries_is_the_last_one_engram_confirmed():
+    def said(*pairs):
+        messages = [{"role": r, "content": t} for q, a in pairs for r, t in (("user", q), ("assistant", a))]
+        return {"messages": [*messages, {"role": "user", "content": "next"}]}
+
+    def setting(body):
+        return librechat.setting_in_history(body, "/memory", is_command)
+
+    off = ("/memory off", "Memory is now off for this chat.")
+    on = ("/memory on", "Memory is now on for this chat.")
+    reset = ("/memory reset", "This chat follows your default again: memory is on.")
+    assert setting(said(off)) is False and setting(said(off, on)) is True
+    assert setting(said(on, reset)) is None and setting(said(("hi", "hello"))) is None
+    assert setting(said(("/memory off", "engram's memory needs engram's key: send it"))) is None
+    # what the user quotes is not a setting: only engram's answer to a command is
+    assert setting(said(("Memory is now off for this chat.", "Memory is now off for this chat."))) is None
+    # the newest message is the turn, not history
+    assert setting({"messages": [{"role": "user", "content": "/memory off"}]}) is None
+
+
 def test_user_turns_read_strings_and_blocks():
     body = {
         "messages": [

@@ -152,6 +152,33 @@ def without_commands(body: dict[str, Any], prefix: str, is_command) -> dict[str,
     return {**body, "messages": [*kept, messages[-1]]}
 
 
+# engram's answers to the chat-setting commands (memory.ChatMemory._run_setting), as LibreChat keeps them
+SETTING_ANSWERS = {
+    "Memory is now on for this chat.": True,
+    "Memory is now off for this chat.": False,
+    "This chat follows ": None,  # /memory reset: back to the user's default or the server's
+}
+
+
+def setting_in_history(body: dict[str, Any], prefix: str, is_command) -> bool | None:
+    """The chat setting the history's last /memory on|off|reset set, by engram's answer to it (a command
+    that was refused or failed set nothing), or None. A chat LibreChat forks or duplicates gets a new
+    conversation id but a copy of the history (LibreChat api/server/utils/import/fork.js clones the messages
+    up to the fork point), so the command that set the original chat's setting comes with it."""
+    messages = [m for m in (body.get("messages") or [])[:-1] if isinstance(m, dict)]
+    setting: bool | None = None
+    for asked, answer in zip(messages, messages[1:], strict=False):
+        if asked.get("role") != "user" or answer.get("role") != "assistant":
+            continue
+        if not is_command(own_text(content_text(asked.get("content"))), prefix):
+            continue
+        said = content_text(answer.get("content")).strip()
+        for opening, value in SETTING_ANSWERS.items():
+            if said.startswith(opening):
+                setting = value
+    return setting
+
+
 def place_block(api: Api, body: dict[str, Any], index: int, text: str) -> dict[str, Any]:
     """A copy of the request with engram's block (memories, the date) at the turn's user message, so every
     byte before that message is the same from turn to turn and a provider's prompt cache of the system

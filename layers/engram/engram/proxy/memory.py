@@ -159,6 +159,18 @@ class ChatMemory:
             return bool(stored[None]), "your default"
         return self.settings.default_enabled, "the server default"
 
+    def inherit(self, turn: Turn, enabled: bool) -> None:
+        """Give a chat the setting its history carries, if it has none of its own: a fork or a duplicate
+        of a chat keeps that chat's /memory on|off."""
+        if not turn.user or not turn.conversation:
+            return
+        user = turn.user
+        stored = self.settings_cache.get_or(
+            ("settings", user), lambda: self.state.chat_settings(self.bot, user)
+        )
+        if stored.get(turn.conversation) is None:
+            self.set_enabled(turn, enabled)
+
     def set_enabled(self, turn: Turn, enabled: bool | None, for_chat: bool = True) -> None:
         """Set (or with None, drop) the chat's or the user's default setting."""
         self.state.set_chat_setting(

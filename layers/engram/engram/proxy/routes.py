@@ -182,6 +182,7 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
         if kind is not None:  # LibreChat asking about the chat (a title, a summary), not the user speaking
             log.info("a LibreChat side call (%s) passed through untouched", kind)
             return await relay(proxy, upstream, request, path, raw, None, None)
+        inherited = librechat.setting_in_history(body, s.command_prefix, is_command)
         body = librechat.without_commands(body, s.command_prefix, is_command)
         index, said = librechat.user_turn(body)  # the turn's own words: no prepended file, no tool result
         tool_round = librechat.in_tool_round(body)
@@ -216,6 +217,8 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
             log.exception("project lookup failed; answering without a project")
         project_ms = (time.perf_counter() - started) * 1000
         turn = Turn(user=user, conversation=conversation, project=chat.project, authorized=authorized)
+        if inherited is not None and authorized:  # a fork: the setting its history set comes with it
+            await run_in_threadpool(proxy.memory.inherit, turn, inherited)
         if command:
             answer = await run_in_threadpool(proxy.memory.command, turn, said)
             return speak(api, model, answer, stream, body)
