@@ -28,6 +28,12 @@ def mongo():
     garden = ObjectId()
     db.chatprojects.insert_one({"_id": garden, "name": "Garden", "user": "alice"})
     db.conversations.insert_one({"conversationId": "conv-garden", "user": "alice", "chatProjectId": garden})
+    # LibreChat's chat projects are their owner's: bob's has the same name and is another project
+    bobs = ObjectId()
+    db.chatprojects.insert_one({"_id": bobs, "name": "Garden", "user": "bob"})
+    db.conversations.insert_one(
+        {"conversationId": "conv-bobs-garden", "user": "bob", "chatProjectId": str(bobs)}
+    )
     db.conversations.insert_one({"conversationId": "conv-plain", "user": "alice"})
     # LibreChat's own opt-outs, as its MongoDB records them
     db.conversations.insert_one({"conversationId": "conv-temporary", "user": "tess", "isTemporary": True})
@@ -263,7 +269,19 @@ def test_saved_memory_is_recalled_for_its_user_only(stack, upstream):
     assert "The user's cat is called Miso." in [m["text"] for m in api.json()["memories"]]
 
 
-def test_project_comes_from_mongo(stack, upstream):
+def test_project_memories_follow_the_chat_projects_id_and_owner(stack, upstream, mongo):
+    """A project is LibreChat's chat project, known by its id: private to its owner (another user's project
+    of the same name is another project) and the same project after a rename."""
+
+    def listed(project):
+        api = httpx.get(
+            f"{stack.url}/v1/bots/librechat/memories",
+            params={"project": project},
+            headers={"Authorization": f"Bearer {KEY}"},
+        )
+        return [m["text"] for m in api.json()["memories"]]
+
+    garden = mongo.chatprojects.find_one({"user": "alice"})["_id"]
     c = oa(stack, conversation="conv-garden")
     r = c.chat.completions.create(
         model="m", messages=[{"role": "user", "content": "/memory save The tomatoes need staking in June."}]
@@ -271,12 +289,23 @@ def test_project_comes_from_mongo(stack, upstream):
     assert r.choices[0].message.content.startswith("Saved")
     status = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "/memory status"}])
     assert 'project "Garden"' in status.choices[0].message.content
-    api = httpx.get(
-        f"{stack.url}/v1/bots/librechat/memories",
-        params={"project": "Garden"},
-        headers={"Authorization": f"Bearer {KEY}"},
+    bob = oa(stack, user="bob", conversation="conv-bobs-garden")
+    bob.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "/memory save Bob grows leeks."}]
     )
-    assert [m["text"] for m in api.json()["memories"]] == ["The tomatoes need staking in June."]
+    assert listed(str(garden)) == ["The tomatoes need staking in June."]
+    assert listed("Garden") == []  # names are not keys
+    # renamed in LibreChat: a chat of the project still finds what was kept in it
+    mongo.chatprojects.update_one({"_id": garden}, {"$set": {"name": "Vegetables"}})
+    mongo.conversations.insert_one({"conversationId": "conv-veg", "user": "alice", "chatProjectId": garden})
+    c = oa(stack, conversation="conv-veg")
+    status = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "/memory status"}])
+    assert 'project "Vegetables"' in status.choices[0].message.content
+    c.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "When do the tomatoes need staking?"}]
+    )
+    assert "The tomatoes need staking in June." in system_of(upstream.chats()[-1])
+    assert listed(str(garden)) == ["The tomatoes need staking in June."]
 
 
 def test_keyed_upstream_refuses_callers_without_engram_key(stack, upstream):
@@ -464,7 +493,25 @@ def test_mcp_tools(stack):
             status = await session.call_tool("memory_status", {})
             return init, tools, saved, found, status
 
+    async def unresolved():
+        hdrs = {"Authorization": f"Bearer {PROXY_KEY}", **headers(user="{{LIBRECHAT_USER_ID}}")}
+        async with (
+            httpx2.AsyncClient(headers=hdrs, timeout=30) as http,
+            streamable_http_client(f"{stack.url}/mcp", http_client=http) as (read, write, *_),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            return await session.call_tool("save_memory", {"text": "Everyone shares this."})
+
     init, tools, saved, found, status = anyio.run(run)
+    refused = anyio.run(unresolved)
+    assert refused.is_error and "placeholder unresolved" in refused.content[0].text
+    everyone = httpx.get(
+        f"{stack.url}/v1/bots/librechat/memories",
+        params={"query": "Everyone shares this", "limit": 50},
+        headers={"Authorization": f"Bearer {KEY}"},
+    ).json()["memories"]
+    assert [m for m in everyone if "Everyone" in m["text"]] == []
     assert "automatic" in (init.instructions or "")
     assert tools == {
         "search_memory",

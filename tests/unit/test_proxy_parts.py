@@ -250,22 +250,29 @@ class FlakyDb:
 
 def test_project_lookup_and_fallbacks():
     db = mongomock.MongoClient().db
-    pid = db.chatprojects.insert_one({"name": "Home Network"}).inserted_id
+    pid = db.chatprojects.insert_one({"name": "Home Network", "user": "u1"}).inserted_id
+    theirs = db.chatprojects.insert_one({"name": "Home Network", "user": "u2"}).inserted_id
     db.conversations.insert_one({"conversationId": "c1", "user": "u1", "chatProjectId": str(pid)})
     db.conversations.insert_one({"conversationId": "c2", "user": "u1"})
+    db.conversations.insert_one({"conversationId": "c3", "user": "u1", "chatProjectId": str(theirs)})
     resolver = ProjectResolver(db, retry_delay_s=0)
-    assert resolver.project("u1", "c1") == "Home Network"
-    assert resolver.project("u1", "c1") == "Home Network" and resolver.cache.hits == 1
-    assert resolver.project("u1", "c2") is None
-    assert resolver.project("u2", "c1") is None  # another user's conversation is not theirs
+    home = resolver.chat("u1", "c1")
+    assert (home.project, home.project_name) == (str(pid), "Home Network")
+    assert resolver.chat("u1", "c1") == home and resolver.cache.hits == 1
+    assert resolver.chat("u1", "c2").project is None
+    assert resolver.chat("u2", "c1").project is None  # another user's conversation is not theirs
+    assert resolver.chat("u1", "c3").project is None  # nor is a project another user owns
+    db.chatprojects.update_one({"_id": pid}, {"$set": {"name": "Network"}})  # a rename keeps the id
+    renamed = ProjectResolver(db, retry_delay_s=0).chat("u1", "c1")
+    assert (renamed.project, renamed.project_name) == (str(pid), "Network")
     down = ProjectResolver(FlakyDb(), retry_delay_s=0)
-    assert down.project("u1", "c1") is None and down.errors == 1 and "timed out" in down.last_error
-    assert ProjectResolver(None).project("u1", "c1") is None
+    assert down.chat("u1", "c1").project is None and down.errors == 1 and "timed out" in down.last_error
+    assert ProjectResolver(None).chat("u1", "c1").project is None
 
 
 def test_a_new_conversation_is_retried_once():
     db = mongomock.MongoClient().db
-    pid = db.chatprojects.insert_one({"name": "Garden"}).inserted_id
+    pid = db.chatprojects.insert_one({"name": "Garden", "user": "u"}).inserted_id
     resolver = ProjectResolver(db, retry_delay_s=0)
     calls = []
     original = db.conversations.find_one
@@ -278,7 +285,7 @@ def test_a_new_conversation_is_retried_once():
         return original(*args, **kwargs)
 
     db.conversations.find_one = late_find_one
-    assert resolver.project("u", "new") == "Garden" and len(calls) == 2
+    assert resolver.chat("u", "new").project_name == "Garden" and len(calls) == 2
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,9 @@ from starlette.responses import JSONResponse
 from .. import __version__
 from ..errors import EngramError
 from ..text import format_memory_id
+from . import librechat
 from .memory import Turn
+from .projects import ChatFacts
 from .runtime import Proxy
 
 INSTRUCTIONS = (
@@ -34,13 +36,28 @@ def build_mcp_server(proxy_factory: Callable[[], Proxy]) -> MCPServer:
         proxy = proxy_factory()
         headers = ctx.headers or {}
         user = headers.get(proxy.settings.user_header)
-        if not user:
+        if not user or not user.strip():
             raise ToolError(f"the {proxy.settings.user_header} header is required")
         conversation = headers.get(proxy.settings.conversation_header)
-        project = (
-            await run_in_threadpool(proxy.projects.project, user, conversation) if conversation else None
+        for header, value in (
+            (proxy.settings.user_header, user),
+            (proxy.settings.conversation_header, conversation),
+        ):
+            if librechat.unresolved(value):  # every user of the install would share one memory
+                raise ToolError(
+                    f"the {header} header is {value!r}: LibreChat left its placeholder unresolved; set it "
+                    "under the MCP server's requestHeaders in librechat.yaml"
+                )
+        chat = (
+            await run_in_threadpool(proxy.projects.chat, user, conversation) if conversation else ChatFacts()
         )
-        return proxy, Turn(user=user, conversation=conversation, project=project, authorized=True)
+        return proxy, Turn(
+            user=user,
+            conversation=conversation,
+            project=chat.project,
+            authorized=True,
+            project_name=chat.project_name,
+        )
 
     async def call(fn, *args):
         try:

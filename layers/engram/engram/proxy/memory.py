@@ -30,8 +30,9 @@ class Turn:
 
     user: str | None
     conversation: str | None
-    project: str | None = None
+    project: str | None = None  # LibreChat's chat project id
     authorized: bool = False
+    project_name: str | None = None
 
     def need_user(self) -> str:
         """The user, for what cannot be done without one (settings, a forget)."""
@@ -277,7 +278,7 @@ class ChatMemory:
         """Where memory stands for this chat, in words."""
         on, source = self.enabled(turn)
         scope, _ = self.scope(turn)
-        where = f'project "{turn.project}"' if turn.project else "no project"
+        where = f'project "{turn.project_name or turn.project}"' if turn.project else "no project"
         return (
             f"Memory is {'on' if on else 'off'} for this chat ({source}). This chat is in {where}; "
             f"recall scope: {self.settings.recall_scope}, sharing: {self.settings.sharing}, "

@@ -1,7 +1,11 @@
 """What LibreChat's MongoDB says about a chat, read-only, cached, retried once for a brand-new chat: its
-project (conversations.chatProjectId -> chatprojects.name; projectless when Mongo is down), whether it is a
-temporary chat (conversations.isTemporary / expiredAt), and whether its user turned LibreChat's memories
-off (users.personalization.memories === false)."""
+project (conversations.chatProjectId, a chatprojects document its user owns; projectless when Mongo is down),
+whether it is a temporary chat (conversations.isTemporary / expiredAt), and whether its user turned
+LibreChat's memories off (users.personalization.memories === false).
+
+A project is known by its id, not its name: LibreChat's chat projects are private to the user who made them
+(chatprojects.user, LibreChat packages/data-schemas/src/schema/chatProject.ts), two users' projects may share
+a name, and a rename keeps the id."""
 
 from __future__ import annotations
 
@@ -19,13 +23,15 @@ log = logging.getLogger(__name__)
 class ChatFacts:
     """What LibreChat records about a chat that decides what engram does with it."""
 
-    project: str | None = None
+    project: str | None = None  # the chat project's id: what project memories are kept under
+    project_name: str | None = None  # its name today, for people to read
     temporary: bool = False  # LibreChat's temporary chat: it deletes it, so engram keeps nothing from it
     memories_off: bool = False  # the user switched off personalization memories in LibreChat's settings
 
 
 class ProjectResolver:
-    """Looks up a conversation's project name; None means projectless (or Mongo unavailable)."""
+    """Looks up what LibreChat records about a conversation; no project means projectless (or Mongo
+    unavailable)."""
 
     def __init__(self, database=None, cache: StatsCache | None = None, retry_delay_s: float = 0.3):
         self.db = database
@@ -49,10 +55,6 @@ class ProjectResolver:
         )
         database = client[db_name] if db_name else client.get_default_database("LibreChat")
         return cls(database, cache)
-
-    def project(self, user: str, conversation: str) -> str | None:
-        """The project name of a conversation of this user."""
-        return self.chat(user, conversation).project
 
     def chat(self, user: str, conversation: str) -> ChatFacts:
         """What LibreChat records about a conversation of this user (nothing, when Mongo is not set)."""
@@ -78,8 +80,10 @@ class ProjectResolver:
                 )
             if doc is None:
                 return _UNKNOWN
+            project, name = self._project(user, doc.get("chatProjectId"))
             return ChatFacts(
-                project=self._project_name(doc.get("chatProjectId")),
+                project=project,
+                project_name=name,
                 temporary=bool(doc.get("isTemporary") or doc.get("expiredAt")),
                 memories_off=self._memories_off(user),
             )
@@ -97,17 +101,24 @@ class ProjectResolver:
         doc = self.db["users"].find_one({"_id": {"$in": ids}}, {"personalization": 1})
         return ((doc or {}).get("personalization") or {}).get("memories") is False
 
-    def _project_name(self, project_id: Any) -> str | None:
+    def _project(self, user: str, project_id: Any) -> tuple[str | None, str | None]:
+        """(id, name) of the chat's project when this user owns it; (None, None) otherwise."""
         if not project_id:
-            return None
+            return None, None
         candidates = [project_id]
         if isinstance(project_id, str):
             from bson import ObjectId
 
             if ObjectId.is_valid(project_id):
                 candidates.append(ObjectId(project_id))
-        project = self.db["chatprojects"].find_one({"_id": {"$in": candidates}}, {"name": 1})
-        return (project or {}).get("name") or None
+        project = self.db["chatprojects"].find_one({"_id": {"$in": candidates}}, {"name": 1, "user": 1})
+        if project is None:
+            return None, None
+        owner = project.get("user")
+        if owner is not None and str(owner) != user:  # another user's project: never theirs to share
+            log.warning("a chat points at a project its user does not own; treating it as projectless")
+            return None, None
+        return str(project["_id"]), project.get("name") or None
 
 
 class _Unknown:

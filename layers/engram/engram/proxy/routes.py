@@ -216,7 +216,13 @@ def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
         except Exception:  # memory's context failing never fails the turn
             log.exception("project lookup failed; answering without a project")
         project_ms = (time.perf_counter() - started) * 1000
-        turn = Turn(user=user, conversation=conversation, project=chat.project, authorized=authorized)
+        turn = Turn(
+            user=user,
+            conversation=conversation,
+            project=chat.project,
+            authorized=authorized,
+            project_name=chat.project_name,
+        )
         if inherited is not None and authorized:  # a fork: the setting its history set comes with it
             await run_in_threadpool(proxy.memory.inherit, turn, inherited)
         if command:
