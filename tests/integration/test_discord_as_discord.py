@@ -389,3 +389,74 @@ def test_a_backfill_keeps_to_the_rate_limit_buckets_discord_announces(stack, dis
     remembered(stack, discord)
     assert discord.history_reads.count("c11") >= 3  # three pages of one bucket: it had to wait for a reset
     assert discord.too_many == 0
+
+
+def test_ask_keeps_private_threads_age_restricted_and_voice_words_and_decides_any_number_of_roles(
+    stack, discord
+):
+    """Through the signed webhook, the fake serving each case as Discord's docs describe it: a private
+    thread (type 12: its members and Manage Threads only), an age-restricted channel (`nsfw`), a voice
+    channel whose chat needs CONNECT, denied to @everyone; and a verification-role server of 45 roles, where
+    @Member (in no overwrite) sees the server and @Restricted is denied #serious."""
+    alice = {"id": ALICE, "username": "alice"}
+    view, history, connect = 1 << 10, 1 << 16, 1 << 20
+    discord.threads["g1"].append({"id": "t30", "type": 12, "name": "mods", "parent_id": "c11"})
+    discord.channels["g1"] += [
+        {"id": "c31", "type": 0, "name": "after-dark", "nsfw": True},
+        {
+            "id": "c32",
+            "type": 2,
+            "name": "locked voice",
+            "permission_overwrites": [{"id": "g1", "type": 0, "allow": "0", "deny": str(connect)}],
+        },
+    ]
+    discord.roles["g2"] = [
+        {"id": "g2", "name": "@everyone", "permissions": "0"},
+        {"id": "r-member", "name": "Member", "permissions": str(view | history | (1 << 11))},
+        {"id": "r-restricted", "name": "Restricted", "permissions": "0"},
+        *({"id": f"r-{i}", "name": f"role {i}", "permissions": "0"} for i in range(42)),
+    ]
+    discord.channels["g2"].append(
+        {
+            "id": "c33",
+            "type": 0,
+            "name": "serious",
+            "permission_overwrites": [{"id": "r-restricted", "type": 0, "allow": "0", "deny": str(view)}],
+        }
+    )
+    discord.members[("g2", ALICE)] = ["r-member"]
+    words = {"t30": "PRIVATE-FERN", "c31": "NIGHT-OWL", "c32": "QUIET-BELL", "c33": "SERIOUS-OAK"}
+    for channel, word in words.items():
+        discord.history[channel] = []
+        discord.add(channel, alice, f"the codeword is {word}")
+    remembered(stack, discord)
+    assert len(discord.roles["g2"]) == 45
+
+    def told(guild, channel, token, channel_payload=None):
+        asked = len(discord.chat_requests)
+        body = command(
+            "ask",
+            ALICE,
+            guild=guild,
+            channel=channel,
+            token=token,
+            options=[{"name": "prompt", "type": 3, "value": "What is the codeword?"}],
+        )
+        if channel_payload:
+            body["channel"] = channel_payload
+        interact(stack, body)
+        assert wait_until(lambda: replies(discord, token), timeout_s=60)
+        return " ".join(
+            m["content"]
+            for r in discord.chat_requests[asked:]
+            for m in r["messages"]
+            if m["role"] == "system"
+        )
+
+    in_general = told("g1", "c11", "tok-general", {"id": "c11", "type": 0})
+    assert not [w for w in ("PRIVATE-FERN", "NIGHT-OWL", "QUIET-BELL") if w in in_general]
+    assert "PRIVATE-FERN" in told("g1", "t30", "tok-thread", {"id": "t30", "type": 12, "parent_id": "c11"})
+    assert "NIGHT-OWL" in told("g1", "c31", "tok-adults", {"id": "c31", "type": 0, "nsfw": True})
+    in_lobby = told("g2", "c21", "tok-lobby", {"id": "c21", "type": 0})
+    assert "SERIOUS-OAK" not in in_lobby
+    assert "SERIOUS-OAK" in told("g2", "c33", "tok-serious", {"id": "c33", "type": 0})

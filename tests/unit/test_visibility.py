@@ -68,3 +68,93 @@ def test_threads_follow_their_parent_and_unknown_channels_never_pass():
     g = guild({"staff": PRIVATE, "general": []}, parents={"t-staff": "staff", "t-gen": "general"})
     assert not ok(g, "general", "t-staff") and ok(g, "t-gen", "general") and ok(g, "t-staff", "t-gen")
     assert not ok(g, "general", "archived-thread-we-never-saw")
+
+
+def test_a_private_thread_reaches_only_itself_or_audiences_that_may_manage_threads():
+    from engram.discord.visibility import MANAGE_THREADS
+
+    g = guild({"general": [], "mods": PRIVATE}, parents={"pt": "general", "pub": "general"})
+    g.private.add("pt")
+    assert not ok(g, "general", "pt")  # a member outside the thread reads #general
+    assert not ok(g, "pub", "pt") and ok(g, "pt", "pt") and ok(g, "pt", "general")
+    # where everyone who sees the answer may manage threads (and so read every private thread), it may go
+    g = guild(
+        {"general": [], "mods": PRIVATE},
+        roles={STAFF: MANAGE_THREADS},
+        parents={"pt": "general"},
+    )
+    g.private.add("pt")
+    assert ok(g, "mods", "pt") and not ok(g, "general", "pt")
+
+
+def test_age_restricted_words_stay_in_age_restricted_channels():
+    g = guild({"general": [], "after-dark": [], "adults": []})
+    g.nsfw |= {"after-dark", "adults"}
+    assert not ok(g, "general", "after-dark")
+    assert ok(g, "adults", "after-dark") and ok(g, "after-dark", "general")
+
+
+def test_a_voice_channels_chat_needs_connect_to_read():
+    from engram.discord.visibility import CONNECT
+
+    locked = [role(G, deny=CONNECT)]  # everyone may view the voice channel, nobody may join it
+    g = guild({"general": [], "voice": locked}, roles={STAFF: CONNECT})
+    g.types["voice"] = 2
+    assert not ok(g, "general", "voice") and not can_read(g, "voice", set())
+    g = guild({"general": [], "voice": []}, roles={G: READ | CONNECT})
+    g.types["voice"] = 2
+    assert ok(g, "general", "voice")  # open to all who read #general
+
+
+def test_any_number_of_roles_is_decided_exactly():
+    """A verification-role server: @everyone sees nothing, @Member sees the server, @Restricted is denied
+    #serious; with 45 roles, @Member (named in no overwrite) together with @Restricted still blocks it."""
+    member_role, restricted = "r-member", "r-restricted"
+    roles = {G: 0, member_role: READ, restricted: 0, **{f"r-{i}": 0 for i in range(42)}}
+    g = Guild(G, roles, {"general": [], "serious": [role(restricted, deny=VIEW_CHANNEL)]})
+    assert len(g.roles) == 45
+    assert not ok(g, "general", "serious") and ok(g, "serious", "general")
+    # many roles alike collapse: 200 distinct roles decide in no time
+    g.roles.update({f"r-big-{i}": (1 << (i % 5)) for i in range(200)})
+    assert not ok(g, "general", "serious")
+
+
+def test_what_cannot_be_decided_is_a_no():
+    g = guild({"general": [], "ops": [member("u7", allow=VIEW_CHANNEL)]})  # u7's roles unknown
+    assert not ok(g, "general", "ops") and not ok(g, "ops", "general")
+
+
+def test_a_discord_error_reading_a_member_is_not_cached_as_no_roles():
+    from engram.discord.rest import DiscordError
+    from engram.discord.visibility import Visibility
+
+    class Client:
+        fail = True
+
+        def roles(self, guild_id):
+            return [{"id": G, "permissions": str(READ)}, {"id": STAFF, "permissions": "0"}]
+
+        def all_channels(self, guild_id):
+            overwrites = [role(G, deny=VIEW_CHANNEL), member("u7", allow=VIEW_CHANNEL)]
+            return [
+                {"id": "general", "type": 0, "permission_overwrites": []},
+                {"id": "ops", "type": 0, "permission_overwrites": overwrites},
+            ]
+
+        def active_threads(self, guild_id):
+            return []
+
+        def member(self, guild_id, user_id):
+            if self.fail:
+                raise DiscordError(500, "Internal Server Error")
+            return {"roles": []}
+
+    client = Client()
+    seen = Visibility(client)
+    try:
+        seen.allowed(G, "ops", {"general"})
+        raise AssertionError("an error must not pass as an answer")
+    except DiscordError:
+        pass
+    client.fail = False
+    assert seen.allowed(G, "ops", {"general"}) == {"general"}

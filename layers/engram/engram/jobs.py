@@ -59,6 +59,10 @@ class DiscordJob(BaseModel):
     # the channel's newest message id when it was listed: history answering [] then means no permission
     last_message_id: str | None = None
     parent_id: str | None = None  # a thread's channel, stored with its messages (whose permissions apply)
+    channel_type: int | None = (
+        None  # /ask: the channel's type as the interaction gave it (12: private thread)
+    )
+    private: bool = False  # catch-up: the channel is a private thread
     # catch-up of a gap older than the newest page (a new channel, or more than 100 new messages): paged
     # backwards from `before` down to `until` (exclusive; None: the channel's first message), a few pages a
     # job
@@ -89,6 +93,7 @@ class BackfillJob(BaseModel):
     origin: int = 0
     last_message_id: str | None = None  # as listed: a first page of [] then means no Read Message History
     parent_id: str | None = None  # a thread's channel, stored with its messages (whose permissions apply)
+    private: bool = False  # a private thread: its messages reach no one outside it (visibility)
 
 
 class ReembedJob(BaseModel):

@@ -75,6 +75,7 @@ class Ask:
                 "channelId": job.need("channel"),
                 "serverId": job.need("guild"),
                 "viaCommand": "/ask",
+                **_where(job),
             },
         )
 
@@ -94,6 +95,7 @@ class Ask:
                 "channelId": job.need("channel"),
                 "serverId": job.need("guild"),
                 "inReplyTo": job.user,
+                **_where(job),
             },
         )
 
@@ -167,18 +169,36 @@ class Ask:
         )
         channels: set[str] = set()
         parents: dict[str, str] = {}
+        private: set[str] = set()
         for m in found:
-            channel, parent = (m.content or {}).get("channelId"), (m.content or {}).get("parentId")
+            content = m.content or {}
+            channel, parent = content.get("channelId"), content.get("parentId")
             if channel:
                 channels.add(str(channel))
                 if parent:
                     parents[str(channel)] = str(parent)
+                if content.get("privateThread"):
+                    private.add(str(channel))
+        answer = {"type": job.channel_type, "parent_id": job.parent_id}
         try:
-            allowed = self.core.visibility.allowed(job.need("guild"), job.need("channel"), channels, parents)
+            allowed = self.core.visibility.allowed(
+                job.need("guild"), job.need("channel"), channels, parents, private, answer
+            )
         except (RateLimited, DiscordError) as exc:
             log.warning("no memories for /ask: who may read what is unknown (%s)", exc)
             return []
         return [m for m in found if (m.content or {}).get("channelId") in allowed][:k]
+
+
+def _where(job: DiscordJob) -> dict[str, object]:
+    """What a stored /ask prompt or answer keeps of a thread it was said in: its parent channel, and that it
+    was private (its words then reach no one outside it: engram.discord.visibility)."""
+    out: dict[str, object] = {}
+    if job.parent_id:
+        out["parentId"] = job.parent_id
+    if job.channel_type == 12:
+        out["privateThread"] = True
+    return out
 
 
 def split_message(text: str, limit: int = 2000) -> list[str]:

@@ -78,6 +78,7 @@ class Backfill:
                     origin=consented_at,
                     last_message_id=self.core.last_message_ids.get(channel),
                     parent_id=self.core.thread_parents.get(channel),
+                    private=channel in self.core.private_threads,
                 )
             )
         warning = "" if intent is not False else " " + INTENT_OFF
@@ -125,6 +126,8 @@ class Backfill:
             return
         if job.parent_id:
             self.core.thread_parents[job.channel] = job.parent_id
+        if job.private:
+            self.core.private_threads.add(job.channel)
         state = self.state.cursor(self.bot, job.user, job.channel) or {
             "before": None,
             "done": False,

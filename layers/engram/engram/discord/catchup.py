@@ -57,6 +57,7 @@ class CatchUp:
                     recheck=recheck,
                     last_message_id=self.core.last_message_ids.get(channel),
                     parent_id=self.core.thread_parents.get(channel),
+                    private=channel in self.core.private_threads,
                 )
             )
         return len(fresh) + len(due)
@@ -128,6 +129,7 @@ class CatchUp:
                         until=newest,
                         issued_at=now_ms(),
                         parent_id=self.core.thread_parents.get(channel),
+                        private=channel in self.core.private_threads,
                     )
                 )
         return stored

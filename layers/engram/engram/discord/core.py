@@ -45,6 +45,7 @@ class DiscordCore:
         self.last_message_ids: dict[str, str | None] = {}
         self.member_guilds: list[str] = []  # the guilds the last readable_channels listed
         self.thread_parents: dict[str, str] = {}  # a thread's channel: whose permissions it follows
+        self.private_threads: set[str] = set()  # their words reach no one outside them (visibility)
         self.visibility = Visibility(client)
         self.ollama = ollama or httpx.Client(base_url=settings.ollama_url.rstrip("/"), timeout=120)
         self.interpreter = interpreter or Interpreter(
@@ -100,6 +101,8 @@ class DiscordCore:
                     self.last_message_ids[c["id"]] = c.get("last_message_id")
                     if c.get("parent_id") and c.get("type") in (10, 11, 12):
                         self.thread_parents[c["id"]] = c["parent_id"]
+                    if c.get("type") == 12:
+                        self.private_threads.add(c["id"])
         return out
 
     def _is_member(self, guild: str, user: str) -> bool:
@@ -237,6 +240,8 @@ class DiscordCore:
         }
         if channel in self.thread_parents:  # so /ask can place an archived thread's memories
             content["parentId"] = self.thread_parents[channel]
+        if channel in self.private_threads:
+            content["privateThread"] = True
         replied = message.get("referenced_message") or {}
         reference = message.get("message_reference") or {}
         if replied.get("id") or reference.get("message_id"):

@@ -56,6 +56,13 @@ class _Data(BaseModel):
     target_id: str | None = Field(None, pattern=_ID)  # the message a context-menu command was used on
 
 
+class _Channel(BaseModel):
+    """The partial channel sent with every interaction (interactions/receiving-and-responding.mdx)."""
+
+    type: int | None = None
+    parent_id: str | None = Field(None, pattern=_ID)
+
+
 class Interaction(BaseModel):
     """The parts of an interaction engram reads, with their types checked (a signed body is still input)."""
 
@@ -64,6 +71,7 @@ class Interaction(BaseModel):
     token: str | None = Field(None, max_length=500)
     guild_id: str | None = Field(None, pattern=_ID)
     channel_id: str | None = Field(None, pattern=_ID)
+    channel: _Channel | None = None
     member: _Member | None = None
     user: _User | None = None
     data: _Data | None = None
@@ -141,6 +149,8 @@ def _command(
         interaction_id=body.id,
         issued_at=int(time.time() * 1000),
     )
+    if body.channel is not None:  # a thread's parent and type: whose permissions apply to an answer here
+        job.update(channel_type=body.channel.type, parent_id=body.channel.parent_id)
     data = body.data or _Data(name="")
     if data.type == MESSAGE_COMMAND and data.name == FORGET_THIS_MESSAGE:
         if not data.target_id:

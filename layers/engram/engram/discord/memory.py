@@ -80,6 +80,8 @@ class DiscordMemory:
         """One channel's catch-up (or a few pages of its gap)."""
         if job.parent_id and job.channel:
             self.core.thread_parents[job.channel] = job.parent_id
+        if job.private and job.channel:
+            self.core.private_threads.add(job.channel)
         try:
             if job.before:
                 self.catch_up.catch_up_gap(job)

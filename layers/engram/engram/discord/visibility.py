@@ -1,26 +1,40 @@
 """Who may read what, computed the way Discord does (topics/permissions.mdx, "Permission Hierarchy"):
 base permissions from @everyone (the role whose id is the guild id) OR the member's roles; ADMINISTRATOR
 grants everything; then the channel's overwrites in order — @everyone, the member's roles (deny, then
-allow), the member. Threads follow their parent channel.
+allow), the member. Threads follow their parent channel; reading the text chat of a voice or stage channel
+also needs CONNECT ("If the channel is a voice channel, they must also have the CONNECT permission"); a
+private thread (type 12) is "only viewable by those invited and those with the MANAGE_THREADS permission"
+(resources/channel.mdx); an age-restricted (`nsfw`) channel is for adults only (Developer Policy).
 
 /ask posts its answer in a channel, so a memory may go into it only if everyone who can see that channel
 may read the memory's channel. Without listing every member (that needs the privileged members intent),
-this is checked for every audience of up to two roles (@everyone alone, each role, each pair) and for every
-member an overwrite names: a channel passes only if each of them who can view the answer's channel can
-view it too. Conservative: an unknown channel never passes."""
+this is decided for every set of roles a member could hold — exactly, for any number of roles: only the few
+permission bits that matter are kept of each role, and the sets of roles are walked as the OR of those bits
+(a member's permissions are ORs over their roles), so roles alike collapse into one. Members an overwrite
+names are checked one by one with their own roles. When the walk would be too large, or Discord cannot say
+(an error reading a member), the answer is no: never a guess."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from itertools import combinations
 
 VIEW_CHANNEL = 1 << 10
 READ_MESSAGE_HISTORY = 1 << 16
+CONNECT = 1 << 20
+MANAGE_THREADS = 1 << 34
 ADMINISTRATOR = 1 << 3
 ALL = (1 << 53) - 1
 READ = VIEW_CHANNEL | READ_MESSAGE_HISTORY
-MAX_PAIRS_ROLES = 40  # above this many roles, pairs are formed only of roles some overwrite names
+# the bits any decision here reads: everything else about a role is irrelevant and collapses
+RELEVANT = VIEW_CHANNEL | READ_MESSAGE_HISTORY | CONNECT | MANAGE_THREADS | ADMINISTRATOR
+VOICE_CHANNELS = {2, 13}  # voice and stage: their text chat also needs CONNECT
+PRIVATE_THREAD = 12
+MAX_ROLE_SETS = 4096  # past this many distinct role combinations the answer is no (never reached in practice)
+
+
+class Undecidable(Exception):
+    """Who may read a channel cannot be worked out; the caller treats it as nobody."""
 
 
 def _bits(value) -> int:
@@ -30,18 +44,30 @@ def _bits(value) -> int:
 @dataclass
 class Guild:
     """What permissions are computed from: roles (id -> permissions), channels (id -> overwrites), thread
-    parents, and the roles of the members overwrites name."""
+    parents, the roles of the members overwrites name, channel types, age-restricted channels and private
+    threads."""
 
     id: str
     roles: dict[str, int]
     overwrites: dict[str, list[dict]]
     parents: dict[str, str] = field(default_factory=dict)
     member_roles: dict[str, list[str]] = field(default_factory=dict)
+    types: dict[str, int] = field(default_factory=dict)
+    nsfw: set[str] = field(default_factory=set)
+    private: set[str] = field(default_factory=set)  # private threads
 
     def channel_of(self, channel: str) -> str | None:
         """The channel whose overwrites apply (a thread's parent); None if unknown here."""
         channel = self.parents.get(channel, channel)
         return channel if channel in self.overwrites else None
+
+    def to_see(self, channel: str) -> int:
+        """The bits a member needs to see a channel's messages at all."""
+        return VIEW_CHANNEL | (CONNECT if self.types.get(channel) in VOICE_CHANNELS else 0)
+
+    def to_read(self, channel: str) -> int:
+        """The bits a member needs to read a channel's history."""
+        return self.to_see(channel) | READ_MESSAGE_HISTORY
 
 
 def permissions(guild: Guild, channel: str, roles: set[str], member: str | None = None) -> int:
@@ -68,66 +94,151 @@ def permissions(guild: Guild, channel: str, roles: set[str], member: str | None 
 
 
 def can_read(guild: Guild, channel: str, roles: set[str], member: str | None = None) -> bool:
-    """View Channel and Read Message History both."""
-    return permissions(guild, channel, roles, member) & READ == READ
+    """View Channel and Read Message History both (and Connect, for a voice or stage channel's chat)."""
+    needed = guild.to_read(channel)
+    return permissions(guild, channel, roles, member) & needed == needed
 
 
-def audiences(guild: Guild, *channels: str) -> list[tuple[set[str], str | None]]:
-    """The (roles, member) combinations checked: no role, each role, each pair of roles, and each member
-    an overwrite of these channels names (with their roles)."""
-    roles = [r for r in guild.roles if r != guild.id]
-    named = {o["id"] for c in channels for o in guild.overwrites.get(c, []) if int(o.get("type", 0)) == 0}
-    paired = roles if len(roles) <= MAX_PAIRS_ROLES else [r for r in roles if r in named]
-    out: list[tuple[set[str], str | None]] = [(set(), None)] + [({r}, None) for r in roles]
-    out += [({a, b}, None) for a, b in combinations(paired, 2)]
-    members = {o["id"] for c in channels for o in guild.overwrites.get(c, []) if int(o.get("type", 0)) == 1}
-    out += [(set(guild.member_roles.get(m, [])), m) for m in sorted(members)]
-    return out
+@dataclass(frozen=True)
+class _Pair:
+    """The two channels of one decision and what each asks of a member."""
+
+    answer: str
+    memory: str
+    to_see_answer: int
+    to_read_memory: int
+
+
+def _role_sets(guild: Guild, pair: _Pair) -> set[tuple[int, ...]]:
+    """Every distinct combination of roles a member may hold, as what decides here: (role permissions,
+    the answer channel's role allow and deny, the memory channel's role allow and deny), relevant bits only,
+    each the OR over the held roles (Discord ORs roles together)."""
+    by_channel = {
+        c: {o["id"]: o for o in guild.overwrites.get(c, []) if int(o.get("type", 0)) == 0}
+        for c in (pair.answer, pair.memory)
+    }
+    kinds = set()
+    for role, perms in guild.roles.items():
+        if role == guild.id:
+            continue
+        a, m = by_channel[pair.answer].get(role, {}), by_channel[pair.memory].get(role, {})
+        kinds.add(
+            (
+                perms & RELEVANT,
+                _bits(a.get("allow")) & RELEVANT,
+                _bits(a.get("deny")) & RELEVANT,
+                _bits(m.get("allow")) & RELEVANT,
+                _bits(m.get("deny")) & RELEVANT,
+            )
+        )
+    reachable: set[tuple[int, ...]] = {(0, 0, 0, 0, 0)}  # no role but @everyone
+    for kind in kinds:
+        reachable |= {tuple(x | y for x, y in zip(have, kind, strict=True)) for have in reachable}
+        if len(reachable) > MAX_ROLE_SETS:
+            raise Undecidable(f"more than {MAX_ROLE_SETS} distinct sets of roles")
+    return reachable
+
+
+def _in_channel(guild: Guild, channel: str, role_perms: int, allow: int, deny: int) -> int:
+    """Discord's algorithm on a role set already ORed together (no member overwrite)."""
+    base = guild.roles.get(guild.id, 0) | role_perms
+    if base & ADMINISTRATOR:
+        return ALL
+    everyone = next((o for o in guild.overwrites.get(channel, []) if o["id"] == guild.id), None)
+    if everyone:
+        base = (base & ~_bits(everyone.get("deny"))) | _bits(everyone.get("allow"))
+    return (base & ~deny) | allow
+
+
+def _someone_sees_without_reading(guild: Guild, pair: _Pair) -> bool:
+    """Whether some member who can see the answer's channel cannot read the memory's."""
+    for perms, a_allow, a_deny, m_allow, m_deny in _role_sets(guild, pair):
+        sees = _in_channel(guild, pair.answer, perms, a_allow, a_deny) & pair.to_see_answer
+        reads = _in_channel(guild, pair.memory, perms, m_allow, m_deny) & pair.to_read_memory
+        if sees == pair.to_see_answer and reads != pair.to_read_memory:
+            return True
+    named = {
+        o["id"]
+        for c in (pair.answer, pair.memory)
+        for o in guild.overwrites.get(c, [])
+        if int(o.get("type", 0)) == 1
+    }
+    for member in sorted(named):
+        if member not in guild.member_roles:
+            raise Undecidable(f"the roles of member {member} are unknown")
+        roles = set(guild.member_roles[member])
+        sees = permissions(guild, pair.answer, roles, member) & pair.to_see_answer
+        reads = permissions(guild, pair.memory, roles, member) & pair.to_read_memory
+        if sees == pair.to_see_answer and reads != pair.to_read_memory:
+            return True
+    return False
 
 
 def readable_by_everyone_who_sees(guild: Guild, answer_channel: str, memory_channel: str) -> bool:
     """Whether everyone who can see `answer_channel` may read `memory_channel`."""
+    if answer_channel == memory_channel:
+        return True
     answer, memory = guild.channel_of(answer_channel), guild.channel_of(memory_channel)
     if answer is None or memory is None:
         return False
-    if answer == memory:
+    if memory in guild.nsfw and answer not in guild.nsfw:  # age-restricted words stay age-restricted
+        return False
+    private = memory_channel in guild.private
+    if answer == memory and not private:
         return True
-    return all(
-        can_read(guild, memory, roles, member)
-        for roles, member in audiences(guild, answer, memory)
-        if permissions(guild, answer, roles, member) & VIEW_CHANNEL
-    )
+    # a private thread's words reach others only where everyone may manage threads (its members are not
+    # listed here: a member of it is not told apart from anyone else who sees the parent)
+    to_read = guild.to_read(memory) | (MANAGE_THREADS if private else 0)
+    pair = _Pair(answer, memory, guild.to_see(answer), to_read)
+    try:
+        return not _someone_sees_without_reading(guild, pair)
+    except Undecidable:
+        return False
 
 
 class Visibility:
     """Guild permission data from Discord, cached for a short while (roles and overwrites change rarely;
-    a minute is as long as a revoked permission can still let a memory through)."""
+    a minute is as long as a revoked permission can still let a memory through). A Discord error is never
+    cached: the next /ask asks again."""
 
     def __init__(self, client, ttl_s: float = 60.0, clock=time.monotonic):
         self.client, self.ttl_s, self.clock = client, ttl_s, clock
         self._cache: dict[str, tuple[float, Guild]] = {}
 
     def guild(self, guild_id: str) -> Guild:
-        """The guild's roles, channel overwrites, thread parents and the roles of members overwrites name."""
+        """The guild's roles, channels, active threads and the roles of members overwrites name."""
         hit = self._cache.get(guild_id)
         if hit and self.clock() - hit[0] < self.ttl_s:
             return hit[1]
         roles = {r["id"]: _bits(r.get("permissions")) for r in self.client.roles(guild_id)}
         channels = self.client.all_channels(guild_id)
-        overwrites = {c["id"]: list(c.get("permission_overwrites") or []) for c in channels}
-        parents = {
-            t["id"]: t["parent_id"] for t in self.client.active_threads(guild_id) if t.get("parent_id")
-        }
-        members = {o["id"] for ows in overwrites.values() for o in ows if int(o.get("type", 0)) == 1}
-        member_roles = {}
+        threads = self.client.active_threads(guild_id)
+        found = Guild(
+            guild_id,
+            roles,
+            overwrites={c["id"]: list(c.get("permission_overwrites") or []) for c in channels},
+            parents={t["id"]: t["parent_id"] for t in threads if t.get("parent_id")},
+            types={c["id"]: int(c.get("type") or 0) for c in channels},
+            nsfw={c["id"] for c in channels if c.get("nsfw")},
+            private={t["id"] for t in threads if t.get("type") == PRIVATE_THREAD},
+        )
+        members = {o["id"] for ows in found.overwrites.values() for o in ows if int(o.get("type", 0)) == 1}
         for member in sorted(members):
-            try:
-                member_roles[member] = list(self.client.member(guild_id, member).get("roles") or [])
-            except Exception:  # gone from the guild: their overwrite can no longer show them anything
-                member_roles[member] = []
-        found = Guild(guild_id, roles, overwrites, parents, member_roles)
+            found.member_roles[member] = self._roles_of(guild_id, member)
         self._cache[guild_id] = (self.clock(), found)
         return found
+
+    def _roles_of(self, guild_id: str, member: str) -> list[str]:
+        """A member's roles; [] for one who left (404, 10007 Unknown Member: their overwrite can show them
+        nothing now). Any other error propagates: not knowing is not "no roles"."""
+        from .rest import DiscordError
+
+        try:
+            return list(self.client.member(guild_id, member).get("roles") or [])
+        except DiscordError as exc:
+            if exc.status == 404:
+                return []
+            raise
 
     def allowed(
         self,
@@ -135,11 +246,26 @@ class Visibility:
         answer_channel: str,
         memory_channels: set[str],
         parents: dict[str, str] | None = None,
+        private: set[str] | None = None,
+        answer: dict | None = None,
     ) -> set[str]:
-        """Which of these channels' memories may go into an answer posted in `answer_channel` (`parents`:
-        threads' channels as stored with their memories, for threads no longer active)."""
+        """Which of these channels' memories may go into an answer posted in `answer_channel`. `parents` and
+        `private`: threads' channels and which are private, as stored with their memories (for threads no
+        longer active); `answer`: the answer channel as the interaction payload gave it (type, parent_id),
+        which Discord sends with every interaction."""
         known = self.guild(guild_id)
         guild = Guild(
-            known.id, known.roles, known.overwrites, {**(parents or {}), **known.parents}, known.member_roles
+            known.id,
+            known.roles,
+            known.overwrites,
+            {**(parents or {}), **known.parents},
+            known.member_roles,
+            known.types,
+            known.nsfw,
+            known.private | (private or set()),
         )
+        if answer and answer.get("parent_id") and answer_channel not in guild.parents:
+            guild.parents[answer_channel] = str(answer["parent_id"])
+        if answer and answer.get("type") == PRIVATE_THREAD:
+            guild.private.add(answer_channel)
         return {c for c in memory_channels if readable_by_everyone_who_sees(guild, answer_channel, c)}
