@@ -16,6 +16,7 @@ from tests.support import ServedApp
 APP_ID = "900"
 TOKEN = "bot-token-123"
 ALICE, BOB = "1001", "1002"
+MESSAGES_BUCKET = "41f9a2c8e0d7b6a5"  # Get Channel Messages' bucket hash: the same for every channel
 
 
 def _user(uid, name, bot=False):
@@ -32,6 +33,7 @@ class FakeDiscord(ServedApp):
         self.embed_requests: list[dict] = []
         self.history_reads: list[str] = []
         self.requests: list[str] = []  # every request, "GET /channels/c11/messages"
+        self.arrivals: list[float] = []  # when each request arrived (time.monotonic)
         self.routes: list[
             str
         ] = []  # and its route, "GET /channels/{channel}/messages" (counted by the bench)
@@ -51,6 +53,8 @@ class FakeDiscord(ServedApp):
         # topics/opcodes-and-status-codes.mdx, JSON error codes: 50007 "Cannot send messages to this user"
         # (the user's DMs are closed to the server's members)
         self.closed_dms: set[str] = set()
+        self.dead_tokens: set[str] = set()  # interaction tokens Discord no longer honours
+        self.webhook_429_once: set[str] = set()  # tokens whose next webhook call meets a 429
         self.forbidden: set[str] = set()  # channels without View Channel for the bot
         # resources/channel.mdx, "List Public/Private Archived Threads": per parent channel, newest first,
         # paged by archive timestamp; private ones need Manage Threads (403 without)
@@ -169,7 +173,8 @@ class FakeDiscord(ServedApp):
             "x-ratelimit-limit": str(self.bucket_limit),
             "x-ratelimit-remaining": str(max(remaining, 0)),
             "x-ratelimit-reset-after": f"{max(reset_after, 0):.3f}",
-            "x-ratelimit-bucket": f"messages-{channel}",
+            # one hash for the route, counted per channel (the major parameter), as Discord answers it
+            "x-ratelimit-bucket": MESSAGES_BUCKET,
         }
 
     @staticmethod
@@ -188,6 +193,7 @@ class FakeDiscord(ServedApp):
 
         @app.middleware("http")
         async def count(request: Request, call_next):
+            self.arrivals.append(time.monotonic())
             response = await call_next(request)
             route = request.scope.get("route")
             self.requests.append(f"{request.method} {request.url.path}")
@@ -309,8 +315,33 @@ class FakeDiscord(ServedApp):
             page = self._page(items, before, after, limit)
             return JSONResponse([as_seen(m) for m in page], headers=limits)
 
+        def webhook_refusal(token: str) -> JSONResponse | None:
+            """topics/rate-limits.mdx: a webhook route has its own bucket and can answer 429 with retry_after;
+            interactions/receiving-and-responding.mdx: a token that died (a reply later than 3 s, or after
+            15 minutes) answers 404, 10015 Unknown Webhook."""
+            if token in self.dead_tokens:
+                return JSONResponse({"message": "Unknown Webhook", "code": 10015}, status_code=404)
+            if token in self.webhook_429_once:
+                self.webhook_429_once.discard(token)
+                return JSONResponse(
+                    {"message": "You are being rate limited.", "retry_after": 0.4, "global": False},
+                    status_code=429,
+                    headers={
+                        "x-ratelimit-limit": "5",
+                        "x-ratelimit-remaining": "0",
+                        "x-ratelimit-reset-after": "0.4",
+                        "x-ratelimit-bucket": "9c1d3e5f7a",
+                        "x-ratelimit-scope": "user",
+                        "retry-after": "1",
+                    },
+                )
+            return None
+
         @app.patch("/webhooks/{app_id}/{token}/messages/@original")
         async def edit(app_id: str, token: str, request: Request):
+            refused = webhook_refusal(token)
+            if refused is not None:
+                return refused
             body = await request.json()
             message = {
                 "id": self._id(),
@@ -322,6 +353,9 @@ class FakeDiscord(ServedApp):
 
         @app.post("/webhooks/{app_id}/{token}")
         async def followup(app_id: str, token: str, request: Request):
+            refused = webhook_refusal(token)
+            if refused is not None:
+                return refused
             body = await request.json()
             self.sent.append({"kind": "followup", "token": token, **body})
             return {"id": self._id(), **body}

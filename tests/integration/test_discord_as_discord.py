@@ -460,3 +460,28 @@ def test_ask_keeps_private_threads_age_restricted_and_voice_words_and_decides_an
     in_lobby = told("g2", "c21", "tok-lobby", {"id": "c21", "type": 0})
     assert "SERIOUS-OAK" not in in_lobby
     assert "SERIOUS-OAK" in told("g2", "c33", "tok-serious", {"id": "c33", "type": 0})
+
+
+def test_an_answer_that_meets_a_429_still_comes_and_a_dead_token_answers_by_dm(stack, discord):
+    """topics/rate-limits.mdx: the webhook route answers 429 with retry_after; the /ask answer waits it out
+    and is posted through its token. A token that died early (404, 10015 Unknown Webhook) does not lose the
+    result: the remember's confirmation comes by DM."""
+    discord.webhook_429_once.add("tok-limited")
+    interact(
+        stack,
+        command(
+            "ask",
+            ALICE,
+            token="tok-limited",
+            options=[{"name": "prompt", "type": 3, "value": "What do I grow?"}],
+        ),
+    )
+    assert wait_until(lambda: replies(discord, "tok-limited"), timeout_s=60)
+    assert replies(discord, "tok-limited") == [discord.answer]
+    assert not [s for s in discord.sent if s.get("channel") == f"dm-{ALICE}"]
+    discord.dead_tokens.add("tok-dead")
+    interact(stack, memory_cmd("remember", ALICE, token="tok-dead"))
+    assert wait_until(
+        lambda: [s for s in discord.sent if s.get("channel") == f"dm-{ALICE}" and "Backfill" in s["content"]],
+        timeout_s=60,
+    )

@@ -123,7 +123,83 @@ def test_a_short_rate_limit_is_waited_out_in_the_job():
     for i in range(3 * RateLimits.GLOBAL_PER_SECOND):
         limits.before("GET", f"/channels/{i}")
     assert len(slept) == 2 and now[0] == pytest.approx(102.0)
-    limits._exhausted_until["b"] = now[0] + 30
+    limits._exhausted_until[("b", "")] = now[0] + 30
     limits._route_bucket["GET /long"] = "b"
     with pytest.raises(RateLimited):  # a long one still delays the job on the queue
         limits.before("GET", "/long")
+
+
+def test_a_bucket_is_counted_per_major_parameter():
+    """topics/rate-limits.mdx: one bucket hash, counted separately per channel (guild, webhook token): one
+    channel's used-up bucket holds back no other channel."""
+    from engram.discord.limits import RateLimited, RateLimits, major, route
+
+    assert route("GET", "/channels/123/messages") == route("GET", "/channels/456/messages")
+    assert major("/channels/123/messages") != major("/channels/456/messages")
+    assert major("/webhooks/900/tok-a/messages/@original") == "/webhooks/900/tok-a"
+    now = [10.0]
+    limits = RateLimits(clock=lambda: now[0], max_sleep_s=0)
+    used_up = {"x-ratelimit-bucket": "h", "x-ratelimit-remaining": "0", "x-ratelimit-reset-after": "5"}
+    limits.after("GET", "/channels/123/messages", 200, used_up)
+    with pytest.raises(RateLimited):
+        limits.before("GET", "/channels/123/messages")
+    limits.before("GET", "/channels/456/messages")  # another channel: at once
+    limits.before("GET", "/guilds/1/channels")
+
+
+def test_a_global_429_stops_every_route_and_429s_and_invalid_requests_are_counted():
+    from engram.discord.limits import RateLimited, RateLimits
+
+    now, counted = [10.0], []
+    limits = RateLimits(clock=lambda: now[0], max_sleep_s=0, on_count=counted.append)
+    limits.after("GET", "/channels/1/messages", 429, {"x-ratelimit-scope": "global"}, retry_after=3)
+    with pytest.raises(RateLimited) as stopped:
+        limits.before("GET", "/guilds/2/roles")
+    assert stopped.value.is_global
+    limits.after("GET", "/channels/1/messages", 429, {"x-ratelimit-scope": "shared"}, retry_after=1)
+    limits.after("GET", "/channels/1/messages", 403, {})
+    assert counted == [
+        "discord429Global",
+        "discordInvalidRequests",
+        "discord429Shared",  # shared 429s do not count toward the ban
+        "discordInvalidRequests",
+    ]
+
+
+def test_the_shared_global_limit_holds_any_second_under_fifty_across_processes():
+    """Two processes' limiters share one count (as in DynamoDB): whatever the interleaving, no one-second span
+    holds more than 50 requests; without the count, each falls back to a small share of its own."""
+    from engram.discord.limits import RateLimits, shared_global
+
+    windows: dict[int, int] = {}
+
+    def take_slot(window, limit, expires):
+        if windows.get(window, 0) >= limit:
+            return False
+        windows[window] = windows.get(window, 0) + 1
+        return True
+
+    now, sent = [1000.0], []
+
+    def sleep(s):
+        now[0] += s
+
+    workers = []
+    for _ in range(2):
+        shared = shared_global(take_slot)
+        shared.clock = lambda: now[0]
+        workers.append(RateLimits(clock=lambda: now[0], sleep=sleep, global_limit=shared))
+    for i in range(400):
+        workers[i % 2].before("GET", f"/channels/{i}/messages")
+        sent.append(now[0])
+        now[0] += 0.001
+    busiest = max(sum(1 for t in sent if start <= t < start + 1) for start in sent)
+    assert busiest <= 50 and busiest >= 40
+    assert sent[-1] - sent[0] < 400 / 40 + 1  # paced, not stalled
+
+    def down(window, limit, expires):
+        raise ConnectionError("DynamoDB unreachable")
+
+    alone = shared_global(down)
+    alone.fallback.clock = lambda: now[0]
+    assert alone.admit() is None  # falls back to its own small count

@@ -149,7 +149,8 @@ def test_nothing_outside_the_store_builds_a_key():
 def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_person():
     """Each key builder of `engram.store.keys` is either deleted per user by forget (records, claims,
     tails, consent, backfill, tokens, cursors, export limits, chat settings, carriers) or holds no one's
-    words (counters, settings, bots, channel ids, seen interaction ids, the tombstone itself)."""
+    words (counters, settings, bots, channel ids, seen interaction ids, request counts, the tombstone
+    itself)."""
     from engram.store import keys
 
     builders = {
@@ -185,5 +186,6 @@ def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_pe
         "content_intent",
         "unreadable_pk",
         "recent_pk",
+        "rate_window",  # a count of Discord requests in a fifth of a second
     }
     assert builders == reached | nobody, builders ^ (reached | nobody)

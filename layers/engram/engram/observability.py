@@ -70,6 +70,12 @@ def record_ms(phase: str, ms: float) -> None:
         metrics.add_metric(name=f"{phase}Ms", unit=MetricUnit.Milliseconds, value=round(ms, 2))
 
 
+def count(name: str, value: int = 1) -> None:
+    """Count an event as the metric `name` (429s from Discord, invalid requests)."""
+    if metrics_on():
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+
+
 @contextlib.contextmanager
 def timed(phase: str) -> Iterator[None]:
     """Time a block as the metric `<phase>Ms` (recorded even when the block fails)."""

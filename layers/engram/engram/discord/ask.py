@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 
@@ -151,10 +152,11 @@ class Ask:
         """Post the answer; Discord takes 2,000 characters a message, so the rest go as followups."""
         parts = split_message(answer)
         posted = self.core.reply(job.token, job.issued_at, job.user, parts[0])
+        token = job.token or ""
         for part in parts[1:]:
             try:
-                self.core.client.followup(job.token or "", part)
-            except DiscordError as exc:
+                self.core.deliver(functools.partial(self.core.client.followup, token, part))
+            except (DiscordError, RateLimited) as exc:
                 log.warning("could not send the rest of an answer: %s", exc)
                 break
         return posted

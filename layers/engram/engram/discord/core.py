@@ -4,6 +4,8 @@ page of messages (and watching what was stored for edits and deletions)."""
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 
 import httpx
 
@@ -11,7 +13,7 @@ from ..jobs import JobQueue
 from ..service import ChatMessage, MemoryService
 from ..store import StateStore, now_ms
 from .attachments import Interpreter, SafeFetcher
-from .rest import PERSON_MESSAGE_TYPES, DiscordClient, DiscordError
+from .rest import PERSON_MESSAGE_TYPES, DiscordClient, DiscordError, RateLimited
 from .settings import DiscordSettings
 from .visibility import Visibility
 from .window import WINDOW_DAYS, timestamp_ms
@@ -20,6 +22,7 @@ log = logging.getLogger(__name__)
 TOKEN_LIFETIME_MS = 15 * 60 * 1000  # how long Discord honours an interaction token
 EMPTY_PAGE_SIGN = 5  # this many messages of others, every one empty: the intent is missing
 UNREADABLE_RETRY_S = 3600  # a channel Discord refused is tried again after an hour
+REPLY_WAIT_S = 10.0  # a 429 this short on an answer is waited out in the job
 
 
 class DiscordCore:
@@ -69,14 +72,38 @@ class DiscordCore:
     # ----- replies ------------------------------------------------------------------------------
 
     def reply(self, job_token: str | None, issued_at: int, user: str | None, content: str) -> dict | None:
-        """Edit the deferred response while the token lives; after that, a DM with the bot token."""
+        """Edit the deferred response while the token lives; after that, or when Discord says the token is
+        gone (404, 10015 Unknown Webhook: a cold start past 3 s invalidates it), a DM with the bot token. A
+        short 429 is waited out: an answer is not dropped for it."""
+        if job_token and now_ms() - issued_at < TOKEN_LIFETIME_MS - 30_000:
+            try:
+                return self.deliver(lambda: self.client.edit_original(job_token, content))
+            except DiscordError as exc:
+                if exc.status not in (401, 404):
+                    log.warning("could not deliver a reply: %s", exc)
+                    return None
+                log.warning("the interaction token is gone (%s); answering by DM", exc.status)
+            except RateLimited as exc:
+                log.warning("could not deliver a reply: rate limited for %.1f s", exc.retry_after)
+                return None
+        if not user:
+            return None
         try:
-            if job_token and now_ms() - issued_at < TOKEN_LIFETIME_MS - 30_000:
-                return self.client.edit_original(job_token, content)
-            if user:
-                return self.client.direct_message(user, content)
-        except DiscordError as exc:
+            return self.deliver(lambda: self.client.direct_message(user, content))
+        except (DiscordError, RateLimited) as exc:
             log.warning("could not deliver a reply: %s", exc)
+        return None
+
+    def deliver(self, send: Callable[[], dict | None]) -> dict | None:
+        """Send an answer, waiting out 429s of up to REPLY_WAIT_S (three tries): a job that holds a finished
+        answer should not be retried for it (the answer would come by DM ~18 minutes later)."""
+        for attempt in range(3):
+            try:
+                return send()
+            except RateLimited as exc:
+                if attempt == 2 or exc.retry_after > REPLY_WAIT_S:
+                    raise
+                time.sleep(exc.retry_after)
         return None
 
     def readable_channels(

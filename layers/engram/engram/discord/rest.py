@@ -1,23 +1,16 @@
 """Discord's REST API with the bot token: guilds, channels, message history, interaction webhooks, DMs.
-A 429 becomes RateLimited so the job is delayed on the queue instead of sleeping in Lambda."""
+A 429 becomes RateLimited so the job is delayed on the queue instead of sleeping in Lambda (the limits
+themselves: engram.discord.limits)."""
 
 from __future__ import annotations
 
 import json
-import re
-import threading
-import time
 
 import httpx
 
+from .limits import RateLimited, RateLimits
 
-class RateLimited(Exception):
-    """Discord said 429: try again after `retry_after` seconds."""
-
-    def __init__(self, retry_after: float, is_global: bool = False):
-        super().__init__(f"rate limited for {retry_after}s")
-        self.retry_after = retry_after
-        self.is_global = is_global
+__all__ = ["DiscordClient", "DiscordError", "RateLimited", "RateLimits"]
 
 
 class DiscordError(Exception):
@@ -36,69 +29,6 @@ THREADS = {10, 11, 12}
 # resources/message.mdx, message types a person writes (DEFAULT, REPLY, and the two command kinds); the rest
 # (THREAD_CREATED 18, pins, joins, boosts ...) are system messages, never stored
 PERSON_MESSAGE_TYPES = {0, 19, 20, 23}
-
-
-class RateLimits:
-    """Discord's limits as this process sees them: per-route buckets from the X-RateLimit headers, and
-    the global 50 requests a second. A request that would break one waits when the wait is short (at most
-    `max_sleep_s`: a job listing a thousand channels would otherwise be delayed and start over forever) and
-    otherwise raises RateLimited up front, so the job is delayed on the queue instead of sleeping long (or
-    being refused)."""
-
-    GLOBAL_PER_SECOND = 50
-
-    def __init__(self, clock=time.monotonic, sleep=time.sleep, max_sleep_s: float = 1.0):
-        self.clock = clock
-        self.sleep = sleep
-        self.max_sleep_s = max_sleep_s
-        self._lock = threading.Lock()
-        self._route_bucket: dict[str, str] = {}
-        self._exhausted_until: dict[str, float] = {}
-        self._recent: list[float] = []
-
-    @staticmethod
-    def route(method: str, path: str) -> str:
-        """The route a bucket belongs to: the path with ids kept only for top-level resources."""
-        return f"{method} " + re.sub(r"(?<=/)(\d{5,}|[a-zA-Z0-9_-]{30,})(?=/|$)", ":id", path)
-
-    def before(self, method: str, path: str) -> None:
-        """Wait out a short limit, raise RateLimited for a long one; otherwise count the request."""
-        while True:
-            wait = self._admit(method, path)
-            if wait is None:
-                return
-            self.sleep(wait)
-
-    def _admit(self, method: str, path: str) -> float | None:
-        """None when the request may go now (and it is counted); else how long to wait (or RateLimited)."""
-        now = self.clock()
-        with self._lock:
-            bucket = self._route_bucket.get(self.route(method, path))
-            until = self._exhausted_until.get(bucket or "", 0)
-            if until > now:
-                if until - now <= self.max_sleep_s:
-                    return until - now
-                raise RateLimited(until - now)
-            self._recent = [t for t in self._recent if now - t < 1.0]
-            if len(self._recent) >= self.GLOBAL_PER_SECOND:
-                wait = 1.0 - (now - self._recent[0])
-                if wait <= self.max_sleep_s:
-                    return max(wait, 0.001)
-                raise RateLimited(wait, is_global=True)
-            self._recent.append(now)
-            return None
-
-    def after(self, method: str, path: str, headers) -> None:
-        """Learn the bucket of a route and whether it is used up from the response headers."""
-        bucket = headers.get("x-ratelimit-bucket")
-        if not bucket:
-            return
-        with self._lock:
-            self._route_bucket[self.route(method, path)] = bucket
-            if headers.get("x-ratelimit-remaining") == "0":
-                self._exhausted_until[bucket] = self.clock() + float(
-                    headers.get("x-ratelimit-reset-after") or 1
-                )
 
 
 class DiscordClient:
@@ -126,7 +56,6 @@ class DiscordClient:
         headers = None if auth else {"Authorization": ""}
         self.limits.before(method, path)
         response = self._http.request(method, path, headers=headers, **kwargs)
-        self.limits.after(method, path, response.headers)
         if response.status_code == 429:
             data = (
                 response.json()
@@ -134,7 +63,11 @@ class DiscordClient:
                 else {}
             )
             retry = float(data.get("retry_after") or response.headers.get("retry-after") or 1)
+            self.limits.after(method, path, 429, response.headers, retry)
+            if data.get("global"):
+                self.limits.global_stop(retry)
             raise RateLimited(retry, bool(data.get("global")))
+        self.limits.after(method, path, response.status_code, response.headers)
         if response.status_code >= 400:
             raise DiscordError(response.status_code, response.text)
         return response.json() if response.content else None

@@ -2,20 +2,37 @@
 
 from __future__ import annotations
 
+from ..config import get_settings
 from ..engine import get_engine
+from ..observability import count
 from ..singleton import ProcessSingleton
 from ..store import StateStore
+from .limits import RateLimits, shared_global
 from .memory import DiscordMemory
 from .rest import DiscordClient
 from .settings import DiscordSettings, get_discord_settings
 
 
+def on_lambda() -> bool:
+    return get_settings().runtime.on_lambda
+
+
 def build_discord(settings: DiscordSettings, engine, transport=None, ollama=None) -> DiscordMemory:
     """Discord memory on an engine; tests pass transports to reach their fakes."""
+    state = StateStore()
+    bot = settings.bot
+    # every process holding the bot's token counts toward Discord's one global limit: on Lambda (up to eight
+    # worker functions at once) it is counted in DynamoDB; one local process counts it alone, exactly
+    shared = shared_global(lambda w, n, e: state.take_rate_slot(bot, w, n, e)) if on_lambda() else None
+    limits = RateLimits(global_limit=shared, on_count=count)
     client = DiscordClient(
-        settings.api_base, settings.resolve_bot_token(), settings.application_id, transport=transport
+        settings.api_base,
+        settings.resolve_bot_token(),
+        settings.application_id,
+        transport=transport,
+        limits=limits,
     )
-    return DiscordMemory(settings, engine.service, engine.queue, client, StateStore(), ollama=ollama)
+    return DiscordMemory(settings, engine.service, engine.queue, client, state, ollama=ollama)
 
 
 _discord: ProcessSingleton[DiscordMemory] = ProcessSingleton(

@@ -145,6 +145,12 @@ def unreadable_pk(bot: str) -> str:
     return f"discord#{bot}#unreadable"
 
 
+def rate_window(bot: str, window: int) -> tuple[str, str]:
+    """The Discord requests every process of a bot made in one short window (engram.discord.limits): a
+    partition per window, so the count spreads instead of heating one key."""
+    return f"discord#{bot}#rate#{window}", "n"
+
+
 def seen_interaction(bot: str, interaction_id: str) -> tuple[str, str]:
     return f"discord#{bot}#seen", interaction_id
 

@@ -245,6 +245,17 @@ class StateStore:
         """Move a channel's newest seen id forward (never back)."""
         self.see_channel(bot, channel, newest=message_id)
 
+    def take_rate_slot(self, bot: str, window: int, limit: int, expires_s: int) -> bool:
+        """Count one Discord request in a window shared by every process of the bot: False when the window
+        already holds `limit` (one conditional update; the item expires with the window)."""
+        item = StateItem(*keys.rate_window(bot, window))
+        return attempt(
+            lambda: item.update(
+                actions=[StateItem.tally.add(1), StateItem.expires_at.set(expires_s)],
+                condition=StateItem.tally.does_not_exist() | (StateItem.tally < limit),
+            )
+        )
+
     def note_recent(
         self, bot: str, channel: str, entries: list[tuple[str, int, str, int]], stored_at: int
     ) -> None:
