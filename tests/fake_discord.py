@@ -16,7 +16,20 @@ from tests.support import ServedApp
 APP_ID = "900"
 TOKEN = "bot-token-123"
 ALICE, BOB = "1001", "1002"
+# Discord's ids are snowflakes (reference.mdx, "Snowflakes"): the fake's world uses real-looking ones
+G1 = "1100000000000000001"
+G2 = "1100000000000000002"
+C11 = "1110000000000000011"
+C12 = "1110000000000000012"
+C13 = "1110000000000000013"
+C21 = "1110000000000000021"
+T14 = "1120000000000000014"
 MESSAGES_BUCKET = "41f9a2c8e0d7b6a5"  # Get Channel Messages' bucket hash: the same for every channel
+
+
+def dm_channel(user: str) -> str:
+    """The DM channel the fake opens with a user (Create DM answers a channel of type 1): a snowflake."""
+    return str(1_300_000_000_000_000_000 + int(user))
 
 
 def _user(uid, name, bot=False):
@@ -37,7 +50,7 @@ class FakeDiscord(ServedApp):
         self.routes: list[
             str
         ] = []  # and its route, "GET /channels/{channel}/messages" (counted by the bench)
-        self.rate_limited_once = {"c21"}
+        self.rate_limited_once = {C21}
         # topics/rate-limits.mdx: per-route buckets (a channel's messages are one, keyed by the channel: a
         # "major parameter"), told in X-RateLimit-Limit/-Remaining/-Reset-After/-Bucket on every answer; a
         # request past a used-up bucket gets 429 with retry_after
@@ -61,30 +74,28 @@ class FakeDiscord(ServedApp):
         self.archived: dict[str, dict[str, list[dict]]] = {}
         self.private_threads_forbidden = False
         self.no_history: set[str] = set()  # channels without Read Message History for the bot
-        self.next_id = 10_000_000
+        self.next_id = 1_200_000_000_000_000_000  # message ids: snowflakes, rising with time
         # resources/channel.mdx: `last_message_id` is the last message *sent* ("may not point to an existing
         # or
         # valid message"): a deletion does not move it back, and an edit does not move it at all
         self.last_sent: dict[str, str] = {}
-        self.guilds = [{"id": "g1", "name": "Alpha"}, {"id": "g2", "name": "Beta"}]
+        self.guilds = [{"id": G1, "name": "Alpha"}, {"id": G2, "name": "Beta"}]
         self.channels = {
-            "g1": [
-                {"id": "c11", "type": 0, "name": "general"},
-                {"id": "c12", "type": 0, "name": "secret"},
-                {"id": "c13", "type": 2, "name": "voice"},
+            G1: [
+                {"id": C11, "type": 0, "name": "general"},
+                {"id": C12, "type": 0, "name": "secret"},
+                {"id": C13, "type": 2, "name": "voice"},
             ],
-            "g2": [{"id": "c21", "type": 0, "name": "lobby"}],
+            G2: [{"id": C21, "type": 0, "name": "lobby"}],
         }
-        self.threads = {"g1": [{"id": "t14", "type": 11, "name": "a thread", "parent_id": "c11"}], "g2": []}
+        self.threads = {G1: [{"id": T14, "type": 11, "name": "a thread", "parent_id": C11}], G2: []}
         # topics/permissions.mdx: @everyone is the role whose id is the guild's; permissions are decimal
         # strings
         everyone = str((1 << 10) | (1 << 11) | (1 << 16))  # VIEW_CHANNEL, SEND_MESSAGES, READ_MESSAGE_HISTORY
-        self.roles = {g: [{"id": g, "name": "@everyone", "permissions": everyone}] for g in ("g1", "g2")}
+        self.roles = {g: [{"id": g, "name": "@everyone", "permissions": everyone}] for g in (G1, G2)}
         # (guild, user) -> role ids; Get Guild Member answers 404 (10007 Unknown Member) for anyone else
-        self.members: dict[tuple[str, str], list[str]] = {
-            (g, u): [] for g in ("g1", "g2") for u in (ALICE, BOB)
-        }
-        self.history: dict[str, list[dict]] = {c: [] for c in ("c11", "c12", "t14", "c21")}
+        self.members: dict[tuple[str, str], list[str]] = {(g, u): [] for g in (G1, G2) for u in (ALICE, BOB)}
+        self.history: dict[str, list[dict]] = {c: [] for c in (C11, C12, T14, C21)}
         self._make_history()
         self._routes()
 
@@ -124,29 +135,32 @@ class FakeDiscord(ServedApp):
         alice, bob, other = _user(ALICE, "alice"), _user(BOB, "bob"), _user("77", "otherbot", bot=True)
         me = _user(APP_ID, "engram", bot=True)
         for i in range(120):  # c11: 250 messages -> three pages of 100
-            a = self.add("c11", alice, f"alice message {i} about gardening")
-            self.add(
-                "c11", me, f"bot reply {i} to alice", referenced_message={"id": a["id"], "author": alice}
-            )
+            a = self.add(C11, alice, f"alice message {i} about gardening")
+            self.add(C11, me, f"bot reply {i} to alice", referenced_message={"id": a["id"], "author": alice})
             if i < 5:
-                self.add("c11", bob, f"bob message {i}")
-        self.add("c11", alice, "")  # empty: skipped
+                self.add(C11, bob, f"bob message {i}")
+        self.add(C11, alice, "")  # empty: skipped
         self.add(
-            "c11",
+            C11,
             alice,
             "",
             attachments=[
-                {"id": "a1", "filename": "p.png", "content_type": "image/png", "url": "http://x/p.png"}
+                {
+                    "id": "1400000000000000001",
+                    "filename": "p.png",
+                    "content_type": "image/png",
+                    "url": "http://x/p.png",
+                }
             ],
         )
-        self.add("c11", other, "another bot talking")
+        self.add(C11, other, "another bot talking")
         for i in range(3):
-            self.add("c12", alice, f"alice in a disallowed channel {i}")
+            self.add(C12, alice, f"alice in a disallowed channel {i}")
         for i in range(4):
-            self.add("t14", alice, f"alice in a thread {i} about compost")
+            self.add(T14, alice, f"alice in a thread {i} about compost")
         for i in range(15):
-            self.add("c21", alice, f"alice in Beta {i} about sailing boats")
-            self.add("c21", bob, f"bob in Beta {i}")
+            self.add(C21, alice, f"alice in Beta {i} about sailing boats")
+            self.add(C21, bob, f"bob in Beta {i}")
 
     def find(self, message_id: str) -> dict | None:
         """A message of the history by id."""
@@ -361,12 +375,12 @@ class FakeDiscord(ServedApp):
             return {"id": self._id(), **body}
 
         @app.post("/users/@me/channels")
-        async def dm_channel(request: Request):
-            return {"id": "dm-" + (await request.json())["recipient_id"], "type": 1}
+        async def create_dm(request: Request):
+            return {"id": dm_channel((await request.json())["recipient_id"]), "type": 1}
 
         @app.post("/channels/{channel}/messages")
         async def post(channel: str, request: Request):
-            if channel.startswith("dm-") and channel[3:] in self.closed_dms:
+            if channel in {dm_channel(u) for u in self.closed_dms}:
                 return JSONResponse(
                     {"message": "Cannot send messages to this user", "code": 50007}, status_code=403
                 )

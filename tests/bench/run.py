@@ -278,8 +278,9 @@ def event(body):
 from infra.poller import LambdaContext
 assert json.loads(app.handler(event({"type": 1}), LambdaContext())["body"]) == {"type": 1}
 cold = time.perf_counter() - t0
-command = {"type": 2, "id": "1", "token": "t", "guild_id": "g1", "channel_id": "c1",
-           "member": {"user": {"id": "42"}}, "data": {"name": "memory", "options": [{"name": "status"}]}}
+command = {"type": 2, "id": "1", "token": "t", "guild_id": "1100000000000000001",
+           "channel_id": "1110000000000000001", "member": {"user": {"id": "42"}},
+           "data": {"name": "memory", "options": [{"name": "status"}]}}
 times = []
 for _ in range(20):
     t = time.perf_counter(); app.handler(event(command), LambdaContext()); times.append(time.perf_counter() -
@@ -396,7 +397,7 @@ def bench_backfill(embedder) -> dict:
 
     from engram.discord.settings import DiscordSettings
     from infra.local_stack import LocalStack
-    from tests.fake_discord import ALICE, APP_ID, TOKEN, FakeDiscord
+    from tests.fake_discord import ALICE, APP_ID, C11, C12, C21, T14, TOKEN, FakeDiscord
 
     fake = FakeDiscord().start()
     fake.rate_limited_once = set()
@@ -422,7 +423,7 @@ def bench_backfill(embedder) -> dict:
         ):
             time.sleep(0.05)
         took = time.perf_counter() - t0
-        stored = len(fake.expected_for(ALICE, {"c11", "c12", "t14", "c21"}))
+        stored = len(fake.expected_for(ALICE, {C11, C12, T14, C21}))
         return {"messages stored": stored, "seconds": round(took, 2), "messages/s": round(stored / took, 1)}
     finally:
         stack.stop()

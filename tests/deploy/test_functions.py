@@ -13,7 +13,7 @@ import pytest
 
 from tests.deploy import harness
 from tests.deploy.conftest import DISALLOWED, KEY, PROXY_KEY, UPSTREAM_KEY
-from tests.fake_discord import ALICE
+from tests.fake_discord import ALICE, C21
 
 EVENTS = harness.ROOT / "events"
 
@@ -198,13 +198,13 @@ def test_worker_runs_discord_jobs_from_both_queues_and_starts_while_qdrant_is_do
     finals = [s["content"] for s in discord.sent if "Backfill complete" in s.get("content", "")]
     assert len(finals) == 1, discord.sent
     # catch-up from the schedule: one job per channel whose newest message moved since the backfill read it
-    discord.add("c21", {"id": ALICE, "username": "alice"}, "a message after the backfill")
+    discord.add(C21, {"id": ALICE, "username": "alice"}, "a message after the backfill")
     deployment.sqs.send_message(
         QueueUrl=deployment.queue_url("JobsQueue"), MessageBody='{"kind":"discord","action":"catchup"}'
     )
     reads = len(discord.history_reads)
     deployment.drain("JobsQueue", worker, sizes["JobsQueue"])
-    assert discord.history_reads[reads:] == ["c21"]  # the quiet channels cost no read
+    assert discord.history_reads[reads:] == [C21]  # the quiet channels cost no read
     dead = deployment.receive("JobsDeadLetterQueue")
     assert dead == []
     assert_granted(deployment, "WorkerFunction")

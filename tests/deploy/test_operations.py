@@ -146,6 +146,10 @@ def test_alarms_watch_what_pages_someone(stages):
     assert slow["ExtendedStatistic"] == "p99" and float(slow["Threshold"]) == 2500
     assert watching("5xx", physical("HttpApi"))
     assert watching("Url5xxCount", physical("StreamingProxyFunction"))
+    invalid = watching("discordInvalidRequests", "prod")[0]  # the metric RateLimits counts
+    assert (
+        invalid["Namespace"] == "engram" and invalid["Period"] == 600 and float(invalid["Threshold"]) < 10_000
+    )
     subscriptions = stack.resources("AWS::SNS::Subscription")
     assert [s["Properties"]["Endpoint"] for s in subscriptions.values()] == [{"Ref": "AlarmEmail"}]
 

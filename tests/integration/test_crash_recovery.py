@@ -10,7 +10,7 @@ import httpx
 import pytest
 from nacl.signing import SigningKey
 
-from tests.fake_discord import ALICE, APP_ID, TOKEN, FakeDiscord
+from tests.fake_discord import ALICE, APP_ID, C11, C12, C21, G1, T14, TOKEN, FakeDiscord
 from tests.fake_upstream import FakeUpstream
 from tests.local_process import PROXY_KEY, Stack
 from tests.support import wait_until
@@ -59,7 +59,7 @@ def environment(discord, upstream, extractor) -> dict[str, str]:
         "DISCORD_PUBLIC_KEY": SIGNER.verify_key.encode().hex(),
         "DISCORD_BOT_TOKEN": TOKEN,
         "DISCORD_API_BASE": discord.url,
-        "DISCORD_CHANNELS_DISALLOWED": "c12",
+        "DISCORD_CHANNELS_DISALLOWED": C12,
         "OLLAMA_URL": discord.url,
         "OLLAMA_CHAT_MODEL": "chat",
         "DISCORD_BACKFILL_PAGES_PER_JOB": "1",
@@ -84,8 +84,8 @@ def memory_command(sub: str, user: str, token: str) -> dict:
         "id": f"i-{time.time_ns()}",
         "token": token,
         "application_id": APP_ID,
-        "guild_id": "g1",
-        "channel_id": "c11",
+        "guild_id": G1,
+        "channel_id": C11,
         "member": {"user": {"id": user, "username": "u"}},
         "data": {"name": "memory", "options": [{"type": 1, "name": sub}]},
     }
@@ -167,7 +167,7 @@ def test_a_backfill_in_flight_completes_after_kill_9(launch, fakes):
     crash_while_held(stack, discord, "the remember job")
     stack.start()
     assert stack.replayed() >= 1
-    expected = discord.expected_for(ALICE, {"c11", "t14", "c21"})
+    expected = discord.expected_for(ALICE, {C11, T14, C21})
     assert wait_until(lambda: stored_messages(stack, ALICE) == expected, timeout_s=90)
     # the completion message follows the last stored page: it may still be on its way
     assert wait_until(
@@ -184,9 +184,9 @@ def test_a_catch_up_in_flight_completes_after_kill_9(launch, fakes):
     discord, _, _ = fakes
     stack = launch(environment(*fakes))
     interact(stack, memory_command("remember", ALICE, "tok-remember"))
-    expected = discord.expected_for(ALICE, {"c11", "t14", "c21"})
+    expected = discord.expected_for(ALICE, {C11, T14, C21})
     assert wait_until(lambda: stored_messages(stack, ALICE) == expected, timeout_s=90)
-    new = discord.add("c21", {"id": ALICE, "username": "alice"}, "A new message after the backfill.")
+    new = discord.add(C21, {"id": ALICE, "username": "alice"}, "A new message after the backfill.")
     discord.gate.hold()  # the next catch-up (every 2 s here) reads the channels and waits
     crash_while_held(stack, discord, "the catch-up")
     stack.start()

@@ -11,12 +11,12 @@ from nacl.signing import SigningKey
 from engram.discord.settings import DiscordSettings
 from engram.vectors import Scope
 from infra.local_stack import LocalStack
-from tests.fake_discord import ALICE, APP_ID, BOB, TOKEN, FakeDiscord
+from tests.fake_discord import ALICE, APP_ID, BOB, C11, C12, C21, G1, G2, T14, TOKEN, FakeDiscord, dm_channel
 from tests.integration.conftest import KEY
 from tests.support import wait_until
 
 SIGNER = SigningKey.generate()
-ALLOWED = {"c11", "t14", "c21"}
+ALLOWED = {C11, T14, C21}
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def stack(tmp_path_factory, local_embedder, discord):
         DISCORD_PUBLIC_KEY=SIGNER.verify_key.encode().hex(),
         DISCORD_BOT_TOKEN=TOKEN,
         DISCORD_API_BASE=discord.url,
-        DISCORD_CHANNELS_DISALLOWED="c12",
+        DISCORD_CHANNELS_DISALLOWED=C12,
         OLLAMA_URL=discord.url,
         OLLAMA_CHAT_MODEL="chat",
         DISCORD_BACKFILL_PAGES_PER_JOB="1",
@@ -65,7 +65,7 @@ def interact(stack, body, **kw):
     return httpx.post(f"{stack.url}/discord/interactions", content=raw, headers=headers)
 
 
-def command(name, user, guild="g1", channel="c11", options=None, token="tok"):
+def command(name, user, guild=G1, channel=C11, options=None, token="tok"):
     return {
         "type": 2,
         "id": f"i-{time.time_ns()}",
@@ -154,8 +154,8 @@ def test_ask_recalls_memories_of_the_same_server_only(stack, discord):
         command(
             "ask",
             ALICE,
-            guild="g2",
-            channel="c21",
+            guild=G2,
+            channel=C21,
             options=[{"name": "prompt", "type": 3, "value": "What boats did we talk about?"}],
             token="tok-ask",
         ),
@@ -166,7 +166,7 @@ def test_ask_recalls_memories_of_the_same_server_only(stack, discord):
     system = [m for m in request["messages"] if m["role"] == "system"]
     assert len(system) == 1
     memories = json.loads(system[0]["content"].split("\n", 1)[1])
-    assert memories and all(m["serverId"] == "g2" for m in memories)
+    assert memories and all(m["serverId"] == G2 for m in memories)
     assert request["messages"][-1] == {"role": "user", "content": "What boats did we talk about?"}
     assert any(
         m["role"] == "user" and "bob in Beta" in m["content"] for m in request["messages"]
@@ -186,7 +186,7 @@ def test_export_sends_everything_stored_about_the_user_by_dm_once_per_ten_minute
     assert wait_until(lambda: any(s.get("token") == "tok-export" for s in discord.sent))
     reply = [s["content"] for s in discord.sent if s.get("token") == "tok-export"][-1]
     assert reply.startswith("Sent you a DM") and "one export every 10 minutes" in reply and "8 MB" in reply
-    dm = [s for s in discord.sent if s.get("channel") == f"dm-{ALICE}" and s.get("files")][-1]
+    dm = [s for s in discord.sent if s.get("channel") == dm_channel(ALICE) and s.get("files")][-1]
     upload = dm["files"][0]
     assert upload["filename"] == f"engram-{ALICE}.ndjson" and upload["content_type"] == "application/x-ndjson"
     lines = [json.loads(line) for line in upload["data"].decode().splitlines()]

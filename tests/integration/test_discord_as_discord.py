@@ -13,7 +13,7 @@ import pytest
 
 from engram.discord.settings import DiscordSettings
 from infra.local_stack import LocalStack
-from tests.fake_discord import ALICE, APP_ID, BOB, TOKEN, FakeDiscord
+from tests.fake_discord import ALICE, APP_ID, BOB, C11, C13, C21, G1, G2, TOKEN, FakeDiscord, dm_channel
 from tests.integration.conftest import KEY
 from tests.integration.test_discord import SIGNER, command, interact, memory_cmd, stored_ids
 from tests.support import wait_until
@@ -69,7 +69,7 @@ def test_without_the_message_content_intent_remember_and_status_say_so(stack, di
 
 
 def test_with_the_intent_nothing_is_said_and_system_messages_are_not_stored(stack, discord):
-    thread_created = discord.add("c11", {"id": ALICE, "username": "alice"}, "a thread", type=18)
+    thread_created = discord.add(C11, {"id": ALICE, "username": "alice"}, "a thread", type=18)
     remembered(stack, discord)
     assert not any("intent" in r for r in replies(discord, "tok-remember"))
     assert "intent" not in interact(stack, memory_cmd("status", ALICE)).json()["data"]["content"]
@@ -124,20 +124,23 @@ def test_channels_the_bot_may_not_read_are_recorded_skipped_and_shown(stack, dis
     from engram.jobs import DiscordJob
 
     alice = {"id": ALICE, "username": "alice"}
-    discord.channels["g1"] += [
-        {"id": "c15", "type": 0, "name": "staff"},
-        {"id": "c16", "type": 0, "name": "archive"},
+    discord.channels[G1] += [
+        {"id": "1110000000000000015", "type": 0, "name": "staff"},
+        {"id": "1110000000000000016", "type": 0, "name": "archive"},
     ]
-    discord.history.update({"c15": [], "c16": []})
-    discord.add("c15", alice, "staff only")
-    discord.add("c16", alice, "old news")
-    discord.forbidden.add("c15")
-    discord.no_history.add("c16")
+    discord.history.update({"1110000000000000015": [], "1110000000000000016": []})
+    discord.add("1110000000000000015", alice, "staff only")
+    discord.add("1110000000000000016", alice, "old news")
+    discord.forbidden.add("1110000000000000015")
+    discord.no_history.add("1110000000000000016")
     remembered(stack, discord)
     for _ in range(3):  # three catch-up ticks
         stack.engine.queue.send(DiscordJob(action="catchup"))
         stack.poller.drain()
-    assert discord.history_reads.count("c15") == 1 and discord.history_reads.count("c16") == 1
+    assert (
+        discord.history_reads.count("1110000000000000015") == 1
+        and discord.history_reads.count("1110000000000000016") == 1
+    )
     status = interact(stack, memory_cmd("status", ALICE)).json()["data"]["content"]
     assert "Channels I may not read: 2" in status
     dlq = stack.sqs.get_queue_url(QueueName="engram-JobsDeadLetterQueue")["QueueUrl"]
@@ -151,11 +154,11 @@ def test_channels_the_bot_may_not_read_are_recorded_skipped_and_shown(stack, dis
 
 def test_forget_this_message_removes_one_stored_message_of_its_owner_only(stack, discord):
     remembered(stack, discord)
-    mine = next(m for m in discord.history["c21"] if m["author"]["id"] == ALICE)
+    mine = next(m for m in discord.history[C21] if m["author"]["id"] == ALICE)
     assert mine["id"] in stored_ids(stack, ALICE)
 
     def forget_message(user, token):
-        body = command("Forget this message", user, guild="g2", channel="c21", token=token)
+        body = command("Forget this message", user, guild=G2, channel=C21, token=token)
         body["data"] = {"name": "Forget this message", "type": 3, "target_id": mine["id"]}
         return interact(stack, body)
 
@@ -173,21 +176,25 @@ def test_ask_recalls_only_what_everyone_who_sees_the_answer_may_read(stack, disc
     """#staff is private (@everyone denied, the staff role allowed): an /ask in #general carries nothing of
     it, even asked by staff; an /ask in #staff may."""
     view = 1 << 10
-    discord.roles["g1"].append({"id": "r-staff", "name": "staff", "permissions": "0"})
-    discord.channels["g1"].append(
+    discord.roles[G1].append({"id": "1150000000000000001", "name": "staff", "permissions": "0"})
+    discord.channels[G1].append(
         {
-            "id": "c17",
+            "id": "1110000000000000017",
             "type": 0,
             "name": "staff",
             "permission_overwrites": [
-                {"id": "g1", "type": 0, "allow": "0", "deny": str(view)},
-                {"id": "r-staff", "type": 0, "allow": str(view), "deny": "0"},
+                {"id": G1, "type": 0, "allow": "0", "deny": str(view)},
+                {"id": "1150000000000000001", "type": 0, "allow": str(view), "deny": "0"},
             ],
         }
     )
-    discord.members[("g1", ALICE)] = ["r-staff"]
-    discord.history["c17"] = []
-    discord.add("c17", {"id": ALICE, "username": "alice"}, "the staff gardening rota is secret: Tuesdays")
+    discord.members[(G1, ALICE)] = ["1150000000000000001"]
+    discord.history["1110000000000000017"] = []
+    discord.add(
+        "1110000000000000017",
+        {"id": ALICE, "username": "alice"},
+        "the staff gardening rota is secret: Tuesdays",
+    )
     remembered(stack, discord)
 
     def told(channel, token):
@@ -197,7 +204,7 @@ def test_ask_recalls_only_what_everyone_who_sees_the_answer_may_read(stack, disc
             command(
                 "ask",
                 ALICE,
-                guild="g1",
+                guild=G1,
                 channel=channel,
                 token=token,
                 options=[{"name": "prompt", "type": 3, "value": "What is the gardening rota?"}],
@@ -212,29 +219,38 @@ def test_ask_recalls_only_what_everyone_who_sees_the_answer_may_read(stack, disc
         ]
         return " ".join(system)
 
-    in_general = told("c11", "tok-general")
+    in_general = told(C11, "tok-general")
     assert "gardening" in in_general and "Tuesdays" not in in_general  # memories, but none from #staff
-    assert "Tuesdays" in told("c17", "tok-staff")
+    assert "Tuesdays" in told("1110000000000000017", "tok-staff")
 
 
 def test_archived_threads_forum_posts_and_voice_chat_are_read(stack, discord):
     """Threads archive after inactivity (most thread history is there), forum posts are threads, and voice
     channels have a text chat: a backfill reads them all; private archived threads need Manage Threads."""
     alice = {"id": ALICE, "username": "alice"}
-    discord.channels["g1"].append({"id": "c18", "type": 15, "name": "ideas"})  # a forum
-    for thread in ("t19", "t20", "t22"):
+    discord.channels[G1].append({"id": "1110000000000000018", "type": 15, "name": "ideas"})  # a forum
+    for thread in ("1120000000000000019", "1120000000000000020", "1120000000000000022"):
         discord.history[thread] = []
-    discord.history["c13"] = []
-    post = discord.add("t19", alice, "a forum post about raised beds, archived long ago")
-    old = discord.add("t20", alice, "an archived public thread about seed swaps")
-    hidden = discord.add("t22", alice, "an archived private thread")
-    voice = discord.add("c13", alice, "typed in the voice channel's chat")
+    discord.history[C13] = []
+    post = discord.add("1120000000000000019", alice, "a forum post about raised beds, archived long ago")
+    old = discord.add("1120000000000000020", alice, "an archived public thread about seed swaps")
+    hidden = discord.add("1120000000000000022", alice, "an archived private thread")
+    voice = discord.add(C13, alice, "typed in the voice channel's chat")
     meta = {"archived": True, "archive_timestamp": "2026-10-01T00:00:00+00:00"}
     discord.archived = {
-        "c18": {"public": [{"id": "t19", "type": 11, "parent_id": "c18", "thread_metadata": meta}]},
-        "c11": {
-            "public": [{"id": "t20", "type": 11, "parent_id": "c11", "thread_metadata": meta}],
-            "private": [{"id": "t22", "type": 12, "parent_id": "c11", "thread_metadata": meta}],
+        "1110000000000000018": {
+            "public": [
+                {
+                    "id": "1120000000000000019",
+                    "type": 11,
+                    "parent_id": "1110000000000000018",
+                    "thread_metadata": meta,
+                }
+            ]
+        },
+        C11: {
+            "public": [{"id": "1120000000000000020", "type": 11, "parent_id": C11, "thread_metadata": meta}],
+            "private": [{"id": "1120000000000000022", "type": 12, "parent_id": C11, "thread_metadata": meta}],
         },
     }
     discord.private_threads_forbidden = True
@@ -243,7 +259,7 @@ def test_archived_threads_forum_posts_and_voice_chat_are_read(stack, discord):
     assert {post["id"], old["id"], voice["id"]} <= stored and hidden["id"] not in stored
     # an archived thread's messages keep their channel, so /ask can tell who may read them
     kept = stack.engine.service.by_source(APP_ID, old["id"])
-    assert kept.content["channelId"] == "t20" and kept.content["parentId"] == "c11"
+    assert kept.content["channelId"] == "1120000000000000020" and kept.content["parentId"] == C11
 
 
 def test_a_catch_up_tick_reads_only_channels_with_new_messages(stack, discord):
@@ -260,10 +276,10 @@ def test_a_catch_up_tick_reads_only_channels_with_new_messages(stack, discord):
     before = len(discord.history_reads)
     tick()
     assert discord.history_reads[before:] == []  # nothing moved: nothing read
-    new = discord.add("c21", {"id": ALICE, "username": "alice"}, "something new in the lobby")
+    new = discord.add(C21, {"id": ALICE, "username": "alice"}, "something new in the lobby")
     tick()
     assert wait_until(lambda: new["id"] in stored_ids(stack, ALICE), timeout_s=20)
-    assert discord.history_reads[before:] == ["c21"]
+    assert discord.history_reads[before:] == [C21]
 
 
 def _now() -> str:
@@ -286,9 +302,9 @@ def test_edits_and_deletions_on_discord_reach_memory(stack, discord):
 
     remembered(stack, discord)
     alice = {"id": ALICE, "username": "alice"}
-    moved = discord.add("c21", alice, "I live in Lisbon by the river", timestamp=_now())
-    gone = discord.add("c21", alice, "my locker combination is cobalt-walrus", timestamp=_now())
-    after = discord.add("c21", alice, "and I cycle to the harbour", timestamp=_now())
+    moved = discord.add(C21, alice, "I live in Lisbon by the river", timestamp=_now())
+    gone = discord.add(C21, alice, "my locker combination is cobalt-walrus", timestamp=_now())
+    after = discord.add(C21, alice, "and I cycle to the harbour", timestamp=_now())
     tick(stack)
     assert wait_until(
         lambda: {moved["id"], gone["id"], after["id"]} <= set(stored_ids(stack, ALICE)), timeout_s=20
@@ -298,7 +314,7 @@ def test_edits_and_deletions_on_discord_reach_memory(stack, discord):
     discord.delete(gone["id"])
     reads = len(discord.history_reads)
     tick(stack)  # nothing new was sent: last_message_id did not move, the window is re-read anyway
-    assert "c21" in discord.history_reads[reads:]
+    assert C21 in discord.history_reads[reads:]
     assert wait_until(lambda: gone["id"] not in stored_ids(stack, ALICE), timeout_s=20)
     kept = stack.engine.service.by_source(APP_ID, moved["id"])
     assert kept.text == "I live in Porto now, by the sea" and kept.content["message"] == kept.text
@@ -327,17 +343,19 @@ def test_a_new_channel_is_paged_in_bounded_jobs_and_ask_reads_one_page(stack, di
     rest is paged by catch-up jobs of a few pages each."""
     remembered(stack, discord)
     alice = {"id": ALICE, "username": "alice"}
-    discord.channels["g2"].append({"id": "c23", "type": 0, "name": "new"})
-    discord.history["c23"] = []
-    written = [discord.add("c23", alice, f"alice in the new channel, note {i}") for i in range(430)]
+    discord.channels[G2].append({"id": "1110000000000000023", "type": 0, "name": "new"})
+    discord.history["1110000000000000023"] = []
+    written = [
+        discord.add("1110000000000000023", alice, f"alice in the new channel, note {i}") for i in range(430)
+    ]
     reads = len(discord.history_reads)
     interact(
         stack,
         command(
             "ask",
             ALICE,
-            guild="g2",
-            channel="c23",
+            guild=G2,
+            channel="1110000000000000023",
             token="tok-ask-new",
             options=[{"name": "prompt", "type": 3, "value": "What did I note?"}],
         ),
@@ -345,39 +363,39 @@ def test_a_new_channel_is_paged_in_bounded_jobs_and_ask_reads_one_page(stack, di
     assert wait_until(lambda: replies(discord, "tok-ask-new"), timeout_s=60)
     assert wait_until(lambda: {m["id"] for m in written} <= set(stored_ids(stack, ALICE)), timeout_s=60)
     # /ask: its newest page and the rolling context; then 3.3 more pages in jobs of at most two pages
-    assert discord.history_reads[reads:].count("c23") == 2 + 4
+    assert discord.history_reads[reads:].count("1110000000000000023") == 2 + 4
 
 
 def test_a_backfill_reads_only_the_guilds_the_user_is_in(stack, discord):
     """Get Guild Member answers 404 (10007 Unknown Member) for a guild the user is not in: its channels and
     threads are never listed for that user's backfill."""
-    del discord.members[("g2", ALICE)]
+    del discord.members[(G2, ALICE)]
     reads = len(discord.history_reads)
     remembered(stack, discord)
-    assert "c21" not in discord.history_reads[reads:]
-    assert not {m["id"] for m in discord.history["c21"] if m["author"]["id"] == ALICE} & set(
+    assert C21 not in discord.history_reads[reads:]
+    assert not {m["id"] for m in discord.history[C21] if m["author"]["id"] == ALICE} & set(
         stored_ids(stack, ALICE)
     )
     # nor does a catch-up read a server where no consenting user is, however busy it is
-    discord.add("c21", {"id": BOB, "username": "bob"}, "bob keeps talking in Beta")
+    discord.add(C21, {"id": BOB, "username": "bob"}, "bob keeps talking in Beta")
     reads = len(discord.requests)
     tick(stack)
-    assert not [r for r in discord.requests[reads:] if "/guilds/g2/" in r or "c21" in r]
+    assert not [r for r in discord.requests[reads:] if "/guilds/g2/" in r or C21 in r]
     # she joins Beta: her first /ask there makes it hers, and the catch-up reads it from then on
-    discord.members[("g2", ALICE)] = []
+    discord.members[(G2, ALICE)] = []
     interact(
         stack,
         command(
             "ask",
             ALICE,
-            guild="g2",
-            channel="c21",
+            guild=G2,
+            channel=C21,
             token="tok-ask-beta",
             options=[{"name": "prompt", "type": 3, "value": "Anything about boats?"}],
         ),
     )
     assert wait_until(lambda: replies(discord, "tok-ask-beta"), timeout_s=60)
-    joined = discord.add("c21", {"id": ALICE, "username": "alice"}, "alice now sails in Beta")
+    joined = discord.add(C21, {"id": ALICE, "username": "alice"}, "alice now sails in Beta")
     tick(stack)
     assert wait_until(lambda: joined["id"] in stored_ids(stack, ALICE), timeout_s=20)
 
@@ -387,7 +405,7 @@ def test_a_backfill_keeps_to_the_rate_limit_buckets_discord_announces(stack, dis
     client that reads the headers never earns a 429 (each one counts toward the invalid-request ban)."""
     discord.bucket_limit, discord.bucket_window_s = 2, 1.0
     remembered(stack, discord)
-    assert discord.history_reads.count("c11") >= 3  # three pages of one bucket: it had to wait for a reset
+    assert discord.history_reads.count(C11) >= 3  # three pages of one bucket: it had to wait for a reset
     assert discord.too_many == 0
 
 
@@ -400,37 +418,47 @@ def test_ask_keeps_private_threads_age_restricted_and_voice_words_and_decides_an
     @Member (in no overwrite) sees the server and @Restricted is denied #serious."""
     alice = {"id": ALICE, "username": "alice"}
     view, history, connect = 1 << 10, 1 << 16, 1 << 20
-    discord.threads["g1"].append({"id": "t30", "type": 12, "name": "mods", "parent_id": "c11"})
-    discord.channels["g1"] += [
-        {"id": "c31", "type": 0, "name": "after-dark", "nsfw": True},
+    discord.threads[G1].append({"id": "1120000000000000030", "type": 12, "name": "mods", "parent_id": C11})
+    discord.channels[G1] += [
+        {"id": "1110000000000000031", "type": 0, "name": "after-dark", "nsfw": True},
         {
-            "id": "c32",
+            "id": "1110000000000000032",
             "type": 2,
             "name": "locked voice",
-            "permission_overwrites": [{"id": "g1", "type": 0, "allow": "0", "deny": str(connect)}],
+            "permission_overwrites": [{"id": G1, "type": 0, "allow": "0", "deny": str(connect)}],
         },
     ]
-    discord.roles["g2"] = [
-        {"id": "g2", "name": "@everyone", "permissions": "0"},
-        {"id": "r-member", "name": "Member", "permissions": str(view | history | (1 << 11))},
-        {"id": "r-restricted", "name": "Restricted", "permissions": "0"},
-        *({"id": f"r-{i}", "name": f"role {i}", "permissions": "0"} for i in range(42)),
+    discord.roles[G2] = [
+        {"id": G2, "name": "@everyone", "permissions": "0"},
+        {"id": "1150000000000000002", "name": "Member", "permissions": str(view | history | (1 << 11))},
+        {"id": "1150000000000000003", "name": "Restricted", "permissions": "0"},
+        *(
+            {"id": str(1_160_000_000_000_000_000 + i), "name": f"role {i}", "permissions": "0"}
+            for i in range(42)
+        ),
     ]
-    discord.channels["g2"].append(
+    discord.channels[G2].append(
         {
-            "id": "c33",
+            "id": "1110000000000000033",
             "type": 0,
             "name": "serious",
-            "permission_overwrites": [{"id": "r-restricted", "type": 0, "allow": "0", "deny": str(view)}],
+            "permission_overwrites": [
+                {"id": "1150000000000000003", "type": 0, "allow": "0", "deny": str(view)}
+            ],
         }
     )
-    discord.members[("g2", ALICE)] = ["r-member"]
-    words = {"t30": "PRIVATE-FERN", "c31": "NIGHT-OWL", "c32": "QUIET-BELL", "c33": "SERIOUS-OAK"}
+    discord.members[(G2, ALICE)] = ["1150000000000000002"]
+    words = {
+        "1120000000000000030": "PRIVATE-FERN",
+        "1110000000000000031": "NIGHT-OWL",
+        "1110000000000000032": "QUIET-BELL",
+        "1110000000000000033": "SERIOUS-OAK",
+    }
     for channel, word in words.items():
         discord.history[channel] = []
         discord.add(channel, alice, f"the codeword is {word}")
     remembered(stack, discord)
-    assert len(discord.roles["g2"]) == 45
+    assert len(discord.roles[G2]) == 45
 
     def told(guild, channel, token, channel_payload=None):
         asked = len(discord.chat_requests)
@@ -453,13 +481,19 @@ def test_ask_keeps_private_threads_age_restricted_and_voice_words_and_decides_an
             if m["role"] == "system"
         )
 
-    in_general = told("g1", "c11", "tok-general", {"id": "c11", "type": 0})
+    in_general = told(G1, C11, "tok-general", {"id": C11, "type": 0})
     assert not [w for w in ("PRIVATE-FERN", "NIGHT-OWL", "QUIET-BELL") if w in in_general]
-    assert "PRIVATE-FERN" in told("g1", "t30", "tok-thread", {"id": "t30", "type": 12, "parent_id": "c11"})
-    assert "NIGHT-OWL" in told("g1", "c31", "tok-adults", {"id": "c31", "type": 0, "nsfw": True})
-    in_lobby = told("g2", "c21", "tok-lobby", {"id": "c21", "type": 0})
+    assert "PRIVATE-FERN" in told(
+        G1, "1120000000000000030", "tok-thread", {"id": "1120000000000000030", "type": 12, "parent_id": C11}
+    )
+    assert "NIGHT-OWL" in told(
+        G1, "1110000000000000031", "tok-adults", {"id": "1110000000000000031", "type": 0, "nsfw": True}
+    )
+    in_lobby = told(G2, C21, "tok-lobby", {"id": C21, "type": 0})
     assert "SERIOUS-OAK" not in in_lobby
-    assert "SERIOUS-OAK" in told("g2", "c33", "tok-serious", {"id": "c33", "type": 0})
+    assert "SERIOUS-OAK" in told(
+        G2, "1110000000000000033", "tok-serious", {"id": "1110000000000000033", "type": 0}
+    )
 
 
 def test_an_answer_that_meets_a_429_still_comes_and_a_dead_token_answers_by_dm(stack, discord):
@@ -478,10 +512,12 @@ def test_an_answer_that_meets_a_429_still_comes_and_a_dead_token_answers_by_dm(s
     )
     assert wait_until(lambda: replies(discord, "tok-limited"), timeout_s=60)
     assert replies(discord, "tok-limited") == [discord.answer]
-    assert not [s for s in discord.sent if s.get("channel") == f"dm-{ALICE}"]
+    assert not [s for s in discord.sent if s.get("channel") == dm_channel(ALICE)]
     discord.dead_tokens.add("tok-dead")
     interact(stack, memory_cmd("remember", ALICE, token="tok-dead"))
     assert wait_until(
-        lambda: [s for s in discord.sent if s.get("channel") == f"dm-{ALICE}" and "Backfill" in s["content"]],
+        lambda: [
+            s for s in discord.sent if s.get("channel") == dm_channel(ALICE) and "Backfill" in s["content"]
+        ],
         timeout_s=60,
     )

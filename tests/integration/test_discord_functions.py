@@ -62,8 +62,8 @@ def test_interactions_function_on_the_sample_events(interactions, aws):
         for m in aws["sqs"].receive_message(QueueUrl=aws["queue_url"], MaxNumberOfMessages=10)["Messages"]
     ]
     assert [(j["action"], j["user"], j["guild"]) for j in queued] == [
-        ("remember", "1001", "g1"),
-        ("ask", "1001", "g1"),
+        ("remember", "1001", "1100000000000000001"),
+        ("ask", "1001", "1100000000000000001"),
     ]
     assert (
         queued[1]["prompt"] == "What did we plant last spring?" and queued[1]["token"] == "interaction-token"

@@ -15,7 +15,7 @@ import pytest
 
 from infra.aws_template import create_tables
 from infra.local_dynamodb import LocalDynamoDB
-from tests.fake_discord import TOKEN, FakeDiscord
+from tests.fake_discord import C12, TOKEN, FakeDiscord
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = {"MemoriesTable": "rl-memories", "StateTable": "rl-state"}
@@ -27,6 +27,7 @@ from engram.config import Settings
 from engram.discord.limits import RateLimits, shared_global
 from engram.discord.rest import DiscordClient
 from engram.store import StateStore, bind_tables
+from tests.fake_discord import C11, C12, C21, T14
 
 endpoint, api, token, n = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 bind_tables(Settings(memories_table="rl-memories", state_table="rl-state", dynamodb_endpoint=endpoint))
@@ -37,7 +38,7 @@ client = DiscordClient(api, token, "900", limits=limits)
 print("ready", flush=True)
 sys.stdin.readline()  # both start together
 for i in range(n):
-    client.messages(("c11", "c12", "t14", "c21")[i % 4], limit=1)
+    client.messages((C11, C12, T14, C21)[i % 4], limit=1)
 """
 
 
@@ -104,6 +105,6 @@ def test_one_channels_used_up_bucket_delays_no_other_channel(discord):
         client.messages(busy, limit=1)
     started = time.monotonic()
     client.messages(quiet, limit=1)  # ... another channel of the same bucket hash goes at once
-    client.messages("c12", limit=1)
+    client.messages(C12, limit=1)
     assert time.monotonic() - started < 1.0
     assert discord.too_many == 0

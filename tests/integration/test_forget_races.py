@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from engram.jobs import BackfillJob, DiscordJob, ExtractJob, IndexJob
-from tests.fake_discord import ALICE, APP_ID, FakeDiscord
+from tests.fake_discord import ALICE, APP_ID, C21, G2, FakeDiscord
 from tests.fake_upstream import FakeUpstream
 from tests.integration.test_crash_recovery import environment, interact, memory_command
 from tests.local_process import PROXY_KEY, Stack, free_port
@@ -139,13 +139,13 @@ def test_a_backfill_link_and_a_catch_up_made_before_the_forget_store_nothing_aft
     remembered(stack, discord)
     forget(stack, APP_ID, ALICE)
     assert discord_messages(stack) == []
-    discord.add("c21", {"id": ALICE, "username": "alice"}, "written just after the forget")
+    discord.add(C21, {"id": ALICE, "username": "alice"}, "written just after the forget")
     send_job(
         stack,
-        BackfillJob(user=ALICE, guild="g2", channel="c21", run="the-run-before", step=0, origin=1),
+        BackfillJob(user=ALICE, guild=G2, channel=C21, run="the-run-before", step=0, origin=1),
         "JobsQueue",
     )
-    send_job(stack, DiscordJob(action="catchup", guild="g2", channel="c21", issued_at=1), "JobsQueue")
+    send_job(stack, DiscordJob(action="catchup", guild=G2, channel=C21, issued_at=1), "JobsQueue")
     stack.settle()  # every job that was queued has run: anything that would come back has by then
     assert discord_messages(stack) == []
 
@@ -153,7 +153,7 @@ def test_a_backfill_link_and_a_catch_up_made_before_the_forget_store_nothing_aft
 def test_a_catch_up_in_flight_stores_nothing_after_the_forget(stack, fakes):
     discord = fakes[0]
     remembered(stack, discord)
-    discord.add("c21", {"id": ALICE, "username": "alice"}, "a new message the catch-up will read")
+    discord.add(C21, {"id": ALICE, "username": "alice"}, "a new message the catch-up will read")
     discord.gate.hold()  # the next catch-up tick (every 2 s) waits on Discord
     held(discord, "the catch-up")
     forget(stack, APP_ID, ALICE)

@@ -16,7 +16,7 @@ import pytest
 
 from engram.words import term_index, terms
 from infra.local_dynamodb import LocalDynamoDB
-from tests.fake_discord import ALICE, APP_ID, BOB, FakeDiscord
+from tests.fake_discord import ALICE, APP_ID, BOB, C21, G2, FakeDiscord
 from tests.fake_upstream import FakeUpstream
 from tests.integration.test_crash_recovery import environment, interact, memory_command
 from tests.local_process import PROXY_KEY, Stack, free_port
@@ -54,7 +54,7 @@ def turn(stack: Stack, user: str, text: str, conversation: str = "conv-1") -> ht
 def ask(stack: Stack, user: str, prompt: str, token: str) -> httpx.Response:
     body = memory_command("remember", user, token)
     body["data"] = {"name": "ask", "options": [{"type": 3, "name": "prompt", "value": prompt}]}
-    body["channel_id"], body["guild_id"] = "c21", "g2"
+    body["channel_id"], body["guild_id"] = C21, G2
     return interact(stack, body)
 
 
@@ -93,9 +93,9 @@ def fakes():
     discord, upstream, extractor = FakeDiscord().start(), FakeUpstream().start(), FakeUpstream().start()
     # Alice says something with a canary in Beta; Bob answers right after (his reply's context quotes her)
     alice, bob = {"id": ALICE, "username": "alice"}, {"id": BOB, "username": "bob"}
-    discord.add("c21", alice, f"My locker code is {CANARIES['discord backfill']}, don't tell anyone")
-    discord.add("c21", alice, f"and the spare one is {CANARIES['discord reply context']}")
-    discord.add("c21", bob, "noted, I will keep it to myself")
+    discord.add(C21, alice, f"My locker code is {CANARIES['discord backfill']}, don't tell anyone")
+    discord.add(C21, alice, f"and the spare one is {CANARIES['discord reply context']}")
+    discord.add(C21, bob, "noted, I will keep it to myself")
     yield discord, upstream, extractor
     for fake in (discord, upstream, extractor):
         fake.gate.release()
@@ -242,7 +242,7 @@ def test_discord_says_the_user_is_off_and_stores_nothing_new(forgotten, fakes):
     discord = fakes[0]
     status = interact(stack, memory_command("status", ALICE, "tok-status")).json()["data"]["content"]
     assert "off for you" in status
-    new = discord.add("c21", {"id": ALICE, "username": "alice"}, "a message after the forget")
+    new = discord.add(C21, {"id": ALICE, "username": "alice"}, "a message after the forget")
     catch_up_ticks(stack, discord)
     listed = stack.api.get(f"/v1/bots/{APP_ID}/memories", params={"kind": "message", "userId": ALICE}).json()
     assert listed["memories"] == [] and new["id"] not in json.dumps(listed)
