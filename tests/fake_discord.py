@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from tests import fake_discord_shapes as shapes
 from tests.support import ServedApp
 
 APP_ID = "900"
@@ -24,6 +25,8 @@ C12 = "1110000000000000012"
 C13 = "1110000000000000013"
 C21 = "1110000000000000021"
 T14 = "1120000000000000014"
+# what the fake serves that is not Discord's API (web pages, images, a fake Ollama)
+NOT_DISCORD = {"/page", "/to-metadata", "/big", "/cat.png", "/api/embed", "/api/chat"}
 MESSAGES_BUCKET = "41f9a2c8e0d7b6a5"  # Get Channel Messages' bucket hash: the same for every channel
 
 
@@ -40,13 +43,18 @@ class FakeDiscord(ServedApp):
     """History is made up front; `.sent` holds every webhook edit, followup and DM."""
 
     def __init__(self):
-        self.app = FastAPI()
+        self.app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)  # only what Discord serves
         self.sent: list[dict] = []
         self.chat_requests: list[dict] = []
         self.embed_requests: list[dict] = []
         self.history_reads: list[str] = []
         self.requests: list[str] = []  # every request, "GET /channels/c11/messages"
         self.arrivals: list[float] = []  # when each request arrived (time.monotonic)
+        self.check_spec = (
+            True  # every answer checked against Discord's OpenAPI document (tests/discord_spec.py)
+        )
+        self.spec_problems: list[str] = []  # answers that do not match it
+        self.spec_checked: set[tuple[str, str, int]] = set()
         self.routes: list[
             str
         ] = []  # and its route, "GET /channels/{channel}/messages" (counted by the bench)
@@ -202,6 +210,44 @@ class FakeDiscord(ServedApp):
             return list(reversed(items[:limit]))
         return list(reversed(items[-limit:])) if items else []
 
+    def _posted(self, channel: str, body: dict, files: list[dict] | None = None) -> dict:
+        """The message Discord answers a post with: the app's own, its content and its uploads."""
+        return shapes.message(
+            {
+                "id": self._id(),
+                "channel_id": channel,
+                "content": body.get("content", ""),
+                "flags": int(body.get("flags") or 0),
+                "author": _user(APP_ID, "engram", bot=True),
+                "attachments": [
+                    {"id": self._id(), "filename": f["filename"], "url": "https://cdn.discord.test/x"}
+                    for f in files or []
+                ],
+            }
+        )
+
+    def stop(self) -> None:
+        """Stop serving; every answer it gave must have been Discord's (a test using the fake fails here
+        otherwise, naming what was not)."""
+        super().stop()
+        if self.check_spec and self.spec_problems:
+            shown = "\n".join(dict.fromkeys(self.spec_problems))
+            raise AssertionError(f"the fake Discord answered outside Discord's OpenAPI document:\n{shown}")
+
+    async def _checked(self, request: Request, response):
+        """Check an answer against Discord's OpenAPI document (tests/discord_spec.py); what does not match
+        is kept in `spec_problems` (a test asserts there is none) and the answer goes out as it is."""
+        from tests.discord_spec import problems
+
+        body = b"".join([chunk async for chunk in response.body_iterator])
+        data = json.loads(body) if body and "json" in response.headers.get("content-type", "") else None
+        found = problems(request.method, request.url.path, response.status_code, data)
+        self.spec_problems += found
+        self.spec_checked.add((request.method, request.url.path.split("/")[1], response.status_code))
+        return Response(
+            body, status_code=response.status_code, headers=dict(response.headers), media_type=None
+        )
+
     def _routes(self):
         app = self.app
 
@@ -212,17 +258,20 @@ class FakeDiscord(ServedApp):
             route = request.scope.get("route")
             self.requests.append(f"{request.method} {request.url.path}")
             self.routes.append(f"{request.method} {getattr(route, 'path', request.url.path)}")
-            return response
+            if request.url.path in NOT_DISCORD or not self.check_spec:
+                return response
+            return await self._checked(request, response)
 
         def bot_auth(request: Request):
             return request.headers.get("authorization") == f"Bot {TOKEN}"
 
         @app.get("/applications/@me")
         async def application(request: Request):
-            # flags (resources/application.mdx): GATEWAY_MESSAGE_CONTENT 1 << 19, _LIMITED 1 << 18
+            # flags (resources/application.mdx): GATEWAY_MESSAGE_CONTENT 1 << 18, _LIMITED 1 << 19 (an app in
+            # fewer than 100 servers, as a test bot is)
             if not bot_auth(request):
-                return JSONResponse({"message": "401: Unauthorized"}, status_code=401)
-            return {"id": APP_ID, "name": "engram", "flags": (1 << 19) if self.content_intent else 0}
+                return JSONResponse({"message": "401: Unauthorized", "code": 0}, status_code=401)
+            return shapes.application(APP_ID, (1 << 19) if self.content_intent else 0)
 
         def as_seen(message: dict) -> dict:
             """A message as the app is given it: without the intent, others' messages lose their content."""
@@ -235,52 +284,66 @@ class FakeDiscord(ServedApp):
         @app.get("/users/@me/guilds")
         async def guilds(request: Request):
             if not bot_auth(request):
-                return JSONResponse({"message": "401: Unauthorized"}, status_code=401)
+                return JSONResponse({"message": "401: Unauthorized", "code": 0}, status_code=401)
             if self.fail_guilds > 0:
                 self.fail_guilds -= 1
                 return JSONResponse({"message": "500: Internal Server Error", "code": 0}, status_code=500)
-            return self.guilds
+            return [shapes.my_guild(g) for g in self.guilds]
 
         @app.get("/guilds/{guild}/channels")
         async def channels(guild: str, request: Request):
             # every channel is listed, whatever the bot may see in it; each carries its newest message id
             # (resources/channel.mdx, `last_message_id`)
             if not bot_auth(request):
-                return JSONResponse({}, status_code=401)
-            return [{**c, "last_message_id": self.last_sent.get(c["id"])} for c in self.channels[guild]]
+                return JSONResponse({"message": "401: Unauthorized", "code": 0}, status_code=401)
+            return [
+                shapes.guild_channel({**c, "last_message_id": self.last_sent.get(c["id"])}, guild, i)
+                for i, c in enumerate(self.channels[guild])
+            ]
 
         @app.get("/guilds/{guild}/roles")
         async def roles(guild: str, request: Request):
-            return self.roles[guild] if bot_auth(request) else JSONResponse({}, status_code=401)
+            if not bot_auth(request):
+                return JSONResponse({"message": "401: Unauthorized", "code": 0}, status_code=401)
+            return [shapes.role(r, i) for i, r in enumerate(self.roles[guild])]
 
         @app.get("/guilds/{guild}/members/{user}")
         async def member(guild: str, user: str, request: Request):
             if not bot_auth(request):
-                return JSONResponse({}, status_code=401)
+                return JSONResponse({"message": "401: Unauthorized", "code": 0}, status_code=401)
             if (guild, user) not in self.members:
                 return JSONResponse({"message": "Unknown Member", "code": 10007}, status_code=404)
-            return {"user": {"id": user}, "roles": self.members[(guild, user)]}
+            return shapes.member(user, self.members[(guild, user)])
 
         @app.get("/channels/{channel}/threads/archived/{kind}")
         async def archived(
             channel: str, kind: str, request: Request, limit: int = 50, before: str | None = None
         ):
             if not bot_auth(request):
-                return JSONResponse({}, status_code=401)
+                return JSONResponse({"message": "401: Unauthorized", "code": 0}, status_code=401)
             if kind == "private" and self.private_threads_forbidden:
                 return JSONResponse({"message": "Missing Permissions", "code": 50013}, status_code=403)
             threads = self.archived.get(channel, {}).get(kind, [])
             if before:
                 threads = [t for t in threads if t["thread_metadata"]["archive_timestamp"] < before]
-            return {"threads": threads[:limit], "members": [], "has_more": len(threads) > limit}
+            guild = next((g for g, cs in self.channels.items() if any(c["id"] == channel for c in cs)), "0")
+            return {
+                "threads": [shapes.thread(t, guild) for t in threads[:limit]],
+                "members": [],
+                "has_more": len(threads) > limit,
+            }
 
         @app.get("/guilds/{guild}/threads/active")
-        async def threads(guild: str):
+        async def threads(guild: str, request: Request):
+            if not bot_auth(request):
+                return JSONResponse({"message": "401: Unauthorized", "code": 0}, status_code=401)
             return {
                 "threads": [
-                    {**t, "last_message_id": self.last_sent.get(t["id"])} for t in self.threads[guild]
+                    shapes.thread({**t, "last_message_id": self.last_sent.get(t["id"])}, guild)
+                    for t in self.threads[guild]
                 ],
                 "members": [],
+                "has_more": False,
             }
 
         @app.get("/channels/{channel}/messages")
@@ -292,7 +355,7 @@ class FakeDiscord(ServedApp):
             after: str | None = None,
         ):
             if not bot_auth(request):
-                return JSONResponse({}, status_code=401)
+                return JSONResponse({"message": "401: Unauthorized", "code": 0}, status_code=401)
             self.history_reads.append(channel)
             # topics/permissions.mdx: without VIEW_CHANNEL a channel's messages answer 403 (50001 Missing
             # Access); without READ_MESSAGE_HISTORY they answer 200 with an empty list
@@ -308,6 +371,7 @@ class FakeDiscord(ServedApp):
                 return JSONResponse(
                     {
                         "message": "You are being rate limited.",
+                        "code": 0,
                         "retry_after": round(wait, 3),
                         "global": False,
                     },
@@ -322,12 +386,17 @@ class FakeDiscord(ServedApp):
             if channel in self.rate_limited_once:
                 self.rate_limited_once.discard(channel)
                 return JSONResponse(
-                    {"message": "You are being rate limited.", "retry_after": 0.2, "global": False},
+                    {
+                        "message": "You are being rate limited.",
+                        "code": 0,
+                        "retry_after": 0.2,
+                        "global": False,
+                    },
                     status_code=429,
                 )
             items = self.history.get(channel, [])
             page = self._page(items, before, after, limit)
-            return JSONResponse([as_seen(m) for m in page], headers=limits)
+            return JSONResponse([shapes.message(as_seen(m)) for m in page], headers=limits)
 
         def webhook_refusal(token: str) -> JSONResponse | None:
             """topics/rate-limits.mdx: a webhook route has its own bucket and can answer 429 with retry_after;
@@ -338,7 +407,12 @@ class FakeDiscord(ServedApp):
             if token in self.webhook_429_once:
                 self.webhook_429_once.discard(token)
                 return JSONResponse(
-                    {"message": "You are being rate limited.", "retry_after": 0.4, "global": False},
+                    {
+                        "message": "You are being rate limited.",
+                        "code": 0,
+                        "retry_after": 0.4,
+                        "global": False,
+                    },
                     status_code=429,
                     headers={
                         "x-ratelimit-limit": "5",
@@ -357,11 +431,7 @@ class FakeDiscord(ServedApp):
             if refused is not None:
                 return refused
             body = await request.json()
-            message = {
-                "id": self._id(),
-                "content": body["content"],
-                "author": _user(APP_ID, "engram", bot=True),
-            }
+            message = self._posted("0", body)
             self.sent.append({"kind": "edit", "token": token, **body, "id": message["id"]})
             return message
 
@@ -372,11 +442,12 @@ class FakeDiscord(ServedApp):
                 return refused
             body = await request.json()
             self.sent.append({"kind": "followup", "token": token, **body})
-            return {"id": self._id(), **body}
+            return self._posted("0", body)
 
         @app.post("/users/@me/channels")
         async def create_dm(request: Request):
-            return {"id": dm_channel((await request.json())["recipient_id"]), "type": 1}
+            recipient = (await request.json())["recipient_id"]
+            return shapes.dm(dm_channel(recipient), recipient)
 
         @app.post("/channels/{channel}/messages")
         async def post(channel: str, request: Request):
@@ -396,10 +467,10 @@ class FakeDiscord(ServedApp):
                     }
                 ]
                 self.sent.append({"kind": "channel", "channel": channel, "files": files, **body})
-                return {"id": self._id(), **body}
+                return self._posted(channel, body, files)
             body = await request.json()
             self.sent.append({"kind": "channel", "channel": channel, **body})
-            return {"id": self._id(), **body}
+            return self._posted(channel, body)
 
         @app.get("/page")
         async def page():

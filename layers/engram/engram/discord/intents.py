@@ -2,8 +2,9 @@
 a bot everyone's messages with empty content, attachments and embeds (developers/events/gateway.mdx,
 "Message Content Intent"). No imports: the lean interactions function reads it for /memory status."""
 
-# resources/application.mdx, application flags: the intent for verified apps, and for the rest
-GATEWAY_MESSAGE_CONTENT, GATEWAY_MESSAGE_CONTENT_LIMITED = 1 << 19, 1 << 18
+# resources/application.mdx, application flags: the intent for apps in 100 or more servers (verified), and
+# the one for apps in fewer
+GATEWAY_MESSAGE_CONTENT, GATEWAY_MESSAGE_CONTENT_LIMITED = 1 << 18, 1 << 19
 
 INTENT_OFF = (
     "⚠ I can't read message text: the bot's Message Content intent is off, so Discord gives me "
