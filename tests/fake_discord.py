@@ -50,9 +50,9 @@ class FakeDiscord(ServedApp):
         self.history_reads: list[str] = []
         self.requests: list[str] = []  # every request, "GET /channels/c11/messages"
         self.arrivals: list[float] = []  # when each request arrived (time.monotonic)
-        self.check_spec = (
-            True  # every answer checked against Discord's OpenAPI document (tests/discord_spec.py)
-        )
+        # every answer checked against Discord's OpenAPI document (tests/discord_spec.py)
+        self.check_spec = True
+        self.forbidden_answers = 0  # 403s earned (each counts toward Discord's invalid-request limit)
         self.spec_problems: list[str] = []  # answers that do not match it
         self.spec_checked: set[tuple[str, str, int]] = set()
         self.routes: list[
@@ -102,7 +102,10 @@ class FakeDiscord(ServedApp):
         everyone = str((1 << 10) | (1 << 11) | (1 << 16))  # VIEW_CHANNEL, SEND_MESSAGES, READ_MESSAGE_HISTORY
         self.roles = {g: [{"id": g, "name": "@everyone", "permissions": everyone}] for g in (G1, G2)}
         # (guild, user) -> role ids; Get Guild Member answers 404 (10007 Unknown Member) for anyone else
-        self.members: dict[tuple[str, str], list[str]] = {(g, u): [] for g in (G1, G2) for u in (ALICE, BOB)}
+        # the bot is a member too (its user id is the application's), with no role of its own
+        self.members: dict[tuple[str, str], list[str]] = {
+            (g, u): [] for g in (G1, G2) for u in (ALICE, BOB, APP_ID)
+        }
         self.history: dict[str, list[dict]] = {c: [] for c in (C11, C12, T14, C21)}
         self._make_history()
         self._routes()
@@ -209,6 +212,18 @@ class FakeDiscord(ServedApp):
             items = [m for m in items if int(m["id"]) > int(after)]
             return list(reversed(items[:limit]))
         return list(reversed(items[-limit:])) if items else []
+
+    def _bot_may_manage_threads(self, channel: str) -> bool:
+        """Whether the bot's roles grant Manage Threads in the guild of a channel (no overwrite grants it)."""
+        guild = next((g for g, cs in self.channels.items() if any(c["id"] == channel for c in cs)), None)
+        if guild is None:
+            return False
+        held = {guild, *self.members.get((guild, APP_ID), [])}
+        perms = 0
+        for r in self.roles.get(guild, []):
+            if r["id"] in held:
+                perms |= int(r.get("permissions") or 0)
+        return bool(perms & ((1 << 34) | (1 << 3)))
 
     def _posted(self, channel: str, body: dict, files: list[dict] | None = None) -> dict:
         """The message Discord answers a post with: the app's own, its content and its uploads."""
@@ -321,7 +336,10 @@ class FakeDiscord(ServedApp):
         ):
             if not bot_auth(request):
                 return JSONResponse({"message": "401: Unauthorized", "code": 0}, status_code=401)
-            if kind == "private" and self.private_threads_forbidden:
+            if kind == "private" and (
+                self.private_threads_forbidden or not self._bot_may_manage_threads(channel)
+            ):
+                self.forbidden_answers += 1
                 return JSONResponse({"message": "Missing Permissions", "code": 50013}, status_code=403)
             threads = self.archived.get(channel, {}).get(kind, [])
             if before:

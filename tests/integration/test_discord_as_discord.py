@@ -13,7 +13,7 @@ import pytest
 
 from engram.discord.settings import DiscordSettings
 from infra.local_stack import LocalStack
-from tests.fake_discord import ALICE, APP_ID, BOB, C11, C13, C21, G1, G2, TOKEN, FakeDiscord, dm_channel
+from tests.fake_discord import ALICE, APP_ID, BOB, C11, C12, C13, C21, G1, G2, TOKEN, FakeDiscord, dm_channel
 from tests.integration.conftest import KEY
 from tests.integration.test_discord import SIGNER, command, interact, memory_cmd, stored_ids
 from tests.support import wait_until
@@ -253,10 +253,12 @@ def test_archived_threads_forum_posts_and_voice_chat_are_read(stack, discord):
             "private": [{"id": "1120000000000000022", "type": 12, "parent_id": C11, "thread_metadata": meta}],
         },
     }
-    discord.private_threads_forbidden = True
     remembered(stack, discord)
     stored = set(stored_ids(stack, ALICE))
     assert {post["id"], old["id"], voice["id"]} <= stored and hidden["id"] not in stored
+    # the bot may not manage threads (its roles say so): the private listing is never asked, no 403 earned
+    assert not [r for r in discord.requests if r.endswith("/threads/archived/private")]
+    assert discord.forbidden_answers == 0
     # an archived thread's messages keep their channel, so /ask can tell who may read them
     kept = stack.engine.service.by_source(APP_ID, old["id"])
     assert kept.content["channelId"] == "1120000000000000020" and kept.content["parentId"] == C11
@@ -521,3 +523,22 @@ def test_an_answer_that_meets_a_429_still_comes_and_a_dead_token_answers_by_dm(s
         ],
         timeout_s=60,
     )
+
+
+def test_ask_where_the_bot_may_not_read_makes_no_read_discord_would_refuse(stack, discord):
+    """The interaction carries `app_permissions`, the bot's own in the channel: without View Channel and Read
+    Message History there, /ask reads nothing of it (each refusal counts toward Discord's invalid-request
+    limit) and still answers."""
+    discord.forbidden.add(C12)
+    body = command(
+        "ask",
+        ALICE,
+        channel=C12,
+        token="tok-unread",
+        options=[{"name": "prompt", "type": 3, "value": "What do I grow?"}],
+    )
+    body["app_permissions"] = str(1 << 11)  # Send Messages only
+    reads = len(discord.history_reads)
+    interact(stack, body)
+    assert wait_until(lambda: replies(discord, "tok-unread"), timeout_s=60)
+    assert C12 not in discord.history_reads[reads:]

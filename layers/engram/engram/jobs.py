@@ -63,6 +63,8 @@ class DiscordJob(BaseModel):
         None  # /ask: the channel's type as the interaction gave it (12: private thread)
     )
     private: bool = False  # catch-up: the channel is a private thread
+    # /ask: the bot's own permissions in the channel, as the interaction gave them (no read it cannot make)
+    app_permissions: int | None = None
     # catch-up of a gap older than the newest page (a new channel, or more than 100 new messages): paged
     # backwards from `before` down to `until` (exclusive; None: the channel's first message), a few pages a
     # job

@@ -14,7 +14,7 @@ from ..service import ChatMessage, Memory
 from ..vectors import Scope
 from .catchup import CatchUp
 from .core import DiscordCore
-from .rest import DiscordError, RateLimited
+from .rest import VIEW_AND_HISTORY, DiscordError, RateLimited
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +32,11 @@ class Ask:
         """Answer with memory: recent channel messages as rolling context, the top-K memories of the
         same server as one system message (full stored JSON), the answer posted and stored."""
         consented = self._consent(job)
-        try:
-            self.catch_up.catch_up([(job.need("guild"), job.need("channel"))])
-        except (RateLimited, DiscordError) as exc:
-            log.warning("catch-up before /ask skipped: %s", exc)
+        if self._may_read(job):
+            try:
+                self.catch_up.catch_up([(job.need("guild"), job.need("channel"))])
+            except (RateLimited, DiscordError) as exc:
+                log.warning("catch-up before /ask skipped: %s", exc)
         if consented:
             self._store(job, self._prompt_message(job))
         answer = self._answer(self._chat(job))
@@ -117,8 +118,16 @@ class Ask:
         messages.append({"role": "user", "content": job.need("prompt")})
         return messages
 
+    @staticmethod
+    def _may_read(job: DiscordJob) -> bool:
+        """Whether the bot may read the channel's history, as the interaction's `app_permissions` say: a
+        read Discord would refuse is a 403 toward the invalid-request limit, so it is not made."""
+        return job.app_permissions is None or job.app_permissions & VIEW_AND_HISTORY == VIEW_AND_HISTORY
+
     def _rolling_context(self, job: DiscordJob) -> list[dict[str, str]]:
         """The channel's recent messages, oldest first: the bot's as the assistant, others by name."""
+        if not self._may_read(job):
+            return []
         try:
             recent = self.core.client.messages(job.need("channel"), limit=self.settings.context_messages)
         except (RateLimited, DiscordError) as exc:

@@ -4,6 +4,7 @@ page of messages (and watching what was stored for edits and deletions)."""
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Callable
 
@@ -165,7 +166,10 @@ class DiscordCore:
     def unreadable_now(self, channel: str, reason: str) -> None:
         """Mark a channel unreadable, to be tried again in UNREADABLE_RETRY_S."""
         log.info("channel %s cannot be read (%s): skipped for an hour", channel, reason)
-        self.state.mark_unreadable(self.bot, channel, reason, now_ms() // 1000 + UNREADABLE_RETRY_S)
+        # jittered (±20%): channels refused in one tick must not all come due in one later tick, a burst of
+        # 403s toward Discord's invalid-request limit
+        retry_s = int(UNREADABLE_RETRY_S * random.uniform(0.8, 1.2))
+        self.state.mark_unreadable(self.bot, channel, reason, now_ms() // 1000 + retry_s)
 
     def store_messages(
         self,

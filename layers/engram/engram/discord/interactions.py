@@ -72,6 +72,7 @@ class Interaction(BaseModel):
     guild_id: str | None = Field(None, pattern=_ID)
     channel_id: str | None = Field(None, pattern=_ID)
     channel: _Channel | None = None
+    app_permissions: str | None = Field(None, pattern=r"^\d{1,20}$")  # the bot's, in this channel
     member: _Member | None = None
     user: _User | None = None
     data: _Data | None = None
@@ -151,6 +152,8 @@ def _command(
     )
     if body.channel is not None:  # a thread's parent and type: whose permissions apply to an answer here
         job.update(channel_type=body.channel.type, parent_id=body.channel.parent_id)
+    if body.app_permissions is not None:
+        job.update(app_permissions=int(body.app_permissions))
     data = body.data or _Data(name="")
     if data.type == MESSAGE_COMMAND and data.name == FORGET_THIS_MESSAGE:
         if not data.target_id:

@@ -31,6 +31,26 @@ THREADS = {10, 11, 12}
 PERSON_MESSAGE_TYPES = {0, 19, 20, 23}
 
 
+VIEW_AND_HISTORY = (1 << 10) | (1 << 16)
+MANAGE_THREADS = 1 << 34
+
+
+def archived_kinds(channel: dict, own: int | None) -> list[str]:
+    """Which archived-thread listings a channel can answer (resources/channel.mdx): public ones under text,
+    announcement, forum and media channels with Read Message History; private ones only under text channels
+    (the only type that has them), with Manage Threads too. `own`: the bot's permissions there (None:
+    unknown, every listing the type allows)."""
+    kind = channel.get("type")
+    kinds = []
+    if kind in THREAD_PARENTS and (own is None or own & VIEW_AND_HISTORY == VIEW_AND_HISTORY):
+        kinds.append("public")
+    if kind == 0 and (
+        own is None or own & (VIEW_AND_HISTORY | MANAGE_THREADS) == VIEW_AND_HISTORY | MANAGE_THREADS
+    ):
+        kinds.append("private")
+    return kinds
+
+
 class DiscordClient:
     """A small, synchronous Discord REST client (httpx; the transport is injectable for tests)."""
 
@@ -88,7 +108,9 @@ class DiscordClient:
 
     def readable_channels(self, guild_id: str, archived: bool = False) -> list[dict]:
         """A guild's channels that hold messages (text, announcement, voice and stage chat) and its active
-        threads (forum and media posts among them); with `archived`, the archived threads too."""
+        threads (forum and media posts among them); with `archived`, the archived threads too — asked for
+        only where Discord could answer (topics/rate-limits.mdx: every 403 counts toward the invalid-request
+        limit)."""
         listed = self.all_channels(guild_id)
         channels = [c for c in listed if c.get("type") in TEXT_CHANNELS]
         try:
@@ -96,9 +118,10 @@ class DiscordClient:
         except DiscordError:
             threads = []
         if archived:  # threads archive after a day or a week of silence: most thread history is in these
+            mine = self._own_permissions(guild_id, listed)
             for parent in listed:
-                if parent.get("type") in THREAD_PARENTS:
-                    threads += self.archived_threads(parent["id"])
+                for kind in archived_kinds(parent, None if mine is None else mine.get(parent["id"], 0)):
+                    threads += self.archived_threads(parent["id"], kind)
         seen, out = set(), []
         for c in channels + [t for t in threads if t.get("type") in THREADS]:
             if c["id"] not in seen:
@@ -106,27 +129,42 @@ class DiscordClient:
                 out.append(c)
         return out
 
-    def archived_threads(self, channel_id: str) -> list[dict]:
-        """A channel's archived threads, public and private (private ones need Manage Threads: without it
-        Discord answers 403 and they are left out), paged by archive time (resources/channel.mdx)."""
-        out = []
-        for kind in ("public", "private"):
-            before = None
-            while True:
-                params = {"limit": 100, **({"before": before} if before else {})}
-                try:
-                    page = self._call("GET", f"/channels/{channel_id}/threads/archived/{kind}", params=params)
-                except DiscordError as exc:
-                    if exc.status in (403, 404):
-                        break
-                    raise
-                threads = page.get("threads", [])
-                out += threads
-                if not page.get("has_more") or not threads:
+    def _own_permissions(self, guild_id: str, channels: list[dict]) -> dict[str, int] | None:
+        """The bot's own permissions in each channel (its roles from Get Guild Member with its own id), or
+        None when Discord would not say (then every listing is tried, as before)."""
+        from .visibility import Guild, permissions
+
+        try:
+            roles = {r["id"]: int(r.get("permissions") or 0) for r in self.roles(guild_id)}
+            own = set(self.member(guild_id, str(self.application_id)).get("roles") or [])
+        except (DiscordError, RateLimited, KeyError, TypeError, ValueError):
+            return None
+        guild = Guild(
+            guild_id, roles, {c["id"]: list(c.get("permission_overwrites") or []) for c in channels}
+        )
+        return {c["id"]: permissions(guild, c["id"], own, str(self.application_id)) for c in channels}
+
+    def archived_threads(self, channel_id: str, kind: str = "public") -> list[dict]:
+        """A channel's archived threads of one kind (public, or private: those need Manage Threads),
+        paged by archive time (resources/channel.mdx). A refusal (any 4xx but a 429) leaves them out; it
+        never fails the listing it is part of."""
+        out: list[dict] = []
+        before = None
+        while True:
+            params = {"limit": 100, **({"before": before} if before else {})}
+            try:
+                page = self._call("GET", f"/channels/{channel_id}/threads/archived/{kind}", params=params)
+            except DiscordError as exc:
+                if 400 <= exc.status < 500:
                     break
-                before = (threads[-1].get("thread_metadata") or {}).get("archive_timestamp")
-                if not before:
-                    break
+                raise
+            threads = page.get("threads", [])
+            out += threads
+            if not page.get("has_more") or not threads:
+                break
+            before = (threads[-1].get("thread_metadata") or {}).get("archive_timestamp")
+            if not before:
+                break
         return out
 
     def roles(self, guild_id: str) -> list[dict]:
