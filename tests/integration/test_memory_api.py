@@ -1,5 +1,6 @@
 """The Memory API over real HTTP on the real local stack, with the real MiniLM embedder."""
 
+import json
 import uuid
 
 import httpx
@@ -115,6 +116,34 @@ def test_update_and_merge(api, bot):
     assert [m["id"] for m in api.get(f"/v1/bots/{bot}/memories").json()["memories"]] == [tea["id"]]
     assert api.patch(f"/v1/bots/{bot}/memories/mem:999999", json={"text": "x"}).status_code == 404
     assert api.patch(f"/v1/bots/{bot}/memories/{tea['id']}", json={"text": ""}).status_code == 400
+
+
+def test_a_changed_chat_message_keeps_no_copy_of_its_old_words(api, bot):
+    """PATCH of a chat message: its content (the caller's JSON, wherever it held the words) follows the text,
+    so neither a read nor a search finds the old words."""
+    sent = api.post(
+        f"/v1/bots/{bot}/messages",
+        json={
+            "messages": [
+                {
+                    "id": "m-locker",
+                    "text": "my locker code is QZX1",
+                    "userId": "ana",
+                    "content": {
+                        "message": "my locker code is QZX1",
+                        "quoted": ["said: my locker code is QZX1"],
+                    },
+                }
+            ]
+        },
+    ).json()
+    memory_id = sent["ids"][0]
+    changed = api.patch(f"/v1/bots/{bot}/memories/{memory_id}", json={"text": "my locker code changed"})
+    assert changed.status_code == 200
+    read = api.get(f"/v1/bots/{bot}/memories/{memory_id}").json()
+    assert "QZX1" not in json.dumps(read) and read["content"]["message"] == "my locker code changed"
+    found = api.get(f"/v1/bots/{bot}/memories", params={"kind": "message", "query": "QZX1"}).json()
+    assert "QZX1" not in json.dumps(found)
 
 
 def test_remove(api, bot):

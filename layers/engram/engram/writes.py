@@ -381,6 +381,11 @@ class MemoryWrites:
         record = self.records.get(bot, memory_id)
         if record is None:
             raise NotFound(f"bot {bot!r} has no memory {format_memory_id(memory_id)}")
+        if record.kind == "message":  # its content holds its words too: they change with the text
+            changed = self.edit_message(bot, memory_id, text, rewritten(record.content, record.text, text))
+            if changed is None:
+                raise NotFound(f"bot {bot!r} has no memory {format_memory_id(memory_id)}")
+            return changed
         if record.kind == "fact":
             key = fact_key(record.server, record.project, record.user, text)
         else:
@@ -467,3 +472,15 @@ class MemoryWrites:
             ]
             self.records.drop_thread_tails(bot, threads, user=author, memory_id=int(r.id))
         return len(cleared)
+
+
+def rewritten(content: Any, old: str, new: str) -> Any:
+    """A message's content with its old words replaced wherever a string holds them (the caller's own
+    JSON: `message`, `text`, or any field they chose), so a change leaves no copy of the old text."""
+    if isinstance(content, str):
+        return content.replace(old, new) if old else content
+    if isinstance(content, list):
+        return [rewritten(item, old, new) for item in content]
+    if isinstance(content, dict):
+        return {key: rewritten(value, old, new) for key, value in content.items()}
+    return content
