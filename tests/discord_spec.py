@@ -45,6 +45,11 @@ def _spec() -> tuple[dict, Registry, list[Route]]:
     return spec, registry, routes
 
 
+def spec_document() -> dict:
+    """Discord's OpenAPI document, read once (FileNotFoundError naming where it was looked for)."""
+    return _spec()[0]
+
+
 def route_of(method: str, path: str) -> Route | None:
     """The spec's route for a request path (after the API base), or None when Discord has no such route."""
     _, _, routes = _spec()

@@ -12,6 +12,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from tests import fake_discord_shapes as shapes
+from tests.discord_spec import spec_document
 from tests.support import ServedApp
 
 APP_ID = "900"
@@ -50,8 +51,10 @@ class FakeDiscord(ServedApp):
         self.history_reads: list[str] = []
         self.requests: list[str] = []  # every request, "GET /channels/c11/messages"
         self.arrivals: list[float] = []  # when each request arrived (time.monotonic)
-        # every answer checked against Discord's OpenAPI document (tests/discord_spec.py)
+        # every answer checked against Discord's OpenAPI document (tests/discord_spec.py): loaded now, so a
+        # missing document fails the test at once and plainly
         self.check_spec = True
+        spec_document()
         self.forbidden_answers = 0  # 403s earned (each counts toward Discord's invalid-request limit)
         self.spec_problems: list[str] = []  # answers that do not match it
         self.spec_checked: set[tuple[str, str, int]] = set()
