@@ -873,3 +873,32 @@ def test_a_fork_keeps_its_chats_setting(stack, upstream):
     assert "Memory is on for this chat (the server default)" in status.choices[0].message.content
     stack.settle()
     assert memories_of(stack, "forker") == []
+
+
+def test_a_single_delete_or_change_reaches_every_cached_recall(stack, upstream):
+    """The proxy caches a recall for a while; a memory removed or changed through the Memory API (another
+    instance, as on AWS) is not told to the model again: the cache is checked against the bot's last
+    change."""
+    c = oa(stack, user="cachy", conversation="conv-cachy")
+    saved = c.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "/memory save My gate code is 8813."}]
+    )
+    memory_id = saved.choices[0].message.content.split()[2].rstrip(":")
+    ask = [{"role": "user", "content": "What is my gate code?"}]
+    c.chat.completions.create(model="m", messages=ask)
+    assert "8813" in system_of(upstream.chats()[-1])
+    admin = {"Authorization": f"Bearer {KEY}"}
+    changed = httpx.patch(
+        f"{stack.url}/v1/bots/librechat/memories/{memory_id}",
+        json={"text": "My gate code is 4402."},
+        headers=admin,
+    )
+    assert changed.status_code == 200
+    c.chat.completions.create(model="m", messages=ask)  # the same query: a cache hit but for the change
+    told = system_of(upstream.chats()[-1])
+    assert "8813" not in told and "4402" in told
+    assert (
+        httpx.delete(f"{stack.url}/v1/bots/librechat/memories/{memory_id}", headers=admin).status_code == 204
+    )
+    c.chat.completions.create(model="m", messages=ask)
+    assert "4402" not in system_of(upstream.chats()[-1])

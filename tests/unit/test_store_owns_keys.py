@@ -187,5 +187,6 @@ def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_pe
         "unreadable_pk",
         "recent_pk",
         "rate_window",  # a count of Discord requests in a fifth of a second
+        "last_change",  # when a memory of the bot last changed
     }
     assert builders == reached | nobody, builders ^ (reached | nobody)

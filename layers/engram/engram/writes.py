@@ -401,6 +401,7 @@ class MemoryWrites:
             return self._merge_into(record, dup.memory_id)
         self.release_words(bot, [record])
         self.indexer.index_or_defer(bot, [record])
+        self.state.note_change(bot, now_ms())
         return Memory.from_record(record)
 
     def edit_message(
@@ -417,12 +418,14 @@ class MemoryWrites:
             return None
         self.release_words(bot, [record])  # the old words leave the contexts and the tail that quote them
         self.indexer.index_or_defer(bot, [record])
+        self.state.note_change(bot, now_ms())
         return Memory.from_record(record)
 
     def _merge_into(self, changed: Record, other_id: int) -> Memory:
         other = self._wait_for(changed.bot, other_id)
         self._delete_records([changed])
         self.release_words(changed.bot, [changed])
+        self.state.note_change(changed.bot, now_ms())
         return other
 
     def remove(self, bot: str, memory_id: int) -> None:
@@ -432,6 +435,7 @@ class MemoryWrites:
             raise NotFound(f"bot {bot!r} has no memory {format_memory_id(memory_id)}")
         self._delete_records([record])
         self.release_words(bot, [record])
+        self.state.note_change(bot, now_ms())
 
     def _delete_records(self, records: list[Record]) -> None:
         # Vectors first: if Qdrant is down nothing is deleted and the caller hears 503,

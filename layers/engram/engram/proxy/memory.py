@@ -126,13 +126,15 @@ class ChatMemory:
         self.settings_cache.discard(("settings", user))
 
     def _cached(self, key, users: set, load) -> list[Memory]:
-        """A recall through the cache that never outlives a forget, whichever instance ran it: a hit is
-        served only if none of the users it could show (the asker, the memories' owners) was forgotten
-        since it was cached — one read of their tombstones."""
+        """A recall through the cache that never outlives a forget, a removal or a change, whichever
+        instance made it: a hit is served only if none of the users it could show (the asker, the memories'
+        owners) was forgotten and no memory of the bot was removed or changed since it was cached — a read
+        of their tombstones and of the bot's last change."""
         (stamp, memories), hit = self.recall_cache.lookup(key, lambda: (now_ms(), load()))
         if hit:
             owners = (users | {m.user for m in memories}) - {None}
-            if any(at >= stamp for at in self.state.forgotten(self.bot, owners).values()):
+            forgotten = self.state.forgotten(self.bot, owners).values()
+            if any(at >= stamp for at in forgotten) or self.state.last_change(self.bot) >= stamp:
                 self.recall_cache.discard(key)
                 stamp, memories = self.recall_cache.get_or(key, lambda: (now_ms(), load()))
         return memories

@@ -145,6 +145,11 @@ def unreadable_pk(bot: str) -> str:
     return f"discord#{bot}#unreadable"
 
 
+def last_change(bot: str) -> tuple[str, str]:
+    """When a memory of the bot was last removed or changed: what a cached recall is checked against."""
+    return f"changes#{bot}", "at"
+
+
 def rate_window(bot: str, window: int) -> tuple[str, str]:
     """The Discord requests every process of a bot made in one short window (engram.discord.limits): a
     partition per window, so the count spreads instead of heating one key."""

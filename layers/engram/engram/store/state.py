@@ -245,6 +245,16 @@ class StateStore:
         """Move a channel's newest seen id forward (never back)."""
         self.see_channel(bot, channel, newest=message_id)
 
+    def note_change(self, bot: str, at: int) -> None:
+        """A memory of the bot was removed or changed at `at` (ms): caches of recalls made before are stale,
+        on every instance."""
+        self._guard(lambda: StateItem(*keys.last_change(bot), value=at).save())
+
+    def last_change(self, bot: str) -> int:
+        """When a memory of the bot was last removed or changed (0: never)."""
+        item = self._guard(lambda: _get(*keys.last_change(bot)))
+        return int(item.value) if item is not None and item.value is not None else 0
+
     def take_rate_slot(self, bot: str, window: int, limit: int, expires_s: int) -> bool:
         """Count one Discord request in a window shared by every process of the bot: False when the window
         already holds `limit` (one conditional update; the item expires with the window)."""
