@@ -215,3 +215,19 @@ def test_archived_listings_are_asked_only_where_discord_could_answer():
     assert archived_kinds(text, VIEW_AND_HISTORY | MANAGE_THREADS) == ["public", "private"]
     assert archived_kinds(forum, VIEW_AND_HISTORY | MANAGE_THREADS) == ["public"]
     assert archived_kinds(text, 1 << 10) == []  # no history: nothing
+
+
+def test_x_ray_keeps_only_the_host_of_an_outgoing_request():
+    """A traced request's path can be someone's link or attachment name; X-Ray keeps it 30 days."""
+    from aws_xray_sdk.core.models import http
+    from aws_xray_sdk.core.models.segment import Segment
+    from aws_xray_sdk.core.models.subsegment import Subsegment
+
+    from engram.observability import host_only_urls
+
+    host_only_urls()
+    segment = Segment("engram")
+    sub = Subsegment("cdn.discordapp.com", "remote", segment)
+    sub.put_http_meta(http.URL, "https://cdn.discordapp.com/attachments/1/2/my-medical-letter.pdf?ex=1")
+    sub.put_http_meta(http.METHOD, "GET")
+    assert sub.http["request"] == {"url": "https://cdn.discordapp.com", "method": "GET"}

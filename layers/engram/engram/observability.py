@@ -39,8 +39,31 @@ def tracer() -> Tracer:
     clients engram uses are patched: patching everything the SDK knows imports pymongo and more (+0.1 s)."""
     global _tracer
     if _tracer is None:
+        host_only_urls()
         _tracer = Tracer(patch_modules=("botocore", "httpx"))
     return _tracer
+
+
+def host_only_urls() -> None:
+    """X-Ray keeps the URL of every outgoing request for 30 days; a path can be a user's link or an
+    attachment's name, which a forget cannot reach there: only scheme, host and port are recorded."""
+    from urllib.parse import urlsplit
+
+    from aws_xray_sdk.core.models import http
+    from aws_xray_sdk.core.models.entity import Entity
+
+    if getattr(Entity.put_http_meta, "host_only", False):
+        return
+    original = Entity.put_http_meta
+
+    def put_http_meta(self, key, value):
+        if key == http.URL and isinstance(value, str):
+            parts = urlsplit(value)
+            value = f"{parts.scheme}://{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
+        return original(self, key, value)
+
+    put_http_meta.host_only = True  # type: ignore[attr-defined]
+    Entity.put_http_meta = put_http_meta
 
 
 def _engram_logs_as_json() -> None:
