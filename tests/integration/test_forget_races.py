@@ -5,6 +5,7 @@ export, a journal replayed after kill -9) — and nothing of theirs is stored af
 
 from __future__ import annotations
 
+import json
 import time
 
 import boto3
@@ -271,6 +272,38 @@ def test_an_import_of_an_export_taken_before_the_forget_brings_nothing_back(stac
     result = api.post("/v1/bots/notes/import", content=export).json()
     assert len([e for e in result["errors"] if "forgotten" in e["error"]]) == 2
     assert "4417" not in api.get("/v1/bots/notes/export").text
+    # the export's dates are only what it says: a line dated after the forget is refused all the same
+    future = "\n".join(
+        json.dumps(
+            {**json.loads(line), "createdAt": "2099-01-01T00:00:00Z", "updatedAt": "2099-01-01T00:00:00Z"}
+        )
+        for line in export.splitlines()
+        if "4417" in line
+    )
+    result = api.post("/v1/bots/notes/import", content=future).json()
+    assert len([e for e in result["errors"] if "forgotten" in e["error"]]) == 2
+    assert "4417" not in api.get("/v1/bots/notes/export").text
+
+
+def test_history_stored_after_a_forget_stays_whatever_its_own_dates(stack):
+    """A forgotten user who opts in again has their history stored anew, with the dates it was written on
+    (before the forget): the jobs that finish an interrupted forget compare the forget with when engram
+    received each record, so a rebuild keeps it."""
+    api = stack.api
+    api.post("/v1/bots/again/memories", json={"text": "Carol's boat is the Petrel.", "userId": "carol"})
+    forget(stack, "again", "carol")
+    old = {
+        "id": "c-old",
+        "text": "my boat is the Petrel",
+        "userId": "carol",
+        "createdAt": "2024-05-01T10:00:00Z",
+    }
+    assert api.post("/v1/bots/again/messages", json={"messages": [old]}).json()["created"] == 1
+    stack.settle()
+    assert api.post("/v1/index/rebuild", params={"bot": "again"}).status_code == 202
+    stack.settle()
+    listed = api.get("/v1/bots/again/memories", params={"kind": "message", "userId": "carol"}).json()
+    assert [m["text"] for m in listed["memories"]] == ["my boat is the Petrel"]
 
 
 def test_a_journal_replayed_after_kill_9_brings_nothing_back(stack, fakes):

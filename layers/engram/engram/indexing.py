@@ -188,12 +188,14 @@ class Indexer:
         gone = self.state.forgotten(records[0].bot, {r.user for r in records if r.user})
         if not gone:
             return records
-        left = [r for r in records if r.user in gone and gone[r.user] >= int(r.created_at)]
+        # compared with when engram received each record, not the time its caller gave it (a re-remembered
+        # user's history carries old timestamps and stays)
+        left = [r for r in records if r.user in gone and gone[r.user] >= r.arrived]
         if left:
             log.warning("finishing an interrupted forget: %d records", len(left))
             self.index.delete([int(r.id) for r in left])
             self.records.delete(left)
-        return [r for r in records if not (r.user in gone and gone[r.user] >= int(r.created_at))]
+        return [r for r in records if not (r.user in gone and gone[r.user] >= r.arrived)]
 
     def index_or_defer(
         self, bot: str, records: list[Record], ahead: Future[dict[int, list[float]]] | None = None

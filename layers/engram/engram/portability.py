@@ -106,13 +106,13 @@ def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict
                 ("contextUserId", line.contextUserId),
             ):
                 check_name(field, value)
-            # An export taken before a forget must not bring the forgotten back: what was written before its
-            # user's forget is refused, and a context quoting someone forgotten since is left out
+            # An export must not bring the forgotten back. When a line was written is only what the export
+            # says (a line dated in the future would pass any date check), so a forgotten user's lines are
+            # refused whatever their date, and a context quoting a forgotten user is left out
             gone = service.state.forgotten(bot, {u for u in (line.userId, line.contextUserId) if u})
-            written = _ms(line.createdAt) or 0
-            if line.userId in gone and gone[line.userId] >= written:
-                raise Forgotten(f"its user {line.userId!r} was forgotten after it was written")
-            if line.contextUserId in gone and gone[line.contextUserId] >= written:
+            if line.userId in gone:
+                raise Forgotten(f"its user {line.userId!r} was forgotten; an import does not bring them back")
+            if line.contextUserId in gone:
                 line.context, line.contextUserId = None, None
             if line.kind == "fact":
                 _, created = service.add_fact(
@@ -125,7 +125,6 @@ def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict
                     created_at=_ms(line.createdAt),
                     updated_at=_ms(line.updatedAt),
                     defer_vectors=True,
-                    origin=written or None,
                 )
                 counts["facts"]["created" if created else "existing"] += 1
                 continue

@@ -69,6 +69,7 @@ class MemoryRecord(Model):
     # the model of the dense vector its point was written with (re-embedding asks the index, not this)
     vector_model = UnicodeAttribute(null=True, attr_name="vectorModel")
     created_at = NumberAttribute(attr_name="createdAt")
+    received_at = NumberAttribute(null=True, attr_name="receivedAt")
     updated_at = NumberAttribute(attr_name="updatedAt")
     bot_user = UnicodeAttribute(null=True, attr_name="botUser")
     bot_kind = UnicodeAttribute(attr_name="botKind")

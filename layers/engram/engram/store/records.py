@@ -65,7 +65,14 @@ class Record:
     context_source: int | None = None
     # the model of the dense vector its point was written with (re-embedding asks the index, not this)
     vector_model: str | None = None
+    # when engram received it (ms): what a forget is compared with, never a time the caller gave
+    received_at: int | None = None
     pending: bool = True  # its point (or its dense vector) is still to be written
+
+    @property
+    def arrived(self) -> int:
+        """When engram received it; records written before `received_at` existed fall back to created_at."""
+        return self.received_at if self.received_at is not None else int(self.created_at)
 
     def drop_context(self) -> None:
         """The context is cleared (in the table too: see RecordStore.clear_context)."""
@@ -82,6 +89,8 @@ def _record(row: MemoryRecord) -> Record:
     values["created_at"], values["updated_at"] = int(row.created_at), int(row.updated_at)
     if row.context_source is not None:
         values["context_source"] = int(row.context_source)
+    if row.received_at is not None:
+        values["received_at"] = int(row.received_at)
     return Record(**values, pending=bool(row.pending_bot))
 
 
@@ -125,6 +134,7 @@ def new_record(
         saved_by=saved_by,
         created_at=created_at,
         updated_at=updated_at,
+        received_at=now_ms(),
         **fields,
     )
 
