@@ -39,6 +39,8 @@ class QueueJournal:
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        # a deleted row's bytes are overwritten, not left in free pages (job bodies carry chat text)
+        self._db.execute("PRAGMA secure_delete=ON")
         self._db.execute(SCHEMA)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(messages)")}
         if "sent_at" not in columns:  # a journal from before dead-lettered rows expired
@@ -77,7 +79,13 @@ class QueueJournal:
                 if isinstance(job, dict) and job.get("user") == user and job.get("bot", bot) in (bot, None):
                     doomed.append((seq,))
             self._db.executemany("DELETE FROM messages WHERE seq = ?", doomed)
+            self._scrub()
             return len(doomed)
+
+    def _scrub(self) -> None:
+        """Leave no copy of deleted rows on disk: the WAL still holds the frames that wrote them until it
+        is checkpointed into the (securely deleted) file and truncated."""
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def received(self, message_ids: list[str]) -> None:
         """Count one more receive of these messages."""
