@@ -46,6 +46,27 @@ def replies(discord, token):
     return [s["content"] for s in discord.sent if s.get("token") == token]
 
 
+def told(stack, discord, prompt, guild, channel, token, channel_payload=None) -> str:
+    """Alice asks in a channel (the interaction carrying `channel_payload` as its `channel`); what the model
+    was told besides the chat: the memories /ask chose."""
+    asked = len(discord.chat_requests)
+    body = command(
+        "ask",
+        ALICE,
+        guild=guild,
+        channel=channel,
+        token=token,
+        options=[{"name": "prompt", "type": 3, "value": prompt}],
+    )
+    if channel_payload:
+        body["channel"] = channel_payload
+    interact(stack, body)
+    assert wait_until(lambda: replies(discord, token), timeout_s=60)
+    return " ".join(
+        m["content"] for r in discord.chat_requests[asked:] for m in r["messages"] if m["role"] == "system"
+    )
+
+
 def remembered(stack, discord) -> None:
     """Alice opts in, and her backfill is complete."""
     interact(stack, memory_cmd("remember", ALICE, token="tok-remember"))
@@ -197,31 +218,10 @@ def test_ask_recalls_only_what_everyone_who_sees_the_answer_may_read(stack, disc
     )
     remembered(stack, discord)
 
-    def told(channel, token):
-        asked = len(discord.chat_requests)
-        interact(
-            stack,
-            command(
-                "ask",
-                ALICE,
-                guild=G1,
-                channel=channel,
-                token=token,
-                options=[{"name": "prompt", "type": 3, "value": "What is the gardening rota?"}],
-            ),
-        )
-        assert wait_until(lambda: replies(discord, token), timeout_s=60)
-        system = [
-            m["content"]
-            for r in discord.chat_requests[asked:]
-            for m in r["messages"]
-            if m["role"] == "system"
-        ]
-        return " ".join(system)
-
-    in_general = told(C11, "tok-general")
+    rota = "What is the gardening rota?"
+    in_general = told(stack, discord, rota, G1, C11, "tok-general")
     assert "gardening" in in_general and "Tuesdays" not in in_general  # memories, but none from #staff
-    assert "Tuesdays" in told("1110000000000000017", "tok-staff")
+    assert "Tuesdays" in told(stack, discord, rota, G1, "1110000000000000017", "tok-staff")
 
 
 def test_archived_threads_forum_posts_and_voice_chat_are_read(stack, discord):
@@ -462,39 +462,37 @@ def test_ask_keeps_private_threads_age_restricted_and_voice_words_and_decides_an
     remembered(stack, discord)
     assert len(discord.roles[G2]) == 45
 
-    def told(guild, channel, token, channel_payload=None):
-        asked = len(discord.chat_requests)
-        body = command(
-            "ask",
-            ALICE,
-            guild=guild,
-            channel=channel,
-            token=token,
-            options=[{"name": "prompt", "type": 3, "value": "What is the codeword?"}],
-        )
-        if channel_payload:
-            body["channel"] = channel_payload
-        interact(stack, body)
-        assert wait_until(lambda: replies(discord, token), timeout_s=60)
-        return " ".join(
-            m["content"]
-            for r in discord.chat_requests[asked:]
-            for m in r["messages"]
-            if m["role"] == "system"
-        )
-
-    in_general = told(G1, C11, "tok-general", {"id": C11, "type": 0})
+    ask = "What is the codeword?"
+    in_general = told(stack, discord, ask, G1, C11, "tok-general", {"id": C11, "type": 0})
     assert not [w for w in ("PRIVATE-FERN", "NIGHT-OWL", "QUIET-BELL") if w in in_general]
     assert "PRIVATE-FERN" in told(
-        G1, "1120000000000000030", "tok-thread", {"id": "1120000000000000030", "type": 12, "parent_id": C11}
+        stack,
+        discord,
+        ask,
+        G1,
+        "1120000000000000030",
+        "tok-thread",
+        {"id": "1120000000000000030", "type": 12, "parent_id": C11},
     )
     assert "NIGHT-OWL" in told(
-        G1, "1110000000000000031", "tok-adults", {"id": "1110000000000000031", "type": 0, "nsfw": True}
+        stack,
+        discord,
+        ask,
+        G1,
+        "1110000000000000031",
+        "tok-adults",
+        {"id": "1110000000000000031", "type": 0, "nsfw": True},
     )
-    in_lobby = told(G2, C21, "tok-lobby", {"id": C21, "type": 0})
+    in_lobby = told(stack, discord, ask, G2, C21, "tok-lobby", {"id": C21, "type": 0})
     assert "SERIOUS-OAK" not in in_lobby
     assert "SERIOUS-OAK" in told(
-        G2, "1110000000000000033", "tok-serious", {"id": "1110000000000000033", "type": 0}
+        stack,
+        discord,
+        ask,
+        G2,
+        "1110000000000000033",
+        "tok-serious",
+        {"id": "1110000000000000033", "type": 0},
     )
 
 

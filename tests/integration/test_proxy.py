@@ -1,6 +1,7 @@
 """The LibreChat proxy on the real local stack, driven by the real openai and anthropic SDKs, with fake
 upstreams on 127.0.0.1 that record what they received and mongomock standing in for LibreChat's MongoDB."""
 
+import contextlib
 import json
 import uuid
 
@@ -479,13 +480,18 @@ def test_mcp_tools(stack):
     from mcp.client.session import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    async def run():
-        hdrs = {"Authorization": f"Bearer {PROXY_KEY}", **headers(user="dave")}
+    @contextlib.asynccontextmanager
+    async def session_as(user):
+        hdrs = {"Authorization": f"Bearer {PROXY_KEY}", **headers(user=user)}
         async with (
             httpx2.AsyncClient(headers=hdrs, timeout=30) as http,
             streamable_http_client(f"{stack.url}/mcp", http_client=http) as (read, write, *_),
             ClientSession(read, write) as session,
         ):
+            yield session
+
+    async def run():
+        async with session_as("dave") as session:
             init = await session.initialize()
             tools = {t.name for t in (await session.list_tools()).tools}
             saved = await session.call_tool("save_memory", {"text": "The user plays the oboe."})
@@ -494,12 +500,7 @@ def test_mcp_tools(stack):
             return init, tools, saved, found, status
 
     async def unresolved():
-        hdrs = {"Authorization": f"Bearer {PROXY_KEY}", **headers(user="{{LIBRECHAT_USER_ID}}")}
-        async with (
-            httpx2.AsyncClient(headers=hdrs, timeout=30) as http,
-            streamable_http_client(f"{stack.url}/mcp", http_client=http) as (read, write, *_),
-            ClientSession(read, write) as session,
-        ):
+        async with session_as("{{LIBRECHAT_USER_ID}}") as session:
             await session.initialize()
             return await session.call_tool("save_memory", {"text": "Everyone shares this."})
 

@@ -142,11 +142,6 @@ class RateLimits:
         self._exhausted_until: dict[tuple[str, str], float] = {}
         self._global_until = 0.0
 
-    @staticmethod
-    def route(method: str, path: str) -> str:
-        """The route a bucket belongs to (kept for callers that name routes)."""
-        return route(method, path)
-
     def before(self, method: str, path: str) -> None:
         """Wait out a short limit, raise RateLimited for a long one; otherwise count the request."""
         while True:

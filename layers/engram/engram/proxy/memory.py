@@ -151,10 +151,7 @@ class ChatMemory:
             return False, "no user"
         if self.settings.projectless == "off" and turn.project is None:
             return False, "memory is off in chats outside a project (MEMORY_PROJECTLESS=off)"
-        user = turn.user
-        stored = self.settings_cache.get_or(
-            ("settings", user), lambda: self.state.chat_settings(self.bot, user)
-        )
+        stored = self._stored_settings(turn.user)
         chat = stored.get(turn.conversation) if turn.conversation else None
         if chat is not None:
             return bool(chat), "this chat's setting"
@@ -167,12 +164,14 @@ class ChatMemory:
         of a chat keeps that chat's /memory on|off."""
         if not turn.user or not turn.conversation:
             return
-        user = turn.user
-        stored = self.settings_cache.get_or(
+        if self._stored_settings(turn.user).get(turn.conversation) is None:
+            self.set_enabled(turn, enabled)
+
+    def _stored_settings(self, user: str) -> dict:
+        """A user's memory settings ({conversation or None: on}), cached for a while."""
+        return self.settings_cache.get_or(
             ("settings", user), lambda: self.state.chat_settings(self.bot, user)
         )
-        if stored.get(turn.conversation) is None:
-            self.set_enabled(turn, enabled)
 
     def set_enabled(self, turn: Turn, enabled: bool | None, for_chat: bool = True) -> None:
         """Set (or with None, drop) the chat's or the user's default setting."""
