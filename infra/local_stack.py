@@ -259,9 +259,17 @@ class LocalStack:
         self._threads.append(thread)
 
     def _sweep_loop(self) -> None:
+        from engram.forgetting import STALLED_MS
+
+        # At start, every forget still under way was cut off by the last stop: it is resumed at once
+        stalled_ms = 0
         while not self._stop.is_set():
             try:
                 self.engine.service.indexer.sweep(grace_ms=self.sweep_grace_ms)
+                resumed = self.engine.service.forgetting.resume_stalled(stalled_ms)
+                if resumed:
+                    log.info("%d forgets cut off before they finished are resumed", resumed)
+                stalled_ms = STALLED_MS
             except Exception:
                 log.exception("sweep failed")
             self._stop.wait(self.sweep_every_s)

@@ -153,3 +153,68 @@ def test_a_cached_recall_never_outlives_a_forget_made_by_another_instance(engine
     service.forget_user("librechat", "alice")
     assert here.recall(turn, "locker code") == []
     assert here.recall_cache.hits >= 1  # it was a hit, refused by the tombstone, then recalled afresh
+
+
+def import_ndjson(service, bot: str, rows: list[dict]) -> dict:
+    from engram.portability import import_lines
+
+    return import_lines(service, bot, [json.dumps(r) for r in rows])
+
+
+def test_an_imported_context_is_cleared_when_its_author_is_forgotten(service, aws):
+    """Issue 30, path 1: imports never noted whose words a context carried, so a forget left them."""
+    outcome = import_ndjson(
+        service,
+        "bot1",
+        [
+            {"kind": "message", "text": "wifi is QZX1", "userId": "alice", "sourceMessageId": "i1"},
+            {
+                "kind": "message",
+                "text": "thanks",
+                "userId": "bob",
+                "sourceMessageId": "i2",
+                "context": "wifi is QZX1",
+                "contextUserId": "alice",
+            },
+            # a context nobody can attribute is not kept: no forget could ever find it
+            {
+                "kind": "message",
+                "text": "ok",
+                "userId": "bob",
+                "sourceMessageId": "i3",
+                "context": "QZX1 too",
+            },
+        ],
+    )
+    assert outcome["errors"] == []
+    service.indexer.fill_vectors("bot1", [m.id for m in service.list("bot1", kind="message")])
+    assert service.forget_user("bot1", "alice")["contexts"] == 1
+    from engram.embedders import NoEmbedder
+
+    service.indexer.embedder = NoEmbedder()  # words alone: the meaning side matches everything a little
+    assert service.search("bot1", "QZX1", kind="message") == []
+    assert "QZX1" not in everything(aws)
+
+
+def test_a_rebuild_clears_a_context_whose_author_was_forgotten(service, aws):
+    """Issue 30, paths 3 and 7: a record whose context quotes a forgotten author (one no carrier names: an
+    old record, or a forget cut off) is indexed without those words by every re-index path."""
+    service.add_messages(
+        "bot1",
+        [
+            ChatMessage(
+                source_id="a1", text="gate code is plumbrise", user="alice", thread="t", created_at=1
+            ),
+            ChatMessage(source_id="b1", text="got it", user="bob", thread="t", created_at=2),
+        ],
+    )
+    bob = service.by_source("bot1", "b1")
+    # what a forget cut off before its contexts step leaves: the tombstone, and Bob's context still quoting
+    service.state.mark_forgotten("bot1", "alice", now_ms())
+    service.records.drop_carriers("bot1", "alice", [bob.id])
+    service.indexer.fill_vectors("bot1", [bob.id])
+    assert service.records.get("bot1", bob.id).context is None
+    from engram.embedders import NoEmbedder
+
+    service.indexer.embedder = NoEmbedder()
+    assert bob.id not in [m.id for m in service.search("bot1", "plumbrise", kind="message")]

@@ -235,13 +235,20 @@ def test_a_fact_carries_its_author_s_previous_fact_as_context_when_recent(servic
     assert second.id in [m.id for m in service.search("bot1", "support group", limit=3)]
 
 
-def test_forget_with_index_down_deletes_nothing(service, engine):
+def test_forget_with_index_down_hides_the_user_at_once_and_a_retry_finishes_it(service, engine):
     service.add_fact("bot1", "Alice likes chess.", user="alice")
+    service.add_fact("bot1", "Bob likes go.", user="bob")
     engine.service.index.down = True
     with pytest.raises(Unavailable):
         service.forget_user("bot1", "alice")
     engine.service.index.down = False
-    assert len(service.list("bot1", user="alice")) == 1
+    # the forget is under way: every read hides alice, though her record is still stored
+    assert service.list("bot1", user="alice") == []
+    assert [m.user for m in service.list("bot1")] == ["bob"]
+    assert [m.user for m in service.search("bot1", "likes chess")] == ["bob"]
+    assert engine.service.state.forgets_under_way("bot1").keys() == {"alice"}
+    assert service.forget_user("bot1", "alice")["facts"] == 1
+    assert engine.service.state.forgets_under_way("bot1") == {}
 
 
 @pytest.mark.parametrize("name", ["", "a b", "x" * 200, "../etc", "bot\n"])
@@ -394,3 +401,23 @@ def test_two_builds_of_one_index_answer_in_one_order(tmp_path):
     words_only, hybrid = answers[0]
     assert words_only == sorted(words_only, reverse=True)  # all equal on words: newest first
     assert hybrid != words_only  # the meaning side broke the word-side ties
+
+
+def test_a_forget_past_its_budget_answers_what_is_left_and_jobs_finish_it(service, engine, aws):
+    from infra.poller import SqsPoller, load_function_handler
+
+    for i in range(250):
+        service.add_fact("bot1", f"Alice's note number {i}.", user="alice")
+    bob, _ = service.add_fact("bot1", "Bob keeps bees.", user="bob")
+    first = service.forget_user("bot1", "alice", budget_s=0)  # a door out of time: nothing but the start
+    assert (first["done"], first["left"], first["facts"]) == (False, 250, 0)
+    assert service.list("bot1", user="alice") == [] and [m.id for m in service.list("bot1")] == [bob.id]
+    assert {m.user for m in service.search("bot1", "Alice's note number")} <= {"bob"}
+    # the job it queued finishes it; the sweep resumes a forget whose job was lost (a crash) as well
+    SqsPoller(aws["sqs"], aws["queue_url"], load_function_handler("worker"), "us-east-1").drain()
+    assert engine.service.state.forgets_under_way("bot1") == {}
+    assert service.records.iter_user("bot1", "alice") == []
+    service.add_fact("bot1", "Carol rows.", user="carol")
+    assert service.forget_user("bot1", "carol", budget_s=0)["left"] == 1
+    assert service.forgetting.resume_stalled(stalled_ms=0) == 1
+    assert service.forgetting.resume_stalled() == 0  # moved just now: not stalled

@@ -185,7 +185,8 @@ class Indexer:
         and rebuild); a write has read the tombstones itself."""
         if not records:
             return records
-        gone = self.state.forgotten(records[0].bot, {r.user for r in records if r.user})
+        authors = {r.context_author for r in records if r.context and r.context_author}
+        gone = self.state.forgotten(records[0].bot, {r.user for r in records if r.user} | authors)
         if not gone:
             return records
         # compared with when engram received each record, not the time its caller gave it (a re-remembered
@@ -195,7 +196,12 @@ class Indexer:
             log.warning("finishing an interrupted forget: %d records", len(left))
             self.index.delete([int(r.id) for r in left])
             self.records.delete(left)
-        return [r for r in records if not (r.user in gone and gone[r.user] >= r.arrived)]
+        kept = [r for r in records if not (r.user in gone and gone[r.user] >= r.arrived)]
+        for r in kept:  # a context quoting someone forgotten since (no carrier named it, or a forget raced)
+            if r.context and r.context_author in gone and gone[r.context_author] >= r.arrived:
+                log.warning("clearing a context whose author was forgotten")
+                self.records.clear_context(r)
+        return kept
 
     def index_or_defer(
         self, bot: str, records: list[Record], ahead: Future[dict[int, list[float]]] | None = None

@@ -40,6 +40,15 @@ class ExtractJob(BaseModel):
     queued_at: int = 0
 
 
+class ForgetJob(BaseModel):
+    """The rest of a forget that a front door (or an earlier job, or a crash) left unfinished; idempotent."""
+
+    kind: Literal["forget"] = "forget"
+    bot: str
+    user: str
+    at: int  # when the forget was asked for: records received after it are a new remember's and stay
+
+
 class DiscordJob(BaseModel):
     """Slow work for a Discord interaction: remember (plan a backfill), forget, ask, export, or catch up
     (without a channel: fan out one catch-up job per readable channel; with one: that channel)."""
@@ -118,7 +127,14 @@ class IndexMaintenanceJob(BaseModel):
 
 
 Job = Annotated[
-    IndexJob | SweepJob | ExtractJob | DiscordJob | BackfillJob | ReembedJob | IndexMaintenanceJob,
+    IndexJob
+    | SweepJob
+    | ExtractJob
+    | ForgetJob
+    | DiscordJob
+    | BackfillJob
+    | ReembedJob
+    | IndexMaintenanceJob,
     Field(discriminator="kind"),
 ]
 _JOB = TypeAdapter(Job)

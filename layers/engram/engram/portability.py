@@ -26,12 +26,13 @@ def export_lines(service: MemoryService, bot: str, user: str | None = None) -> I
     """NDJSON of every record of the bot (or of one user), oldest first per kind, a page at a time."""
     bot, user = required_name("bot", bot), check_name("userId", user)
     records = service.records
+    hidden = service.reads.hider(bot)  # a forget under way: its user's words are not exported meanwhile
     if user is not None:
         after = None
         while ids := records.user_ids_oldest_first(bot, user, after, PAGE):
             found = records.batch_get(bot, ids)
             for i in ids:
-                if i in found:
+                if i in found and not hidden.record(found[i]):
                     yield json.dumps(export_line(found[i]), ensure_ascii=False) + "\n"
             after = ids[-1]
         return
@@ -39,6 +40,8 @@ def export_lines(service: MemoryService, bot: str, user: str | None = None) -> I
         after = None
         while page := records.page(bot, kind, after, PAGE, oldest_first=True):
             for r in page:
+                if hidden.record(r):
+                    continue
                 yield json.dumps(export_line(r), ensure_ascii=False) + "\n"
             after = int(page[-1].id)
 
@@ -141,7 +144,8 @@ def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict
                 content=line.content,
                 saved_by=line.savedBy,
                 thread=line.threadId,
-                context=line.context,
+                # a context whose author the line does not name is left out: no forget could find it
+                context=line.context if line.contextUserId else None,
                 context_author=line.contextUserId if line.context else None,
             )
             if message.source_id in seen:  # twice in one batch: the first stands

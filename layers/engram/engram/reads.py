@@ -10,12 +10,37 @@ from .errors import IndexUnavailable, InvalidInput, NotFound
 from .indexing import Indexer
 from .observability import timed
 from .retrieval import Retrieval, feedback_query, feedback_vector
-from .store import KINDS, RecordStore, source_key
+from .store import KINDS, Record, RecordStore, StateStore, source_key
 from .text import check_text, format_memory_id
-from .vectors import Scope, VectorIndex
+from .vectors import Hit, Scope, VectorIndex
 from .words import WordVectorizer
 
 log = logging.getLogger(__name__)
+# How many pages a listing reads on when a forget under way hid rows of the first
+LIST_ROUNDS = 5
+
+
+class Hidden:
+    """The users whose forget is under way ({user: forget time}), and the test of a record or hit."""
+
+    def __init__(self, under_way: dict[str, tuple[int, int]]) -> None:
+        self.users = {user: at for user, (at, _) in under_way.items()}
+
+    def __bool__(self) -> bool:
+        return bool(self.users)
+
+    def record(self, r: Record) -> bool:
+        """A record of theirs received before the forget, or one whose context quotes them."""
+        if not self.users:
+            return False
+        mine = r.user in self.users and r.arrived <= self.users[r.user]
+        return mine or bool(r.context and r.context_author in self.users)
+
+    def hit(self, hit: Hit) -> bool:
+        """A point of theirs, or one whose context quotes them (its payload says whose words it holds)."""
+        return bool(self.users) and (
+            hit.payload.get("user") in self.users or hit.payload.get("contextUser") in self.users
+        )
 
 
 class MemoryReads:
@@ -24,16 +49,25 @@ class MemoryReads:
     def __init__(
         self,
         records: RecordStore,
+        state: StateStore,
         index: VectorIndex,
         indexer: Indexer,
         words: WordVectorizer,
         retrieval: Retrieval,
     ) -> None:
         self.records = records
+        self.state = state
         self.index = index
         self.indexer = indexer
         self.words = words
         self.retrieval = retrieval
+
+    # ----- forgets under way: hidden from every read until they finish ----------------------------------
+
+    def hider(self, bot: str | None) -> Hidden:
+        """What a read of this bot must not show: the records of users whose forget is under way (received
+        before it), and records whose context quotes them. One small strongly consistent query per read."""
+        return Hidden(self.state.forgets_under_way(bot) if bot else {})
 
     @property
     def dense_name(self) -> str | None:
@@ -47,12 +81,14 @@ class MemoryReads:
     def by_source(self, bot: str, source_id: str) -> Memory | None:
         """The chat message stored under a source message id (a Discord message id), or None."""
         record = self.records.find_unique(bot, source_key(source_id))
-        return Memory.from_record(record) if record is not None else None
+        if record is None or self.hider(bot).record(record):
+            return None
+        return Memory.from_record(record)
 
     def get(self, bot: str, memory_id: int) -> Memory:
         """One memory, or NotFound."""
         record = self.records.get(bot, memory_id)
-        if record is None:
+        if record is None or self.hider(bot).record(record):
             raise NotFound(f"bot {bot!r} has no memory {format_memory_id(memory_id)}")
         return Memory.from_record(record)
 
@@ -69,16 +105,23 @@ class MemoryReads:
     ) -> list[Memory]:
         """Newest first; `before` (a memory id) pages on: only memories older than it."""
         bot, kind, limit = required_name("bot", bot), self._kind(kind), check_limit(limit)
-        rows = self.records.newest(
-            bot,
-            kind,
-            limit,
+        server, project, user = (
             check_name("serverId", server),
             check_name("project", project),
             check_name("userId", user),
-            before,
         )
-        return [Memory.from_record(r) for r in rows]
+        hidden = self.hider(bot)
+        if user is not None and user in hidden.users:
+            return []
+        out: list[Memory] = []
+        # A page that hid some rows reads on, so a forget under way never ends a listing early
+        for _ in range(LIST_ROUNDS):
+            rows = self.records.newest(bot, kind, limit, server, project, user, before)
+            out.extend(Memory.from_record(r) for r in rows if not hidden.record(r))
+            if len(rows) < limit or len(out) >= limit or not hidden:
+                break
+            before = int(rows[-1].id)
+        return out[:limit]
 
     def search(
         self,
@@ -134,7 +177,8 @@ class MemoryReads:
             self.indexer.last_error = exc.message
             log.warning("index unavailable, searching records by words: %s", exc.message)
             return self._words_fallback(scope, query, k)
-        found = Found(Memory.from_hit(h) for h in hits)
+        hidden = self.hider(scope.bot)
+        found = Found(Memory.from_hit(h) for h in hits if not hidden.hit(h))
         found.meaning = dense is not None
         return found
 
@@ -146,7 +190,9 @@ class MemoryReads:
         vectors = self.indexer.embed([text])
         if not vectors:
             return None
-        hits = self.index.search(scope, None, (name, vectors[0]), 1, self.retrieval.fusion(0))
+        hidden = self.hider(scope.bot)
+        hits = self.index.search(scope, None, (name, vectors[0]), 4, self.retrieval.fusion(0))
+        hits = [h for h in hits if not hidden.hit(h)]
         return (Memory.from_hit(hits[0]), hits[0].score) if hits else None
 
     def _words_fallback(self, scope: Scope, query: str, k: int) -> Found:
@@ -159,7 +205,8 @@ class MemoryReads:
             scope.project,
             scope.user,
         )
-        scored = [(self.words.score(q, self.words.document(r.text)), r) for r in rows]
+        hidden = self.hider(scope.bot)
+        scored = [(self.words.score(q, self.words.document(r.text)), r) for r in rows if not hidden.record(r)]
         scored = [(s, r) for s, r in scored if s > 0]
         scored.sort(key=lambda pair: (-pair[0], -int(pair[1].id)))
         out = Found()

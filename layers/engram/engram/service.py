@@ -9,7 +9,7 @@ from typing import Any
 # The front doors' names for what a memory is, from where they always came
 from .domain import MAX_CONTEXT_CHARS, ChatMessage, Found, Memory, check_limit, check_name  # noqa: F401
 from .embedders import Embedder, NoEmbedder
-from .forgetting import ForgetHook, forget_user
+from .forgetting import DOOR_BUDGET_S, ForgetHook, Forgetting
 from .indexing import Indexer
 from .jobs import JobQueue
 from .reads import MemoryReads
@@ -54,7 +54,8 @@ class MemoryService:
             records, index, embedder, queue, self.words, message_vector_chars, retrieval, state=self.state
         )
         self.writes = MemoryWrites(records, self.state, index, self.indexer, queue, retrieval)
-        self.reads = MemoryReads(records, index, self.indexer, self.words, retrieval)
+        self.reads = MemoryReads(records, self.state, index, self.indexer, self.words, retrieval)
+        self.forgetting = Forgetting(self.writes, self.forget_hooks)
         # writes
         self.refused = self.writes.refused
         self.add_fact = self.writes.add_fact
@@ -72,9 +73,13 @@ class MemoryService:
         self.recall = self.reads.recall
         self.similar = self.reads.similar
 
-    def forget_user(self, bot: str, user: str) -> dict[str, Any]:
-        """Forget a user everywhere engram keeps anything of theirs (see engram.forgetting)."""
-        return forget_user(self.writes, self.forget_hooks, bot, user)
+    def forget_user(
+        self, bot: str, user: str, *, at: int | None = None, budget_s: float = DOOR_BUDGET_S
+    ) -> dict[str, Any]:
+        """Forget a user everywhere engram keeps anything of theirs (see engram.forgetting): `done` says
+        whether it finished within `budget_s`, `left` how many records jobs are still deleting (every read
+        hides them meanwhile)."""
+        return self.forgetting.forget(bot, user, at=at, budget_s=budget_s)
 
     # The embedder and its state belong to the indexer; these read through for the front doors.
     @property

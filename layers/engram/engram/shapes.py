@@ -36,7 +36,8 @@ FIELDS = (
     Field("source_id", "sourceMessageId", "sourceId"),
     Field("thread", "threadId", None, export_only=True),
     Field("context", "context", None, export_only=True),
-    Field("context_author", "contextUserId", None, export_only=True),
+    # in the payload so that a read can hide a point quoting someone whose forget is under way
+    Field("context_author", "contextUserId", "contextUser", export_only=True),
     Field("content", "content", "content"),
 )
 

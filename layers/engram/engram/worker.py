@@ -11,6 +11,7 @@ from .jobs import (
     BackfillJob,
     DiscordJob,
     ExtractJob,
+    ForgetJob,
     IndexJob,
     IndexMaintenanceJob,
     ReembedJob,
@@ -52,7 +53,13 @@ def _run(job, lambda_context) -> None:
         logger.info("index job", extra={"bot": job.bot, "ids": len(job.ids), "complete": done})
     elif isinstance(job, SweepJob):
         queued = service.indexer.sweep()
-        logger.info("sweep", extra={"queued": queued})
+        resumed = service.forgetting.resume_stalled()
+        logger.info("sweep", extra={"queued": queued, "forgetsResumed": resumed})
+    elif isinstance(job, ForgetJob):
+        from .forgetting import JOB_BUDGET_S
+
+        outcome = service.forget_user(job.bot, job.user, at=job.at, budget_s=JOB_BUDGET_S)
+        logger.info("forget job", extra={"bot": job.bot, "left": outcome["left"]})
     elif isinstance(job, ExtractJob):
         from .proxy.runtime import get_proxy
 

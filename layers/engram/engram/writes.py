@@ -173,11 +173,20 @@ class MemoryWrites:
         # marks are written while the next chunk embeds (in-process: 68 % -> 87 % of the embedder alone)
         chunks = [records[i : i + INGEST_CHUNK] for i in range(0, len(records), INGEST_CHUNK)]
         aheads = [] if defer_vectors else [self.indexer.embed_ahead(chunk) for chunk in chunks]
-        kept = self._settle(bot, self.records.create_many(records), origin)
+        written = self.records.create_many(records)
+        quoting = {id(r) for r in written if r.context}
+        kept = self._settle(bot, written, origin)
         if defer_vectors:
             self._index(bot, kept, True)
-        else:
-            self._index_chunks(bot, chunks, aheads, kept)
+            return self._outcome(bot, keys, known, kept)
+        # a context _settle cleared (its author forgotten meanwhile) was embedded ahead with their words
+        cleared = {id(r) for r in kept if id(r) in quoting and not r.context}
+        for n, chunk in enumerate(chunks):
+            ahead = aheads[n]
+            if ahead is not None and any(id(r) in cleared for r in chunk):
+                ahead.cancel()
+                aheads[n] = None
+        self._index_chunks(bot, chunks, aheads, kept)
         return self._outcome(bot, keys, known, kept)
 
     @staticmethod

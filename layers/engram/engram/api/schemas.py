@@ -122,9 +122,10 @@ class MessageBatchResult(BaseModel):
 class ForgetResult(BaseModel):
     """What a forget deleted, per store: `facts`, `messages`, `vectors`, `contexts` (other people's
     records whose context quoted the user, cleared), `claims`, and `state` (consent, backfill, exportLimit,
-    tokens, cursors, chatSettings)."""
+    tokens, cursors, chatSettings); `done` (false: jobs are finishing it, and every read hides the user
+    meanwhile) and `left` (records still to delete)."""
 
-    deleted: dict[str, int | dict[str, int]]
+    deleted: dict[str, bool | int | dict[str, int]]
 
 
 class EmbeddingSettingsOut(BaseModel):

@@ -8,6 +8,7 @@ import logging
 
 import httpx
 
+from ..forgetting import JOB_BUDGET_S
 from ..jobs import BackfillJob, DiscordJob, JobQueue
 from ..service import MemoryService
 from ..store import StateStore
@@ -111,11 +112,12 @@ class DiscordMemory:
 
     def forget(self, job: DiscordJob) -> None:
         """Delete everything of the user, everywhere: the same forget_user the Memory API runs."""
-        deleted = self.core.service.forget_user(self.bot, job.need("user"))
-        self.core.reply(
-            job.token,
-            job.issued_at,
-            job.user,
+        deleted = self.core.service.forget_user(self.bot, job.need("user"), budget_s=JOB_BUDGET_S)
+        said = (
             f"Forgotten: {deleted['messages']} messages and {deleted['facts']} facts deleted, "
-            "and your consent removed.",
+            "and your consent removed."
+            if deleted["done"]
+            else f"Forgetting — {deleted['left']} left. Your consent is removed, nothing of yours is shown "
+            "to anyone from now on, and the rest is being deleted in the background."
         )
+        self.core.reply(job.token, job.issued_at, job.user, said)

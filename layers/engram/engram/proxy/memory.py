@@ -270,6 +270,12 @@ class ChatMemory:
     def forget_me(self, turn: Turn) -> str:
         """Forget this user everywhere (forget_user: the Memory API's and Discord's forget), in words."""
         deleted = self.service.forget_user(self.bot, turn.need_user())
+        if not deleted["done"]:
+            return (
+                f"Forgetting — {deleted['left']} left: your memory settings are deleted, nothing of yours is "
+                "recalled from now on, and the rest is being deleted in the background; nothing said before "
+                "now will be stored."
+            )
         return (
             f"Forgotten: {deleted['facts']} memories and your memory settings deleted; nothing said before "
             f"now will be stored."

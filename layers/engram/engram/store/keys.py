@@ -89,6 +89,16 @@ def tombstone_bot(pk: str) -> str | None:
     return pk[len(TOMBSTONE_PREFIX) :] if pk.startswith(TOMBSTONE_PREFIX) else None
 
 
+def forgetting_pk(bot: str) -> str:
+    """The forgets of a bot still under way (sk: the user; value: the forget's time; tag-less). Every read
+    path reads this one small partition and hides those users; the sweep finishes what a crash cut off."""
+    return f"forgetting#{bot}"
+
+
+def forgetting(bot: str, user: str) -> tuple[str, str]:
+    return forgetting_pk(bot), user
+
+
 # ----- Discord -------------------------------------------------------------------------------------
 
 

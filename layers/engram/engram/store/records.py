@@ -259,7 +259,8 @@ class RecordStore:
     def note_carriers(self, records: list[Record]) -> None:
         """For every record whose context quotes someone else, an item under that author: so a forget, a
         delete or a change can find the records that carry those words."""
-        notes = [r for r in records if r.context and r.context_source is not None]
+        # an imported context knows its author but not always its source record: noted all the same
+        notes = [r for r in records if r.context and (r.context_source is not None or r.context_author)]
 
         def run() -> None:
             with StateItem.batch_write() as batch:

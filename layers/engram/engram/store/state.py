@@ -61,6 +61,28 @@ class StateStore:
             }
         )
 
+    # ----- forgets under way -----------------------------------------------------------------------------
+
+    def begin_forget(self, bot: str, user: str, at: int, touched: int) -> None:
+        """A forget of `user` (made at `at`) is under way: reads hide them until `end_forget`."""
+        self._guard(
+            lambda: StateItem(*keys.forgetting(bot, user), value=at, data={"touched": touched}).save()
+        )
+
+    def forgets_under_way(self, bot: str) -> dict[str, tuple[int, int]]:
+        """The users of a bot whose forget has not finished: {user: (forget time, last progress)}. One
+        strongly consistent query of a partition that is empty unless a forget is running or was cut off."""
+        return self._guard(
+            lambda: {
+                i.sk: (int(i.value), int((i.data or {}).get("touched", i.value)))
+                for i in StateItem.query(keys.forgetting_pk(bot), consistent_read=True)
+            }
+        )
+
+    def end_forget(self, bot: str, user: str, at: int) -> None:
+        """The forget made at `at` is complete (a later forget of the same user, begun meanwhile, stays)."""
+        attempt(lambda: StateItem(*keys.forgetting(bot, user)).delete(condition=StateItem.value <= at))
+
     @staticmethod
     def tombstones_in_table(dynamodb_client: Any, table: str) -> list[tuple[str, str, int]]:
         """Every forget recorded in a state table, any bot: (bot, user, when). Read with a plain client, so

@@ -146,12 +146,29 @@ def remove_memory(bot: Bot, memory_id: MemoryId, eng: Admin) -> Response:
     return Response(status_code=204)
 
 
-@router.delete("/v1/bots/{bot}/users/{user_id}/memories", response_model=ForgetResult)
-def forget_user(bot: Bot, user_id: Annotated[str, Path(pattern=NAME_PATTERN)], eng: Admin) -> dict:
+@router.delete(
+    "/v1/bots/{bot}/users/{user_id}/memories",
+    response_model=ForgetResult,
+    responses={
+        202: {
+            "model": ForgetResult,
+            "description": "Under way (a large user): `done` false, `left` records still to delete by jobs; "
+            "every read hides the user meanwhile",
+        }
+    },
+)
+def forget_user(
+    bot: Bot, user_id: Annotated[str, Path(pattern=NAME_PATTERN)], eng: Admin, response: Response
+) -> dict:
     """Forget a user everywhere (the same call as Discord's /memory forget): their records and vectors, the
     contexts of others' records that quote them, consent, backfill state, tokens, settings; and a tombstone,
-    so nothing queued before the forget can store anything of theirs after it."""
-    return {"deleted": eng.service.forget_user(bot, user_id)}
+    so nothing queued before the forget can store anything of theirs after it. A large user is answered at
+    once with 202, `done: false` and how many records are `left`: jobs finish the forget, and every read
+    hides the user until they have."""
+    deleted = eng.service.forget_user(bot, user_id)
+    if not deleted["done"]:
+        response.status_code = 202
+    return {"deleted": deleted}
 
 
 NDJSON = "application/x-ndjson"
