@@ -32,6 +32,7 @@ TIERS = {"unit": 30, "integration": 300, "deploy": 600, "browser": 300, "contain
 # Under xdist (make test: --dist loadfile) a module runs on one worker; the longest are sent out first
 # (measured with --durations), so two workers finish together.
 LONG_MODULES = (
+    "test_forget_crash",
     "test_local_stack_process",
     "test_crash_recovery",
     "test_forget_races",

@@ -218,3 +218,28 @@ def test_a_rebuild_clears_a_context_whose_author_was_forgotten(service, aws):
 
     service.indexer.embedder = NoEmbedder()
     assert bob.id not in [m.id for m in service.search("bot1", "plumbrise", kind="message")]
+
+
+def test_a_forget_clears_replies_to_them_and_the_windows_ids_of_their_messages(service, aws):
+    """Issue 30, path 8: Bob's reply kept replyTo.authorId/messageId of Alice's message, and the edit/delete
+    window kept watching her message ids."""
+    service.add_messages(
+        "bot1",
+        [
+            ChatMessage(
+                source_id="9001", text="the boat is at pier nine", user="alice", content={"channelId": "c1"}
+            ),
+            ChatMessage(
+                source_id="9002",
+                text="see you there",
+                user="bob",
+                content={"channelId": "c1", "replyTo": {"messageId": "9001", "authorId": "alice"}},
+            ),
+        ],
+    )
+    service.state.note_recent("bot1", "c1", [("9001", 1, "", now_ms() // 1000 + 600)], now_ms())
+    service.forget_user("bot1", "alice")
+    bob = service.by_source("bot1", "9002")
+    assert bob is not None and bob.content == {"channelId": "c1"} and bob.text == "see you there"
+    assert service.state.recent("bot1", "c1", now_ms() // 1000) == {}
+    assert "9001" not in everything(aws)  # no id of her message in any item's key or value

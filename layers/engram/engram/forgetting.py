@@ -13,7 +13,7 @@ from typing import Any
 
 from .domain import required_name
 from .jobs import ForgetJob
-from .store import Record, fact_tail, now_ms
+from .store import Record, fact_tail, now_ms, reply_author
 from .vectors import Scope
 from .writes import MemoryWrites
 
@@ -122,20 +122,26 @@ class Forgetting:
             if time.monotonic() > deadline:
                 return False
             chunk = carrier_ids[start : start + READ]
-            quoting = [
+            # their own records quoting themselves are deleted next: no point in indexing them again
+            others = [
                 carrier
                 for carrier in self.records.batch_get(bot, chunk).values()
-                if carrier.context
-                and carrier.context_author == user
-                # their own records quoting themselves are deleted next: no point in indexing them again
-                and not (carrier.user == user and carrier.arrived <= at)
+                if not (carrier.user == user and carrier.arrived <= at)
             ]
+            quoting = [c for c in others if c.context and c.context_author == user]
             cleared = [carrier for carrier in quoting if self.records.clear_context(carrier)]
+            cleared += [c for c in others if reply_author(c) == user and self._unreply(c)]
             if cleared:
                 self.writes.indexer.index_or_defer(bot, cleared)
             self.records.drop_carriers(bot, user, chunk)
             tally.contexts += len(cleared)
         return True
+
+    def _unreply(self, record: Record) -> bool:
+        """A reply no longer names whom it answered (the message id and author of a forgotten user's
+        message); its words stay."""
+        content = {k: v for k, v in record.content.items() if k != "replyTo"}
+        return self.records.change_message(record, record.text, content)
 
     def _delete_records(self, bot: str, user: str, at: int, deadline: float, tally: Tally) -> int:
         """Delete the user's records received up to the forget (a later one is a new remember's), with
@@ -148,6 +154,8 @@ class Forgetting:
             doomed = [r for r in chunk if r.arrived <= at]
             self.records.delete(doomed)
             self.records.drop_thread_tails(bot, _threads(doomed), user=user)
+            for channel, messages in _by_channel(doomed).items():  # the edit/delete window's ids of them
+                self.state.drop_recent(bot, channel, messages)
             facts = sum(1 for r in doomed if r.kind == "fact")
             tally.facts += facts
             tally.messages += len(doomed) - facts
@@ -163,6 +171,16 @@ class Forgetting:
                     self.writes.queue.send(ForgetJob(bot=bot, user=user, at=at))
                     resumed += 1
         return resumed
+
+
+def _by_channel(records: list[Record]) -> dict[str, list[str]]:
+    """The Discord messages among these records, by channel: {channel id: [message ids]}."""
+    out: dict[str, list[str]] = {}
+    for r in records:
+        channel = r.content.get("channelId") if isinstance(r.content, dict) else None
+        if channel and r.source_id:
+            out.setdefault(str(channel), []).append(r.source_id)
+    return out
 
 
 def _threads(records: list[Record]) -> list[str]:

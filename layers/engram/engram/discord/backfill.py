@@ -166,11 +166,15 @@ class Backfill:
                     break
                 state["before"] = page[-1]["id"]
         state["step"] = job.step + 1
+        self._move_on(job, state, stored)
+
+    def _move_on(self, job: BackfillJob, state: dict, stored: int) -> None:
+        """Save where the channel's backfill stands and queue its next page, or count it finished."""
+        if self.core.service.refused(self.bot, {job.user}, job.origin or 0):
+            return  # forgotten while this page was read: no cursor naming them is written back
         self.state.save_cursor(self.bot, job.user, job.channel, state)
         if not state.get("done"):
-            self.core.queue.send(
-                job.model_copy(update={"step": job.step + 1})
-            )  # more history: a fresh invocation
+            self.core.queue.send(job.model_copy(update={"step": job.step + 1}))  # more: a fresh invocation
             self._count(job, stored, finished=False)
             return
         self._count(job, stored, finished=True)

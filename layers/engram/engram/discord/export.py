@@ -35,6 +35,8 @@ class Export:
             f"{EXPORT_MAX_BYTES // 1_000_000} MB."
         )
         now = now_ms()
+        if self.core.service.refused(self.bot, {user}, job.issued_at):
+            return  # forgotten since they asked: no export, and no export slot naming them
         if not self.state.take_export_slot(self.bot, user, now, EXPORT_EVERY_S):
             self.core.reply(job.token, job.issued_at, user, f"You asked for an export a moment ago. {limits}")
             return

@@ -3,7 +3,16 @@ Nothing outside this package imports pynamodb or builds a key (tests/unit/test_s
 
 from .keys import fact_key, fact_tail, source_key
 from .models import bind_tables
-from .records import CLAIM_IN_FLIGHT_MS, KINDS, Duplicate, Record, RecordStore, new_record, now_ms
+from .records import (
+    CLAIM_IN_FLIGHT_MS,
+    KINDS,
+    Duplicate,
+    Record,
+    RecordStore,
+    new_record,
+    now_ms,
+    reply_author,
+)
 from .state import StateStore
 
 __all__ = [
@@ -11,6 +20,7 @@ __all__ = [
     "KINDS",
     "Duplicate",
     "Record",
+    "reply_author",
     "bind_tables",
     "RecordStore",
     "StateStore",

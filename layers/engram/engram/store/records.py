@@ -83,6 +83,13 @@ class Record:
 _FIELDS = tuple(f for f in Record.__slots__ if f != "pending")
 
 
+def reply_author(record: Record) -> str | None:
+    """Whom a stored chat message replies to (its content's replyTo.authorId), if anyone."""
+    reply = record.content.get("replyTo") if isinstance(record.content, dict) else None
+    author = reply.get("authorId") if isinstance(reply, dict) else None
+    return str(author) if author else None
+
+
 def _record(row: MemoryRecord) -> Record:
     values: dict[str, Any] = {f: getattr(row, f) for f in _FIELDS}
     values["id"] = int(row.id)
@@ -260,16 +267,27 @@ class RecordStore:
         """For every record whose context quotes someone else, an item under that author: so a forget, a
         delete or a change can find the records that carry those words."""
         # an imported context knows its author but not always its source record: noted all the same
-        notes = [r for r in records if r.context and (r.context_source is not None or r.context_author)]
+        notes = [
+            (r.context_author, r)
+            for r in records
+            if r.context and (r.context_source is not None or r.context_author)
+        ]
+        # a reply names whom it answers (content.replyTo.authorId): a forget of them clears that too
+        notes += [
+            (reply_author(r), r)
+            for r in records
+            if reply_author(r) not in (None, r.user)
+            and not (r.context and reply_author(r) == r.context_author)
+        ]
 
         def run() -> None:
             with StateItem.batch_write() as batch:
-                for r in notes:
+                for author, r in notes:
                     batch.save(
                         StateItem(
-                            keys.carriers_pk(r.bot, r.context_author),
+                            keys.carriers_pk(r.bot, author),
                             keys.carrier_sk(int(r.id)),
-                            memory_id=r.context_source,
+                            memory_id=r.context_source if author == r.context_author else None,
                         )
                     )
 
