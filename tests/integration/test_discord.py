@@ -168,9 +168,9 @@ def test_ask_recalls_memories_of_the_same_server_only(stack, discord):
     memories = json.loads(system[0]["content"].split("\n", 1)[1])
     assert memories and all(m["serverId"] == G2 for m in memories)
     assert request["messages"][-1] == {"role": "user", "content": "What boats did we talk about?"}
-    assert any(
-        m["role"] == "user" and "bob in Beta" in m["content"] for m in request["messages"]
-    )  # rolling context
+    # rolling context: the words of people who opted in (alice), none of those who did not (bob)
+    assert any(m["role"] == "user" and "alice in Beta" in m["content"] for m in request["messages"])
+    assert not any("bob in Beta" in m["content"] for m in request["messages"])
     answer = [s for s in discord.sent if s.get("token") == "tok-ask"][-1]
     assert answer["content"] == "Here is what I remember."
     assert wait_until(

@@ -540,3 +540,38 @@ def test_ask_where_the_bot_may_not_read_makes_no_read_discord_would_refuse(stack
     interact(stack, body)
     assert wait_until(lambda: replies(discord, "tok-unread"), timeout_s=60)
     assert C12 not in discord.history_reads[reads:]
+
+
+def test_an_ask_answer_goes_when_someone_it_drew_on_forgets_and_words_of_others_are_not_sent(stack, discord):
+    """Issue 30, path 4: Bob's stored /ask answer was made from Alice's memories and still quoted them after
+    she forgot; the rolling context sent words of people who never opted in (Carol)."""
+    remembered(stack, discord)
+    discord.add(C11, {"id": "1003", "username": "carol"}, "carol's locker word is amberwolf")
+    interact(stack, memory_cmd("remember", BOB, token="tok-bob"))
+    assert wait_until(
+        lambda: any("Backfill complete" in r for r in replies(discord, "tok-bob")), timeout_s=90
+    )
+    discord.answer = "Alice writes about gardening."
+    asked = len(discord.chat_requests)
+    ask = command(
+        "ask",
+        BOB,
+        token="tok-bob-ask",
+        options=[{"name": "prompt", "type": 3, "value": "What about gardening?"}],
+    )
+    interact(stack, ask)
+    service = stack.engine.service
+
+    def answers() -> list:
+        stored = service.list(APP_ID, kind="message", user=BOB, limit=500)
+        return [m for m in stored if (m.content or {}).get("viaCommand") is None and m.saved_by == "bot"]
+
+    assert wait_until(lambda: answers(), timeout_s=60)
+    told = json.dumps(discord.chat_requests[asked:])
+    assert "gardening" in told and "amberwolf" not in told  # Carol never opted in: her words stay out
+    answer = answers()[0]
+    assert answer.content["drewOn"] == [ALICE]
+    interact(stack, memory_cmd("forget", ALICE, token="tok-forget"))
+    assert wait_until(lambda: any("Forgotten" in r for r in replies(discord, "tok-forget")), timeout_s=60)
+    assert answers() == []  # the answer made from her words went with them
+    assert [m for m in service.list(APP_ID, kind="message", user=BOB, limit=500) if m.text.startswith("bob")]

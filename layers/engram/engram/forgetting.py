@@ -5,6 +5,7 @@ after a crash, by the sweep and the next start)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -12,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .domain import required_name
+from .errors import NotFound
 from .jobs import ForgetJob
-from .store import Record, fact_tail, now_ms, reply_author
+from .store import Record, drew_on, fact_tail, now_ms, reply_author
 from .vectors import Scope
 from .writes import MemoryWrites
 
@@ -37,6 +39,7 @@ class Tally:
     messages: int = 0
     vectors: int = 0
     contexts: int = 0
+    answers: int = 0  # /ask answers of others made from their words, removed
     claims: int = 0
     state: dict[str, int] = field(default_factory=dict)
 
@@ -46,6 +49,7 @@ class Tally:
             "messages": self.messages,
             "vectors": self.vectors,
             "contexts": self.contexts,
+            "answers": self.answers,
             "claims": self.claims,
             "state": self.state,
             "done": left == 0,
@@ -128,6 +132,12 @@ class Forgetting:
                 for carrier in self.records.batch_get(bot, chunk).values()
                 if not (carrier.user == user and carrier.arrived <= at)
             ]
+            answers = [c for c in others if user in drew_on(c)]  # /ask answers made from their words
+            for answer in answers:
+                with contextlib.suppress(NotFound):  # gone already: a retry, or a delete meanwhile
+                    self.writes.remove(bot, int(answer.id))
+            tally.answers += len(answers)
+            others = [c for c in others if c not in answers]
             quoting = [c for c in others if c.context and c.context_author == user]
             cleared = [carrier for carrier in quoting if self.records.clear_context(carrier)]
             cleared += [c for c in others if reply_author(c) == user and self._unreply(c)]

@@ -83,6 +83,12 @@ class Record:
 _FIELDS = tuple(f for f in Record.__slots__ if f != "pending")
 
 
+def drew_on(record: Record) -> list[str]:
+    """Whose words an /ask answer was made from (its content's drewOn), if it is one."""
+    users = record.content.get("drewOn") if isinstance(record.content, dict) else None
+    return [str(u) for u in users if u] if isinstance(users, list) else []
+
+
 def reply_author(record: Record) -> str | None:
     """Whom a stored chat message replies to (its content's replyTo.authorId), if anyone."""
     reply = record.content.get("replyTo") if isinstance(record.content, dict) else None
@@ -279,6 +285,9 @@ class RecordStore:
             if reply_author(r) not in (None, r.user)
             and not (r.context and reply_author(r) == r.context_author)
         ]
+        # an /ask answer names whose words the model was given: a forget of any of them removes it
+        noted = {(author, int(r.id)) for author, r in notes}
+        notes += [(a, r) for r in records for a in drew_on(r) if a != r.user and (a, int(r.id)) not in noted]
 
         def run() -> None:
             with StateItem.batch_write() as batch:
