@@ -70,6 +70,8 @@ class LocalDynamoDB:
         self.host, self.port = host, port
         self.process: subprocess.Popen[str] | None = None
         self.endpoint = ""
+        self._compacted = threading.Event()
+        self._compact_lock = threading.Lock()
 
     def start(self, timeout_s: float = 20.0) -> LocalDynamoDB:
         """Start dynalite and wait until it answers; a previous server still letting go of the LevelDB
@@ -100,11 +102,28 @@ class LocalDynamoDB:
                 raise RuntimeError(f"the local DynamoDB (dynalite) did not start: {err.strip()[-500:]}")
             time.sleep(0.2)
 
-    @staticmethod
-    def _drain(process: subprocess.Popen[str]) -> None:
-        """Log what dynalite prints (it is quiet unless something is wrong)."""
+    def _drain(self, process: subprocess.Popen[str]) -> None:
+        """Log what dynalite prints (it is quiet unless something is wrong), and see compactions end."""
         for line in _pipe(process.stdout):
+            if line.startswith('{"compacted"'):
+                if not json.loads(line)["compacted"]:
+                    log.warning("dynalite could not compact: %s", line.rstrip())
+                self._compacted.set()
+                continue
             log.info("dynalite: %s", line.rstrip())
+
+    def compact(self, timeout_s: float = 60.0) -> bool:
+        """Have LevelDB rewrite its files, so that the values of deleted items (a forgotten person's words)
+        are in none of them any more; False if it did not finish in time."""
+        process = self.process
+        if process is None or process.poll() is not None:
+            return False
+        with self._compact_lock:
+            self._compacted.clear()
+            stdin = _pipe(process.stdin)
+            stdin.write("compact\n")
+            stdin.flush()
+            return self._compacted.wait(timeout_s)
 
     def _answers(self, process: subprocess.Popen[str], deadline: float) -> bool:
         """True once ListTables answers (the LevelDB store opened); False if it never does."""

@@ -187,7 +187,12 @@ class LocalStack:
         def drop_queued(bot: str, user: str) -> None:
             self.journal.forget_user(user, bot)
 
-        self.engine.service.forget_hooks.append(drop_queued)
+        # ... and LevelDB rewrites its files, so the deleted items' values are in none of them any more
+        def compact_records(bot: str, user: str) -> None:
+            if not self.local_dynamodb.compact():
+                log.warning("the local DynamoDB did not finish compacting after a forget")
+
+        self.engine.service.forget_hooks += [drop_queued, compact_records]
 
     def _start_workers(self, queues: dict[str, str]) -> None:
         """Two pollers on one worker handler, like the two event source mappings on AWS (interactive jobs

@@ -94,8 +94,11 @@ def fakes():
     # Alice says something with a canary in Beta; Bob answers right after (his reply's context quotes her)
     alice, bob = {"id": ALICE, "username": "alice"}, {"id": BOB, "username": "bob"}
     discord.add(C21, alice, f"My locker code is {CANARIES['discord backfill']}, don't tell anyone")
-    discord.add(C21, alice, f"and the spare one is {CANARIES['discord reply context']}")
-    discord.add(C21, bob, "noted, I will keep it to myself")
+    spare = discord.add(C21, alice, f"and the spare one is {CANARIES['discord reply context']}")
+    # a Discord reply: its content names her message and her (replyTo), which her forget clears
+    discord.add(
+        C21, bob, "noted, I will keep it to myself", referenced_message={"id": spare["id"], "author": alice}
+    )
     yield discord, upstream, extractor
     for fake in (discord, upstream, extractor):
         fake.gate.release()
@@ -248,13 +251,19 @@ def test_discord_says_the_user_is_off_and_stores_nothing_new(forgotten, fakes):
     assert listed["memories"] == [] and new["id"] not in json.dumps(listed)
 
 
-def test_no_store_on_disk_holds_the_forgotten_words(forgotten):
+def test_no_store_on_disk_holds_the_forgotten_words(forgotten, fakes):
     """With the stack stopped: every item of the local DynamoDB, every point of the index (payloads and
     sparse word indices), every row of the SQS journal, and the stack's log."""
     stack, data, _, _ = forgotten
     stack.stop()
     log = "".join(p.read_text() for p in data.glob("stack-*.log"))
     assert found(log) == []
+
+    # the raw bytes of LevelDB's tables and logs (dynalite compacts after every forget) and of the journal's
+    # files (secure_delete, its WAL truncated): not only what a read returns, what a grep of the disk finds
+    files = [*(data / "dynamodb").rglob("*"), *data.glob("queue-journal.sqlite*")]
+    raw = b"".join(f.read_bytes() for f in files if f.is_file())
+    assert found(raw.decode("latin-1")) == []
 
     journal = sqlite3.connect(data / "queue-journal.sqlite")
     rows = [row[0] for row in journal.execute("SELECT body FROM messages")]
@@ -276,6 +285,11 @@ def test_no_store_on_disk_holds_the_forgotten_words(forgotten):
     # the tombstones are all that names Alice in the state table: her id and when
     named = [i for i in items if "pk" in i and i["sk"]["S"] in (ALICE, "alice")]
     assert {i["pk"]["S"] for i in named} == {f"forgotten#{APP_ID}", "forgotten#librechat", "forgotten#notes"}
+    # and no other item's key or value holds her id or the id of a message of hers (replies, windows, ...)
+    hers = {m["id"] for ms in fakes[0].history.values() for m in ms if m["author"]["id"] == ALICE}
+    ids = {f'"{x}"' for x in hers | {ALICE, "alice"}}
+    naming = [i for i in items if i not in named and any(x in json.dumps(i) for x in ids)]
+    assert naming == []
 
     from engram.vectors.edge import EdgeIndex, qe
 
