@@ -279,8 +279,10 @@ class MemoryWrites:
     def _settle(self, bot: str, written: list[Record], origin: int) -> list[Record]:
         """After a batch is written: note whose words each context carries, move the thread tails on, and
         let a forget that landed meanwhile win (its user's records go, contexts quoting them are cleared).
-        Returns the records that stay."""
+        Returns the records that stay. The tails move before the tombstones are read: a forget that lands
+        after that read finds the tails already written, and one before it has them taken back here."""
         self.records.note_carriers(written)
+        self._advance_threads(bot, written)
         gone = self.refused(
             bot, {r.user for r in written} | {r.context_author for r in written if r.context}, origin
         )
@@ -290,7 +292,6 @@ class MemoryWrites:
             for r in kept:
                 if r.context and r.context_author in gone:
                     self.records.clear_context(r)
-        self._advance_threads(bot, kept)
         return kept
 
     def _undo(self, bot: str, records: list[Record]) -> None:
