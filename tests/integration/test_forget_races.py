@@ -6,6 +6,7 @@ export, a journal replayed after kill -9) — and nothing of theirs is stored af
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import boto3
@@ -318,3 +319,39 @@ def test_a_journal_replayed_after_kill_9_brings_nothing_back(stack, fakes):
     stack.settle()  # every job that was queued has run: anything that would come back has by then
     assert facts(stack, "librechat", "alice") == []
     assert "Kirkenes" not in stack.api.get("/v1/bots/librechat/export").text
+
+
+def test_a_turn_still_streaming_when_the_forget_lands_stores_nothing(stack, fakes):
+    """Issue 30, path 2: the extraction's time was taken when the answer ended, so a forget made while the
+    answer streamed looked older than the turn, and its fact was stored."""
+    upstream = fakes[1]
+    upstream.gate.hold()
+    answered: list[httpx.Response] = []
+
+    def turn() -> None:
+        answered.append(
+            httpx.post(
+                f"{stack.url}/oa/v1/chat/completions",
+                timeout=60,
+                headers={
+                    "Authorization": f"Bearer {PROXY_KEY}",
+                    "x-librechat-user-id": "alice",
+                    "x-librechat-conversation-id": "conv-stream",
+                },
+                json={
+                    "model": "m",
+                    "stream": True,
+                    "messages": [{"role": "user", "content": "My favourite river is the Quellmar."}],
+                },
+            )
+        )
+
+    talking = threading.Thread(target=turn)
+    talking.start()
+    held(upstream, "the streaming answer")
+    forget(stack, "librechat", "alice")
+    upstream.gate.release()
+    talking.join(60)
+    assert answered and answered[0].status_code == 200 and "data:" in answered[0].text
+    stack.settle()
+    assert facts(stack, "librechat", "alice") == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from ..errors import EngramError, InvalidInput, NotFound
@@ -33,6 +33,8 @@ class Turn:
     project: str | None = None  # LibreChat's chat project id
     authorized: bool = False
     project_name: str | None = None
+    # when engram received the turn (ms): what a forget is compared with, however long the answer streams
+    received_at: int = field(default_factory=now_ms, compare=False)
 
     def need_user(self) -> str:
         """The user, for what cannot be done without one (settings, a forget)."""

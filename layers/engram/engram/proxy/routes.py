@@ -18,7 +18,6 @@ from starlette.concurrency import run_in_threadpool
 
 from ..errors import EngramError
 from ..jobs import ExtractJob
-from ..store import now_ms
 from ..text import scrub
 from . import librechat, wire
 from .memory import Turn, datetime_block, explicit_fact, is_command
@@ -360,7 +359,7 @@ def queue_extraction(
             mode=mode,
             user_text=user_text[:20_000],
             assistant_text=assistant_text[:20_000],
-            queued_at=now_ms(),
+            queued_at=turn.received_at,  # a forget that landed while the answer streamed wins
         )
         proxy.engine.queue.send(job)
     except Exception:
