@@ -36,9 +36,11 @@ COPY requirements-embedder.txt image-wheels /src/embedder/
 RUN if [ "$EMBEDDER" = local ]; then cd /src/embedder \
       && /opt/engram/bin/pip install -q --find-links . ${TORCH_INDEX:+--extra-index-url "$TORCH_INDEX"} torch==2.13.0 \
       && /opt/engram/bin/pip install -q --find-links . -r requirements-embedder.txt; fi; rm -rf /src/embedder
+# The code apart from the dependencies (/opt/engram-app, on PYTHONPATH): a code change leaves /opt/engram
+# as it was, so the final stage's copy of it (torch and all, up to 2 GB) comes from the build cache.
 COPY . /src/
-RUN /opt/engram/bin/pip install -q --no-deps /src && cp -r /src/template.yaml /src/functions /src/infra /app/ \
-    && rm -rf /app/infra/image /opt/engram/lib/python3.11/site-packages/engram/**/__pycache__
+RUN /opt/engram/bin/pip install -q --no-deps --no-compile --target /opt/engram-app /src \
+    && cp -r /src/template.yaml /src/functions /src/infra /app/ && rm -rf /app/infra/image
 
 FROM ${BASE}
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 ca-certificates libstdc++6 \
@@ -46,10 +48,11 @@ RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-ins
     && useradd --system --uid 10001 --user-group --home-dir /data --shell /usr/sbin/nologin engram \
     && mkdir -p /data && chown engram:engram /data
 COPY --from=build /opt/engram /opt/engram
+COPY --from=build /opt/engram-app /opt/engram-app
 COPY --from=build /app /app
 ARG EMBEDDER=local
 # ENGRAM_EMBEDDER: local when bundled, else off until you name ollama or remote (and their URL)
-ENV PATH=/opt/engram/bin:$PATH PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 ENGRAM_DATA_DIR=/data ENGRAM_HOST=0.0.0.0 \
+ENV PATH=/opt/engram/bin:$PATH PYTHONPATH=/opt/engram-app PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 ENGRAM_DATA_DIR=/data ENGRAM_HOST=0.0.0.0 \
     ENGRAM_PORT=8710 ENGRAM_EMBEDDER=${EMBEDDER}
 WORKDIR /app
 USER engram
