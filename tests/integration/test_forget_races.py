@@ -43,6 +43,7 @@ def stack(tmp_path, fakes):
         **environment(discord, upstream, extractor),
         "ENGRAM_OLLAMA_URL": embedder.url,
         "ENGRAM_SQS_PORT": str(free_port()),
+        "ENGRAM_DYNAMODB_PORT": str(free_port()),
     }
     s = Stack(tmp_path, env).start()
     yield s
@@ -148,8 +149,21 @@ def test_a_backfill_link_and_a_catch_up_made_before_the_forget_store_nothing_aft
         "JobsQueue",
     )
     send_job(stack, DiscordJob(action="catchup", guild=G2, channel=C21, issued_at=1), "JobsQueue")
+    # and a /memory export asked for before the forget (issue 30, path 8: it wrote an export slot back)
+    send_job(stack, DiscordJob(action="export", user=ALICE, token="tok-x", issued_at=1), "InteractiveQueue")
     stack.settle()  # every job that was queued has run: anything that would come back has by then
     assert discord_messages(stack) == []
+    # no state item names her but the tombstone: no cursor the backfill link saved, no export slot
+    client = boto3.client(
+        "dynamodb",
+        endpoint_url=f"http://127.0.0.1:{stack.env['ENGRAM_DYNAMODB_PORT']}",
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+    items = client.scan(TableName="engram-state")["Items"]
+    naming = [(i["pk"]["S"], i["sk"]["S"]) for i in items if ALICE in i["pk"]["S"] or ALICE in i["sk"]["S"]]
+    assert naming == [(f"forgotten#{APP_ID}", ALICE)]
 
 
 def test_a_catch_up_in_flight_stores_nothing_after_the_forget(stack, fakes):
