@@ -85,10 +85,11 @@ class Forgetting:
         tally = Tally(state=self.state.forget_user(bot, user))
         tally.vectors = self.writes.index.delete_scope(Scope(bot=bot, user=user))
         done = self._release_contexts(bot, user, at, deadline, tally)
+        # contexts still to clear keep the forget going even when no record of theirs is left
         left = (
             self._delete_records(bot, user, at, deadline, tally)
             if done
-            else len(self.records.iter_user(bot, user))
+            else max(1, len(self.records.iter_user(bot, user)))
         )
         if left:
             self.state.begin_forget(bot, user, at, now_ms())
