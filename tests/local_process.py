@@ -62,14 +62,22 @@ class Stack:
         assert ok and self.proc.poll() is None, self.read_log()
         return self
 
-    def settle(self, timeout_s: float = 60) -> None:
-        """Until every queued job has run (tests.support.settle), read from the stack's own SQS."""
+    def client(self, service: str):  # noqa: ANN201 - boto3's client types are generated per service
+        """A boto3 client of the stack's own DynamoDB or SQS (the test fixed their ports in the env)."""
         import boto3
 
-        port = self.env["ENGRAM_SQS_PORT"]
-        settle(
-            boto3.client("sqs", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1"), timeout_s
+        port = self.env[{"dynamodb": "ENGRAM_DYNAMODB_PORT", "sqs": "ENGRAM_SQS_PORT"}[service]]
+        return boto3.client(
+            service,
+            endpoint_url=f"http://127.0.0.1:{port}",
+            region_name="us-east-1",
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
         )
+
+    def settle(self, timeout_s: float = 60) -> None:
+        """Until every queued job has run (tests.support.settle), read from the stack's own SQS."""
+        settle(self.client("sqs"), timeout_s)
 
     def health(self) -> dict:
         """What /healthz tells the admin key (embedderWarm among it)."""

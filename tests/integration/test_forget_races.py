@@ -9,7 +9,6 @@ import json
 import threading
 import time
 
-import boto3
 import httpx
 import pytest
 
@@ -52,9 +51,7 @@ def stack(tmp_path, fakes):
 
 def send_job(stack: Stack, job, queue: str) -> None:
     """Put a job straight on the stack's queue, as a retry or a DLQ redrive delivers it."""
-    sqs = boto3.client(
-        "sqs", endpoint_url=f"http://127.0.0.1:{stack.env['ENGRAM_SQS_PORT']}", region_name="us-east-1"
-    )
+    sqs = stack.client("sqs")
     url = sqs.get_queue_url(QueueName=f"engram-{queue}")["QueueUrl"]
     sqs.send_message(QueueUrl=url, MessageBody=job.model_dump_json())
 
@@ -154,13 +151,7 @@ def test_a_backfill_link_and_a_catch_up_made_before_the_forget_store_nothing_aft
     stack.settle()  # every job that was queued has run: anything that would come back has by then
     assert discord_messages(stack) == []
     # no state item names her but the tombstone: no cursor the backfill link saved, no export slot
-    client = boto3.client(
-        "dynamodb",
-        endpoint_url=f"http://127.0.0.1:{stack.env['ENGRAM_DYNAMODB_PORT']}",
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
+    client = stack.client("dynamodb")
     items = client.scan(TableName="engram-state")["Items"]
     naming = [(i["pk"]["S"], i["sk"]["S"]) for i in items if ALICE in i["pk"]["S"] or ALICE in i["sk"]["S"]]
     assert naming == [(f"forgotten#{APP_ID}", ALICE)]

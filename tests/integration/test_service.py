@@ -350,6 +350,100 @@ def test_a_claim_left_by_a_crash_is_taken_over(service):
     assert not created_again and again.id == memory.id
 
 
+def test_forget_releases_the_claims_a_crash_left_in_the_user_s_name_and_no_one_else_s(service, aws):
+    """A crash between a claim and its record leaves a claim naming the user (a source id or a digest of
+    their fact): the forget finds it through the byOwner index and releases it; others' stay."""
+    from engram.store import fact_key, source_key
+
+    kept, _ = service.add_fact("bot1", "Alice's fact that stays until the forget.", user="alice")
+    service.records.claim("bot1", source_key("crash-msg"), 777001, "alice")  # records never landed
+    service.records.claim("bot1", fact_key("s1", None, "alice", "Half-written fact."), 777002, "alice")
+    service.records.claim("bot1", source_key("bob-crash-msg"), 777003, "bob")
+    # a claim whose record holds it is not stale: only the crash's leftovers are
+    assert sorted(service.records.stale_claims("bot1", "alice")) == sorted(
+        [source_key("crash-msg"), fact_key("s1", None, "alice", "Half-written fact.")]
+    )
+    assert StateItem.get("unique#bot1", service.records.get("bot1", kept.id).unique_key).owner == "bot1#alice"
+    deleted = service.forget_user("bot1", "alice")
+    assert deleted["claims"] == 2 and deleted["facts"] == 1
+    left = {
+        i["sk"]["S"]: i
+        for i in aws["dynamodb"].scan(TableName="t-state")["Items"]
+        if i["pk"]["S"] == "unique#bot1"
+    }
+    assert list(left) == [source_key("bob-crash-msg")]
+    assert all(
+        "alice" not in str(item)
+        for item in aws["dynamodb"].scan(TableName="t-state")["Items"]
+        if item["pk"]["S"].startswith("unique#")
+    )
+
+
+def test_a_forget_landing_while_a_reply_is_written_leaves_no_quoted_words_in_its_vectors(
+    service, monkeypatch
+):
+    """Bob's reply is embedded ahead with Alice's message as its context while DynamoDB stores it; Alice is
+    forgotten before the write settles: the context is cleared, and the vectors made ahead with her words
+    are thrown away, not written into Bob's point."""
+    from engram.service import ChatMessage
+    from engram.vectors import Fusion
+
+    service.add_messages(
+        "bot1",
+        [ChatMessage(source_id="a1", text="My locker code is 4417 by the gym.", user="alice", thread="t1")],
+    )
+    create_many = service.records.create_many
+
+    def written_then_forgotten(records):
+        out = create_many(records)
+        service.forget_user("bot1", "alice")  # before _settle notes the carriers: it cannot find Bob's reply
+        return out
+
+    monkeypatch.setattr(service.records, "create_many", written_then_forgotten)
+    reply = ChatMessage(source_id="b1", text="Noted, see you there.", user="bob", thread="t1")
+    added = service.add_messages("bot1", [reply])
+    monkeypatch.undo()
+    record = service.records.get("bot1", added.memories[0].id)
+    assert record is not None and record.context is None
+    expected = service.indexer.dense_vectors([record])[record.id]
+    name = service.indexer.dense_name
+    hits = service.index.search(
+        Scope(bot="bot1", user="bob"), None, (name, expected), 1, Fusion(), with_vector=True
+    )
+    assert [h.id for h in hits] == [record.id]
+    assert hits[0].vector == pytest.approx(expected, abs=1e-5)
+
+
+def test_a_forget_landing_after_a_write_read_the_tombstones_leaves_no_thread_tail(service, monkeypatch):
+    """The thread's tail (the next message's context) is written before the tombstones are read: a forget
+    landing right after that read finds the tail and drops it, so the next message quotes nothing of hers."""
+    from engram.service import ChatMessage
+
+    refused, calls = service.writes.refused, []
+
+    def then_forgotten(bot, users, origin):
+        out = refused(bot, users, origin)
+        calls.append(1)
+        if len(calls) == 2:  # the read in _settle (the first is the batch's, before anything is written)
+            service.forget_user("bot1", "alice")
+        return out
+
+    monkeypatch.setattr(service.writes, "refused", then_forgotten)
+    service.add_messages(
+        "bot1",
+        [ChatMessage(source_id="a1", text="The spare key is under the blue pot.", user="alice", thread="t1")],
+    )
+    monkeypatch.undo()
+    assert len(calls) == 2
+    assert service.list("bot1", user="alice") == []
+    added = service.add_messages(
+        "bot1", [ChatMessage(source_id="b1", text="Got it.", user="bob", thread="t1")]
+    )
+    assert service.records.get("bot1", added.memories[0].id).context is None
+    tails = [i for i in StateItem.query("thread#bot1")]
+    assert all("blue pot" not in json.dumps(i.attribute_values, default=str) for i in tails)
+
+
 def test_ties_come_back_in_the_same_order_every_time(service):
     """Equal scores are ordered by id, newest first, so the same query always gives the same list."""
     for i in range(12):

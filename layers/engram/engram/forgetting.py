@@ -96,7 +96,7 @@ class Forgetting:
             self.writes.queue.send(ForgetJob(bot=bot, user=user, at=at))
             log.info("forget of a user continues in a job", extra={"bot": bot, "left": left})
             return tally.outcome(left)
-        claims = self.records.user_claims(bot, user)  # leftovers of a crash between a claim and its record
+        claims = self.records.stale_claims(bot, user)  # leftovers of a crash between a claim and its record
         self.records.drop_claims(bot, claims)
         tally.claims = len(claims)
         tally.vectors += self.writes.index.delete_scope(Scope(bot=bot, user=user))
@@ -127,26 +127,31 @@ class Forgetting:
             if time.monotonic() > deadline:
                 return False
             chunk = carrier_ids[start : start + READ]
-            # their own records quoting themselves are deleted next: no point in indexing them again
-            others = [
-                carrier
-                for carrier in self.records.batch_get(bot, chunk).values()
-                if not (carrier.user == user and carrier.arrived <= at)
-            ]
-            answers = [c for c in others if user in drew_on(c)]  # /ask answers made from their words
-            for answer in answers:
-                with contextlib.suppress(NotFound):  # gone already: a retry, or a delete meanwhile
-                    self.writes.remove(bot, int(answer.id))
-            tally.answers += len(answers)
-            others = [c for c in others if c not in answers]
-            quoting = [c for c in others if c.context and c.context_author == user]
-            cleared = [carrier for carrier in quoting if self.records.clear_context(carrier)]
-            cleared += [c for c in others if reply_author(c) == user and self._unreply(c)]
-            if cleared:
-                self.writes.indexer.index_or_defer(bot, cleared)
+            self._release_chunk(bot, user, at, chunk, tally)
             self.records.drop_carriers(bot, user, chunk)
-            tally.contexts += len(cleared)
         return True
+
+    def _release_chunk(self, bot: str, user: str, at: int, chunk: list[int], tally: Tally) -> None:
+        """One chunk of carriers: /ask answers made from the user's words go; contexts quoting them and
+        replies naming them are cleared."""
+        # their own records quoting themselves are deleted next: no point in indexing them again
+        others = [
+            carrier
+            for carrier in self.records.batch_get(bot, chunk).values()
+            if not (carrier.user == user and carrier.arrived <= at)
+        ]
+        answers = {int(c.id) for c in others if user in drew_on(c)}
+        for answer in answers:
+            with contextlib.suppress(NotFound):  # gone already: a retry, or a delete meanwhile
+                self.writes.remove(bot, answer)
+        tally.answers += len(answers)
+        others = [c for c in others if int(c.id) not in answers]
+        quoting = [c for c in others if c.context and c.context_author == user]
+        cleared = [carrier for carrier in quoting if self.records.clear_context(carrier)]
+        cleared += [c for c in others if reply_author(c) == user and self._unreply(c)]
+        if cleared:
+            self.writes.indexer.index_or_defer(bot, cleared)
+        tally.contexts += len(cleared)
 
     def _unreply(self, record: Record) -> bool:
         """A reply no longer names whom it answered (the message id and author of a forgotten user's

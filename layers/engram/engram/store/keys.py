@@ -26,9 +26,6 @@ def unique_pk(bot: str) -> str:
     return f"unique#{bot}"
 
 
-FACT_CLAIM_PREFIX = "fact#"
-
-
 def fact_key(server: str | None, project: str | None, user: str | None, text: str) -> str:
     """A fact's unique key: its folded text's digest in its scope."""
     return f"fact#{server or ''}#{project or ''}#{user or ''}#{fold_digest(text)}"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pynamodb.attributes import JSONAttribute, NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, KeysOnlyProjection
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, IncludeProjection, KeysOnlyProjection
 from pynamodb.models import Model
 
 from ..config import Settings
@@ -80,6 +80,18 @@ class MemoryRecord(Model):
     pending = Pending()
 
 
+class ByOwner(GlobalSecondaryIndex["StateItem"]):
+    """Sparse: the state items made in a user's name (unique claims), per bot: what a forget releases,
+    leftovers of a crash between a claim and its record included, without reading anyone else's."""
+
+    class Meta:
+        index_name = "byOwner"
+        projection = IncludeProjection(["memoryId"])
+
+    owner = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+
+
 class StateItem(Model):
     """Everything that is not a memory: unique keys, counters, settings, consent, cursors."""
 
@@ -97,6 +109,9 @@ class StateItem(Model):
     data = JSONAttribute(null=True)
     members = UnicodeSetAttribute(null=True)  # e.g. the channels of a backfill run already counted done
     expires_at = NumberAttribute(null=True, attr_name="expiresAt")
+    owner = UnicodeAttribute(null=True)  # "<bot>#<user>" on a claim made in a user's name (byOwner)
+
+    by_owner = ByOwner()
 
 
 def bind_tables(settings: Settings) -> None:

@@ -375,13 +375,13 @@ class RecordStore:
         records = self.batch_get(bot, list(set(claims.values()))) if claims else {}
         return {k: i for k, i in claims.items() if i in records and records[i].unique_key == k}
 
-    def claim(self, bot: str, key: str, memory_id: int) -> int | None:
-        """Claim a unique key for a memory; returns the id of the memory already holding it (or being
-        written with it right now), else None."""
-        pk = _unique_pk(bot)
+    def claim(self, bot: str, key: str, memory_id: int, user: str | None = None) -> int | None:
+        """Claim a unique key for a memory written in a user's name; returns the id of the memory already
+        holding it (or being written with it right now), else None."""
+        pk, owner = _unique_pk(bot), keys.bot_user(bot, user)
         for _ in range(3):
             if attempt(
-                lambda: StateItem(pk, key, memory_id=memory_id, value=now_ms()).save(
+                lambda: StateItem(pk, key, memory_id=memory_id, value=now_ms(), owner=owner).save(
                     condition=StateItem.pk.does_not_exist()
                 )
             ):
@@ -396,7 +396,7 @@ class RecordStore:
             if now_ms() - int(current.value or 0) < CLAIM_IN_FLIGHT_MS:
                 return holder  # its record is being written right now
             # a claim whose memory is gone or says something else now: take it over
-            mine = StateItem(pk, key, memory_id=memory_id, value=now_ms())
+            mine = StateItem(pk, key, memory_id=memory_id, value=now_ms(), owner=owner)
             if attempt(partial(mine.save, condition=StateItem.memory_id == holder)):
                 return None
         raise Unavailable(f"could not settle which memory holds {key!r}; try again")
@@ -410,7 +410,7 @@ class RecordStore:
     def create(self, record: Record) -> None:
         """Claim the record's unique key, then write it; raises Duplicate if the key is held."""
         if record.unique_key:
-            holder = self.claim(record.bot, record.unique_key, int(record.id))
+            holder = self.claim(record.bot, record.unique_key, int(record.id), record.user)
             if holder is not None:
                 raise Duplicate(holder)
         try:
@@ -424,7 +424,9 @@ class RecordStore:
         """Claim each record's key, then write the records that got theirs in batches of 25.
         Returns the records written (duplicates left out)."""
         held = list(
-            self._pool.map(lambda r: r.unique_key and self.claim(r.bot, r.unique_key, int(r.id)), records)
+            self._pool.map(
+                lambda r: r.unique_key and self.claim(r.bot, r.unique_key, int(r.id), r.user), records
+            )
         )
         claimed = [r for r, holder in zip(records, held, strict=False) if not holder]
 
@@ -457,7 +459,7 @@ class RecordStore:
         old_key = record.unique_key
         stamp = now_ms()
         if unique_key and unique_key != old_key:
-            holder = self.claim(record.bot, unique_key, int(record.id))
+            holder = self.claim(record.bot, unique_key, int(record.id), record.user)
             if holder is not None:
                 raise Duplicate(holder)
         actions: list[Action] = [
@@ -631,21 +633,22 @@ class RecordStore:
         lean interactions function needs no store object."""
         return guard(lambda: MemoryRecord.by_user.count(keys.bot_user(bot, user)))
 
-    def user_claims(self, bot: str, user: str) -> list[str]:
-        """The fact claims made in a user's name (their scope is in the key), whether or not their
-        record still exists: a forget releases them all, leftovers of a crash included."""
-        # DynamoDB filters no key attribute: the partition's fact claims are read (keys only) and matched here
-        return self._guard(
-            lambda: [
-                i.sk
-                for i in StateItem.query(
-                    keys.unique_pk(bot),
-                    StateItem.sk.startswith(keys.FACT_CLAIM_PREFIX),
-                    attributes_to_get=["pk", "sk"],
-                )
-                if i.sk.rsplit("#", 2)[-2] == user
-            ]
+    def stale_claims(self, bot: str, user: str) -> list[str]:
+        """The claims made in a user's name whose memory no longer holds them: what a crash between a
+        claim and its record leaves, and what a forget releases once the user's records are gone. Read
+        through the byOwner index, so the work is the user's claims, never the bot's."""
+        claims = self._guard(
+            lambda: {
+                i.sk: int(i.memory_id or 0)
+                for i in StateItem.by_owner.query(keys.bot_user(bot, user))
+                if i.pk == keys.unique_pk(bot)
+            }
         )
+        if not claims:
+            return []
+        records = self.batch_get(bot, list(set(claims.values())))
+        # a record the user wrote after the forget (a new remember) keeps its claim, or a duplicate gets in
+        return [k for k, i in claims.items() if i not in records or records[i].unique_key != k]
 
     def drop_claims(self, bot: str, claim_keys: list[str]) -> None:
         """Delete these claims outright."""
