@@ -50,12 +50,91 @@ def table_definitions(template: dict | None = None) -> dict[str, dict]:
 
 
 def create_tables(dynamodb_client, names: dict[str, str]) -> None:
-    """Create the template's tables (logical id -> table name) unless they exist."""
+    """Create the template's tables (logical id -> table name) unless they exist; a table made before an
+    index was added to the template gets it (add_missing_indexes)."""
     existing = set(dynamodb_client.list_tables()["TableNames"])
     for logical_id, args in table_definitions().items():
         name = names[logical_id]
-        if name not in existing:
+        if f"{name}{REBUILDING}" in existing:  # a rebuild was cut off: finish it (or start it again)
+            _rebuild(dynamodb_client, name, args)
+        elif name not in existing:
             dynamodb_client.create_table(TableName=name, **args)
+        else:
+            add_missing_indexes(dynamodb_client, name, args)
+
+
+# A local table is rebuilt through a copy named so, which is complete once it holds this marker item.
+REBUILDING = "-rebuilding"
+COPIED = "engram:copy-complete"
+
+
+def add_missing_indexes(dynamodb_client, name: str, args: dict) -> bool:
+    """Give an existing table the template's global secondary indexes it lacks. dynalite cannot add one
+    to a table (UpdateTable ignores GlobalSecondaryIndexUpdates), so the table is copied, made again with
+    every index and filled from the copy; a start cut off anywhere in that finishes it (or starts again
+    from the untouched table). On AWS CloudFormation adds the index itself."""
+    table = dynamodb_client.describe_table(TableName=name)["Table"]
+    have = {i["IndexName"] for i in table.get("GlobalSecondaryIndexes", [])}
+    if {i["IndexName"] for i in args.get("GlobalSecondaryIndexes", [])} <= have:
+        return False
+    _rebuild(dynamodb_client, name, args)
+    return True
+
+
+def _rebuild(dynamodb_client, name: str, args: dict) -> None:
+    copy = f"{name}{REBUILDING}"
+    marker = {
+        a["AttributeName"]: {a["AttributeType"]: COPIED if a["AttributeType"] == "S" else "0"}
+        for a in args["AttributeDefinitions"]
+        if a["AttributeName"] in {k["AttributeName"] for k in args["KeySchema"]}
+    }
+    tables = set(dynamodb_client.list_tables()["TableNames"])
+    complete = copy in tables and "Item" in dynamodb_client.get_item(TableName=copy, Key=marker)
+    if not complete:  # the table itself is whole: copy it (again)
+        if copy in tables:
+            _drop(dynamodb_client, copy)
+        keys = {k["AttributeName"] for k in args["KeySchema"]}
+        _make(
+            dynamodb_client,
+            copy,
+            KeySchema=args["KeySchema"],
+            AttributeDefinitions=[a for a in args["AttributeDefinitions"] if a["AttributeName"] in keys],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        _copy(dynamodb_client, name, copy)
+        dynamodb_client.put_item(TableName=copy, Item=marker)
+    if name in tables:
+        _drop(dynamodb_client, name)
+    _make(dynamodb_client, name, **args)
+    _copy(dynamodb_client, copy, name, skip=marker)
+    _drop(dynamodb_client, copy)
+
+
+def _make(dynamodb_client, name: str, **args) -> None:
+    """Create a table and wait until it takes writes."""
+    dynamodb_client.create_table(TableName=name, **args)
+    dynamodb_client.get_waiter("table_exists").wait(
+        TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
+    )
+
+
+def _drop(dynamodb_client, name: str) -> None:
+    """Delete a table and wait until it is gone (its name free again)."""
+    dynamodb_client.delete_table(TableName=name)
+    dynamodb_client.get_waiter("table_not_exists").wait(
+        TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
+    )
+
+
+def _copy(dynamodb_client, source: str, target: str, skip: dict | None = None) -> None:
+    """Every item of one table put into another, 25 at a time (puts: a copy made twice is the same)."""
+    for page in dynamodb_client.get_paginator("scan").paginate(TableName=source):
+        items = [i for i in page["Items"] if skip is None or any(i.get(k) != v for k, v in skip.items())]
+        for start in range(0, len(items), 25):
+            requests = [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]
+            while requests:
+                left = dynamodb_client.batch_write_item(RequestItems={target: requests})["UnprocessedItems"]
+                requests = left.get(target, [])
 
 
 def create_queues(sqs_client, prefix: str, visibility_s: int | None = None) -> dict[str, str]:

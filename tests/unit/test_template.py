@@ -5,7 +5,7 @@ import re
 import shlex
 from pathlib import Path
 
-from engram.store.models import MemoryRecord
+from engram.store.models import MemoryRecord, StateItem
 from infra.aws_template import load_template, table_definitions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,9 +46,13 @@ def test_every_function_handler_exists():
 
 
 def test_model_indexes_match_the_template():
-    memories = table_definitions()["MemoriesTable"]
-    declared = {i["IndexName"]: (i["KeySchema"], i["Projection"]) for i in memories["GlobalSecondaryIndexes"]}
-    for index in (MemoryRecord.by_user, MemoryRecord.by_kind, MemoryRecord.pending):
+    tables = table_definitions()
+    declared = {
+        i["IndexName"]: (i["KeySchema"], i["Projection"])
+        for table in ("MemoriesTable", "StateTable")
+        for i in tables[table]["GlobalSecondaryIndexes"]
+    }
+    for index in (MemoryRecord.by_user, MemoryRecord.by_kind, MemoryRecord.pending, StateItem.by_owner):
         schema = index._get_schema()
         key_schema, projection = declared[schema["index_name"]]
         assert sorted(key_schema, key=str) == sorted(schema["key_schema"], key=str)
