@@ -50,6 +50,8 @@ def migrate_pickled_state(data_dir: Path, moto_endpoint: str, dynamodb) -> int:
 
 REGION = "us-east-1"
 TABLES = {"MemoriesTable": "engram-memories", "StateTable": "engram-state"}
+# A forget's index rewrite waits this long for the next forget of a burst (one rewrite for them all)
+PURGE_AFTER_S = 2.0
 
 
 class LocalStack:
@@ -88,6 +90,7 @@ class LocalStack:
         self.discord_settings = discord_settings
         self.poll = poll
         self._stop = threading.Event()
+        self._purge_wanted = threading.Event()  # a forget asked for the embedded index to be rewritten
         self._threads: list[threading.Thread] = []
 
     # ---------------------------------------------------------------------------------------------
@@ -192,7 +195,12 @@ class LocalStack:
             if not self.local_dynamodb.compact():
                 log.warning("the local DynamoDB did not finish compacting after a forget")
 
-        self.engine.service.forget_hooks += [drop_queued, compact_records]
+        # ... and the embedded index is rewritten from its live points (qdrant-edge keeps a deleted point's
+        # payload in its segment and its updates in its WAL): in the background, once for a burst of forgets
+        def purge_index(bot: str, user: str) -> None:
+            self._purge_wanted.set()
+
+        self.engine.service.forget_hooks += [drop_queued, compact_records, purge_index]
 
     def _start_workers(self, queues: dict[str, str]) -> None:
         """Two pollers on one worker handler, like the two event source mappings on AWS (interactive jobs
@@ -210,6 +218,7 @@ class LocalStack:
         self._spawn("sweeper", self._sweep_loop)
         self._spawn("warm-embedder", self._warm_embedder)
         self._spawn("index-keeper", self._keep_index)
+        self._spawn("index-purger", self._purge_loop)
 
     def _start_doors(self) -> None:
         """The LibreChat proxy and the Discord door on the engine."""
@@ -279,6 +288,23 @@ class LocalStack:
                 log.exception("sweep failed")
             self._stop.wait(self.sweep_every_s)
 
+    def _purge_loop(self) -> None:
+        while not self._stop.is_set():
+            if self._purge_wanted.wait(1) and not self._stop.wait(PURGE_AFTER_S):
+                self._purge_index()
+
+    def _purge_index(self) -> None:
+        """Rewrite the embedded index without the deleted points (a Qdrant server's are the operator's)."""
+        purge = getattr(self.engine.service.index, "purge_deleted", None)
+        self._purge_wanted.clear()
+        if purge is None:
+            return
+        try:
+            log.info("index rewritten without deleted points: %d kept", purge())
+        except Exception:  # the next forget (or stop) tries again; the points are deleted either way
+            self._purge_wanted.set()
+            log.exception("index purge failed")
+
     def _catchup_loop(self) -> None:
         from engram.jobs import DiscordJob
 
@@ -315,6 +341,8 @@ class LocalStack:
             poller.stop()
         for thread in self._threads:
             thread.join(timeout=10)
+        if getattr(self, "engine", None) and self._purge_wanted.is_set():
+            self._purge_index()  # a forget just before the stop: its bytes do not outlive the process
         if getattr(self, "engine", None):
             self.engine.close()
             set_engine(None)

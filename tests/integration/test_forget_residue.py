@@ -260,9 +260,14 @@ def test_no_store_on_disk_holds_the_forgotten_words(forgotten, fakes):
     log = "".join(p.read_text() for p in data.glob("stack-*.log"))
     assert found(log) == []
 
-    # the raw bytes of LevelDB's tables and logs (dynalite compacts after every forget) and of the journal's
-    # files (secure_delete, its WAL truncated): not only what a read returns, what a grep of the disk finds
-    files = [*(data / "dynamodb").rglob("*"), *data.glob("queue-journal.sqlite*")]
+    # the raw bytes of LevelDB's tables and logs (dynalite compacts after every forget), of the journal's
+    # files (secure_delete, its WAL truncated) and of the embedded index's segments and WAL (rewritten from
+    # its live points): not only what a read returns, what a grep of the disk finds
+    files = [
+        *(data / "dynamodb").rglob("*"),
+        *data.glob("queue-journal.sqlite*"),
+        *(data / "qdrant").rglob("*"),
+    ]
     raw = b"".join(f.read_bytes() for f in files if f.is_file())
     assert found(raw.decode("latin-1")) == []
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 from pathlib import Path
 
@@ -39,6 +40,7 @@ class EdgeIndex:
         self.path = Path(path)
         self._lock = threading.RLock()
         self._writes_since_optimize = 0
+        self._finish_purge()
         if (self.path / "edge_config.json").exists() or (self.path / "segments").exists():
             try:
                 self._shard = qe.EdgeShard.load(str(self.path))
@@ -52,11 +54,81 @@ class EdgeIndex:
                 vectors={}, sparse_vectors={WORDS: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)}
             )
             self._shard = qe.EdgeShard.create(str(self.path), config)
-            for name in _KEYWORD_FIELDS:
-                self._shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
-            self._shard.update(
-                qe.UpdateOperation.create_field_index("createdAt", qe.PayloadSchemaType.Integer)
+            self._index_fields(self._shard)
+
+    @staticmethod
+    def _index_fields(shard: qe.EdgeShard) -> None:
+        for name in _KEYWORD_FIELDS:
+            shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
+        shard.update(qe.UpdateOperation.create_field_index("createdAt", qe.PayloadSchemaType.Integer))
+
+    # ----- purging: no deleted point's bytes left on disk -------------------------------------------
+    # qdrant-edge marks a deleted point deleted in its segment (its payload stays in the segment's
+    # payload storage until the segment is rewritten) and keeps every update in its write-ahead log, a
+    # preallocated 32 MB file kept until it fills. Its WAL cannot be replaced under a shard (later updates
+    # of existing points would be ignored as older than them), so a purge copies the live points into a
+    # fresh shard and swaps the directories: `.purged` is the finished copy, `.old` the shard it replaces.
+
+    def _sibling(self, suffix: str) -> Path:
+        return self.path.with_name(self.path.name + suffix)
+
+    def _finish_purge(self) -> None:
+        """A purge cut off anywhere: a finished copy is swapped in, an unfinished one thrown away."""
+        fresh, old = self._sibling(".purged"), self._sibling(".old")
+        if fresh.exists() and not (fresh / "complete").exists():
+            shutil.rmtree(fresh)
+        if fresh.exists():
+            if self.path.exists() and not old.exists():
+                self.path.rename(old)
+            (fresh / "complete").unlink()
+            fresh.rename(self.path)
+        elif old.exists() and not self.path.exists():
+            old.rename(self.path)
+        if old.exists():
+            shutil.rmtree(old)
+
+    def _copy_points(self, copy: qe.EdgeShard) -> int:
+        """Every live point (vectors and payload) written into another shard; returns how many."""
+        kept, after = 0, None
+        while True:
+            request = qe.ScrollRequest(
+                offset=after, limit=1000, filter=None, with_payload=True, with_vector=True
             )
+            page, after = self._shard.scroll(request)
+            if page:
+                copy.update(
+                    qe.UpdateOperation.upsert_points(
+                        [qe.Point(p.id, p.vector or {}, p.payload) for p in page]
+                    )
+                )
+                kept += len(page)
+            if after is None:
+                return kept
+
+    def purge_deleted(self) -> int:
+        """Rewrite the shard from its live points so no deleted point's payload, vectors or update is left
+        in any file (after a forget); returns how many points were kept. Blocks the index meanwhile."""
+        with self._lock:
+            fresh = self._sibling(".purged")
+            if fresh.exists():
+                shutil.rmtree(fresh)
+            fresh.mkdir(parents=True)
+            self._shard.flush()
+            shutil.copy(self.path / "edge_config.json", fresh / "edge_config.json")
+            copy = qe.EdgeShard.load(str(fresh))
+            try:
+                self._index_fields(copy)
+                kept = self._copy_points(copy)
+                copy.flush()
+                copy.optimize()
+            finally:
+                copy.close()
+            (fresh / "complete").touch()
+            self._shard.close()
+            self._finish_purge()
+            self._shard = qe.EdgeShard.load(str(self.path))
+            self._writes_since_optimize = 0
+            return kept
 
     def _run(self, fn):
         with self._lock:
