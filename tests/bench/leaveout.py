@@ -169,6 +169,7 @@ TODAY = dict(
     dense_context=0.5,
     fact_context_minutes=0.0,
     date_terms=0.0,
+    fusion_mode="rrf",
     fusion_k=2,
     words_weight=2.0,
     dense_weight=1.0,
@@ -180,9 +181,10 @@ TODAY = dict(
     short_query_words=0.5,
 )
 
-# Each change is a family of candidate values, the first "off". Step n's grid is every family kept so
-# far plus its own, so its gain is what it adds once the earlier ones are tuned too; a family is kept
-# only if it raises the held-out R@10 (mean of messages and facts).
+# Each change is a family of candidate values, the first "off", on a grid fixed here before it is run.
+# Step n's grid is every family kept so far plus its own, so its gain is what it adds once the earlier
+# ones are tuned too; a family is kept only if it raises the held-out R@10 (mean of messages and facts)
+# and does so on at least KEEP_SPLITS of the five held-out conversations.
 STEPS: list[tuple[str, dict[str, list]]] = [
     ("today's settings (fixed)", {}),
     ("fusion weights re-chosen per split", {"words_weight": [2.0, 1.5]}),
@@ -191,7 +193,14 @@ STEPS: list[tuple[str, dict[str, list]]] = [
     ("word feedback from the top hits", {"feedback_docs": [0, 3], "feedback_weight": [0.0, 0.15]}),
     ("meaning feedback from the top hits", {"feedback_docs": [0, 3], "feedback_dense": [0.0, 0.3]}),
     ("short queries lean on meaning", {"short_query_terms": [0, 2]}),
+    # issue 31: a blend of normalised scores over rank fusion, its side weights re-chosen with it
+    (
+        "score fusion: a blend of min-max normalised scores",
+        {"fusion_mode": ["rrf", "blend"], "words_weight": [2.0, 1.5, 1.0, 0.7]},
+    ),
 ]
+KEEP_SPLITS = 4
+BOOTSTRAP = 2000
 KINDS = ("message", "fact")
 
 
@@ -252,9 +261,27 @@ def leave_out(conversations, found: dict[str, dict[tuple, dict]], configs: list[
             zip((c.sample_id for c in conversations), splits, strict=False)
         )
         row["spread (min, max, stdev)"] = [min(splits), max(splits), round(statistics.pstdev(splits), 4)]
+        row["R@10 95% interval (bootstrap over conversations)"] = bootstrap(splits)
         out[kind] = row
     out["chosen per split"] = chosen
     return out
+
+
+def bootstrap(per_conversation: list[float], rounds: int = BOOTSTRAP) -> list[float]:
+    """A 95 % interval of the mean over conversations, resampling conversations (not questions: the
+    questions of one conversation are not independent of each other)."""
+    import random
+
+    draw = random.Random(31)
+    n = len(per_conversation)
+    means = sorted(statistics.fmean(draw.choices(per_conversation, k=n)) for _ in range(rounds))
+    return [round(means[int(0.025 * rounds)], 4), round(means[int(0.975 * rounds) - 1], 4)]
+
+
+def split_means(row: dict) -> list[float]:
+    """Each held-out conversation's R@10, the mean of messages and facts."""
+    per_kind = [list(row[kind]["R@10 per held-out conversation"].values()) for kind in KINDS]
+    return [statistics.fmean(values) for values in zip(*per_kind, strict=True)]
 
 
 def recall_modes(conversations, service, limit: int = 6, budget: int = 4000) -> dict:
@@ -319,7 +346,7 @@ def run(conversations=None, embedder=None, steps=STEPS, log=print) -> dict:
                     builds[side] = build(conversations, kind, settings, cached, root)
                 found[kind][key(cfg)] = answers(conversations, kind, builds[side], settings)
 
-    steps_out, kept, previous = [], {}, None
+    steps_out, kept, previous, previous_splits = [], {}, None, []
     try:
         for label, family in steps:
             families = dict(kept)
@@ -329,14 +356,18 @@ def run(conversations=None, embedder=None, steps=STEPS, log=print) -> dict:
             evaluate_all(configs)
             row = leave_out(conversations, found, configs)
             held_out = statistics.fmean(row[kind]["R@10"] for kind in KINDS)
-            keep = previous is None or held_out > previous
+            splits = split_means(row)
+            better = sum(a > b for a, b in zip(splits, previous_splits, strict=False))
+            keep = previous is None or (held_out > previous and better >= min(KEEP_SPLITS, len(splits)))
             if keep:
-                kept = families
-                previous = held_out
-            steps_out.append({"step": label, "kept": keep, "configs": len(configs), **row})
+                kept, previous, previous_splits = families, held_out, splits
+            steps_out.append(
+                {"step": label, "kept": keep, "configs": len(configs), "splits improved": better, **row}
+            )
             log(
                 f"  {label:50s} messages {row['message']['R@10']:.4f}  facts {row['fact']['R@10']:.4f}  "
-                f"{'kept' if keep else 'not kept'} ({len(configs)} configs)"
+                f"{'kept' if keep else 'not kept'} ({len(configs)} configs, "
+                f"{better} of {len(splits)} splits up)"
             )
         final = grid(kept)
         best = max(

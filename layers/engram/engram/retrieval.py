@@ -31,7 +31,10 @@ class Retrieval:
     fact_context_minutes: float = 30.0
     # Weight of a memory's month and year as word terms (0: dates are not words).
     date_terms: float = 0.5
-    # Query side: weighted reciprocal rank fusion of the word and the meaning results.
+    # Query side: how the word and the meaning results are fused — "rrf", weighted reciprocal rank fusion
+    # (k = `fusion_k`), or "blend", a weighted sum of each side's scores min-max normalised over its
+    # `candidates` (Bruch et al., TOIS 2023) — and each side's weight.
+    fusion_mode: str = "rrf"
     fusion_k: int = 2
     words_weight: float = 1.5
     dense_weight: float = 1.0
@@ -57,7 +60,11 @@ class Retrieval:
         if self.short_query_terms and query_terms <= self.short_query_terms:
             words *= self.short_query_words
         return Fusion(
-            k=self.fusion_k, words_weight=words, dense_weight=self.dense_weight, candidates=self.candidates
+            k=self.fusion_k,
+            words_weight=words,
+            dense_weight=self.dense_weight,
+            candidates=self.candidates,
+            mode=self.fusion_mode,
         )
 
 

@@ -52,12 +52,14 @@ class Hit:
 
 @dataclass(frozen=True, slots=True)
 class Fusion:
-    """How word and meaning results are fused: weighted reciprocal rank fusion."""
+    """How word and meaning results are fused: weighted reciprocal rank fusion ("rrf"), or a weighted
+    blend of each side's scores, min-max normalised over its candidates ("blend")."""
 
     k: int = 60
     words_weight: float = 1.0
     dense_weight: float = 1.0
     candidates: int = 50
+    mode: str = "rrf"
 
 
 def _close(score: float) -> float:
@@ -84,12 +86,27 @@ def fuse(legs: list[tuple[list[Hit], float]], fusion: Fusion, limit: int) -> lis
     best: dict[int, Hit] = {}
     depth = max(fusion.candidates, limit)  # as Qdrant's prefetch: a long page reads deeper
     for n, (hits, weight) in enumerate(legs):
-        for rank, hit in enumerate(ranked(hits, sides[1 - n])[:depth]):
-            scores[hit.id] = scores.get(hit.id, 0.0) + weight / (fusion.k + rank)
+        top = ranked(hits, sides[1 - n])[:depth]
+        for rank, (hit, part) in enumerate(zip(top, _parts(top, fusion), strict=True)):
+            scores[hit.id] = scores.get(hit.id, 0.0) + weight * (
+                part if part is not None else 1 / (fusion.k + rank)
+            )
             if hit.id not in best or (hit.vector is not None and best[hit.id].vector is None):
                 best[hit.id] = hit
     fused = [Hit(i, score, best[i].payload, best[i].vector) for i, score in scores.items()]
     return ranked(fused)[:limit]
+
+
+def _parts(top: list[Hit], fusion: Fusion) -> list[float | None]:
+    """Each hit's share of its side's weight in a blend: its score min-max normalised over the side's
+    candidates (a side whose candidates all score alike gives each its whole weight); None for rank
+    fusion, which counts ranks, not scores."""
+    if fusion.mode != "blend" or not top:
+        return [None] * len(top)
+    high, low = top[0].score, min(h.score for h in top)
+    if high - low <= 1e-12:
+        return [1.0] * len(top)
+    return [(h.score - low) / (high - low) for h in top]
 
 
 class VectorIndex(Protocol):
