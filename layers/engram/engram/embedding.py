@@ -45,9 +45,11 @@ class Providers:
         if chosen.embedder == "off":
             return NoEmbedder()
         if chosen.embedder == "local":
-            from .embedders.local import LocalEmbedder
+            from .embedders import local_embedder
 
-            return LocalEmbedder(threads=self.settings.torch_threads)
+            return local_embedder(
+                chosen.embeddingModel or self.settings.local_model, self.settings.torch_threads
+            )
         if not chosen.embeddingProvider or not chosen.embeddingModel:
             raise InvalidInput("remote needs an embeddingProvider and an embeddingModel")
         if chosen.embeddingProvider == "ollama":

@@ -81,14 +81,16 @@ class Indexer:
             return r.text[: self.message_vector_chars] if self.message_vector_chars > 0 and r.text else None
         return r.text
 
-    def embed(self, texts: list[str], wait: bool = True) -> list[list[float]] | None:
+    def embed(self, texts: list[str], wait: bool = True, query: bool = False) -> list[list[float]] | None:
         """Dense vectors, or None when the embedder is off or down (the reason is kept), or still
-        loading and the caller will not wait."""
+        loading and the caller will not wait. `query`: texts searched with, for a model trained with a
+        query side (E5's "query: "); the others embed them as they embed memories."""
         if self.dense_name is None or not texts or (not wait and not is_warm(self.embedder)):
             return None
+        embed = getattr(self.embedder, "embed_queries", None) if query else None
         try:
             with timed("embed"):
-                return self.embedder.embed(texts)
+                return (embed or self.embedder.embed)(texts)
         except EmbedderUnavailable as exc:
             self.last_error = exc.message
             log.warning("embedder unavailable: %s", exc.message)

@@ -154,7 +154,7 @@ class MemoryReads:
         words = self.words.query(query)
         dense = None
         if self.dense_name is not None and self.indexer.dense_exists(self.dense_name):
-            vectors = self.indexer.embed([query], wait=False)
+            vectors = self.indexer.embed([query], wait=False, query=True)
             if vectors:
                 dense = (self.dense_name, vectors[0])
         fusion = self.retrieval.fusion(len(words.indices))

