@@ -1,6 +1,7 @@
 """Loaded by the `make run` process a test starts with this directory on PYTHONPATH: when
 ENGRAM_TEST_FREEZE names a call ("module:Class.method:n[:before]"), that call's n-th run in this process
-stops its thread for good (after the call, or before it) and says so in ENGRAM_TEST_FREEZE_FILE. The test
+stops its thread for good (after the call, or before it), and so does every later run in any thread (a
+job or the index keeper doing the same work), and says so in ENGRAM_TEST_FREEZE_FILE. The test
 then reads the stack as a user would, with the work frozen at exactly that step, and kills it with
 kill -9. Nothing of engram's code is changed: the process is `make run`'s own."""
 
@@ -31,7 +32,9 @@ def _install(spec: str, flag: str) -> None:
     def wrapper(*args, **kwargs):
         with lock:
             calls["n"] += 1
-            hit = calls["n"] == int(nth)
+            hit = calls["n"] >= int(
+                nth
+            )  # every thread that gets there later stops too: the step is the process's
         if hit and when == ["before"]:
             freeze()
         result = original(*args, **kwargs)

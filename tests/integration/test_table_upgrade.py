@@ -32,6 +32,8 @@ def old_state_table(client, name: str = STATE) -> None:
         AttributeDefinitions=[a for a in args["AttributeDefinitions"] if a["AttributeName"] in ("pk", "sk")],
         BillingMode="PAY_PER_REQUEST",
     )
+    # dynalite makes a table ACTIVE on its next tick: a write before then is "not found" (seen under load)
+    client.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 30})
     fill(client, name, range(ITEMS))
 
 

@@ -193,17 +193,28 @@ class Indexer:
             return records
         # compared with when engram received each record, not the time its caller gave it (a re-remembered
         # user's history carries old timestamps and stays)
-        left = [r for r in records if r.user in gone and gone[r.user] >= r.arrived]
-        if left:
-            log.warning("finishing an interrupted forget: %d records", len(left))
-            self.index.delete([int(r.id) for r in left])
-            self.records.delete(left)
-        kept = [r for r in records if not (r.user in gone and gone[r.user] >= r.arrived)]
+        forgotten = [r for r in records if r.user in gone and gone[r.user] >= r.arrived]
+        self._finish_forgets(forgotten)
+        dropped = {int(r.id) for r in forgotten}
+        kept = [r for r in records if int(r.id) not in dropped]
         for r in kept:  # a context quoting someone forgotten since (no carrier named it, or a forget raced)
             if r.context and r.context_author in gone and gone[r.context_author] >= r.arrived:
                 log.warning("clearing a context whose author was forgotten")
                 self.records.clear_context(r)
         return kept
+
+    def _finish_forgets(self, left: list[Record]) -> None:
+        """Delete records of forgotten users, unless their forget is still under way: it deletes them
+        itself (resumed by the sweep or the next start, bounded and counted), so only what a forget that
+        ended without them left is deleted here."""
+        if not left:
+            return
+        under_way = self.state.forgets_under_way(left[0].bot)
+        left = [r for r in left if r.user not in under_way]
+        if left:
+            log.warning("finishing an interrupted forget: %d records", len(left))
+            self.index.delete([int(r.id) for r in left])
+            self.records.delete(left)
 
     def index_or_defer(
         self, bot: str, records: list[Record], ahead: Future[dict[int, list[float]]] | None = None
