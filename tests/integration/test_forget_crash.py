@@ -15,7 +15,7 @@ import pytest
 from tests.local_process import Stack, free_port
 from tests.support import wait_until
 
-pytestmark = pytest.mark.timeout(1500)
+pytestmark = pytest.mark.timeout(3000)
 
 BOT, RECORDS, EVERY_BOB = "crashbot", 20_000, 500
 FREEZE_DIR = Path(__file__).resolve().parents[1] / "freeze_point"
@@ -111,7 +111,9 @@ def test_a_forget_killed_at_every_step_hides_the_user_and_finishes_by_itself(tmp
             f"/v1/bots/{BOT}/import",
             content=lines(),
             headers={"content-type": "application/x-ndjson"},
-            timeout=600,
+            # 20,040 records with their claims through dynalite: ~5 min here idle, past 10 min in CI beside
+            # the other tiers since the claims gained the byOwner index (to be measured and brought down)
+            timeout=1800,
         )
         assert imported.status_code == 200, imported.text
         stack.settle(timeout_s=600)
