@@ -325,6 +325,8 @@ class LocalStack:
             log.exception("index check failed")
 
     def _warm_embedder(self) -> None:
+        if self._stop.is_set():
+            return
         try:
             self.engine.service.embedder.embed(["warm up"])
         except Exception as exc:  # search answers by words until the embedder does
@@ -340,7 +342,9 @@ class LocalStack:
         for poller in getattr(self, "pollers", []):
             poller.stop()
         for thread in self._threads:
-            thread.join(timeout=10)
+            # A process that exits while torch is still loading aborts ("terminate called without an
+            # active exception", exit -6): the warm-up is waited for, however long a loaded machine takes
+            thread.join(timeout=300 if thread.name == "warm-embedder" else 10)
         if getattr(self, "engine", None) and self._purge_wanted.is_set():
             self._purge_index()  # a forget just before the stop: its bytes do not outlive the process
         if getattr(self, "engine", None):
