@@ -35,7 +35,16 @@ from tests.bench.locomo import KS, Conversation, load, score  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "locomo-dev.json"
 CACHE = ROOT / "bench-results" / "embed-cache.pkl"
-INDEX_SIDE = ("k1", "b", "words_context", "dense_context", "fact_context_minutes", "date_terms")
+INDEX_SIDE = (
+    "k1",
+    "b",
+    "words_context",
+    "dense_context",
+    "fact_context_minutes",
+    "date_terms",
+    "window_turns",
+    "words_window",
+)
 FACTS_START_MS = 1_767_225_600_000  # 2026-01-01: facts are saved one a second, as a client posting them
 
 
@@ -74,7 +83,20 @@ class CachedEmbedder:
 
 
 class _Marks:
-    """The records side of the indexer, for points written straight to the index."""
+    """The records side of the indexer, for points written straight to the index: every record of a
+    build by its line, so that windows are made as the store's byLine index makes them."""
+
+    def __init__(self):
+        self.lines: dict[str, list] = {}
+
+    def add(self, records):
+        for r in records:
+            if r.line:
+                self.lines.setdefault(r.line, []).append(r)
+
+    def line_around(self, records, reach):
+        """Each line of these records, whole (a conversation is small)."""
+        return {r.line: list(self.lines[r.line]) for r in records if r.line in self.lines}
 
     def mark_indexed_many(self, done):
         return []
@@ -84,6 +106,9 @@ class _NoForgets:
     """The state side of reads: no forget is under way in a benchmark (the reads ask before every one)."""
 
     def forgets_under_way(self, bot):
+        return {}
+
+    def forgotten(self, bot, users):
         return {}
 
 
@@ -145,12 +170,14 @@ def build(conversations, kind: str, settings, embedder, root: Path):
     from engram.vectors.edge import EdgeIndex
 
     index = EdgeIndex(Path(tempfile.mkdtemp(prefix="leaveout-", dir=root)))
+    marks = _Marks()
     service = MemoryService(
-        records=_Marks(), index=index, embedder=embedder, queue=None, retrieval=settings, state=_NoForgets()
+        records=marks, index=index, embedder=embedder, queue=None, retrieval=settings, state=_NoForgets()
     )
     firsts = first_ids(conversations)
     for conv in conversations:
         records = records_of(conv, kind, settings, firsts[conv.sample_id])
+        marks.add(records)
         for start in range(0, len(records), 500):
             service.indexer.index_records(records[start : start + 500])
     return service
@@ -160,7 +187,8 @@ def answers(conversations, kind: str, service, settings) -> dict[str, list[list[
     """Each question's top-20 source ids, per conversation, with these query-side settings."""
     from engram.vectors import Scope
 
-    service.retrieval = settings
+    # the query side is the reads' own (the index side was fixed when the build was made)
+    service.retrieval = service.reads.retrieval = settings
     out = {}
     for conv in conversations:
         scope = Scope(bot=f"locomo-{conv.sample_id}", kind=kind)
@@ -195,6 +223,8 @@ TODAY = dict(
     feedback_dense=0.0,
     short_query_terms=0,
     short_query_words=0.5,
+    window_turns=0,
+    words_window=0.0,
 )
 
 # Each change is a family of candidate values, the first "off", on a grid fixed here before it is run.
@@ -214,6 +244,14 @@ STEPS: list[tuple[str, dict[str, list]]] = [
         "score fusion: a blend of min-max normalised scores",
         {"fusion_mode": ["rrf", "blend"], "words_weight": [2.0, 1.5, 1.0, 0.7]},
     ),
+    # issue 31: the words of the turns around each memory (two each side in its thread; a fact's: its
+    # author's facts around it in the scope) as a field of its own weight
+    (
+        "window words: the turns around each memory",
+        {"window_turns": [0, 2], "words_window": [0.0, 0.15, 0.3, 0.5]},
+    ),
+    # the step above chose its grid's largest weight on every split: the grid goes on, decided before it ran
+    ("window words weighed more", {"words_window": [0.8, 1.2]}),
 ]
 KEEP_SPLITS = 4
 BOOTSTRAP = 2000
@@ -401,7 +439,8 @@ def run(conversations=None, embedder=None, steps=STEPS, log=print) -> dict:
         }
         evaluate_all([shipped, *alone.values()])
         facts = builds[("fact", *(shipped[k] for k in INDEX_SIDE))]
-        facts.retrieval = Retrieval()  # the build may have answered another query-side setting last
+        # the build may have answered another query-side setting last
+        facts.retrieval = facts.reads.retrieval = Retrieval()
         modes = recall_modes(conversations, facts)
         return {
             "recall modes (facts, shipped settings)": modes,

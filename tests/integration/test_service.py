@@ -447,7 +447,8 @@ def test_a_forget_landing_after_a_write_read_the_tombstones_leaves_no_thread_tai
 def test_ties_come_back_in_the_same_order_every_time(service):
     """Equal scores are ordered by id, newest first, so the same query always gives the same list."""
     for i in range(12):
-        service.add_fact("ties", f"apple number{i}")  # one shared word, equal length: equal word scores
+        # one shared word, equal length, each its own author (no window of neighbours): equal word scores
+        service.add_fact("ties", f"apple number{i}", user=f"u{i}")
     service.indexer.embedder.down = True  # words only: every hit scores the same
     runs = [[m.id for m in service.search("ties", "apple", limit=5)] for _ in range(5)]
     assert all(run == runs[0] for run in runs)

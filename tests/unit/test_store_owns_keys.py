@@ -159,6 +159,7 @@ def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_pe
     reached = {
         "bot_user",
         "bot_kind",
+        "record_line",  # a record's byLine key: it goes with the record
         "unique_pk",
         "fact_key",
         "source_key",

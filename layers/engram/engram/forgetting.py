@@ -168,6 +168,9 @@ class Forgetting:
                 return len(ids) - start
             chunk = self.records.batch_get(bot, ids[start : start + READ]).values()
             doomed = [r for r in chunk if r.arrived <= at]
+            # the windows around them lose their words first: a forget resumed after a crash finds the
+            # records still there and does it again
+            self.writes.indexer.rewindow(doomed, removed=True)
             self.records.delete(doomed)
             self.records.drop_thread_tails(bot, _threads(doomed), user=user)
             for channel, messages in _by_channel(doomed).items():  # the edit/delete window's ids of them

@@ -5,6 +5,7 @@ from the records, a page at a time."""
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 import threading
@@ -34,6 +35,10 @@ def _mix(own: list[float], context: list[float], weight: float) -> list[float]:
     mixed = [a + weight * b for a, b in zip(own, context, strict=False)]
     norm = math.sqrt(sum(x * x for x in mixed)) or 1.0
     return [x / norm for x in mixed]
+
+
+def _order(r: Record) -> tuple[int, int]:
+    return int(r.created_at), int(r.id)
 
 
 def is_warm(embedder) -> bool:
@@ -131,6 +136,88 @@ class Indexer:
             if text
         }
 
+    # ----- windows: the turns around a memory, a field of its words ---------------------------------
+
+    @property
+    def window_turns(self) -> int:
+        """How many turns each side a window holds (0: windows are off)."""
+        return self.retrieval.window_turns if self.retrieval.words_window else 0
+
+    def _lines(self, records: list[Record], removed: bool = False) -> dict[str, list[Record]]:
+        """The lines of these records, reaching far enough for their neighbours' windows too, without the
+        records of users forgotten since they arrived (a window never brings back a forgotten person's
+        words); `removed`: these records are leaving, and are left out even where the index still lists
+        them."""
+        lines = self.records.line_around(records, 2 * self.window_turns)
+        users = {r.user for line in lines.values() for r in line if r.user}
+        gone = self.state.forgotten(records[0].bot, users) if users else {}
+        leaving = {int(r.id) for r in records} if removed else set()
+        out = {
+            name: [
+                r
+                for r in line
+                if int(r.id) not in leaving and not (r.user in gone and gone[r.user] >= r.arrived)
+            ]
+            for name, line in lines.items()
+        }
+        if not removed:  # a record written a moment ago may not be in the (eventually consistent) index yet
+            for r in records:
+                held = out.get(r.line or "")
+                if held is not None and all(int(x.id) != int(r.id) for x in held):
+                    held.append(r)
+                    held.sort(key=_order)
+        return out
+
+    def _window(self, line: list[Record], at: int) -> str:
+        turns = self.window_turns
+        return " ".join(r.text for r in line[max(0, at - turns) : at] + line[at + 1 : at + 1 + turns])
+
+    def windows(self, records: list[Record], lines: dict[str, list[Record]]) -> dict[int, str]:
+        """Each record's window as one text: the turns around it in its line."""
+        out = {}
+        for r in records:
+            line = lines.get(r.line or "", [])
+            at = next((n for n, x in enumerate(line) if int(x.id) == int(r.id)), None)
+            if at is not None:
+                out[int(r.id)] = self._window(line, at)
+        return out
+
+    def rewindow(self, records: list[Record], removed: bool = False) -> int:
+        """The records around these ones (changed, or `removed`) get their windows again: their words are
+        rewritten, their meaning left alone. Returns how many points were rewritten."""
+        if not self.window_turns or not records:
+            return 0
+        return self._rewrite_around(records, self._lines(records, removed))
+
+    def _rewrite_around(self, records: list[Record], lines: dict[str, list[Record]]) -> int:
+        turns = self.window_turns
+        skip = {int(r.id) for r in records}
+        around: dict[int, tuple[list[Record], int]] = {}
+        for r in records:
+            line = lines.get(r.line or "")
+            if not line:
+                continue
+            at = bisect.bisect_left([_order(x) for x in line], _order(r))
+            for n in range(max(0, at - turns), min(len(line), at + turns + 1)):
+                if int(line[n].id) not in skip:
+                    around[int(line[n].id)] = (line, n)
+        live = self.index.existing(sorted(around))  # a neighbour still waiting for its point gets it whole
+        words = {
+            memory_id: self._words(line[n], self._window(line, n))
+            for memory_id, (line, n) in around.items()
+            if memory_id in live
+        }
+        self.index.set_words(words)
+        return len(words)
+
+    def _words(self, r: Record, window: str | None):
+        return self.words.document(
+            r.text,
+            context=r.context,
+            date=date_words(int(r.created_at)) if self.retrieval.date_terms else None,
+            window=window,
+        )
+
     def embed_ahead(self, records: list[Record]) -> Future[dict[int, list[float]]] | None:
         """Start the records' dense vectors now, in the background (a write embeds while DynamoDB stores
         the records); None when vectors are off or the model is still loading."""
@@ -152,20 +239,20 @@ class Indexer:
         wanted = [(r, self.vector_text(r)) for r in records]
         dense_by_id = ahead.result() if ahead is not None else self.dense_vectors(records, wait)
         name = self.dense_name
+        lines = self._lines(records) if self.window_turns else {}
+        windows = self.windows(records, lines)
         points = [
             IndexPoint(
                 id=int(r.id),
                 payload=payload(r),
-                words=self.words.document(
-                    r.text,
-                    context=r.context,
-                    date=date_words(int(r.created_at)) if self.retrieval.date_terms else None,
-                ),
+                words=self._words(r, windows.get(int(r.id))),
                 dense={name: dense_by_id[int(r.id)]} if name is not None and int(r.id) in dense_by_id else {},
             )
             for r in records
         ]
         self.index.upsert(points)
+        if lines:  # the turns before (and after) these ones now have them in their windows
+            self._rewrite_around(records, lines)
         done = [
             (r, name if int(r.id) in dense_by_id else None)
             for r, text in wanted
@@ -214,6 +301,7 @@ class Indexer:
         if left:
             log.warning("finishing an interrupted forget: %d records", len(left))
             self.index.delete([int(r.id) for r in left])
+            self.rewindow(left, removed=True)
             self.records.delete(left)
 
     def index_or_defer(

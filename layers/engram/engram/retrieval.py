@@ -30,13 +30,17 @@ class Retrieval:
     # minutes (0: facts stand alone).
     fact_context_minutes: float = 30.0
     # Weight of a memory's month and year as word terms (0: dates are not words).
-    date_terms: float = 0.5
+    date_terms: float = 0.0
+    # A memory's window: the `window_turns` turns before and after it in its thread (a fact's: its author's
+    # facts around it in the same scope), whose words count at `words_window` (0: no window).
+    window_turns: int = 2
+    words_window: float = 0.5
     # Query side: how the word and the meaning results are fused — "rrf", weighted reciprocal rank fusion
     # (k = `fusion_k`), or "blend", a weighted sum of each side's scores min-max normalised over its
     # `candidates` (Bruch et al., TOIS 2023) — and each side's weight.
     fusion_mode: str = "rrf"
     fusion_k: int = 2
-    words_weight: float = 1.5
+    words_weight: float = 2.0
     dense_weight: float = 1.0
     candidates: int = 50
     # Pseudo-relevance feedback: the terms shared by the top `feedback_docs` hits are added to the
@@ -44,7 +48,7 @@ class Retrieval:
     # runs again, with no second embed (0 docs: off).
     feedback_docs: int = 3
     feedback_terms: int = 5
-    feedback_weight: float = 0.15
+    feedback_weight: float = 0.0
     feedback_dense: float = 0.3
     # Feedback needs a crowd: only when the first search found at least this many (in a handful of
     # memories the top three are most of the scope)

@@ -49,6 +49,7 @@ class MemoryService:
             retrieval.b,
             context_weight=retrieval.words_context,
             date_weight=retrieval.date_terms,
+            window_weight=retrieval.words_window,
         )
         self.indexer = Indexer(
             records, index, embedder, queue, self.words, message_vector_chars, retrieval, state=self.state

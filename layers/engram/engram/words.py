@@ -207,10 +207,12 @@ class WordVectorizer:
         average_length: float = 12.0,
         context_weight: float = 0.3,
         date_weight: float = 0.0,
+        window_weight: float = 0.0,
     ):
         self.k1, self.b, self.average_length = k1, b, average_length
         self.context_weight = context_weight
         self.date_weight = date_weight
+        self.window_weight = window_weight
 
     def _weights(self, text: str) -> dict[int, float]:
         counts = Counter(term_index(t) for t in terms(text))
@@ -218,11 +220,15 @@ class WordVectorizer:
         norm = self.k1 * (1 - self.b + self.b * length / self.average_length)
         return {i: c * (self.k1 + 1) / (c + norm) for i, c in counts.items()}
 
-    def document(self, text: str, context: str | None = None, date: str | None = None) -> SparseVector:
+    def document(
+        self, text: str, context: str | None = None, date: str | None = None, window: str | None = None
+    ) -> SparseVector:
         """A document's term weights: BM25's saturated, length-normalised term frequency, plus a
-        fraction of its conversation context's (the message it follows) and of its date's words."""
+        fraction of its conversation context's (the message it follows), of its date's words and of its
+        window's (the turns around it, as one text)."""
         weights = self._weights(text)
-        for extra, weight in ((context, self.context_weight), (date, self.date_weight)):
+        extras = ((context, self.context_weight), (date, self.date_weight), (window, self.window_weight))
+        for extra, weight in extras:
             if extra and weight:
                 for i, w in self._weights(extra).items():
                     weights[i] = weights.get(i, 0.0) + weight * w

@@ -449,8 +449,10 @@ class MemoryWrites:
 
     def _delete_records(self, records: list[Record]) -> None:
         # Vectors first: if Qdrant is down nothing is deleted and the caller hears 503,
-        # instead of a record gone with its vector still answering searches.
+        # instead of a record gone with its vector still answering searches. The windows around them
+        # lose their words before the records go: a call cut off after that is retried whole.
         self.index.delete([int(r.id) for r in records])
+        self.indexer.rewindow(records, removed=True)
         self.records.delete(records)
 
     def release_words(self, bot: str, records: list[Record], author: str | None = None) -> int:

@@ -53,6 +53,16 @@ def thread_pk(bot: str) -> str:
     return f"thread#{bot}"
 
 
+def record_line(
+    bot: str, kind: str, thread: str | None, server: str | None, project: str | None, user: str | None
+) -> str | None:
+    """The line a record's window is read along (byLine): its thread, or for a fact its author's facts in
+    the same scope; None for a message outside any thread."""
+    if kind == "fact":
+        return f"{bot}#{fact_tail(server, project, user)}"
+    return f"{bot}#{thread}" if thread else None
+
+
 def fact_tail(server: str | None, project: str | None, user: str | None) -> str:
     """Where the newest fact of a scope is remembered ('#' never appears in a thread id)."""
     return f"fact#{server or ''}#{project or ''}#{user or ''}"

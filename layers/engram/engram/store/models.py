@@ -42,6 +42,18 @@ class Pending(GlobalSecondaryIndex["MemoryRecord"]):
     id = NumberAttribute(range_key=True)
 
 
+class ByLine(GlobalSecondaryIndex["MemoryRecord"]):
+    """Sparse: the records of one line (a thread's messages; an author's facts in one scope) in time
+    order, what a memory's window (the turns around it) is read from."""
+
+    class Meta:
+        index_name = "byLine"
+        projection = KeysOnlyProjection()
+
+    line = UnicodeAttribute(hash_key=True)
+    created_at = NumberAttribute(range_key=True, attr_name="createdAt")
+
+
 class MemoryRecord(Model):
     """One memory: a fact, or a stored chat message with its whole content."""
 
@@ -74,10 +86,12 @@ class MemoryRecord(Model):
     bot_user = UnicodeAttribute(null=True, attr_name="botUser")
     bot_kind = UnicodeAttribute(attr_name="botKind")
     pending_bot = UnicodeAttribute(null=True, attr_name="pendingBot")
+    line = UnicodeAttribute(null=True)  # "<bot>#<thread>" or "<bot>#fact#<scope>#<user>" (byLine)
 
     by_user = ByUser()
     by_kind = ByKind()
     pending = Pending()
+    by_line = ByLine()
 
 
 class ByOwner(GlobalSecondaryIndex["StateItem"]):

@@ -74,6 +74,11 @@ class Record:
         """When engram received it; records written before `received_at` existed fall back to created_at."""
         return self.received_at if self.received_at is not None else int(self.created_at)
 
+    @property
+    def line(self) -> str | None:
+        """The line its window is read along: its thread, or a fact's author and scope (byLine)."""
+        return keys.record_line(self.bot, self.kind, self.thread, self.server, self.project, self.user)
+
     def drop_context(self) -> None:
         """The context is cleared (in the table too: see RecordStore.clear_context)."""
         self.context = self.context_author = None
@@ -113,6 +118,7 @@ def _row(record: Record) -> MemoryRecord:
         bot_user=keys.bot_user(record.bot, record.user),
         bot_kind=keys.bot_kind(record.bot, record.kind),
         pending_bot=record.bot if record.pending else None,
+        line=record.line,
     )
 
 
@@ -193,6 +199,41 @@ class RecordStore:
             )[:limit]
         )
         return [_record(row) for row in rows]
+
+    def line_around(self, records: list[Record], reach: int) -> dict[str, list[Record]]:
+        """For each line (thread; a fact's author and scope) of these records, its records from `reach`
+        before the first of them to `reach` after the last, in time order: what their windows, and their
+        neighbours' windows, are made of. Read from the byLine index (eventually consistent: a record
+        written a moment ago may be missing; the caller places the records it holds itself)."""
+        spans: dict[str, tuple[int, int]] = {}
+        for r in records:
+            line = r.line
+            if line:
+                low, high = spans.get(line, (int(r.created_at), int(r.created_at)))
+                spans[line] = (min(low, int(r.created_at)), max(high, int(r.created_at)))
+        if not spans:
+            return {}
+        bot = records[0].bot
+
+        def ids_of(line: str, low: int, high: int) -> list[int]:
+            index = MemoryRecord.by_line
+            created = MemoryRecord.created_at
+            before = index.query(line, created < low, scan_index_forward=False, limit=reach)
+            between = index.query(line, created.between(low, high))
+            after = index.query(line, created > high, scan_index_forward=True, limit=reach)
+            return [int(row.id) for row in [*list(before)[:reach], *between, *list(after)[:reach]]]
+
+        ids = {line: self._guard(partial(ids_of, line, *span)) for line, span in spans.items()}
+        # the records given are current: only their neighbours are read
+        found = {int(r.id): r for r in records}
+        wanted = {i for line_ids in ids.values() for i in line_ids} - set(found)
+        found.update(self.batch_get(bot, sorted(wanted)) if wanted else {})
+        return {
+            line: sorted(
+                (found[i] for i in line_ids if i in found), key=lambda r: (int(r.created_at), int(r.id))
+            )
+            for line, line_ids in ids.items()
+        }
 
     def user_ids_oldest_first(self, bot: str, user: str, after_id: int | None, limit: int) -> list[int]:
         """Up to `limit` ids of a user's records above `after_id`, oldest first (the user index)."""

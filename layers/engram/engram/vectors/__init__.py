@@ -124,6 +124,9 @@ class VectorIndex(Protocol):
     def set_dense(self, name: str, vectors: dict[int, list[float]]) -> None:
         """Add or replace one named dense vector on existing points."""
 
+    def set_words(self, vectors: dict[int, SparseVector]) -> None:
+        """Replace the words of existing points (their meaning and payload untouched)."""
+
     def delete(self, ids: list[int]) -> None:
         """Delete points by id (missing ids are fine)."""
 

@@ -175,6 +175,13 @@ class EdgeIndex:
             self._run(lambda s: s.update(qe.UpdateOperation.update_vectors(ops)))
             self._after_writes(len(vectors))
 
+    def set_words(self, vectors: dict[int, SparseVector]) -> None:
+        """Replace the words of existing points."""
+        if vectors:
+            ops = [qe.PointVectors(i, {WORDS: _sparse(v)}) for i, v in vectors.items()]
+            self._run(lambda s: s.update(qe.UpdateOperation.update_vectors(ops)))
+            self._after_writes(len(vectors))
+
     def delete(self, ids: list[int]) -> None:
         """Delete points by id."""
         if ids:

@@ -125,6 +125,12 @@ class QdrantServerIndex:
             body = [{"id": i, "vector": {name: v}} for i, v in vectors.items()]
             self._call("PUT", "/points/vectors", {"points": body}, wait=True)
 
+    def set_words(self, vectors: dict[int, SparseVector]) -> None:
+        """Replace the words of existing points."""
+        if vectors:
+            body = [{"id": i, "vector": {WORDS: _sparse(v)}} for i, v in vectors.items()]
+            self._call("PUT", "/points/vectors", {"points": body}, wait=True)
+
     def delete(self, ids: list[int]) -> None:
         """Delete points by id."""
         if ids:

@@ -1,0 +1,107 @@
+"""Windows (issue 31): each memory's words include the turns around it in its thread (a fact's: its author's
+facts around it in the same scope), and those words quote other people, so every forget, delete and change
+takes them out of the points around, on both index implementations. Searched by words alone (the embedder
+down) so that a hit can only come from the words a point holds."""
+
+from __future__ import annotations
+
+import pytest
+
+from engram.service import ChatMessage
+
+BOT = "windows"
+
+
+def _thread(service, *turns: tuple[str, str], thread: str = "t1", start: int = 1_767_225_600_000):
+    """Turns (user, text) stored one by one, a second apart, as a live chat writes them; their ids."""
+    ids = []
+    for n, (user, text) in enumerate(turns):
+        added = service.add_messages(
+            BOT,
+            [
+                ChatMessage(
+                    source_id=f"{thread}-{n}",
+                    text=text,
+                    user=user,
+                    thread=thread,
+                    created_at=start + n * 1000,
+                )
+            ],
+        )
+        ids.append(added.memories[0].id)
+    return ids
+
+
+def _found(service, query: str, kind: str = "message") -> set[int]:
+    return {m.id for m in service.search(BOT, query, kind=kind, limit=20)}
+
+
+@pytest.fixture
+def words_only(service):
+    assert service.retrieval.window_turns and service.retrieval.words_window, "windows are on by default"
+    service.indexer.embedder.down = True
+    return service
+
+
+def test_a_message_is_found_by_the_words_of_the_turns_after_it_too(words_only):
+    """Bob's answer was indexed before the two replies came; they rewrote his window (a context holds only
+    the message before)."""
+    alice, bob, carol, dave = _thread(
+        words_only,
+        ("alice", "Where do we meet on Saturday?"),
+        ("bob", "At the old quarry car park."),
+        ("carol", "Perfect, I will bring the lanterns."),
+        ("dave", "And I bring the thermos."),
+    )
+    assert bob in _found(words_only, "lanterns")
+    assert {alice, bob, carol, dave} & _found(words_only, "thermos") == {
+        bob,
+        carol,
+        dave,
+    }  # two turns each side
+
+
+def test_forgetting_someone_takes_their_words_out_of_the_windows_around_their_messages(words_only):
+    """Her first message is quoted as the next one's context (clearing it makes that point again); her last
+    one is quoted by nothing: only the windows before it hold its words."""
+    ids = _thread(
+        words_only,
+        ("bob", "Who has the spare locker code?"),
+        ("alice", "It is QZX1 for the red locker."),
+        ("bob", "Thanks, noted."),
+        ("carol", "Mine is the blue one."),
+        ("alice", "Mine opens with 7Y7Y."),
+    )
+    assert _found(words_only, "QZX1") == set(ids[:4])  # the windows carry it: the test can fail
+    assert {ids[2], ids[3]} <= _found(words_only, "7Y7Y")
+    words_only.forget_user(BOT, "alice")
+    assert _found(words_only, "QZX1") == set()
+    assert _found(words_only, "7Y7Y") == set()
+    assert ids[2] in _found(words_only, "blue")  # the windows that stay are made again, without hers
+
+
+def test_a_deleted_or_changed_message_leaves_the_windows_around_it(words_only):
+    ids = _thread(
+        words_only,
+        ("bob", "What did you order?"),
+        ("alice", "And a lemon tart."),
+        ("bob", "Sounds good."),
+        ("alice", "The mushroom risotto."),
+    )
+    assert {ids[1], ids[2]} <= _found(words_only, "risotto")
+    words_only.remove(BOT, ids[3])  # the last: no context quotes it
+    assert _found(words_only, "risotto") == set()
+    assert ids[0] in _found(words_only, "lemon")
+    words_only.update(BOT, ids[1], "And a cherry pie.")
+    assert _found(words_only, "lemon") == set()
+    assert ids[2] in _found(words_only, "cherry")
+
+
+def test_a_fact_s_window_is_its_author_s_facts_in_the_same_scope(words_only):
+    dog, _ = words_only.add_fact(BOT, "I adopted a dog last spring.", user="alice", project="p1")
+    cello, _ = words_only.add_fact(BOT, "My cello needs new strings.", user="bob", project="p1")
+    name, _ = words_only.add_fact(BOT, "His name is Biscuit.", user="alice", project="p1")
+    parrot, _ = words_only.add_fact(BOT, "The parrot is called Mango.", user="alice", project="p2")
+    assert _found(words_only, "Biscuit", kind="fact") == {dog.id, name.id}  # her next fact, in her scope
+    assert _found(words_only, "cello", kind="fact") == {cello.id}  # not in the windows of hers around it
+    assert _found(words_only, "Mango", kind="fact") == {parrot.id}  # another scope: another line
