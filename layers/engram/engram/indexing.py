@@ -21,7 +21,7 @@ from .retrieval import DEFAULT, Retrieval, date_words
 from .shapes import payload
 from .store import KINDS, Record, RecordStore, StateStore, now_ms
 from .vectors import IndexPoint, Scope, VectorIndex
-from .words import WordVectorizer
+from .words import SparseVector, WordVectorizer
 
 log = logging.getLogger(__name__)
 PAGE = 200
@@ -72,6 +72,8 @@ class Indexer:
         self.last_error: str | None = None
         self.dense_ready: set[str] = set()
         self._ahead = ThreadPoolExecutor(max_workers=2, thread_name_prefix="embed-ahead")
+        # A write's windows are read from DynamoDB while its text is embedded: the reads cost it no time
+        self._windows = ThreadPoolExecutor(max_workers=2, thread_name_prefix="windows")
 
     @property
     def dense_name(self) -> str | None:
@@ -210,7 +212,7 @@ class Indexer:
         self.index.set_words(words)
         return len(words)
 
-    def _words(self, r: Record, window: str | None):
+    def _words(self, r: Record, window: str | None) -> SparseVector:
         return self.words.document(
             r.text,
             context=r.context,
@@ -237,9 +239,10 @@ class Indexer:
         if not records:
             return 0
         wanted = [(r, self.vector_text(r)) for r in records]
+        reading = self._windows.submit(self._lines, records) if self.window_turns else None
         dense_by_id = ahead.result() if ahead is not None else self.dense_vectors(records, wait)
         name = self.dense_name
-        lines = self._lines(records) if self.window_turns else {}
+        lines = reading.result() if reading is not None else {}
         windows = self.windows(records, lines)
         points = [
             IndexPoint(

@@ -219,7 +219,8 @@ class RecordStore:
             index = MemoryRecord.by_line
             created = MemoryRecord.created_at
             before = index.query(line, created < low, scan_index_forward=False, limit=reach)
-            between = index.query(line, created.between(low, high))
+            # one record (a live write): what lies between is itself, which the caller holds
+            between = index.query(line, created.between(low, high)) if low < high else []
             after = index.query(line, created > high, scan_index_forward=True, limit=reach)
             return [int(row.id) for row in [*list(before)[:reach], *between, *list(after)[:reach]]]
 
