@@ -114,10 +114,15 @@ def test_the_image_runs_as_librechat_uses_it_and_keeps_its_volume(container, ups
     )
     assert said.choices[0].message.content
     api = httpx.Client(base_url=container.url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30)
+    # until the fact is found as the next turn will look for it: a fact is listed as soon as its record
+    # is stored, and found once its point is written right after (its window read first: a loaded machine
+    # can ask in between)
     assert wait_until(
         lambda: any(
             "Miso" in m["text"]
-            for m in api.get("/v1/bots/librechat/memories", params={"userId": "erin"}).json()["memories"]
+            for m in api.get("/v1/bots/librechat/memories", params={"userId": "erin", "query": "cat"}).json()[
+                "memories"
+            ]
         )
     )
     reply = client.chat.completions.create(
