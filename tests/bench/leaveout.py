@@ -44,7 +44,7 @@ INDEX_SIDE = (
     "date_terms",
     "window_turns",
     "words_window",
-    "window_meaning",
+    "meaning_window",
 )
 FACTS_START_MS = 1_767_225_600_000  # 2026-01-01: facts are saved one a second, as a client posting them
 
@@ -165,10 +165,8 @@ def first_ids(conversations) -> dict[str, int]:
     return out
 
 
-def build(conversations, kind: str, settings, embedder, root: Path, window_meaning: float = 0.0):
-    """A MemoryService over a fresh index of every conversation's turns, with these settings.
-    `window_meaning` (screened here, not built): each point's meaning mixed with this much of the mean of
-    its window's stored vectors."""
+def build(conversations, kind: str, settings, embedder, root: Path):
+    """A MemoryService over a fresh index of every conversation's turns, with these settings."""
     from engram.service import MemoryService
     from engram.vectors.edge import EdgeIndex
 
@@ -183,32 +181,7 @@ def build(conversations, kind: str, settings, embedder, root: Path, window_meani
         marks.add(records)
         for start in range(0, len(records), 500):
             service.indexer.index_records(records[start : start + 500])
-        if window_meaning:
-            _mix_window_meaning(service, marks, records, window_meaning)
     return service
-
-
-def _mix_window_meaning(service, marks, records, weight: float) -> None:
-    """Each point's meaning moved towards the normalised mean of its neighbours' stored vectors (no new
-    embed: the stored ones are made again from the cache)."""
-    import numpy as np
-
-    from engram.indexing import _mix
-
-    indexer = service.indexer
-    stored = indexer.dense_vectors(records)
-    turns = indexer.retrieval.window_turns
-    mixed = {}
-    for line in marks.line_around(records, turns).values():
-        for at, r in enumerate(line):
-            around = [
-                stored[int(x.id)] for x in line[max(0, at - turns) : at] + line[at + 1 : at + 1 + turns]
-            ]
-            if int(r.id) in stored and around:
-                mean = np.mean(np.asarray(around), axis=0)
-                mean = (mean / (np.linalg.norm(mean) or 1.0)).tolist()
-                mixed[int(r.id)] = _mix(stored[int(r.id)], mean, weight)
-    indexer.index.set_dense(indexer.dense_name, mixed)
 
 
 def answers(conversations, kind: str, service, settings) -> dict[str, list[list[str]]]:
@@ -253,7 +226,7 @@ TODAY = dict(
     short_query_words=0.5,
     window_turns=0,
     words_window=0.0,
-    window_meaning=0.0,
+    meaning_window=0.0,
 )
 
 # Each change is a family of candidate values, the first "off", on a grid fixed here before it is run.
@@ -283,7 +256,7 @@ STEPS: list[tuple[str, dict[str, list]]] = [
     ("window words weighed more", {"words_window": [0.8, 1.2]}),
     # the window's meaning: the mean of the neighbours' stored vectors mixed into each point's (screened
     # before a fourth search leg is built)
-    ("window meaning mixed in", {"window_meaning": [0.0, 0.25, 0.5]}),
+    ("window meaning mixed in", {"meaning_window": [0.0, 0.25, 0.5]}),
 ]
 KEEP_SPLITS = 4
 BOOTSTRAP = 2000
@@ -428,9 +401,7 @@ def run(conversations=None, embedder=None, steps=STEPS, log=print) -> dict:
                     continue
                 side = (kind, *(cfg[k] for k in INDEX_SIDE))
                 if side not in builds:
-                    builds[side] = build(
-                        conversations, kind, settings, cached, root, cfg.get("window_meaning", 0.0)
-                    )
+                    builds[side] = build(conversations, kind, settings, cached, root)
                 found[kind][key(cfg)] = answers(conversations, kind, builds[side], settings)
 
     steps_out, kept, previous, previous_splits = [], {}, None, []

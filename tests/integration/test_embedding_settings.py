@@ -7,8 +7,11 @@ import math
 import httpx
 import pytest
 
+from engram.embedders import own_vector_name
 from engram.embedding import Providers
 from engram.errors import InvalidInput
+from engram.indexing import _mean, _mix
+from engram.service import ChatMessage
 from infra.poller import SqsPoller, load_function_handler
 
 
@@ -89,7 +92,6 @@ def test_switching_models_reembeds_in_the_background_and_drops_the_old_vectors(e
         )
     ]
     service.add_fact("b2", "Another bot's fact about tea.")
-    old = service.dense_name
     assert engine.embedding.progress()["memoriesWithVectors"] == 4
     chosen = engine.embedding.change(
         {"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m1"}
@@ -101,7 +103,8 @@ def test_switching_models_reembeds_in_the_background_and_drops_the_old_vectors(e
     drain(aws)
     progress = engine.embedding.progress()
     assert progress["memoriesWithVectors"] == 4 and progress["error"] is None
-    assert service.index.dense_names() == {"dense-fakeai-m1"} and old not in service.index.dense_names()
+    # the searched vectors and, beside them, each point's own meaning (its window's is mixed into the first)
+    assert service.index.dense_names() == {"dense-fakeai-m1", "dense-fakeai-m1-own"}
     assert service.search("b1", "beverage", limit=1)[0].id == facts[0].id  # by the new model's meaning
     assert [m.text for m in service.list("b1")] == [f.text for f in reversed(facts)]  # records untouched
 
@@ -119,7 +122,31 @@ def test_switching_back_reuses_vectors_that_still_exist(engine, fake, aws):
     assert engine.embedding.progress()["memoriesWithVectors"] == 1
     drain(aws)
     assert fake.calls - calls <= 3  # test strings and the progress ping only: nothing re-embedded
-    assert service.index.dense_names() == {"dense-fakeai-m1"}
+    assert service.index.dense_names() == {"dense-fakeai-m1", "dense-fakeai-m1-own"}
+
+
+def test_reembedding_mixes_each_new_vector_with_its_window_s(engine, fake, aws):
+    """A new model's own vectors arrive a page at a time; each page mixes them with the turns around."""
+    service = engine.service
+    turns = ["Shall we stop for a break?", "I want tea.", "A coffee for me."]
+    ids = [
+        service.add_messages(
+            "b1", [ChatMessage(source_id=f"t-{n}", text=t, user=f"u{n}", thread="t", created_at=1_000 + n)]
+        )
+        .memories[0]
+        .id
+        for n, t in enumerate(turns)
+    ]
+    engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m1"})
+    drain(aws)
+    name = "dense-fakeai-m1"
+    vectors = service.index.dense_of([name, own_vector_name(name)], ids)
+    own = {i: v[own_vector_name(name)] for i, v in vectors.items()}
+    weight = service.retrieval.meaning_window
+    assert weight and set(vectors) == set(ids)
+    for at, around in ((ids[0], ids[1:]), (ids[1], [ids[0], ids[2]]), (ids[2], ids[:2])):
+        expected = _mix(own[at], _mean([own[i] for i in around]), weight)
+        assert max(abs(a - b) for a, b in zip(vectors[at][name], expected, strict=True)) < 1e-5
 
 
 def test_off_keeps_words_and_the_embedder_stopping_mid_reembed(engine, fake, aws, monkeypatch):

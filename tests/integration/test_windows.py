@@ -1,12 +1,15 @@
 """Windows (issue 31): each memory's words include the turns around it in its thread (a fact's: its author's
 facts around it in the same scope), and those words quote other people, so every forget, delete and change
-takes them out of the points around, on both index implementations. Searched by words alone (the embedder
-down) so that a hit can only come from the words a point holds."""
+takes them out of the points around, on both index implementations. The words tests search by words alone
+(the embedder down) so that a hit can only come from the words a point holds; the meaning tests read the
+points' vectors."""
 
 from __future__ import annotations
 
 import pytest
 
+from engram.embedders import own_vector_name
+from engram.indexing import _mean, _mix
 from engram.service import ChatMessage
 
 BOT = "windows"
@@ -105,3 +108,57 @@ def test_a_fact_s_window_is_its_author_s_facts_in_the_same_scope(words_only):
     assert _found(words_only, "Biscuit", kind="fact") == {dog.id, name.id}  # her next fact, in her scope
     assert _found(words_only, "cello", kind="fact") == {cello.id}  # not in the windows of hers around it
     assert _found(words_only, "Mango", kind="fact") == {parrot.id}  # another scope: another line
+
+
+# ----- window meaning: each point's searched vector moves towards its window's own vectors -------------
+
+
+def _vectors(service, ids: list[int]) -> dict[int, dict[str, list[float]]]:
+    name = service.indexer.dense_name
+    return service.index.dense_of([name, own_vector_name(name)], ids)
+
+
+def _mixed_from(service, vectors: dict, at: int, around: list[int]) -> list[float]:
+    """What the point `at` should search with: its own vector mixed with the mean of `around`'s own."""
+    own = own_vector_name(service.indexer.dense_name)
+    weight = service.retrieval.meaning_window
+    return _mix(vectors[at][own], _mean([vectors[i][own] for i in around]), weight)
+
+
+def _close(a: list[float], b: list[float]) -> bool:
+    return max(abs(x - y) for x, y in zip(a, b, strict=True)) < 1e-5
+
+
+def test_a_message_is_found_by_the_meaning_of_the_turns_around_it(service):
+    """No word of the query is in any message, and bob's own meaning shares nothing with it: only the
+    meaning of carol's reply, mixed into his point, ranks him above the other thread's messages."""
+    assert service.retrieval.meaning_window, "window meaning is on by default"
+    bob, carol = _thread(service, ("bob", "Shall we stop for a break?"), ("carol", "I want tea."))
+    _thread(service, ("dave", "Shall we stop for lunch?"), ("erin", "Sounds good."), thread="t2")
+    found = [m.id for m in service.search(BOT, "beverage", kind="message", limit=4)]
+    assert found[:2] == [carol, bob]
+
+
+def test_window_meaning_follows_every_write_change_and_forget(service):
+    ids = _thread(
+        service,
+        ("bob", "Shall we stop for a break?"),
+        ("alice", "I want tea."),
+        ("carol", "A coffee for me."),
+    )
+    name = service.indexer.dense_name
+    vectors = _vectors(service, ids)
+    assert not _close(vectors[ids[0]][name], vectors[ids[0]][own_vector_name(name)])  # the test can fail
+    assert _close(vectors[ids[0]][name], _mixed_from(service, vectors, ids[0], ids[1:]))  # rewritten twice
+    assert _close(vectors[ids[2]][name], _mixed_from(service, vectors, ids[2], ids[:2]))
+    service.update(BOT, ids[2], "A pancake for me.")  # a change: its own meaning and the ones around it
+    vectors = _vectors(service, ids)
+    assert _close(vectors[ids[0]][name], _mixed_from(service, vectors, ids[0], ids[1:]))
+    service.forget_user(BOT, "alice")  # nothing of her meaning stays in the points around hers
+    vectors = _vectors(service, ids)
+    assert set(vectors) == {ids[0], ids[2]}
+    assert _close(vectors[ids[0]][name], _mixed_from(service, vectors, ids[0], [ids[2]]))
+    assert _close(vectors[ids[2]][name], _mixed_from(service, vectors, ids[2], [ids[0]]))
+    service.remove(BOT, ids[2])
+    vectors = _vectors(service, [ids[0]])
+    assert _close(vectors[ids[0]][name], vectors[ids[0]][own_vector_name(name)])  # alone: its own meaning

@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from .config import Settings
-from .embedders import NoEmbedder, vector_name
+from .embedders import NoEmbedder, own_vector_name, vector_name
 from .errors import EmbedderUnavailable, InvalidInput
 from .jobs import JobQueue, ReembedJob
 from .service import MemoryService
@@ -239,7 +239,7 @@ class EmbeddingManager:
     def _finish(self, vector: str) -> None:
         """Every record has been through: drop every other model's vectors (the records are untouched)."""
         index = self.service.index
-        for name in index.dense_names() - {vector}:
+        for name in index.dense_names() - {vector, own_vector_name(vector)}:
             index.delete_dense(name)
             self.service.indexer.dense_ready.discard(name)
         log.info("re-embed for %s complete; other models' vectors deleted", vector)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from .embedders import Embedder, NoEmbedder, vector_name
+from .embedders import Embedder, NoEmbedder, own_vector_name, vector_name
 from .errors import EmbedderUnavailable, IndexUnavailable, Unavailable
 from .jobs import IndexJob, JobQueue
 from .observability import timed
@@ -35,6 +35,13 @@ def _mix(own: list[float], context: list[float], weight: float) -> list[float]:
     mixed = [a + weight * b for a, b in zip(own, context, strict=False)]
     norm = math.sqrt(sum(x * x for x in mixed)) or 1.0
     return [x / norm for x in mixed]
+
+
+def _mean(vectors: list[list[float]]) -> list[float]:
+    """The mean of vectors, at unit length."""
+    mean = [sum(xs) / len(vectors) for xs in zip(*vectors, strict=True)]
+    norm = math.sqrt(sum(x * x for x in mean)) or 1.0
+    return [x / norm for x in mean]
 
 
 def _order(r: Record) -> tuple[int, int]:
@@ -126,9 +133,10 @@ class Indexer:
         name = self.dense_name
         if not vectors or name is None:
             return {}
-        if name not in self.dense_ready:
-            self.index.ensure_dense(name, len(vectors[0]))
-            self.dense_ready.add(name)
+        for wanted in [name, own_vector_name(name)] if self.mixing else [name]:
+            if wanted not in self.dense_ready:
+                self.index.ensure_dense(wanted, len(vectors[0]))
+                self.dense_ready.add(wanted)
         by_text = dict(zip(texts, vectors, strict=False))
         return {
             memory_id: _mix(by_text[text], by_text[context[memory_id]], self.retrieval.dense_context)
@@ -143,7 +151,13 @@ class Indexer:
     @property
     def window_turns(self) -> int:
         """How many turns each side a window holds (0: windows are off)."""
-        return self.retrieval.window_turns if self.retrieval.words_window else 0
+        on = self.retrieval.words_window or self.mixing
+        return self.retrieval.window_turns if on else 0
+
+    @property
+    def mixing(self) -> bool:
+        """Whether a point's searched meaning is mixed with its window's (its own is kept beside it)."""
+        return bool(self.retrieval.meaning_window) and self.dense_name is not None
 
     def _lines(self, records: list[Record], removed: bool = False) -> dict[str, list[Record]]:
         """The lines of these records, reaching far enough for their neighbours' windows too, without the
@@ -170,9 +184,44 @@ class Indexer:
                     held.sort(key=_order)
         return out
 
-    def _window(self, line: list[Record], at: int) -> str:
+    def _around(self, line: list[Record], at: int) -> list[Record]:
         turns = self.window_turns
-        return " ".join(r.text for r in line[max(0, at - turns) : at] + line[at + 1 : at + 1 + turns])
+        return line[max(0, at - turns) : at] + line[at + 1 : at + 1 + turns]
+
+    def _window(self, line: list[Record], at: int) -> str | None:
+        if not self.retrieval.words_window:
+            return None
+        return " ".join(r.text for r in self._around(line, at))
+
+    def _meaning(self, line: list[Record], at: int, owns: dict[int, list[float]]) -> list[float] | None:
+        """The searched meaning of `line[at]`: its own vector moved towards the mean of its window's own
+        vectors (None: it has no vector yet)."""
+        own = owns.get(int(line[at].id))
+        if own is None:
+            return None
+        around = [owns[int(r.id)] for r in self._around(line, at) if int(r.id) in owns]
+        return _mix(own, _mean(around), self.retrieval.meaning_window) if around else own
+
+    def _owns(self, lines: dict[str, list[Record]], known: dict[int, list[float]]) -> tuple[dict, set[int]]:
+        """The own vectors of every record in these lines: `known` ones (just embedded), the others read
+        from the index (a point from before mixing has only its searched vector, which is its own then).
+        Returns them and the ids whose own vector came that way (written back beside the mixed one)."""
+        name = self.dense_name
+        if name is None:
+            return dict(known), set()
+        wanted = [int(r.id) for line in lines.values() for r in line if int(r.id) not in known]
+        own_name = own_vector_name(name)
+        names = [n for n in (own_name, name) if self.dense_exists(n)]  # asking for a missing one fails
+        stored = self.index.dense_of(names, sorted(set(wanted))) if wanted and names else {}
+        owns = dict(known)
+        unkept = set()
+        for memory_id, named in stored.items():
+            if own_name in named:
+                owns[memory_id] = named[own_name]
+            elif name in named:
+                owns[memory_id] = named[name]
+                unkept.add(memory_id)
+        return owns, unkept
 
     def windows(self, records: list[Record], lines: dict[str, list[Record]]) -> dict[int, str]:
         """Each record's window as one text: the turns around it in its line."""
@@ -180,37 +229,109 @@ class Indexer:
         for r in records:
             line = lines.get(r.line or "", [])
             at = next((n for n, x in enumerate(line) if int(x.id) == int(r.id)), None)
-            if at is not None:
-                out[int(r.id)] = self._window(line, at)
+            text = self._window(line, at) if at is not None else None
+            if text is not None:
+                out[int(r.id)] = text
         return out
 
     def rewindow(self, records: list[Record], removed: bool = False) -> int:
         """The records around these ones (changed, or `removed`) get their windows again: their words are
-        rewritten, their meaning left alone. Returns how many points were rewritten."""
+        rewritten, and their meaning mixed again from the vectors they hold (no new embed). Returns how
+        many points were rewritten."""
         if not self.window_turns or not records:
             return 0
         return self._rewrite_around(records, self._lines(records, removed))
 
-    def _rewrite_around(self, records: list[Record], lines: dict[str, list[Record]]) -> int:
+    def remix(self, records: list[Record]) -> int:
+        """These records and the ones around them get their meaning mixed again (re-embedding: a new
+        model's own vectors arrive a chunk at a time); their words are left alone."""
+        if not self.mixing or not records:
+            return 0
+        return self._rewrite_around(records, self._lines(records), with_words=False, with_self=True)
+
+    def _rewrite_around(
+        self,
+        records: list[Record],
+        lines: dict[str, list[Record]],
+        known: dict[int, list[float]] | None = None,
+        with_words: bool = True,
+        with_self: bool = False,
+    ) -> int:
+        around = self._neighbourhood(records, lines, with_self)
+        if not around:
+            return 0
+        live = self.index.existing(sorted(around))  # a neighbour still waiting for its point gets it whole
+        words: dict[int, SparseVector] = {}
+        if with_words:
+            words = {
+                i: self._words(line[n], self._window(line, n)) for i, (line, n) in around.items() if i in live
+            }
+        dense = self._remixed({i: at for i, at in around.items() if i in live}, lines, known or {})
+        self.index.set_vectors(words, dense)
+        return len(live)
+
+    def _neighbourhood(
+        self, records: list[Record], lines: dict[str, list[Record]], with_self: bool
+    ) -> dict[int, tuple[list[Record], int]]:
+        """The records within a window of these ones (and these, `with_self`), with their line and place."""
         turns = self.window_turns
-        skip = {int(r.id) for r in records}
-        around: dict[int, tuple[list[Record], int]] = {}
+        skip = set() if with_self else {int(r.id) for r in records}
+        by_line: dict[str, list[Record]] = {}
         for r in records:
-            line = lines.get(r.line or "")
+            by_line.setdefault(r.line or "", []).append(r)
+        around: dict[int, tuple[list[Record], int]] = {}
+        for line_name, written in by_line.items():
+            line = lines.get(line_name)
             if not line:
                 continue
-            at = bisect.bisect_left([_order(x) for x in line], _order(r))
-            for n in range(max(0, at - turns), min(len(line), at + turns + 1)):
-                if int(line[n].id) not in skip:
-                    around[int(line[n].id)] = (line, n)
-        live = self.index.existing(sorted(around))  # a neighbour still waiting for its point gets it whole
-        words = {
-            memory_id: self._words(line[n], self._window(line, n))
-            for memory_id, (line, n) in around.items()
-            if memory_id in live
-        }
-        self.index.set_words(words)
-        return len(words)
+            positions = {int(x.id): n for n, x in enumerate(line)}
+            orders = [_order(x) for x in line]
+            for r in written:  # a removed record is gone from its line: its place is where it would sort
+                at = positions.get(int(r.id), bisect.bisect_left(orders, _order(r)))
+                for n in range(max(0, at - turns), min(len(line), at + turns + 1)):
+                    if int(line[n].id) not in skip:
+                        around[int(line[n].id)] = (line, n)
+        return around
+
+    def _remixed(
+        self, around: dict[int, tuple[list[Record], int]], lines: dict[str, list[Record]], known: dict
+    ) -> dict[str, dict[int, list[float]]]:
+        """The searched meaning of each of these points mixed again (mixing on), and the own vector of
+        those that held none yet (a point from before mixing) written beside it."""
+        name = self.dense_name
+        if not self.mixing or name is None or not around:
+            return {}
+        own_name = own_vector_name(name)
+        owns, unkept = self._owns(lines, known)
+        mixed: dict[int, list[float]] = {}
+        for memory_id, (line, n) in around.items():
+            vector = self._meaning(line, n, owns)
+            if vector is not None:
+                mixed[memory_id] = vector
+        kept = {i: owns[i] for i in mixed if i in unkept}
+        return {name: mixed, own_name: kept} if kept else ({name: mixed} if mixed else {})
+
+    def _meanings(
+        self, records: list[Record], lines: dict[str, list[Record]], own: dict[int, list[float]]
+    ) -> dict[int, dict[str, list[float]]]:
+        """Each record's dense vectors as its point stores them: its own, and (mixing) the searched one
+        mixed with its window's."""
+        name = self.dense_name
+        if name is None:
+            return {}
+        if not self.mixing:
+            return {i: {name: v} for i, v in own.items()}
+        owns, _ = self._owns(lines, own) if lines else (own, set())
+        out = {}
+        for r in records:
+            memory_id = int(r.id)
+            if memory_id not in own:
+                continue
+            line = lines.get(r.line or "", [])
+            at = next((n for n, x in enumerate(line) if int(x.id) == memory_id), None)
+            mixed = self._meaning(line, at, owns) if at is not None else own[memory_id]
+            out[memory_id] = {name: mixed or own[memory_id], own_vector_name(name): own[memory_id]}
+        return out
 
     def _words(self, r: Record, window: str | None) -> SparseVector:
         return self.words.document(
@@ -244,18 +365,19 @@ class Indexer:
         name = self.dense_name
         lines = reading.result() if reading is not None else {}
         windows = self.windows(records, lines)
+        meanings = self._meanings(records, lines, dense_by_id)
         points = [
             IndexPoint(
                 id=int(r.id),
                 payload=payload(r),
                 words=self._words(r, windows.get(int(r.id))),
-                dense={name: dense_by_id[int(r.id)]} if name is not None and int(r.id) in dense_by_id else {},
+                dense=meanings.get(int(r.id), {}),
             )
             for r in records
         ]
         self.index.upsert(points)
         if lines:  # the turns before (and after) these ones now have them in their windows
-            self._rewrite_around(records, lines)
+            self._rewrite_around(records, lines, dense_by_id)
         done = [
             (r, name if int(r.id) in dense_by_id else None)
             for r, text in wanted
@@ -375,7 +497,12 @@ class Indexer:
                     following.result()
                 return done, False
             live = self.index.existing(list(vectors))  # a record removed meanwhile has no point to update
-            self.index.set_dense(name, {i: v for i, v in vectors.items() if i in live})
+            kept = {i: v for i, v in vectors.items() if i in live}
+            if self.mixing:  # own vectors first, then each one mixed with its window's (those that have one)
+                self.index.set_vectors({}, {name: kept, own_vector_name(name): kept})
+                self.remix([r for r in chunks[i] if int(r.id) in kept])
+            else:
+                self.index.set_dense(name, kept)
             done += len(vectors)
             if following is None:
                 break

@@ -35,6 +35,10 @@ class Retrieval:
     # facts around it in the same scope), whose words count at `words_window` (0: no window).
     window_turns: int = 2
     words_window: float = 0.5
+    # ... and whose meaning moves a memory's vector towards theirs: the normalised mean of the window's
+    # stored vectors counts at `meaning_window` (0: a memory's meaning is its own). Each point keeps its
+    # own vector beside the mixed one, so a window's mean is made of its neighbours' own meanings.
+    meaning_window: float = 0.5
     # Query side: how the word and the meaning results are fused — "rrf", weighted reciprocal rank fusion
     # (k = `fusion_k`), or "blend", a weighted sum of each side's scores min-max normalised over its
     # `candidates` (Bruch et al., TOIS 2023) — and each side's weight.

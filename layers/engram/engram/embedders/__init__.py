@@ -27,6 +27,11 @@ def vector_name(provider: str, model: str) -> str:
     return f"dense-{slug}"
 
 
+def own_vector_name(name: str) -> str:
+    """Where a point keeps its own meaning when the searched vector `name` is mixed with its window's."""
+    return f"{name}-own"
+
+
 class NoEmbedder:
     """Vectors off: words only."""
 

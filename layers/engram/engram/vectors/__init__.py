@@ -127,6 +127,12 @@ class VectorIndex(Protocol):
     def set_words(self, vectors: dict[int, SparseVector]) -> None:
         """Replace the words of existing points (their meaning and payload untouched)."""
 
+    def set_vectors(self, words: dict[int, SparseVector], dense: dict[str, dict[int, list[float]]]) -> None:
+        """Replace words and named dense vectors of existing points in one update (payloads untouched)."""
+
+    def dense_of(self, names: list[str], ids: list[int]) -> dict[int, dict[str, list[float]]]:
+        """The named dense vectors these points hold (a point without any of them is left out)."""
+
     def delete(self, ids: list[int]) -> None:
         """Delete points by id (missing ids are fine)."""
 

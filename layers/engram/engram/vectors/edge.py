@@ -170,17 +170,38 @@ class EdgeIndex:
 
     def set_dense(self, name: str, vectors: dict[int, list[float]]) -> None:
         """Add or replace one dense vector on existing points."""
-        if vectors:
-            ops = [qe.PointVectors(i, {name: v}) for i, v in vectors.items()]
-            self._run(lambda s: s.update(qe.UpdateOperation.update_vectors(ops)))
-            self._after_writes(len(vectors))
+        self.set_vectors({}, {name: vectors})
 
     def set_words(self, vectors: dict[int, SparseVector]) -> None:
         """Replace the words of existing points."""
-        if vectors:
-            ops = [qe.PointVectors(i, {WORDS: _sparse(v)}) for i, v in vectors.items()]
+        self.set_vectors(vectors, {})
+
+    def set_vectors(self, words: dict[int, SparseVector], dense: dict[str, dict[int, list[float]]]) -> None:
+        """Replace words and named dense vectors of existing points in one update."""
+        by_point: dict[int, dict] = {i: {WORDS: _sparse(v)} for i, v in words.items()}
+        for name, vectors in dense.items():
+            for i, v in vectors.items():
+                by_point.setdefault(i, {})[name] = v
+        if by_point:
+            ops = [qe.PointVectors(i, named) for i, named in by_point.items()]
             self._run(lambda s: s.update(qe.UpdateOperation.update_vectors(ops)))
-            self._after_writes(len(vectors))
+            self._after_writes(len(by_point))
+
+    def dense_of(self, names: list[str], ids: list[int]) -> dict[int, dict[str, list[float]]]:
+        """The named dense vectors these points hold."""
+        if not ids or not names:
+            return {}
+        found = self._run(lambda s: s.retrieve(list(ids), False, list(names)))
+        out = {}
+        for p in found:
+            named = (
+                {n: list(v) for n, v in (p.vector or {}).items() if n in names}
+                if isinstance(p.vector, dict)
+                else {}
+            )
+            if named:
+                out[int(p.id)] = named
+        return out
 
     def delete(self, ids: list[int]) -> None:
         """Delete points by id."""

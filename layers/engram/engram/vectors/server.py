@@ -121,15 +121,36 @@ class QdrantServerIndex:
 
     def set_dense(self, name: str, vectors: dict[int, list[float]]) -> None:
         """Add or replace one dense vector on existing points."""
-        if vectors:
-            body = [{"id": i, "vector": {name: v}} for i, v in vectors.items()]
-            self._call("PUT", "/points/vectors", {"points": body}, wait=True)
+        self.set_vectors({}, {name: vectors})
 
     def set_words(self, vectors: dict[int, SparseVector]) -> None:
         """Replace the words of existing points."""
-        if vectors:
-            body = [{"id": i, "vector": {WORDS: _sparse(v)}} for i, v in vectors.items()]
+        self.set_vectors(vectors, {})
+
+    def set_vectors(self, words: dict[int, SparseVector], dense: dict[str, dict[int, list[float]]]) -> None:
+        """Replace words and named dense vectors of existing points in one request."""
+        by_point: dict[int, dict] = {i: {WORDS: _sparse(v)} for i, v in words.items()}
+        for name, vectors in dense.items():
+            for i, v in vectors.items():
+                by_point.setdefault(i, {})[name] = list(v)
+        if by_point:
+            body = [{"id": i, "vector": named} for i, named in by_point.items()]
             self._call("PUT", "/points/vectors", {"points": body}, wait=True)
+
+    def dense_of(self, names: list[str], ids: list[int]) -> dict[int, dict[str, list[float]]]:
+        """The named dense vectors these points hold."""
+        if not ids or not names:
+            return {}
+        found = self._call(
+            "POST", "/points", {"ids": list(ids), "with_payload": False, "with_vector": list(names)}
+        )
+        out = {}
+        for p in found:
+            vector = p.get("vector")
+            named = {n: v for n, v in vector.items() if n in names} if isinstance(vector, dict) else {}
+            if named:
+                out[int(p["id"])] = named
+        return out
 
     def delete(self, ids: list[int]) -> None:
         """Delete points by id."""
