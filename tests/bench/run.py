@@ -710,7 +710,7 @@ def bench_throughput(stack, embedder, quick: bool) -> dict:
     # the same stack with windows off in its indexer, then as shipped: what windows cost a write
     indexer = stack.engine.service.indexer
     shipped = indexer.retrieval
-    indexer.retrieval = dataclasses.replace(shipped, words_window=0.0)
+    indexer.retrieval = dataclasses.replace(shipped, words_window=0.0, meaning_window=0.0)
     try:
         adds_before, ingest_before = _writes(api, "nowindow", texts, messages, n)
     finally:
@@ -737,7 +737,7 @@ def bench_backfill_vectors(stack, n: int) -> dict:
     shipped, out = indexer.retrieval, {}
     start = datetime(2026, 1, 1, tzinfo=UTC)
     for label, settings in (
-        ("windows off", dataclasses.replace(shipped, words_window=0.0)),
+        ("windows off", dataclasses.replace(shipped, words_window=0.0, meaning_window=0.0)),
         ("as shipped", shipped),
     ):
         bot = f"backfill-{label.split()[-1]}"

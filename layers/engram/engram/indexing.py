@@ -44,6 +44,16 @@ def _mean(vectors: list[list[float]]) -> list[float]:
     return [x / norm for x in mean]
 
 
+@dataclass
+class _Held:
+    """What the index holds of the records around a write: which points exist, their own vectors (and the
+    write's own just embedded), and which of them held no own vector beside the searched one yet."""
+
+    owns: dict[int, list[float]] = field(default_factory=dict)
+    live: set[int] = field(default_factory=set)
+    unkept: set[int] = field(default_factory=set)
+
+
 def _order(r: Record) -> tuple[int, int]:
     return int(r.created_at), int(r.id)
 
@@ -202,26 +212,26 @@ class Indexer:
         around = [owns[int(r.id)] for r in self._around(line, at) if int(r.id) in owns]
         return _mix(own, _mean(around), self.retrieval.meaning_window) if around else own
 
-    def _owns(self, lines: dict[str, list[Record]], known: dict[int, list[float]]) -> tuple[dict, set[int]]:
-        """The own vectors of every record in these lines: `known` ones (just embedded), the others read
-        from the index (a point from before mixing has only its searched vector, which is its own then).
-        Returns them and the ids whose own vector came that way (written back beside the mixed one)."""
+    def _held(self, lines: dict[str, list[Record]], known: dict[int, list[float]]) -> _Held:
+        """What the index holds of the records in these lines, in one read: which points exist and (mixing)
+        their own vectors, beside the `known` ones just embedded. A point from before mixing has only its
+        searched vector, which is its own then (it is written back beside the mixed one)."""
+        held = _Held(owns=dict(known))
+        wanted = sorted({int(r.id) for line in lines.values() for r in line if int(r.id) not in known})
+        if not wanted:
+            return held
         name = self.dense_name
-        if name is None:
-            return dict(known), set()
-        wanted = [int(r.id) for line in lines.values() for r in line if int(r.id) not in known]
-        own_name = own_vector_name(name)
-        names = [n for n in (own_name, name) if self.dense_exists(n)]  # asking for a missing one fails
-        stored = self.index.dense_of(names, sorted(set(wanted))) if wanted and names else {}
-        owns = dict(known)
-        unkept = set()
-        for memory_id, named in stored.items():
+        own_name = own_vector_name(name) if name is not None else ""
+        # asking for a vector the index lacks fails
+        names = [n for n in (own_name, name) if n and self.mixing and self.dense_exists(n)]
+        for memory_id, named in self.index.dense_of(names, wanted).items():
+            held.live.add(memory_id)
             if own_name in named:
-                owns[memory_id] = named[own_name]
+                held.owns[memory_id] = named[own_name]
             elif name in named:
-                owns[memory_id] = named[name]
-                unkept.add(memory_id)
-        return owns, unkept
+                held.owns[memory_id] = named[name]
+                held.unkept.add(memory_id)
+        return held
 
     def windows(self, records: list[Record], lines: dict[str, list[Record]]) -> dict[int, str]:
         """Each record's window as one text: the turns around it in its line."""
@@ -253,21 +263,20 @@ class Indexer:
         self,
         records: list[Record],
         lines: dict[str, list[Record]],
-        known: dict[int, list[float]] | None = None,
+        held: _Held | None = None,
         with_words: bool = True,
         with_self: bool = False,
     ) -> int:
         around = self._neighbourhood(records, lines, with_self)
         if not around:
             return 0
-        live = self.index.existing(sorted(around))  # a neighbour still waiting for its point gets it whole
+        held = held or self._held(lines, {})
+        # a neighbour still waiting for its point gets it whole
+        live = {i: at for i, at in around.items() if i in held.live}
         words: dict[int, SparseVector] = {}
         if with_words:
-            words = {
-                i: self._words(line[n], self._window(line, n)) for i, (line, n) in around.items() if i in live
-            }
-        dense = self._remixed({i: at for i, at in around.items() if i in live}, lines, known or {})
-        self.index.set_vectors(words, dense)
+            words = {i: self._words(line[n], self._window(line, n)) for i, (line, n) in live.items()}
+        self.index.set_vectors(words, self._remixed(live, held))
         return len(live)
 
     def _neighbourhood(
@@ -294,43 +303,42 @@ class Indexer:
         return around
 
     def _remixed(
-        self, around: dict[int, tuple[list[Record], int]], lines: dict[str, list[Record]], known: dict
+        self, around: dict[int, tuple[list[Record], int]], held: _Held
     ) -> dict[str, dict[int, list[float]]]:
         """The searched meaning of each of these points mixed again (mixing on), and the own vector of
         those that held none yet (a point from before mixing) written beside it."""
         name = self.dense_name
         if not self.mixing or name is None or not around:
             return {}
-        own_name = own_vector_name(name)
-        owns, unkept = self._owns(lines, known)
         mixed: dict[int, list[float]] = {}
         for memory_id, (line, n) in around.items():
-            vector = self._meaning(line, n, owns)
+            vector = self._meaning(line, n, held.owns)
             if vector is not None:
                 mixed[memory_id] = vector
-        kept = {i: owns[i] for i in mixed if i in unkept}
-        return {name: mixed, own_name: kept} if kept else ({name: mixed} if mixed else {})
+        kept = {i: held.owns[i] for i in mixed if i in held.unkept}
+        return {name: mixed, own_vector_name(name): kept} if kept else ({name: mixed} if mixed else {})
 
     def _meanings(
-        self, records: list[Record], lines: dict[str, list[Record]], own: dict[int, list[float]]
-    ) -> dict[int, dict[str, list[float]]]:
+        self, records: list[Record], lines: dict[str, list[Record]], held: _Held
+    ) -> dict[int, dict]:
         """Each record's dense vectors as its point stores them: its own, and (mixing) the searched one
-        mixed with its window's."""
+        mixed with its window's (`held.owns` holds the records' own vectors and their neighbours')."""
         name = self.dense_name
         if name is None:
             return {}
-        if not self.mixing:
-            return {i: {name: v} for i, v in own.items()}
-        owns, _ = self._owns(lines, own) if lines else (own, set())
-        out = {}
+        out: dict[int, dict] = {}
         for r in records:
             memory_id = int(r.id)
-            if memory_id not in own:
+            own = held.owns.get(memory_id)
+            if own is None:
+                continue
+            if not self.mixing:
+                out[memory_id] = {name: own}
                 continue
             line = lines.get(r.line or "", [])
             at = next((n for n, x in enumerate(line) if int(x.id) == memory_id), None)
-            mixed = self._meaning(line, at, owns) if at is not None else own[memory_id]
-            out[memory_id] = {name: mixed or own[memory_id], own_vector_name(name): own[memory_id]}
+            mixed = self._meaning(line, at, held.owns) if at is not None else None
+            out[memory_id] = {name: mixed or own, own_vector_name(name): own}
         return out
 
     def _words(self, r: Record, window: str | None) -> SparseVector:
@@ -365,7 +373,8 @@ class Indexer:
         name = self.dense_name
         lines = reading.result() if reading is not None else {}
         windows = self.windows(records, lines)
-        meanings = self._meanings(records, lines, dense_by_id)
+        held = self._held(lines, dense_by_id)
+        meanings = self._meanings(records, lines, held)
         points = [
             IndexPoint(
                 id=int(r.id),
@@ -377,7 +386,7 @@ class Indexer:
         ]
         self.index.upsert(points)
         if lines:  # the turns before (and after) these ones now have them in their windows
-            self._rewrite_around(records, lines, dense_by_id)
+            self._rewrite_around(records, lines, held)
         done = [
             (r, name if int(r.id) in dense_by_id else None)
             for r, text in wanted

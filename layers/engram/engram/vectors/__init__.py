@@ -131,7 +131,8 @@ class VectorIndex(Protocol):
         """Replace words and named dense vectors of existing points in one update (payloads untouched)."""
 
     def dense_of(self, names: list[str], ids: list[int]) -> dict[int, dict[str, list[float]]]:
-        """The named dense vectors these points hold (a point without any of them is left out)."""
+        """Every one of these points the index holds, with those of the named dense vectors it has ({}:
+        none of them; no names: which points exist)."""
 
     def delete(self, ids: list[int]) -> None:
         """Delete points by id (missing ids are fine)."""

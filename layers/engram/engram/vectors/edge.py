@@ -188,20 +188,17 @@ class EdgeIndex:
             self._after_writes(len(by_point))
 
     def dense_of(self, names: list[str], ids: list[int]) -> dict[int, dict[str, list[float]]]:
-        """The named dense vectors these points hold."""
-        if not ids or not names:
+        """Every one of these points the shard holds, with those of the named dense vectors it has."""
+        if not ids:
             return {}
-        found = self._run(lambda s: s.retrieve(list(ids), False, list(names)))
-        out = {}
-        for p in found:
-            named = (
-                {n: list(v) for n, v in (p.vector or {}).items() if n in names}
-                if isinstance(p.vector, dict)
-                else {}
-            )
-            if named:
-                out[int(p.id)] = named
-        return out
+        vectors: list[str] | bool = list(names) or False
+        found = self._run(lambda s: s.retrieve(list(ids), False, vectors))
+        return {
+            int(p.id): {n: list(v) for n, v in p.vector.items() if n in names}
+            if isinstance(p.vector, dict)
+            else {}
+            for p in found
+        }
 
     def delete(self, ids: list[int]) -> None:
         """Delete points by id."""

@@ -138,18 +138,16 @@ class QdrantServerIndex:
             self._call("PUT", "/points/vectors", {"points": body}, wait=True)
 
     def dense_of(self, names: list[str], ids: list[int]) -> dict[int, dict[str, list[float]]]:
-        """The named dense vectors these points hold."""
-        if not ids or not names:
+        """Every one of these points the collection holds, with those of the named dense vectors it has."""
+        if not ids:
             return {}
-        found = self._call(
-            "POST", "/points", {"ids": list(ids), "with_payload": False, "with_vector": list(names)}
-        )
+        body = {"ids": list(ids), "with_payload": False, "with_vector": list(names) or False}
         out = {}
-        for p in found:
+        for p in self._call("POST", "/points", body):
             vector = p.get("vector")
-            named = {n: v for n, v in vector.items() if n in names} if isinstance(vector, dict) else {}
-            if named:
-                out[int(p["id"])] = named
+            out[int(p["id"])] = (
+                {n: v for n, v in vector.items() if n in names} if isinstance(vector, dict) else {}
+            )
         return out
 
     def delete(self, ids: list[int]) -> None:
