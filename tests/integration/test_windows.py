@@ -162,3 +162,30 @@ def test_window_meaning_follows_every_write_change_and_forget(service):
     service.remove(BOT, ids[2])
     vectors = _vectors(service, [ids[0]])
     assert _close(vectors[ids[0]][name], vectors[ids[0]][own_vector_name(name)])  # alone: its own meaning
+
+
+def test_records_stored_before_windows_get_their_line_and_windows_at_the_next_reconcile(words_only):
+    """A table from before byLine: its rows carry no line and its points no windows; a reconcile gives each
+    row its line, and it and the points around it their windows."""
+    from dataclasses import replace
+
+    from engram.indexing import IndexKeeper
+    from engram.store.models import MemoryRecord
+
+    shipped = words_only.indexer.retrieval
+    words_only.indexer.retrieval = replace(shipped, words_window=0.0, meaning_window=0.0)
+    ids = _thread(
+        words_only,
+        ("alice", "Where do we meet on Saturday?"),
+        ("bob", "At the old quarry car park."),
+        ("carol", "Perfect, I will bring the lanterns."),
+    )
+    words_only.indexer.retrieval = shipped
+    for memory_id in ids:  # as a row written before the upgrade
+        MemoryRecord(BOT, memory_id).update(actions=[MemoryRecord.line.remove()])
+    assert _found(words_only, "lanterns") == {ids[2]}
+    keeper = IndexKeeper(words_only.indexer)
+    assert keeper.reconcile(BOT)["lined"] == 3
+    assert _found(words_only, "lanterns") == set(ids)
+    assert {r.stored_line for r in words_only.records.batch_get(BOT, ids).values()} == {f"{BOT}#t1"}
+    assert keeper.reconcile(BOT)["lined"] == 0

@@ -244,13 +244,13 @@ class Indexer:
                 out[int(r.id)] = text
         return out
 
-    def rewindow(self, records: list[Record], removed: bool = False) -> int:
-        """The records around these ones (changed, or `removed`) get their windows again: their words are
-        rewritten, and their meaning mixed again from the vectors they hold (no new embed). Returns how
-        many points were rewritten."""
+    def rewindow(self, records: list[Record], removed: bool = False, with_self: bool = False) -> int:
+        """The records around these ones (changed, or `removed`; and these, `with_self`) get their windows
+        again: their words are rewritten, and their meaning mixed again from the vectors they hold (no new
+        embed). Returns how many points were rewritten."""
         if not self.window_turns or not records:
             return 0
-        return self._rewrite_around(records, self._lines(records, removed))
+        return self._rewrite_around(records, self._lines(records, removed), with_self=with_self)
 
     def remix(self, records: list[Record]) -> int:
         """These records and the ones around them get their meaning mixed again (re-embedding: a new
@@ -549,6 +549,7 @@ class Progress:
     points: int = 0
     reindexed: int = 0
     orphans_deleted: int = 0
+    lined: int = 0  # records stored before windows given their line (and windows)
     error: str | None = None
     started_ms: int | None = None
     finished_ms: int | None = None
@@ -608,7 +609,9 @@ class IndexKeeper:
                 return deleted
 
     def reconcile_records(self, bot: str) -> int:
-        """Re-index the bot's records marked indexed whose point is missing; returns how many."""
+        """Re-index the bot's records marked indexed whose point is missing; returns how many. Records
+        stored before windows get their line on the way, and they and the points around them their
+        windows."""
         fixed = 0
         for page in self._pages(bot):
             indexed = [r for r in page if not r.pending]
@@ -616,7 +619,15 @@ class IndexKeeper:
             missing = [r for r in indexed if int(r.id) not in held]
             self._reindex(missing)
             fixed += len(missing)
+            unlined = [r for r in page if r.line and r.stored_line != r.line]
+            if unlined:
+                self.progress.lined += len(self._give_lines(unlined))
         return fixed
+
+    def _give_lines(self, records: list[Record]) -> list[Record]:
+        lined = self.indexer.records.give_lines(self.indexer.unforgotten(records))
+        self.indexer.rewindow(lined, with_self=True)
+        return lined
 
     def reconcile(self, bot: str | None = None) -> dict:
         """Both ways, for one bot or all: orphan points deleted, missing points written again."""

@@ -68,6 +68,8 @@ class Record:
     # when engram received it (ms): what a forget is compared with, never a time the caller gave
     received_at: int | None = None
     pending: bool = True  # its point (or its dense vector) is still to be written
+    # the line its row holds: None for a record stored before windows (a reconcile gives it its line)
+    stored_line: str | None = None
 
     @property
     def arrived(self) -> int:
@@ -85,7 +87,7 @@ class Record:
         self.context_source = None
 
 
-_FIELDS = tuple(f for f in Record.__slots__ if f != "pending")
+_FIELDS = tuple(f for f in Record.__slots__ if f not in ("pending", "stored_line"))
 
 
 def drew_on(record: Record) -> list[str]:
@@ -109,7 +111,7 @@ def _record(row: MemoryRecord) -> Record:
         values["context_source"] = int(row.context_source)
     if row.received_at is not None:
         values["received_at"] = int(row.received_at)
-    return Record(**values, pending=bool(row.pending_bot))
+    return Record(**values, pending=bool(row.pending_bot), stored_line=row.line)
 
 
 def _row(record: Record) -> MemoryRecord:
@@ -571,6 +573,16 @@ class RecordStore:
         exist."""
         marked = list(self._pool.map(lambda pair: self.mark_indexed(*pair), done))
         return [record for (record, _), ok in zip(done, marked, strict=False) if not ok]
+
+    def give_lines(self, records: list[Record]) -> list[Record]:
+        """Records stored before windows get the line their window is read along (byLine); returns those
+        that still exist."""
+        lined = []
+        for r in records:
+            if r.line and _update_if_exists(r, [MemoryRecord.line.set(r.line)]):
+                r.stored_line = r.line
+                lined.append(r)
+        return lined
 
     def mark_pending(self, record: Record) -> bool:
         """The record still needs its point (or its dense vector) written; False when it no longer exists
