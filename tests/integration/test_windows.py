@@ -189,3 +189,25 @@ def test_records_stored_before_windows_get_their_line_and_windows_at_the_next_re
     assert _found(words_only, "lanterns") == set(ids)
     assert {r.stored_line for r in words_only.records.batch_get(BOT, ids).values()} == {f"{BOT}#t1"}
     assert keeper.reconcile(BOT)["lined"] == 0
+
+
+def test_a_changed_message_whose_new_meaning_is_not_made_yet_is_in_no_window_s_meaning(service):
+    """The embedder is down when a text changes: its point keeps no vector of what it said before (nor does
+    the next one, whose context it is), and the points around them are mixed without them until their new
+    meaning is made."""
+    ids = _thread(
+        service,
+        ("bob", "Shall we stop for a break?"),
+        ("alice", "I want tea."),
+        ("carol", "A coffee for me."),
+    )
+    name = service.indexer.dense_name
+    service.indexer.embedder.down = True
+    service.update(BOT, ids[1], "Actually, nothing for me.")
+    vectors = _vectors(service, ids)
+    assert vectors[ids[1]] == {} and vectors[ids[2]] == {}
+    assert _close(vectors[ids[0]][name], vectors[ids[0]][own_vector_name(name)])
+    service.indexer.embedder.down = False
+    service.indexer.fill_vectors(BOT, ids[1:])  # the job that follows
+    vectors = _vectors(service, ids)
+    assert _close(vectors[ids[0]][name], _mixed_from(service, vectors, ids[0], ids[1:]))

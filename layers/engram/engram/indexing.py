@@ -53,6 +53,15 @@ class _Held:
     live: set[int] = field(default_factory=set)
     unkept: set[int] = field(default_factory=set)
 
+    def know(self, written: list[Record], own: dict[int, list[float]]) -> None:
+        """A write's own vectors just embedded replace what the index held for its points; a written record
+        without one (the embedder down) counts as having none: the vector its point held was made of what
+        it said before (a cleared context, a changed text), and is mixed into no window."""
+        for r in written:
+            self.owns.pop(int(r.id), None)
+            self.unkept.discard(int(r.id))
+        self.owns.update(own)
+
 
 def _order(r: Record) -> tuple[int, int]:
     return int(r.created_at), int(r.id)
@@ -233,6 +242,11 @@ class Indexer:
                 held.unkept.add(memory_id)
         return held
 
+    def _read_around(self, records: list[Record]) -> tuple[dict[str, list[Record]], _Held]:
+        """A write's lines and what the index holds of them: read while its text is embedded."""
+        lines = self._lines(records)
+        return lines, self._held(lines, {})
+
     def windows(self, records: list[Record], lines: dict[str, list[Record]]) -> dict[int, str]:
         """Each record's window as one text: the turns around it in its line."""
         out = {}
@@ -368,12 +382,12 @@ class Indexer:
         if not records:
             return 0
         wanted = [(r, self.vector_text(r)) for r in records]
-        reading = self._windows.submit(self._lines, records) if self.window_turns else None
+        reading = self._windows.submit(self._read_around, records) if self.window_turns else None
         dense_by_id = ahead.result() if ahead is not None else self.dense_vectors(records, wait)
         name = self.dense_name
-        lines = reading.result() if reading is not None else {}
+        lines, held = reading.result() if reading is not None else ({}, _Held())
+        held.know(records, dense_by_id)
         windows = self.windows(records, lines)
-        held = self._held(lines, dense_by_id)
         meanings = self._meanings(records, lines, held)
         points = [
             IndexPoint(
