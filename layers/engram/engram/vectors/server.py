@@ -8,6 +8,7 @@ local engine, so the wire format cannot drift from what the official client send
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import httpx
@@ -34,6 +35,9 @@ class QdrantServerIndex:
         # Checked on first use, not here: a Qdrant that does not answer at cold start must degrade
         # exactly as a later outage does (writes kept pending, words search), not fail the process.
         self._collection_ready = False
+        # A write reads the index from two threads at once (its windows while it embeds): the first use
+        # makes the collection once, not twice (the second PUT would fail with 409)
+        self._ready_lock = threading.Lock()
 
     @classmethod
     def connect(
@@ -81,8 +85,10 @@ class QdrantServerIndex:
 
     def _call(self, method: str, path: str, body: dict | None = None, wait: bool = False) -> Any:
         if not self._collection_ready:
-            self._ensure_collection()
-            self._collection_ready = True
+            with self._ready_lock:
+                if not self._collection_ready:
+                    self._ensure_collection()
+                    self._collection_ready = True
         return self._request(method, path, body, wait)
 
     def _ensure_collection(self) -> None:
