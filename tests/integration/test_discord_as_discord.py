@@ -575,3 +575,38 @@ def test_an_ask_answer_goes_when_someone_it_drew_on_forgets_and_words_of_others_
     assert wait_until(lambda: any("Forgotten" in r for r in replies(discord, "tok-forget")), timeout_s=60)
     assert answers() == []  # the answer made from her words went with them
     assert [m for m in service.list(APP_ID, kind="message", user=BOB, limit=500) if m.text.startswith("bob")]
+
+
+def test_a_catch_up_job_reads_consent_only_for_the_people_on_its_page(stack, discord):
+    """Issue 32: a channel's catch-up reads the consent of its page's authors (one batch of keys), never
+    every consent of the bot: its work is bounded by its page, not by how many have opted in."""
+    from pynamodb.connection.base import Connection
+
+    remembered(stack, discord)
+    state = stack.discord.core.state
+    for n in range(300):  # others opted in elsewhere: nothing a page of this channel needs
+        state.give_consent(APP_ID, f"77{n:05d}", at=1, guilds=["1100000000000000999"])
+    stack.discord.catch_up.catch_up(channels=[(G2, C21)])  # the backfill's page, read once
+    bob = {"id": BOB, "username": "bob"}
+    new = discord.add(C21, {"id": ALICE, "username": "alice"}, "the ferry leaves at noon", timestamp=_now())
+    discord.add(C21, bob, "noted", timestamp=_now())
+    consent_keys: list[str] = []
+    call = Connection._make_api_call
+
+    def counted(connection, operation, kwargs):
+        if operation == "BatchGetItem":
+            for table in kwargs["RequestItems"].values():
+                sks = [k.get("sk", {}).get("S", "") for k in table["Keys"]]
+                consent_keys.extend(sk for sk in sks if sk.startswith("consent#"))
+        if operation == "Query":
+            values = json.dumps(kwargs.get("ExpressionAttributeValues", {}))
+            assert "consent#" not in values or kwargs.get("Limit") == 1, "a query of every consent"
+        return call(connection, operation, kwargs)
+
+    Connection._make_api_call = counted
+    try:
+        stored = stack.discord.catch_up.catch_up(channels=[(G2, C21)])
+    finally:
+        Connection._make_api_call = call
+    assert stored == 1 and new["id"] in stored_ids(stack, ALICE)
+    assert sorted(consent_keys) == sorted({f"consent#{ALICE}", f"consent#{BOB}"})

@@ -110,6 +110,14 @@ MEMORY_API = [
         "surrogate|unicode",
     ),
     (
+        "content past 32 KB serialized",
+        "POST",
+        f"/v1/bots/{BOT}/messages",
+        b'{"messages": [{"id": "m-big", "text": "hi", "content": {"blob": "' + b"x" * 40_000 + b'"}}]}',
+        400,
+        "content is 40,",
+    ),
+    (
         "lone surrogate in a message id",
         "POST",
         f"/v1/bots/{BOT}/messages",

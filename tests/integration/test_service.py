@@ -516,3 +516,30 @@ def test_a_forget_past_its_budget_answers_what_is_left_and_jobs_finish_it(servic
     assert service.forget_user("bot1", "carol", budget_s=0)["left"] == 1
     assert service.forgetting.resume_stalled(stalled_ms=0) == 1
     assert service.forgetting.resume_stalled() == 0  # moved just now: not stalled
+
+
+def test_the_sweep_queues_each_waiting_record_once_a_pass(service, embedder):
+    """Issue 32: a lagging queue is not fed the same records every sweep; a pass an hour old starts again
+    from the oldest (its jobs have run or dead-lettered: what still waits was lost)."""
+    embedder.down = True
+    service.add_fact("bot1", "The owner drinks green tea.")
+    assert service.indexer.sweep(grace_ms=0) == 1
+    assert service.indexer.sweep(grace_ms=0) == 0  # queued already
+    service.add_fact("bot1", "The garage code is 4417.")
+    assert service.indexer.sweep(grace_ms=0) == 1  # only the new one
+    assert service.indexer.sweep(grace_ms=0, requeue_ms=0) == 2
+
+
+def test_an_index_job_embeds_only_what_still_waits_and_comes_again_while_the_embedder_is_down(
+    service, embedder, monkeypatch
+):
+    done, _ = service.add_fact("bot1", "The owner drinks green tea.")
+    calls = embedder.calls
+    assert service.indexer.fill_vectors("bot1", [done.id]) == 0  # finished by its own write: no embed
+    assert embedder.calls == calls
+    embedder.down = True
+    waiting, _ = service.add_fact("bot1", "The garage code is 4417.")
+    sent = []
+    monkeypatch.setattr(service.indexer.queue, "send", lambda job, delay_s=0: sent.append((job, delay_s)))
+    assert service.indexer.fill_vectors("bot1", [done.id, waiting.id]) == 0
+    assert [(job.ids, delay) for job, delay in sent] == [([waiting.id], 300)]

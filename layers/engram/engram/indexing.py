@@ -28,6 +28,12 @@ PAGE = 200
 # Re-embedding embeds the next chunk while the previous one's vectors are stored (DynamoDB and Qdrant
 # wait on I/O while torch computes): 60 % -> 80 %+ of the embedder's own throughput here.
 PIPELINE_CHUNK = 250
+# The sweep queues at most this many of a bot's pending records a pass, oldest first, and starts its pass
+# again from the oldest this long after it began (SQS: 6 x 180 s visibility x 3 receives, then the DLQ).
+SWEEP_LIMIT = 10_000
+REQUEUE_MS = 60 * 60_000
+# An index job whose records the embedder could not embed queues itself again this much later
+RETRY_DELAY_S = 300
 
 
 def _mix(own: list[float], context: list[float], weight: float) -> list[float]:
@@ -533,24 +539,49 @@ class Indexer:
         return done, True
 
     def fill_vectors(self, bot: str, ids: list[int]) -> int:
-        """Index job: write points for records that still exist; returns how many are complete."""
-        records = self.unforgotten(list(self.records.batch_get(bot, ids).values()))
-        return self.index_records(records)
+        """Index job: write points for records that still exist and still wait for them (a record its own
+        write, or an earlier job, finished meanwhile costs no embed); returns how many are complete."""
+        waiting = self.unforgotten([r for r in self.records.batch_get(bot, ids).values() if r.pending])
+        complete = self.index_records(waiting)
+        if complete < len(waiting):  # the embedder is down: this job comes again (the sweep will not)
+            self.queue.send(IndexJob(bot=bot, ids=sorted(int(r.id) for r in waiting)), delay_s=RETRY_DELAY_S)
+        return complete
 
-    def sweep(self, batch: int = 100, grace_ms: int = 60_000) -> int:
-        """Queue index jobs for every record still waiting for vectors; returns how many were queued.
-        Records changed in the last minute are left alone: their own write is still indexing them."""
+    def sweep(self, batch: int = 100, grace_ms: int = 60_000, requeue_ms: int = REQUEUE_MS) -> int:
+        """Queue index jobs for the records still waiting for vectors that no job was queued for yet;
+        returns how many were queued. Records changed in the last `grace_ms` are left alone: their own write
+        is still indexing them. A mark per bot keeps how far a pass has queued, so a lagging queue is not
+        fed the same records every sweep; a pass begun `requeue_ms` ago starts again from the oldest
+        (a job that long gone has run or dead-lettered: what still waits was lost)."""
         queued = 0
-        cutoff = now_ms() - grace_ms
+        now = now_ms()
         for bot in self.records.bots_with_pending():
-            ids = self.records.pending_ids(bot, 10_000)
+            mark = self.state.sweep_mark(bot)
+            after, since = mark if mark is not None and now - mark[1] < requeue_ms else (None, now)
+            ids = self.records.pending_ids(bot, SWEEP_LIMIT, after=after)
+            through, held_back = after, None
             for start in range(0, len(ids), batch):
-                found = self.records.batch_get(bot, ids[start : start + batch])
-                due = [i for i, r in found.items() if r.pending and int(r.updated_at) <= cutoff]
-                if due:
-                    self.queue.send(IndexJob(bot=bot, ids=sorted(due)))
-                    queued += len(due)
+                chunk = ids[start : start + batch]
+                sent, young = self._queue_due(bot, chunk, now - grace_ms)
+                queued += sent
+                held_back = held_back or young
+                through = chunk[-1]
+            if held_back is not None:  # its own write may still fail: the next sweep looks again from it
+                through = max(held_back - 1, after or 0) or None
+            if through is not None and through != after:
+                self.state.set_sweep_mark(bot, through, since)
         return queued
+
+    def _queue_due(self, bot: str, chunk: list[int], cutoff: int) -> tuple[int, int | None]:
+        """One index job for the records of `chunk` still pending and unchanged since `cutoff`; (how many
+        were queued, the first one changed since, whose own write is still indexing it)."""
+        found = self.records.batch_get(bot, chunk)
+        waiting = [found[i] for i in chunk if i in found and found[i].pending]
+        due = [int(r.id) for r in waiting if int(r.updated_at) <= cutoff]
+        young = next((int(r.id) for r in waiting if int(r.updated_at) > cutoff), None)
+        if due:
+            self.queue.send(IndexJob(bot=bot, ids=sorted(due)))
+        return len(due), young
 
 
 @dataclass

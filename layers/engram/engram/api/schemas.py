@@ -82,7 +82,9 @@ class MessageIn(BaseModel):
     createdAt: AwareDatetime | None = Field(
         default=None, description=f"Between {EARLIEST_YEAR} and {LATEST_YEAR} (UTC)."
     )
-    content: dict[str, Any] | None = None
+    content: dict[str, Any] | None = Field(
+        default=None, description="Any JSON object of at most 32,768 bytes serialized (else 400)."
+    )
     savedBy: Literal["bot", "owner", "user"] = "user"
     threadId: str | None = Field(
         default=None, pattern=NAME, description="The conversation (channel, chat) it belongs to."

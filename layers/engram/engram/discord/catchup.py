@@ -28,7 +28,7 @@ class CatchUp:
     def fan_out_catch_up(self, job: DiscordJob) -> int:
         """One catch-up job per readable channel that moved or is due a window re-read (each its own
         invocation, retried on its own)."""
-        if not self.core.consenting_users():
+        if not self.core.anyone_consents():
             return 0
         try:  # only the servers some consenting user is in: nothing of theirs is anywhere else
             channels = self.core.readable_channels(only=self.state.consenting_guilds(self.bot))
@@ -89,8 +89,7 @@ class CatchUp:
         A channel Discord refuses (403, 404), or whose history answers [] although it has messages (no Read
         Message History), is marked unreadable and skipped, never failed: failing would retry it into the
         DLQ every tick."""
-        users = self.core.consenting_users()
-        if not users:
+        if not self.core.anyone_consents():
             return 0
         if channels is None:
             channels = self.core.readable_channels(only=self.state.consenting_guilds(self.bot))
@@ -110,7 +109,7 @@ class CatchUp:
                 continue  # an empty page never deletes: it is also what a lost permission looks like
             self.window.apply_window(guild, channel, page, whole=len(page) < PAGE)
             new = [m for m in page if newest is None or int(m["id"]) > int(newest)]
-            stored += self.core.store_messages(guild, channel, new, users)
+            stored += self.core.store_messages(guild, channel, new)  # consent of the page's people only
             self.state.see_channel(
                 self.bot,
                 channel,
@@ -136,8 +135,7 @@ class CatchUp:
 
     def catch_up_gap(self, job: DiscordJob) -> int:
         """A few pages of a catch-up gap, older and older from `before` down to `until`; continues itself."""
-        users = self.core.consenting_users()
-        if not users:
+        if not self.core.anyone_consents():
             return 0
         before, stored = job.before, 0
         for _ in range(self.settings.pages_per_job):
@@ -149,7 +147,6 @@ class CatchUp:
                 job.need("guild"),
                 job.need("channel"),
                 older,
-                users,
                 origin=job.issued_at or None,
                 backfill=True,
             )

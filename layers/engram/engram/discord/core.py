@@ -66,9 +66,9 @@ class DiscordCore:
         """Whether a user has opted in (read now: a forget may have happened a moment ago)."""
         return self.state.consent(self.bot, user) is not None
 
-    def consenting_users(self) -> set[str]:
-        """Everyone who has opted in."""
-        return self.state.consenting(self.bot)
+    def anyone_consents(self) -> bool:
+        """Whether anyone has opted in (one key read, however many have)."""
+        return self.state.anyone_consenting(self.bot)
 
     # ----- replies ------------------------------------------------------------------------------
 
@@ -176,47 +176,26 @@ class DiscordCore:
         guild: str,
         channel: str,
         page: list[dict],
-        users: set[str],
+        users: set[str] | None = None,
         origin: int | None = None,
         backfill: bool = False,
     ) -> int:
         """Store the messages of consenting users and the bot's replies to them; returns how many were new.
-        Consent is read again right before the write, and the write itself refuses users forgotten since
-        `origin` (when the job was queued): a forget between the fetch and the store wins. A backfill page
-        is older than what is stored: its oldest message's context is not the channel's newest one."""
+        Consent is read right before the write, for `users` (a backfill's one user) or, by default, for only
+        the people on the page (its authors, and whom the bot's messages answer: at most two a message, so a
+        catch-up's work is bounded by its page, never by how many have opted in). The write itself refuses
+        users forgotten since `origin` (when the job was queued): a forget between the fetch and the store
+        wins. A backfill page is older than what is stored: its oldest message's context is not the
+        channel's newest one."""
         if not page:
             return 0
         page = [m for m in page if int(m.get("type") or 0) in PERSON_MESSAGE_TYPES]  # no system messages
         self._notice_missing_content(page)
         checked_at = now_ms()
-        users = self.state.consenting(self.bot, set(users))
+        users = self.state.consenting(self.bot, self._people(page) if users is None else set(users))
         if not users:
             return 0
-        batch = []
-        for message in page:
-            owner, saved_by = self._owner(message, users)
-            if owner is None:
-                continue
-            text = (message.get("content") or "").strip()
-            images = [
-                a
-                for a in message.get("attachments", [])
-                if (a.get("content_type") or "").startswith("image/")
-            ]
-            if not text and not (images and self.settings.vision_model):
-                continue  # empty, or image-only without vision
-            batch.append(
-                ChatMessage(
-                    source_id=message["id"],
-                    text=text,
-                    user=owner,
-                    server=guild,
-                    thread=channel,
-                    created_at=timestamp_ms(message.get("timestamp")),
-                    saved_by=saved_by,
-                    content=self.content_of(guild, channel, message),
-                )
-            )
+        batch = [c for c in (self._chat_message(guild, channel, m, users) for m in page) if c is not None]
         if not batch:
             return 0
         origin = checked_at if origin is None else min(origin, checked_at)
@@ -225,6 +204,29 @@ class DiscordCore:
         by_id = {m["id"]: m for m in page}
         self.note_stored(channel, [(by_id[f.source_id], f.id) for f in fresh if f.source_id in by_id])
         return created
+
+    def _chat_message(self, guild: str, channel: str, message: dict, users: set[str]) -> ChatMessage | None:
+        """A message as engram stores it, if it is a consenting user's (or the bot's answer to one) and
+        holds something: text, or images a vision model can describe."""
+        owner, saved_by = self._owner(message, users)
+        if owner is None:
+            return None
+        text = (message.get("content") or "").strip()
+        images = [
+            a for a in message.get("attachments", []) if (a.get("content_type") or "").startswith("image/")
+        ]
+        if not text and not (images and self.settings.vision_model):
+            return None  # empty, or image-only without vision
+        return ChatMessage(
+            source_id=message["id"],
+            text=text,
+            user=owner,
+            server=guild,
+            thread=channel,
+            created_at=timestamp_ms(message.get("timestamp")),
+            saved_by=saved_by,
+            content=self.content_of(guild, channel, message),
+        )
 
     def _notice_missing_content(self, page: list[dict]) -> None:
         """A page of other people's messages that all came back empty (no text, attachments or embeds):
@@ -239,6 +241,19 @@ class DiscordCore:
             m.get("content") or m.get("attachments") or m.get("embeds") for m in others
         ):
             self.state.note_content_intent(self.bot, False, "empty page", now_ms())
+
+    def _people(self, page: list[dict]) -> set[str]:
+        """Everyone a page's messages could be stored for: their authors, and whom the bot's own answer."""
+        people = set()
+        for message in page:
+            author = message.get("author") or {}
+            if author.get("id") != self.settings.application_id:
+                people.add(author.get("id"))
+                continue
+            for source in (message.get("interaction_metadata") or {}, message.get("interaction") or {}):
+                people.add((source.get("user") or {}).get("id"))
+            people.add(((message.get("referenced_message") or {}).get("author") or {}).get("id"))
+        return {str(p) for p in people if p}
 
     def _owner(self, message: dict, users: set[str]) -> tuple[str | None, str]:
         author = message.get("author") or {}

@@ -167,6 +167,11 @@ def last_change(bot: str) -> tuple[str, str]:
     return f"changes#{bot}", "at"
 
 
+def sweep_mark(bot: str) -> tuple[str, str]:
+    """How far the pending sweep has queued a bot's records (ids only: no one's words)."""
+    return f"sweep#{bot}", "pending"
+
+
 def rate_window(bot: str, window: int) -> tuple[str, str]:
     """The Discord requests every process of a bot made in one short window (engram.discord.limits): a
     partition per window, so the count spreads instead of heating one key."""

@@ -592,9 +592,12 @@ class RecordStore:
         record.pending = True
         return True
 
-    def pending_ids(self, bot: str, limit: int) -> list[int]:
-        """Ids of a bot's records waiting for vectors, oldest first."""
-        return self._guard(lambda: [int(r.id) for r in MemoryRecord.pending.query(bot, limit=limit)][:limit])
+    def pending_ids(self, bot: str, limit: int, after: int | None = None) -> list[int]:
+        """Ids of a bot's records waiting for vectors (above `after`), oldest first."""
+        condition = MemoryRecord.id > after if after else None
+        return self._guard(
+            lambda: [int(r.id) for r in MemoryRecord.pending.query(bot, condition, limit=limit)][:limit]
+        )
 
     def bots_with_pending(self) -> list[str]:
         """Bots that have records waiting for vectors (a scan of the sparse index: small by design)."""

@@ -129,6 +129,20 @@ class StateStore:
             )
         return {i.sk.split("#", 1)[1] for i in found}
 
+    def anyone_consenting(self, bot: str) -> bool:
+        """Whether anyone has opted in: one item read, however many have."""
+        found = self._guard(
+            lambda: list(
+                StateItem.query(
+                    keys.discord_pk(bot),
+                    StateItem.sk.startswith(keys.CONSENT_PREFIX),
+                    consistent_read=True,
+                    limit=1,
+                )
+            )[:1]
+        )
+        return bool(found)
+
     def give_consent(self, bot: str, user: str, at: int, guilds: list[str] | None = None) -> None:
         """Opt a user in; `guilds`: the servers they are a member of (what catch-up reads for them)."""
         data = {"consentedAt": at, **({"guilds": sorted(guilds)} if guilds is not None else {})}
@@ -276,6 +290,17 @@ class StateStore:
         """When a memory of the bot was last removed or changed (0: never)."""
         item = self._guard(lambda: _get(*keys.last_change(bot)))
         return int(item.value) if item is not None and item.value is not None else 0
+
+    def sweep_mark(self, bot: str) -> tuple[int, int] | None:
+        """(the last pending id the sweep queued, when its pass over the bot's pending records began)."""
+        item = self._guard(lambda: _get(*keys.sweep_mark(bot)))
+        if item is None or item.value is None:
+            return None
+        return int(item.value), int((item.data or {}).get("since") or 0)
+
+    def set_sweep_mark(self, bot: str, through: int, since: int) -> None:
+        """The sweep has queued the bot's pending records up to `through`, in a pass begun at `since`."""
+        self._guard(lambda: StateItem(*keys.sweep_mark(bot), value=through, data={"since": since}).save())
 
     def take_rate_slot(self, bot: str, window: int, limit: int, expires_s: int) -> bool:
         """Count one Discord request in a window shared by every process of the bot: False when the window
