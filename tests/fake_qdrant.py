@@ -5,6 +5,7 @@ switch to take it down."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 from fastapi import FastAPI, Request
@@ -31,6 +32,11 @@ class FakeQdrant(ServedApp):
         self.api_key = api_key
         self.down = False
         self.requests: list[tuple[str, str]] = []
+        # what a real server would be told to set up, which the local engine does not model: each
+        # collection's create body and each payload index's schema, as validated
+        self.collections: dict[str, m.CreateCollection] = {}
+        self.field_indexes: dict[str, dict[str, object]] = {}
+        self.answered_bytes = 0  # of search answers (query batches)
         self.engine = QdrantClient(location=":memory:")
         self._lock = threading.Lock()
         self.app = FastAPI()
@@ -64,6 +70,7 @@ class FakeQdrant(ServedApp):
         @app.put("/collections/{c}")
         async def create(c: str, request: Request):
             body = m.CreateCollection.model_validate(await request.json())
+            self.collections[c] = body
             run(
                 lambda: engine.create_collection(
                     c, vectors_config=body.vectors, sparse_vectors_config=body.sparse_vectors
@@ -78,6 +85,7 @@ class FakeQdrant(ServedApp):
         @app.put("/collections/{c}/index")
         async def index(c: str, request: Request):
             body = m.CreateFieldIndex.model_validate(await request.json())
+            self.field_indexes.setdefault(c, {})[body.field_name] = body.field_schema
             run(lambda: engine.create_payload_index(c, body.field_name, body.field_schema))
             return _ok({"operation_id": 0, "status": "completed"})
 
@@ -168,7 +176,9 @@ class FakeQdrant(ServedApp):
         async def query_batch(c: str, request: Request):
             body = m.QueryRequestBatch.model_validate(await request.json())
             found = run(lambda: engine.query_batch_points(c, requests=body.searches))
-            return _ok([f.model_dump(mode="json") for f in found])
+            answer = [f.model_dump(mode="json") for f in found]
+            self.answered_bytes += len(json.dumps(answer))
+            return _ok(answer)
 
     def stop(self) -> None:
         super().stop()

@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     qdrant_api_key: str | None = None
     qdrant_api_key_parameter: str | None = None
     collection: str = "engram"
+    # How a new collection is made on a Qdrant server (an existing one is used as it is)
+    qdrant_shards: int = Field(default=1, ge=1)
+    qdrant_replicas: int = Field(default=1, ge=1)
     data_dir: Path = Path(".engram")
 
     # Embedder: local (MiniLM shipped in a PyPI package), ollama, remote (OpenAI-style) or off

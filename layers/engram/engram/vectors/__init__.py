@@ -176,7 +176,13 @@ def build_index(settings: Settings) -> VectorIndex:
     if settings.qdrant_url:
         from .server import QdrantServerIndex
 
-        return QdrantServerIndex.connect(settings.qdrant_url, settings.qdrant_api_key, settings.collection)
+        return QdrantServerIndex.connect(
+            settings.qdrant_url,
+            settings.qdrant_api_key,
+            settings.collection,
+            shards=settings.qdrant_shards,
+            replicas=settings.qdrant_replicas,
+        )
     from .edge import EdgeIndex
 
     return EdgeIndex(settings.data_dir / "qdrant" / settings.collection)
