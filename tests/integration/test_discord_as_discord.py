@@ -610,3 +610,21 @@ def test_a_catch_up_job_reads_consent_only_for_the_people_on_its_page(stack, dis
         Connection._make_api_call = call
     assert stored == 1 and new["id"] in stored_ids(stack, ALICE)
     assert sorted(consent_keys) == sorted({f"consent#{ALICE}", f"consent#{BOB}"})
+
+
+def test_a_tick_re_reads_a_bounded_number_of_quiet_windows_those_read_longest_ago_first(stack, discord):
+    """Issue 32: edits and deletions are looked for within DISCORD_WINDOW_BUDGET quiet channels a tick, not
+    in every channel holding a message stored this week (at 10,000 servers, far past Discord's 50/s)."""
+    remembered(stack, discord)
+    alice = {"id": ALICE, "username": "alice"}
+    ids = [discord.add(c, alice, f"a recent message in {c}", timestamp=_now())["id"] for c in (C11, C21)]
+    tick(stack)
+    assert wait_until(lambda: set(ids) <= set(stored_ids(stack, ALICE)), timeout_s=20)
+    catch_up = stack.discord.catch_up
+    catch_up.settings = catch_up.settings.model_copy(update={"window_budget": 1})
+    read = []
+    for _ in range(2):
+        before = len(discord.history_reads)
+        tick(stack)
+        read.append(discord.history_reads[before:])
+    assert [len(r) for r in read] == [1, 1] and read[0] != read[1]  # the other one waited a tick

@@ -41,12 +41,16 @@ class CatchUp:
         # stored lately whose window is due: an edit or a deletion moves no last_message_id
         seen = self.state.channels_seen(self.bot, [c for _, c in fresh])
         now = now_ms()
-        fresh = [
+        moved = [
             (g, c)
             for g, c in fresh
             if self._moved(self.core.last_message_ids.get(c), (seen.get(c) or {}).get("newest"))
-            or self._window_due(seen.get(c) or {}, now)
         ]
+        held = set(moved)
+        quiet = [(g, c) for g, c in fresh if (g, c) not in held and self._window_due(seen.get(c) or {}, now)]
+        # a tick re-reads a bounded number of quiet windows, those re-read longest ago first
+        quiet.sort(key=lambda gc: int((seen.get(gc[1]) or {}).get("windowAt") or 0))
+        fresh = moved + quiet[: self.settings.window_budget]
         for (guild, channel), recheck in [(c, False) for c in fresh] + [(c, True) for c in due]:
             self.core.queue.send(
                 DiscordJob(

@@ -32,6 +32,9 @@ class DiscordSettings(BaseModel):
     # a quiet channel holding messages stored in the last WINDOW_DAYS is re-read for edits and deletions at
     # most this often (0: every catch-up tick); a channel with new messages is re-read with them, for free
     window_every_s: int = Field(0, ge=0, validation_alias="DISCORD_WINDOW_EVERY_S")
+    # ... and at most this many quiet channels a tick, those re-read longest ago first (the rest on the
+    # ticks after): at 10,000 servers every active channel a tick would be far past Discord's 50/s
+    window_budget: int = Field(100, ge=0, validation_alias="DISCORD_WINDOW_BUDGET")
     context_messages: int = Field(20, ge=1, le=100, validation_alias="DISCORD_CONTEXT_MESSAGES")
     max_signature_age_s: int = Field(300, validation_alias="DISCORD_MAX_SIGNATURE_AGE_S")
     max_signature_future_s: int = Field(30, validation_alias="DISCORD_MAX_SIGNATURE_FUTURE_S")
