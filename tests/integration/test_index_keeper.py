@@ -75,3 +75,38 @@ def test_with_qdrant_down_a_pass_says_so_and_changes_nothing(service, engine):
     done = IndexKeeper(service.indexer).reconcile()
     assert "Qdrant" in done["error"]
     engine.service.index.down = False
+
+
+def test_a_rebuild_job_runs_in_bounded_steps_that_carry_on_from_their_cursor(
+    service, engine, aws, monkeypatch
+):
+    """Issue 32: a whole bot's rebuild in one job fit ~50,000 records in the worker's timeout and then
+    restarted from zero; each part (facts, messages, points) now runs in its own jobs, each a bounded step
+    that queues its continuation, through real (moto) SQS and the worker function."""
+    import engram.worker
+    from engram.jobs import IndexMaintenanceJob
+    from infra.poller import SqsPoller, load_function_handler
+
+    service.add_messages(
+        "b5", [ChatMessage(source_id=f"m{i}", text=f"message {i} about sails") for i in range(450)]
+    )
+    service.add_fact("b5", "The owner drinks green tea.")
+    service.index.delete(service.index.scroll_ids(Scope(bot="b5"), None, 1000)[0])  # the index lost
+    service.index.upsert(  # and an orphan
+        [
+            IndexPoint(
+                id=999_999, payload={"bot": "b5", "kind": "fact", "text": "x"}, words=SparseVector([1], [1.0])
+            )
+        ]
+    )
+    monkeypatch.setattr(engram.worker, "MAINTENANCE_STEP_S", 0.0)  # one page a step
+    steps = []
+    send = engine.queue.send
+    monkeypatch.setattr(engine.queue, "send", lambda job, **kw: (steps.append(job), send(job, **kw))[1])
+    engine.queue.send(IndexMaintenanceJob(action="rebuild", bot="b5"))
+    SqsPoller(aws["sqs"], aws["queue_url"], load_function_handler("worker"), "us-east-1", wait_s=0).drain()
+    assert service.index.count(Scope(bot="b5")) == 451
+    assert service.index.existing([999_999]) == set()
+    continued = [j for j in steps if isinstance(j, IndexMaintenanceJob) and j.cursor is not None]
+    # 450 messages: three pages, three steps (the points' part pages along the points being made again)
+    assert [j.part for j in continued].count("message") == 2 and all(j.bot == "b5" for j in continued)

@@ -9,6 +9,7 @@ import bisect
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -595,6 +596,7 @@ class Progress:
     reindexed: int = 0
     orphans_deleted: int = 0
     lined: int = 0  # records stored before windows given their line (and windows)
+    parts_left: int = 0  # of a pass run as jobs (IndexKeeper.step): parts queued and not done yet
     error: str | None = None
     started_ms: int | None = None
     finished_ms: int | None = None
@@ -639,35 +641,88 @@ class IndexKeeper:
 
     def reconcile_points(self, bot: str) -> int:
         """Delete the bot's points that have no record (left by a crash between the two stores)."""
-        deleted, after = 0, None
-        while True:
-            ids, after = self.indexer.index.scroll_ids(Scope(bot=bot), after, PAGE)
-            if ids:
-                present = self.indexer.records.batch_get(bot, ids)
-                orphans = [i for i in ids if i not in present]
-                if orphans:
-                    self.indexer.index.delete(orphans)
-                    deleted += len(orphans)
-                self.progress.points += len(ids)
-                self.progress.orphans_deleted += len(orphans)
-            if after is None:
-                return deleted
+        before = self.progress.orphans_deleted
+        after = self._orphans_page(bot, None)
+        while after is not None:
+            after = self._orphans_page(bot, after)
+        return self.progress.orphans_deleted - before
 
     def reconcile_records(self, bot: str) -> int:
         """Re-index the bot's records marked indexed whose point is missing; returns how many. Records
         stored before windows get their line on the way, and they and the points around them their
         windows."""
-        fixed = 0
-        for page in self._pages(bot):
-            indexed = [r for r in page if not r.pending]
-            held = self.indexer.index.existing([int(r.id) for r in indexed])
-            missing = [r for r in indexed if int(r.id) not in held]
-            self._reindex(missing)
-            fixed += len(missing)
-            unlined = [r for r in page if r.line and r.stored_line != r.line]
-            if unlined:
-                self.progress.lined += len(self._give_lines(unlined))
-        return fixed
+        return sum(self._reconcile_page(page) for page in self._pages(bot))
+
+    def _reconcile_page(self, page: list[Record]) -> int:
+        indexed = [r for r in page if not r.pending]
+        held = self.indexer.index.existing([int(r.id) for r in indexed])
+        missing = [r for r in indexed if int(r.id) not in held]
+        self._reindex(missing)
+        unlined = [r for r in page if r.line and r.stored_line != r.line]
+        if unlined:
+            self.progress.lined += len(self._give_lines(unlined))
+        return len(missing)
+
+    # ----- bounded steps: a pass split into jobs that each end in time and carry on from a cursor --------
+
+    def begin_parts(self, action: str, parts: int) -> None:
+        """A pass run as jobs queued `parts` more parts (0: a part of it runs here): this process's
+        progress counts them down. A part of the pass that finished here last carries on its counts."""
+        label = "rebuilding" if action == "rebuild" else "reconciling"
+        with self._lock:
+            if self.progress.action != label:
+                if parts or self.progress.last != label:
+                    self.progress = Progress(action=label, started_ms=now_ms(), last=self.progress.last)
+                self.progress.action = label
+            self.progress.parts_left += parts
+
+    def step(self, action: str, bot: str, part: str, cursor: int | None, budget_s: float) -> int | None:
+        """One bounded step of a reconcile or rebuild of one part of a bot (a kind's records, newest first,
+        or its points, in id order): pages until `budget_s` has passed; returns where the next step starts
+        (None: the part is done). Each page is idempotent, so a step retried from its cursor is safe."""
+        self.begin_parts(action, 0)  # a part resumed in a process that did not queue it shows too
+        following = self._step(action, bot, part, cursor, budget_s)
+        if following is None:
+            with self._lock:
+                self.progress.parts_left = max(0, self.progress.parts_left - 1)
+                if self.progress.parts_left == 0:
+                    self.progress.last, self.progress.finished_ms = self.progress.action, now_ms()
+                    self.progress.action = "idle"
+        return following
+
+    def _step(self, action: str, bot: str, part: str, cursor: int | None, budget_s: float) -> int | None:
+        deadline = time.monotonic() + budget_s
+        if part == "points":
+            after = cursor
+            while True:
+                after = self._orphans_page(bot, after)
+                if after is None or time.monotonic() >= deadline:
+                    return after
+        before = cursor
+        while page := self.indexer.records.page(bot, part, before, PAGE):
+            self.progress.records += len(page)
+            if action == "rebuild":
+                self._reindex(page)
+            else:
+                self._reconcile_page(page)
+            if len(page) < PAGE:
+                return None
+            before = int(page[-1].id)
+            if time.monotonic() >= deadline:
+                return before
+        return None
+
+    def _orphans_page(self, bot: str, after: int | None) -> int | None:
+        """Delete the orphan points of one page of the bot's points; where the next page starts."""
+        ids, following = self.indexer.index.scroll_ids(Scope(bot=bot), after, PAGE)
+        if ids:
+            present = self.indexer.records.batch_get(bot, ids)
+            orphans = [i for i in ids if i not in present]
+            if orphans:
+                self.indexer.index.delete(orphans)
+            self.progress.points += len(ids)
+            self.progress.orphans_deleted += len(orphans)
+        return following
 
     def _give_lines(self, records: list[Record]) -> list[Record]:
         lined = self.indexer.records.give_lines(self.indexer.unforgotten(records))

@@ -28,6 +28,10 @@ processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failu
 # A job is bounded (a few history pages, one re-embed page, <= 500 records); one started with less time
 # left than this could be cut off by the function's timeout, so it goes back on the queue instead.
 MIN_TIME_LEFT_MS = 45_000
+# A reconcile or rebuild step stops taking pages after this long, and queues itself from where it stopped
+# (a whole bot's pass in one job fit ~50,000 records in the 180 s timeout, then restarted from zero)
+MAINTENANCE_STEP_S = 40.0
+PARTS = ("fact", "message", "points")
 
 
 def handle(record: SQSRecord, lambda_context=None) -> None:
@@ -38,6 +42,27 @@ def handle(record: SQSRecord, lambda_context=None) -> None:
             _run(job, lambda_context)
         except Forgotten:  # its user was forgotten after it was queued: deleted from the queue, never retried
             logger.info("dropped a job of a forgotten user", extra={"kind": job.kind})
+
+
+def _maintain(engine, job: IndexMaintenanceJob) -> None:
+    """A reconcile or rebuild: fanned out per bot and per part, each part a bounded step that queues its
+    continuation (a failure raises, and SQS retries the step from its cursor)."""
+    if job.bot is None:  # each bot its own jobs, retried on their own
+        for bot in engine.keeper.bots():
+            engine.queue.send(IndexMaintenanceJob(action=job.action, bot=bot))
+        return
+    if job.part is None:  # its facts, its messages and its points, in parallel
+        engine.keeper.begin_parts(job.action, len(PARTS))
+        for part in PARTS:
+            engine.queue.send(job.model_copy(update={"part": part}))
+        return
+    cursor = engine.keeper.step(job.action, job.bot, job.part, job.cursor, budget_s=MAINTENANCE_STEP_S)
+    logger.info(
+        "index maintenance",
+        extra={"action": job.action, "bot": job.bot, "part": job.part, "done": cursor is None},
+    )
+    if cursor is not None:
+        engine.queue.send(job.model_copy(update={"cursor": cursor}))
 
 
 def _run(job, lambda_context) -> None:
@@ -75,17 +100,7 @@ def _run(job, lambda_context) -> None:
     elif isinstance(job, ReembedJob):
         engine.embedding.reembed(job)
     elif isinstance(job, IndexMaintenanceJob):
-        if job.bot is None:  # fan out: each bot its own job, retried on its own
-            for bot in engine.keeper.bots():
-                engine.queue.send(IndexMaintenanceJob(action=job.action, bot=bot))
-            return
-        run = engine.keeper.rebuild if job.action == "rebuild" else engine.keeper.reconcile
-        outcome = run(job.bot)
-        logger.info("index maintenance", extra={"action": job.action, "bot": job.bot, **outcome})
-        if outcome.get("error"):
-            raise RuntimeError(
-                f"index {job.action} of {job.bot} stopped: {outcome['error']}"
-            )  # SQS retries it
+        _maintain(engine, job)
     elif isinstance(job, BackfillJob):
         from .discord.runtime import get_discord
 
