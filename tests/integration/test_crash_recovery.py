@@ -230,6 +230,7 @@ def test_an_index_rebuild_in_flight_completes_after_kill_9(launch, fakes):
     crash_while_held(stack, discord, "the rebuild")
     stack.start()
     assert stack.replayed() >= 1
+
     # its parts (facts, messages, points) are jobs of their own, replayed as they were left
     def rebuilt():
         status = stack.api.get("/v1/index").json()
