@@ -542,7 +542,8 @@ class Indexer:
     def fill_vectors(self, bot: str, ids: list[int]) -> int:
         """Index job: write points for records that still exist and still wait for them (a record its own
         write, or an earlier job, finished meanwhile costs no embed); returns how many are complete."""
-        waiting = self.unforgotten([r for r in self.records.batch_get(bot, ids).values() if r.pending])
+        # a context quoting someone forgotten is cleared first (that makes its record pending again)
+        waiting = [r for r in self.unforgotten(list(self.records.batch_get(bot, ids).values())) if r.pending]
         complete = self.index_records(waiting)
         if complete < len(waiting):  # the embedder is down: this job comes again (the sweep will not)
             self.queue.send(IndexJob(bot=bot, ids=sorted(int(r.id) for r in waiting)), delay_s=RETRY_DELAY_S)
