@@ -1,7 +1,7 @@
 // The memory page: plain JavaScript over the Memory API, nothing loaded from elsewhere.
 "use strict";
 const $ = (id) => document.getElementById(id);
-const state = { key: sessionStorage.getItem("engram-key"), bot: null, before: null, timer: null };
+const state = { key: sessionStorage.getItem("engram-key"), bot: null, before: null, timer: null, asked: 0 };
 
 async function api(method, path, body, raw) {
   const headers = { Authorization: `Bearer ${state.key}` };
@@ -108,8 +108,12 @@ async function showMemories(more) {
   const query = $("query").value.trim();
   if (query) params.set("query", query);
   if (more && state.before) params.set("before", state.before);
+  // Only the latest listing is shown: an earlier one answering after it (the bot's first listing, then
+  // "Show" with another kind) must not replace it
+  const asked = ++state.asked;
   try {
     const { memories, meaning } = await api("GET", `/v1/bots/${encodeURIComponent(state.bot)}/memories?${params}`);
+    if (asked !== state.asked) return;
     const list = $("memories");
     if (!more) list.replaceChildren();
     memories.forEach((m) => list.append(row(m)));
