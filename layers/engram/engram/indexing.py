@@ -33,8 +33,6 @@ PIPELINE_CHUNK = 250
 # again from the oldest this long after it began (SQS: 6 x 180 s visibility x 3 receives, then the DLQ).
 SWEEP_LIMIT = 10_000
 REQUEUE_MS = 60 * 60_000
-# An index job whose records the embedder could not embed queues itself again this much later
-RETRY_DELAY_S = 300
 
 
 def _mix(own: list[float], context: list[float], weight: float) -> list[float]:
@@ -545,8 +543,8 @@ class Indexer:
         # a context quoting someone forgotten is cleared first (that makes its record pending again)
         waiting = [r for r in self.unforgotten(list(self.records.batch_get(bot, ids).values())) if r.pending]
         complete = self.index_records(waiting)
-        if complete < len(waiting):  # the embedder is down: this job comes again (the sweep will not)
-            self.queue.send(IndexJob(bot=bot, ids=sorted(int(r.id) for r in waiting)), delay_s=RETRY_DELAY_S)
+        if complete < len(waiting):  # the embedder is down: these go back to the sweep, which queues them
+            self.state.lower_sweep_mark(bot, min(int(r.id) for r in waiting) - 1)
         return complete
 
     def sweep(self, batch: int = 100, grace_ms: int = 60_000, requeue_ms: int = REQUEUE_MS) -> int:

@@ -302,6 +302,12 @@ class StateStore:
         """The sweep has queued the bot's pending records up to `through`, in a pass begun at `since`."""
         self._guard(lambda: StateItem(*keys.sweep_mark(bot), value=through, data={"since": since}).save())
 
+    def lower_sweep_mark(self, bot: str, through: int) -> None:
+        """Records above `through` go back to the sweep (an index job ran and could not finish them)."""
+        mark = self.sweep_mark(bot)
+        if mark is not None and mark[0] > through:
+            self.set_sweep_mark(bot, max(through, 0), mark[1])
+
     def take_rate_slot(self, bot: str, window: int, limit: int, expires_s: int) -> bool:
         """Count one Discord request in a window shared by every process of the bot: False when the window
         already holds `limit` (one conditional update; the item expires with the window)."""
