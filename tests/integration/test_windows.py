@@ -15,8 +15,11 @@ from engram.service import ChatMessage
 BOT = "windows"
 
 
-def _thread(service, *turns: tuple[str, str], thread: str = "t1", start: int = 1_767_225_600_000):
-    """Turns (user, text) stored one by one, a second apart, as a live chat writes them; their ids."""
+def _thread(
+    service, *turns: tuple[str, str], thread: str = "t1", start: int = 1_767_225_600_000, step: int = 1000
+):
+    """Turns (user, text) stored one by one, `step` ms apart (a second), as a live chat writes them; their
+    ids."""
     ids = []
     for n, (user, text) in enumerate(turns):
         added = service.add_messages(
@@ -27,7 +30,7 @@ def _thread(service, *turns: tuple[str, str], thread: str = "t1", start: int = 1
                     text=text,
                     user=user,
                     thread=thread,
-                    created_at=start + n * 1000,
+                    created_at=start + n * step,
                 )
             ],
         )
@@ -62,6 +65,31 @@ def test_a_message_is_found_by_the_words_of_the_turns_after_it_too(words_only):
         carol,
         dave,
     }  # two turns each side
+
+
+WORDS = [
+    "amber",
+    "basil",
+    "cobalt",
+    "dune",
+    "ember",
+    "fjord",
+    "garnet",
+    "hazel",
+    "indigo",
+    "juniper",
+    "kestrel",
+    "lupin",
+]
+
+
+def test_turns_made_in_the_same_millisecond_are_windowed_in_the_order_of_their_ids(words_only):
+    """A page of messages given one time (an import, a fake's history): the index orders ties by nothing,
+    so a window read from it in pieces took arbitrary neighbours, and a forget then missed their points
+    (the residue suite found a forgotten person's words in such a point)."""
+    ids = _thread(words_only, *[("bob", f"a turn about {w}") for w in WORDS], step=0)
+    for n, word in enumerate(WORDS):
+        assert _found(words_only, word) == set(ids[max(0, n - 2) : n + 3]), word
 
 
 def test_forgetting_someone_takes_their_words_out_of_the_windows_around_their_messages(words_only):

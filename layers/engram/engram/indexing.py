@@ -208,6 +208,15 @@ class Indexer:
                     held.sort(key=_order)
         return out
 
+    def _forgotten_since(self, lines: dict[str, list[Record]]) -> bool:
+        """Whether someone with a record in these lines (read a moment ago, the forgotten left out) has been
+        forgotten since: their tombstone is written before their forget rewrites the windows."""
+        everyone = [r for line in lines.values() for r in line if r.user]
+        if not everyone:
+            return False
+        gone = self.state.forgotten(everyone[0].bot, {r.user for r in everyone if r.user})
+        return any(r.user in gone and gone[r.user] >= r.arrived for r in everyone)
+
     def _around(self, line: list[Record], at: int) -> list[Record]:
         turns = self.window_turns
         return line[max(0, at - turns) : at] + line[at + 1 : at + 1 + turns]
@@ -406,6 +415,10 @@ class Indexer:
         self.index.upsert(points)
         if lines:  # the turns before (and after) these ones now have them in their windows
             self._rewrite_around(records, lines, held)
+            if self._forgotten_since(lines):
+                # a forget began after the lines were read, and its own pass over the windows may have run
+                # before these points existed: the windows are made again without that person's words
+                self.rewindow(records, with_self=True)
         done = [
             (r, name if int(r.id) in dense_by_id else None)
             for r, text in wanted

@@ -220,11 +220,21 @@ class RecordStore:
         def ids_of(line: str, low: int, high: int) -> list[int]:
             index = MemoryRecord.by_line
             created = MemoryRecord.created_at
-            before = index.query(line, created < low, scan_index_forward=False, limit=reach)
-            # one record (a live write): what lies between is itself, which the caller holds
-            between = index.query(line, created.between(low, high)) if low < high else []
-            after = index.query(line, created > high, scan_index_forward=True, limit=reach)
-            return [int(row.id) for row in [*list(before)[:reach], *between, *list(after)[:reach]]]
+
+            def edge(condition: Condition, forward: bool) -> list[MemoryRecord]:
+                # `reach` records beyond the span, and every record sharing the last one's millisecond: the
+                # index orders ties by nothing, and a window orders them by id (reach + 1 read tells)
+                rows = list(index.query(line, condition, scan_index_forward=forward, limit=reach + 1))
+                rows = rows[: reach + 1]
+                if len(rows) == reach + 1 and int(rows[-1].created_at) == int(rows[-2].created_at):
+                    rows += list(index.query(line, created == int(rows[-1].created_at)))
+                return rows
+
+            before, after = edge(created < low, False), edge(created > high, True)
+            # the span itself, its ends included: records made in the same millisecond as these are their
+            # neighbours too (an import, a page of messages given one time), ordered by id
+            between = index.query(line, created.between(low, high))
+            return list(dict.fromkeys(int(row.id) for row in [*before, *between, *after]))
 
         ids = {line: self._guard(partial(ids_of, line, *span)) for line, span in spans.items()}
         # the records given are current: only their neighbours are read
