@@ -74,6 +74,7 @@ class FakeDiscord(ServedApp):
         self.content_intent = True
         self.answer = "Here is what I remember."
         self.fail_guilds = 0  # answer the next n guild lists with a 500, as Discord sometimes does
+        self.fail_channel_lists = 0  # ... and the next n lists of a server's channels
         # topics/opcodes-and-status-codes.mdx, JSON error codes: 50007 "Cannot send messages to this user"
         # (the user's DMs are closed to the server's members)
         self.closed_dms: set[str] = set()
@@ -306,7 +307,13 @@ class FakeDiscord(ServedApp):
             if self.fail_guilds > 0:
                 self.fail_guilds -= 1
                 return JSONResponse({"message": "500: Internal Server Error", "code": 0}, status_code=500)
-            return [shapes.my_guild(g) for g in self.guilds]
+            # by id, after `after`, at most `limit` (1-200, default 200): openapi.json's /users/@me/guilds
+            after = int(request.query_params.get("after") or 0)
+            limit = int(request.query_params.get("limit") or 200)
+            if not 1 <= limit <= 200:
+                return JSONResponse({"message": "Invalid Form Body", "code": 50035}, status_code=400)
+            mine = sorted((g for g in self.guilds if int(g["id"]) > after), key=lambda g: int(g["id"]))
+            return [shapes.my_guild(g) for g in mine[:limit]]
 
         @app.get("/guilds/{guild}/channels")
         async def channels(guild: str, request: Request):
@@ -314,6 +321,11 @@ class FakeDiscord(ServedApp):
             # (resources/channel.mdx, `last_message_id`)
             if not bot_auth(request):
                 return JSONResponse({"message": "401: Unauthorized", "code": 0}, status_code=401)
+            if self.fail_channel_lists > 0:
+                self.fail_channel_lists -= 1
+                return JSONResponse({"message": "500: Internal Server Error", "code": 0}, status_code=500)
+            if guild not in self.channels:  # a server the bot is not in (or no longer)
+                return JSONResponse({"message": "Unknown Guild", "code": 10004}, status_code=404)
             return [
                 shapes.guild_channel({**c, "last_message_id": self.last_sent.get(c["id"])}, guild, i)
                 for i, c in enumerate(self.channels[guild])

@@ -234,6 +234,10 @@ class DuplicatingQueue:
         if job.kind == "discord-backfill":
             self.inner.send(job, delay_s)
 
+    def send_many(self, jobs):
+        for job in jobs:
+            self.send(job)
+
 
 def test_duplicate_deliveries_count_each_channel_once(stack, discord, monkeypatch):
     monkeypatch.setattr(stack.discord.core, "queue", DuplicatingQueue(stack.discord.core.queue))

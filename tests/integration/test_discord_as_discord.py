@@ -104,7 +104,7 @@ def test_with_the_intent_nothing_is_said_and_system_messages_are_not_stored(stac
 
 
 def test_a_discord_error_while_planning_a_remember_is_answered_and_leaves_no_consent(stack, discord):
-    discord.fail_guilds = 1
+    discord.fail_channel_lists = 1  # the server the command came from: its channels
     interact(stack, memory_cmd("remember", BOB, token="tok-bob"))
     assert wait_until(lambda: replies(discord, "tok-bob"), timeout_s=30)
     assert "not opted in" in replies(discord, "tok-bob")[-1]

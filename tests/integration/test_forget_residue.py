@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from collections import Counter
 
 import httpx
 import pytest
@@ -78,11 +79,15 @@ def found(text: str) -> list[str]:
 
 
 def catch_up_ticks(stack, discord, ticks: int = 2) -> None:
-    """Wait for the stack's next catch-up ticks (the fake Discord sees each list the guilds: Bob still
-    consents) and for every job they queued to have run, instead of a fixed time."""
+    """Wait for the stack's next catch-up ticks (the fake Discord sees each visit the roster's servers and
+    list their channels: Bob still consents) and for every job they queued to have run, instead of a fixed
+    time."""
 
     def listings() -> int:
-        return sum(1 for r in discord.requests if r.endswith("/users/@me/guilds"))
+        visits = Counter(
+            r for r in discord.requests if r.startswith("GET /guilds/") and r.endswith("/channels")
+        )
+        return max(visits.values(), default=0)
 
     seen = listings()
     assert wait_until(lambda: listings() >= seen + ticks, timeout_s=30)

@@ -397,6 +397,10 @@ class SlowRecordingQueue:
         self.inner.send(job, delay_s)
         self.sent.append(job)
 
+    def send_many(self, jobs):
+        for job in jobs:
+            self.send(job)
+
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_extraction_is_queued_before_the_reply_completes(stack, upstream, monkeypatch, stream):

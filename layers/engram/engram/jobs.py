@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Annotated, Literal, Protocol
 
 from pydantic import BaseModel, Field, TypeAdapter
@@ -54,7 +55,9 @@ class DiscordJob(BaseModel):
     (without a channel: fan out one catch-up job per readable channel; with one: that channel)."""
 
     kind: Literal["discord"] = "discord"
-    action: Literal["remember", "forget", "ask", "catchup", "export", "forget-message"]
+    action: Literal[
+        "remember", "forget", "ask", "catchup", "export", "forget-message", "find-servers", "plan-backfill"
+    ]
     user: str | None = None
     guild: str | None = None
     channel: str | None = None
@@ -79,8 +82,15 @@ class DiscordJob(BaseModel):
     # job
     before: str | None = None
     until: str | None = None
+    # catch-up of a server (a guild, no channel): how many of its quiet channels' windows this visit may
+    # re-read for edits and deletions (its share of the tick's DISCORD_WINDOW_BUDGET; None: the whole)
+    budget: int | None = Field(None, ge=0)
+    # a remember's later steps (find-servers: a page of the bot's servers, from after `after`, checked for
+    # the user; plan-backfill: one server of theirs, its channels queued): the backfill run they belong to
+    run: str | None = None
+    after: str | None = None
 
-    def need(self, name: Literal["user", "guild", "channel", "prompt", "target_id"]) -> str:
+    def need(self, name: Literal["user", "guild", "channel", "prompt", "target_id", "run"]) -> str:
         """A field this action cannot run without: a job missing it is malformed (SQS retries it into the
         dead-letter queue, where it can be read)."""
         value = getattr(self, name)
@@ -154,6 +164,12 @@ class JobQueue(Protocol):
     def send(self, job: BaseModel, delay_s: int = 0) -> None:
         """Queue one job."""
 
+    def send_many(self, jobs: Sequence[BaseModel]) -> None:
+        """Queue many jobs at once (SQS: ten a request)."""
+
+
+SQS_BATCH = 10  # the most entries one SendMessageBatch takes
+
 
 class SqsQueue:
     """Jobs as SQS messages (standard queue with a DLQ behind it)."""
@@ -168,6 +184,18 @@ class SqsQueue:
             QueueUrl=self.queue_url, MessageBody=job.model_dump_json(), DelaySeconds=min(max(delay_s, 0), 900)
         )
 
+    def send_many(self, jobs: Sequence[BaseModel]) -> None:
+        """SendMessageBatch, ten jobs a request (SQS's most); an entry SQS failed is sent again on its own,
+        so a fan-out over thousands of servers is a hundredth of the requests and loses none."""
+        for start in range(0, len(jobs), SQS_BATCH):
+            chunk = jobs[start : start + SQS_BATCH]
+            answer = self._client.send_message_batch(
+                QueueUrl=self.queue_url,
+                Entries=[{"Id": str(i), "MessageBody": j.model_dump_json()} for i, j in enumerate(chunk)],
+            )
+            for failed in answer.get("Failed") or []:
+                self.send(chunk[int(failed["Id"])])
+
 
 class DroppingQueue:
     """No queue configured: jobs are dropped, and the sweep finds their records later."""
@@ -178,6 +206,10 @@ class DroppingQueue:
     def send(self, job: BaseModel, delay_s: int = 0) -> None:
         """Remember what was dropped (for status and tests)."""
         self.dropped.append(json.dumps(job.model_dump()))
+
+    def send_many(self, jobs: Sequence[BaseModel]) -> None:
+        for job in jobs:
+            self.send(job)
 
 
 INTERACTIVE_ACTIONS = ("remember", "forget", "ask", "export", "forget-message")
@@ -199,6 +231,10 @@ class RoutedQueue:
     def send(self, job: BaseModel, delay_s: int = 0) -> None:
         """Queue one job on the queue its kind belongs to."""
         (self.interactive if is_interactive(job) else self.jobs).send(job, delay_s)
+
+    def send_many(self, jobs: Sequence[BaseModel]) -> None:
+        self.interactive.send_many([j for j in jobs if is_interactive(j)])
+        self.jobs.send_many([j for j in jobs if not is_interactive(j)])
 
 
 def build_queue(settings, sqs_client=None) -> JobQueue:

@@ -56,7 +56,7 @@ class Ask:
         if consent is None:
             return False
         if job.need("guild") and job.need("guild") not in consent.get("guilds", [job.need("guild")]):
-            self.state.add_consent_guild(self.bot, job.need("user"), job.need("guild"))
+            self.state.add_consent_guilds(self.bot, job.need("user"), [job.need("guild")])
         return True
 
     def _store(self, job: DiscordJob, message: ChatMessage) -> None:

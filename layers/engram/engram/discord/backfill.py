@@ -23,16 +23,15 @@ class Backfill:
         self.state, self.service = core.state, core.service
 
     def remember(self, job: DiscordJob) -> None:
-        """Record consent (global per user) and fan the backfill out: one job per readable channel. A
-        remember asked for before the user's last forget (a retry, a DLQ redrive) is dropped: only a new
-        /memory remember opts them back in."""
+        """Record consent (global per user) and start the backfill: the server the command came from at
+        once (the interaction says the user is in it: no membership request), the bot's other servers in
+        bounded find-servers jobs (a page of servers each, checked for the user's membership), each server
+        of theirs in a plan-backfill job that queues its channels. A remember asked for before the user's
+        last forget (a retry, a DLQ redrive) is dropped: only a new /memory remember opts them back in."""
         user = job.need("user")
+        here = [job.guild] if job.guild else []
         try:
-            fresh, due, skipped = self.core.split_unreadable(
-                self.core.readable_channels(archived=True, member=user)
-            )
-            guilds = list(self.core.member_guilds)
-            channels = fresh + due
+            channels, skipped = self._channels_of(here)
             intent = self.check_content_intent()
         except RateLimited as limited:  # delay this job on the queue; never sleep in Lambda
             self.core.queue.send(job, delay_s=int(limited.retry_after) + 1)
@@ -52,44 +51,104 @@ class Backfill:
             log.info("dropping a remember asked for before the user was forgotten")
             return
         consented_at = now_ms()
-        self.state.give_consent(self.bot, user, consented_at, guilds=guilds)
+        self.state.give_consent(self.bot, user, consented_at, guilds=here)
         run = uuid.uuid4().hex[:12]
-        self.state.start_backfill_run(self.bot, user, run, len(channels), job.issued_at)
+        self.state.start_backfill_run(self.bot, user, run, len(channels), job.issued_at, planning=1)
         self._keep_token(user, run, job.token, job.issued_at)
         if self.service.refused(self.bot, {user}, job.issued_at):  # a forget landed meanwhile: it wins
             self.state.forget_user(self.bot, user)
             log.info("a remember undone: the user was forgotten while it ran")
             return
-        if not channels:
-            self.core.reply(
-                job.token,
-                job.issued_at,
-                user,
-                "You're opted in. I can't read any channels yet, so there was nothing to backfill.",
-            )
+        self._queue_backfills(user, run, consented_at, channels)
+        self.core.queue.send(
+            DiscordJob(action="find-servers", user=user, guild=job.guild, run=run, issued_at=consented_at)
+        )
+        warning = "" if intent is not False else " " + INTENT_OFF
+        unread = (
+            f" ({skipped} more I may not read are skipped; /memory status counts them)" if skipped else ""
+        )
+        found = f"{len(channels)} channels here, and from " if here else ""
+        self.core.reply(
+            job.token,
+            job.issued_at,
+            user,
+            f"You're opted in. Backfilling your history from {found}your other servers as I find them…"
+            f"{unread}{warning}",
+        )
+
+    def find_servers(self, job: DiscordJob) -> None:
+        """A page of the bot's servers (DISCORD_GUILDS_PER_JOB, one request) checked for the user (one Get
+        Guild Member each): each server of theirs gets a plan-backfill job, and the next page a job of its
+        own. Bounded by the page, however many servers the bot is in."""
+        user, run = job.need("user"), job.need("run")
+        if not self._running(user, run):
             return
-        for guild, channel in channels:
-            self.core.queue.send(
+        limit = self.settings.guilds_per_job
+        try:
+            page = self.core.client.guilds_page(job.after or "0", limit)
+            theirs = self.core.member_guilds([g["id"] for g in page if g["id"] != job.guild], user)
+        except RateLimited as limited:
+            self.core.queue.send(job, delay_s=int(limited.retry_after) + 1)
+            return
+        more = len(page) == limit
+        nxt = [job.model_copy(update={"after": page[-1]["id"]})] if more else []
+        self.state.add_consent_guilds(self.bot, user, theirs)
+        counted = self.state.plan_backfill(
+            self.bot, user, run, f"servers#{job.after or 0}", 0, len(theirs) + len(nxt)
+        )
+        if not self._running(user, run):  # forgotten meanwhile: nothing more is queued
+            return
+        # queued after the run counts them (a redelivery, once counted, queues them again: each is
+        # idempotent), so the run cannot look finished while they wait
+        plans = [
+            DiscordJob(action="plan-backfill", user=user, guild=g, run=run, issued_at=job.issued_at)
+            for g in theirs
+        ]
+        self.core.queue.send_many(plans + nxt)
+        self._finished(user, run, counted)
+
+    def plan_backfill(self, job: DiscordJob) -> None:
+        """One server of the user's: its readable channels (archived threads too), each a backfill chain."""
+        user, run, guild = job.need("user"), job.need("run"), job.need("guild")
+        if not self._running(user, run):
+            return
+        try:
+            channels, _ = self._channels_of([guild])
+        except RateLimited as limited:
+            self.core.queue.send(job, delay_s=int(limited.retry_after) + 1)
+            return
+        counted = self.state.plan_backfill(self.bot, user, run, f"server#{guild}", len(channels), 0)
+        if not self._running(user, run):
+            return
+        self._queue_backfills(user, run, job.issued_at, channels)
+        self._finished(user, run, counted)
+
+    def _channels_of(self, guilds: list[str]) -> tuple[list[tuple[str, str]], int]:
+        """The channels of these servers a backfill reads (those Discord refused within the hour left out),
+        and how many were left out."""
+        fresh, due, skipped = self.core.split_unreadable(self.core.readable_channels(guilds, archived=True))
+        return fresh + due, skipped
+
+    def _running(self, user: str, run: str) -> bool:
+        """Whether `run` is still the user's backfill (not replaced by a newer remember, not forgotten)."""
+        current = self.state.backfill_run(self.bot, user)
+        return current is not None and current.get("run") == run and self.core.consented(user)
+
+    def _queue_backfills(self, user: str, run: str, origin: int, channels: list[tuple[str, str]]) -> None:
+        self.core.queue.send_many(
+            [
                 BackfillJob(
                     user=user,
                     guild=guild,
                     channel=channel,
                     run=run,
-                    origin=consented_at,
+                    origin=origin,
                     last_message_id=self.core.last_message_ids.get(channel),
                     parent_id=self.core.thread_parents.get(channel),
                     private=channel in self.core.private_threads,
                 )
-            )
-        warning = "" if intent is not False else " " + INTENT_OFF
-        unread = (
-            f" ({skipped} more I may not read are skipped; /memory status counts them)" if skipped else ""
-        )
-        self.core.reply(
-            job.token,
-            job.issued_at,
-            user,
-            f"You're opted in. Backfilling your history from {len(channels)} channels…{unread}{warning}",
+                for guild, channel in channels
+            ]
         )
 
     def check_content_intent(self) -> bool | None:
@@ -120,8 +179,7 @@ class Backfill:
         counted done once per run. A link of a run that is no longer the user's (a forget deleted it, or a
         newer remember replaced it) is dropped: without that, a forget's deleted cursor would start the
         channel over from its newest page."""
-        current = self.state.backfill_run(self.bot, job.user)
-        if current is None or current.get("run") != job.run or not self.core.consented(job.user):
+        if not self._running(job.user, job.run):
             log.info("dropping a backfill link of a run that is over (forgotten or replaced)")
             return
         if job.parent_id:
@@ -183,17 +241,22 @@ class Backfill:
         """Add to the run's count; the job that finishes the last channel sends the one final message.
         One conditional update, so a channel finished twice (a duplicate delivery) is counted once."""
         run = self.state.count_backfill(self.bot, job.user, job.run, job.channel, stored, finished)
-        if run is None:  # a newer run (or a forget) replaced this one, or this channel was counted already
+        if finished:
+            self._finished(job.user, job.run, run)
+
+    def _finished(self, user: str, run: str, counted: dict | None) -> None:
+        """The one final message, from the job whose count left nothing of the run (None: this job's
+        count was made already, or the run is over)."""
+        if counted is None or counted["left"] != 0:
             return
-        if finished and run["left"] == 0:
-            intent = self.state.content_intent(self.bot)
-            warning = " " + INTENT_OFF if intent is not None and not intent["on"] else ""
-            self.core.reply(
-                self._token(job.user, job.run),
-                int(run.get("issuedAt") or 0),
-                job.user,
-                f"Backfill complete: {run['count']} messages stored.{warning}",
-            )
+        intent = self.state.content_intent(self.bot)
+        warning = " " + INTENT_OFF if intent is not None and not intent["on"] else ""
+        self.core.reply(
+            self._token(user, run),
+            int(counted.get("issuedAt") or 0),
+            user,
+            f"Backfill complete: {counted['count']} messages stored.{warning}",
+        )
 
     def _remember_newest(self, channel: str, message_id: str) -> None:
         """The newest message id seen per channel: where catch-up starts."""

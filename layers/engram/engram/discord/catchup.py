@@ -8,11 +8,12 @@ import logging
 from ..jobs import DiscordJob
 from ..store import now_ms
 from .core import DiscordCore
-from .rest import RateLimited
+from .rest import DiscordError, RateLimited
 from .window import WINDOW_DAYS, Window
 
 log = logging.getLogger(__name__)
 PAGE = 100  # Discord's largest page of messages (resources/message.mdx, Get Channel Messages)
+ROSTER_PAGE, ROSTER_PAGES = 500, 10  # consents read into the roster a tick, while it is built
 
 
 class CatchUp:
@@ -26,19 +27,73 @@ class CatchUp:
         self.window = window
 
     def fan_out_catch_up(self, job: DiscordJob) -> int:
-        """One catch-up job per readable channel that moved or is due a window re-read (each its own
-        invocation, retried on its own)."""
+        """A tick: one catch-up job for each of the next DISCORD_GUILDS_PER_TICK servers of the roster (the
+        servers someone opted in is in), in turn from where the last tick stopped, queued ten a request.
+        Its work is one page of the roster, however many servers and people there are; a quiet server is
+        visited every (roster / DISCORD_GUILDS_PER_TICK) ticks."""
         if not self.core.anyone_consents():
             return 0
-        try:  # only the servers some consenting user is in: nothing of theirs is anywhere else
-            channels = self.core.readable_channels(only=self.state.consenting_guilds(self.bot))
+        mark = self.state.roster_mark(self.bot)
+        if not mark.get("built"):
+            mark = self._build_roster(mark)
+        limit, after = self.settings.guilds_per_tick, mark.get("after")
+        guilds = self.state.roster_page(self.bot, after, limit)
+        if len(guilds) < limit and after is not None:  # the roster's end: on from its start
+            again = self.state.roster_page(self.bot, None, limit - len(guilds))
+            guilds += [g for g in again if g not in guilds]
+        turn = int(mark.get("turn") or 0)
+        last = guilds[-1] if guilds else None
+        self.state.set_roster_mark(self.bot, {**mark, "after": last, "turn": turn + 1})
+        self.core.queue.send_many(
+            [
+                DiscordJob(action="catchup", guild=guild, issued_at=job.issued_at, budget=share)
+                for guild, share in zip(guilds, self._window_shares(len(guilds), turn), strict=True)
+            ]
+        )
+        return len(guilds)
+
+    def _window_shares(self, servers: int, turn: int) -> list[int]:
+        """The tick's DISCORD_WINDOW_BUDGET split over the servers it visits; what does not divide evenly
+        goes to different servers each tick (`turn`), so every server's windows get their turn."""
+        if not servers:
+            return []
+        each, extra = divmod(self.settings.window_budget, servers)
+        return [each + int((i - turn) % servers < extra) for i in range(servers)]
+
+    def _build_roster(self, mark: dict) -> dict:
+        """Consents given before the roster existed: their servers into it, ROSTER_PAGES pages of
+        ROSTER_PAGE a tick (the tick visits what the roster holds meanwhile). A consent that names no
+        servers (older still) puts every server of the bot in, once."""
+        after = mark.get("consentsAfter")
+        for _ in range(ROSTER_PAGES):
+            lists, after = self.state.consent_guilds_page(self.bot, after, ROSTER_PAGE)
+            guilds = {g for listed in lists if listed is not None for g in listed}
+            if None in lists and not mark.get("everyServer"):
+                guilds |= {g["id"] for g in self.core.client.guilds()}
+                mark = {**mark, "everyServer": True}
+            self.state.add_to_roster(self.bot, sorted(guilds))
+            if after is None:
+                return {**mark, "built": True, "consentsAfter": None}
+        return {**mark, "consentsAfter": after}
+
+    def catch_up_server(self, job: DiscordJob) -> int:
+        """One server's visit: its channels and active threads listed (two requests), then one catch-up
+        job per channel that moved (the listing carries each channel's last_message_id, so a quiet channel
+        costs no job and no read), and per quiet channel whose edit/delete window is due, within the
+        visit's share of the tick's budget (those re-read longest ago first)."""
+        guild = job.need("guild")
+        try:
+            channels = self.core.readable_channels([guild])
         except RateLimited as limited:
             self.core.queue.send(job, delay_s=int(limited.retry_after) + 1)
             return 0
+        except DiscordError as exc:
+            if exc.status not in (403, 404):
+                raise
+            log.info("server %s is gone for the bot (%s): out of the roster", guild, exc.status)
+            self.state.drop_from_roster(self.bot, guild)
+            return 0
         fresh, due, _ = self.core.split_unreadable(channels)
-        # Only channels whose newest message moved since the last read (the listing carries each channel's
-        # last_message_id, so a quiet channel costs no job and no read), and quiet channels holding messages
-        # stored lately whose window is due: an edit or a deletion moves no last_message_id
         seen = self.state.channels_seen(self.bot, [c for _, c in fresh])
         now = now_ms()
         moved = [
@@ -48,14 +103,14 @@ class CatchUp:
         ]
         held = set(moved)
         quiet = [(g, c) for g, c in fresh if (g, c) not in held and self._window_due(seen.get(c) or {}, now)]
-        # a tick re-reads a bounded number of quiet windows, those re-read longest ago first
         quiet.sort(key=lambda gc: int((seen.get(gc[1]) or {}).get("windowAt") or 0))
-        fresh = moved + quiet[: self.settings.window_budget]
-        for (guild, channel), recheck in [(c, False) for c in fresh] + [(c, True) for c in due]:
-            self.core.queue.send(
+        budget = self.settings.window_budget if job.budget is None else job.budget
+        fresh = moved + quiet[:budget]
+        self.core.queue.send_many(
+            [
                 DiscordJob(
                     action="catchup",
-                    guild=guild,
+                    guild=g,
                     channel=channel,
                     issued_at=job.issued_at,
                     recheck=recheck,
@@ -63,7 +118,9 @@ class CatchUp:
                     parent_id=self.core.thread_parents.get(channel),
                     private=channel in self.core.private_threads,
                 )
-            )
+                for (g, channel), recheck in [(c, False) for c in fresh] + [(c, True) for c in due]
+            ]
+        )
         return len(fresh) + len(due)
 
     @staticmethod
@@ -83,7 +140,7 @@ class CatchUp:
 
     def catch_up(
         self,
-        channels: list[tuple[str, str]] | None = None,
+        channels: list[tuple[str, str]],
         recheck: bool = False,
         last_message_id: str | None = None,
     ) -> int:
@@ -95,8 +152,6 @@ class CatchUp:
         DLQ every tick."""
         if not self.core.anyone_consents():
             return 0
-        if channels is None:
-            channels = self.core.readable_channels(only=self.state.consenting_guilds(self.bot))
         stored = 0
         for guild, channel in channels:
             newest = self.state.channel_newest(self.bot, channel)

@@ -47,7 +47,6 @@ class DiscordCore:
         self.queue = queue
         self.client = client
         self.last_message_ids: dict[str, str | None] = {}
-        self.member_guilds: list[str] = []  # the guilds the last readable_channels listed
         self.thread_parents: dict[str, str] = {}  # a thread's channel: whose permissions it follows
         self.private_threads: set[str] = set()  # their words reach no one outside them (visibility)
         self.visibility = Visibility(client)
@@ -107,31 +106,25 @@ class DiscordCore:
                 time.sleep(exc.retry_after)
         return None
 
-    def readable_channels(
-        self, archived: bool = False, member: str | None = None, only: set[str] | None = None
-    ) -> list[tuple[str, str]]:
-        """(guild, channel) of every channel the bot can read, except the disallowed ones (each channel's
-        newest message id kept in `last_message_ids`); with `archived`, archived threads too (a backfill:
-        a catch-up needs none, as a new message in a thread makes it active again); with `member`, only
-        the guilds that user is a member of (a backfill: nothing of theirs is anywhere else, and
-        `member_guilds` keeps which they are); with `only`, only those guilds (a catch-up: where some
-        consenting user is)."""
-        out, self.member_guilds = [], []
-        for g in self.client.guilds():
-            if member is not None and not self._is_member(g["id"], member):
-                continue
-            if only is not None and g["id"] not in only:
-                continue
-            self.member_guilds.append(g["id"])
-            for c in self.client.readable_channels(g["id"], archived=archived):
+    def readable_channels(self, guilds: list[str], archived: bool = False) -> list[tuple[str, str]]:
+        """(guild, channel) of every channel the bot can read in these servers, except the disallowed ones
+        (each channel's newest message id kept in `last_message_ids`); with `archived`, archived threads too
+        (a backfill: a catch-up needs none, as a new message in a thread makes it active again)."""
+        out = []
+        for guild in guilds:
+            for c in self.client.readable_channels(guild, archived=archived):
                 if c["id"] not in self.settings.channels_disallowed:
-                    out.append((g["id"], c["id"]))
+                    out.append((guild, c["id"]))
                     self.last_message_ids[c["id"]] = c.get("last_message_id")
                     if c.get("parent_id") and c.get("type") in (10, 11, 12):
                         self.thread_parents[c["id"]] = c["parent_id"]
                     if c.get("type") == 12:
                         self.private_threads.add(c["id"])
         return out
+
+    def member_guilds(self, guilds: list[str], user: str) -> list[str]:
+        """Which of these servers a user is in (one Get Guild Member each)."""
+        return [g for g in guilds if self._is_member(g, user)]
 
     def _is_member(self, guild: str, user: str) -> bool:
         """Whether a user is in a guild (Get Guild Member answers 404, 10007 Unknown Member, when not). One
@@ -146,7 +139,7 @@ class DiscordCore:
         """(channels to read, channels marked unreadable whose hour is up, how many stay skipped): a channel
         Discord refused is not asked again every tick (every 401/403/429 counts toward Discord's 10,000
         invalid requests per 10 minutes per IP)."""
-        marked = self.state.unreadable(self.bot)
+        marked = self.state.unreadable(self.bot, [c for _, c in channels])
         now_s = now_ms() // 1000
         fresh = [(g, c) for g, c in channels if c not in marked]
         due = [(g, c) for g, c in channels if c in marked and marked[c]["retryAt"] <= now_s]

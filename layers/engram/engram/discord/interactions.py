@@ -211,8 +211,8 @@ def consent_status(settings: DiscordSettings) -> Callable[[str], str]:
         if run is None:
             backfill = "Backfill: not started."
         else:
-            total, left = int(run.get("channels", 0)), run["left"]
-            progress = "complete" if left <= 0 else f"{total - left} of {total} channels done"
+            total, done = int(run.get("channels", 0)), int(run.get("done", 0))
+            progress = "complete" if run["left"] <= 0 else f"{done} of {total} channels done"
             backfill = f"Backfill: {progress}."
         intent = state.content_intent(settings.bot)
         warning = f" {INTENT_OFF}" if intent is not None and not intent["on"] else ""

@@ -68,8 +68,14 @@ class DiscordMemory:
             self.exports.export(job)
         elif job.action == "forget-message":
             self.forget_message(job)
+        elif job.action == "find-servers":
+            self.backfills.find_servers(job)
+        elif job.action == "plan-backfill":
+            self.backfills.plan_backfill(job)
         elif job.action == "catchup" and job.channel:
             self.catch_up_channel(job)
+        elif job.action == "catchup" and job.guild:
+            self.catch_up.catch_up_server(job)
         elif job.action == "catchup":
             self.catch_up.fan_out_catch_up(job)
 

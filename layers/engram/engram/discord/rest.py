@@ -97,14 +97,19 @@ class DiscordClient:
         return self._call("GET", "/applications/@me")
 
     def guilds(self) -> list[dict]:
-        """Every guild the bot is in (paginated by id)."""
+        """Every guild the bot is in (paginated by id: one request per 200)."""
         out, after = [], "0"
         while True:
-            page = self._call("GET", "/users/@me/guilds", params={"limit": 200, "after": after})
+            page = self.guilds_page(after, 200)
             out.extend(page)
             if len(page) < 200:
                 return out
             after = page[-1]["id"]
+
+    def guilds_page(self, after: str, limit: int) -> list[dict]:
+        """Up to `limit` (≤ 200) guilds of the bot with ids above `after`, by id (resources/user.mdx, Get
+        Current User Guilds)."""
+        return self._call("GET", "/users/@me/guilds", params={"limit": limit, "after": after})
 
     def readable_channels(self, guild_id: str, archived: bool = False) -> list[dict]:
         """A guild's channels that hold messages (text, announcement, voice and stage chat) and its active

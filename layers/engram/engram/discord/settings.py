@@ -35,6 +35,13 @@ class DiscordSettings(BaseModel):
     # ... and at most this many quiet channels a tick, those re-read longest ago first (the rest on the
     # ticks after): at 10,000 servers every active channel a tick would be far past Discord's 50/s
     window_budget: int = Field(100, ge=0, validation_alias="DISCORD_WINDOW_BUDGET")
+    # a catch-up tick visits at most this many servers (two requests each: their channels, their active
+    # threads), in turn: at 10,000 servers a tick costs what it costs at 1,000, and a quiet server is read
+    # every (servers / this) ticks (a channel someone /asks in is read at once)
+    guilds_per_tick: int = Field(1000, ge=1, le=10_000, validation_alias="DISCORD_GUILDS_PER_TICK")
+    # a /memory remember checks this many of the bot's servers a job for the user's membership (one Get
+    # Guild Member each): an opt-in at 10,000 servers is many short jobs, none near the worker's timeout
+    guilds_per_job: int = Field(100, ge=1, le=200, validation_alias="DISCORD_GUILDS_PER_JOB")
     context_messages: int = Field(20, ge=1, le=100, validation_alias="DISCORD_CONTEXT_MESSAGES")
     max_signature_age_s: int = Field(300, validation_alias="DISCORD_MAX_SIGNATURE_AGE_S")
     max_signature_future_s: int = Field(30, validation_alias="DISCORD_MAX_SIGNATURE_FUTURE_S")

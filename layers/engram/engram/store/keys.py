@@ -152,6 +152,18 @@ def recent_pk(bot: str, channel: str) -> str:
     return f"discord#{bot}#recent#{channel}"
 
 
+def roster_pk(bot: str) -> str:
+    """The servers some opted-in user is in (sk: the guild id; ids only, no one's): what a catch-up tick
+    visits, a bounded page at a time."""
+    return f"discord#{bot}#guilds"
+
+
+def roster_mark(bot: str) -> tuple[str, str]:
+    """Where the catch-up rotation stands in the roster, and how far the roster was built from consents
+    given before it existed (guild and consent ids, no one's words)."""
+    return f"discord#{bot}#guilds#mark", "rotation"
+
+
 def content_intent(bot: str) -> tuple[str, str]:
     """What engram last learnt about the app's Message Content intent (no one's words)."""
     return discord_pk(bot), "intent#content"

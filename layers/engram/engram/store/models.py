@@ -123,6 +123,7 @@ class StateItem(Model):
     data = JSONAttribute(null=True)
     members = UnicodeSetAttribute(null=True)  # e.g. the channels of a backfill run already counted done
     expires_at = NumberAttribute(null=True, attr_name="expiresAt")
+    planned = NumberAttribute(null=True)  # a backfill run's channels found so far (an added count)
     owner = UnicodeAttribute(null=True)  # "<bot>#<user>" on a claim made in a user's name (byOwner)
 
     by_owner = ByOwner()

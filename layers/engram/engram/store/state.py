@@ -25,6 +25,9 @@ def _get(pk: str, sk: str) -> StateItem | None:
         return None
 
 
+PLAN_PREFIX = "plan#"  # a backfill run's planning steps, kept with its channels counted done
+
+
 class StateStore:
     """Reads and writes StateTable items by what they mean; every key comes from `keys`."""
 
@@ -106,100 +109,145 @@ class StateStore:
         item = self._guard(lambda: _get(*keys.consent(bot, user)))
         return {"value": int(item.value or 0), **(item.data or {})} if item is not None else None
 
-    def consenting(self, bot: str, users: set[str] | None = None) -> set[str]:
-        """Everyone who has opted in (or which of `users` have), read now, not cached."""
-        if users is not None:
-            wanted = [u for u in users if u]
-            if not wanted:
-                return set()
-            found = self._guard(
-                lambda: list(
-                    StateItem.batch_get([keys.consent(bot, u) for u in wanted], consistent_read=True)
-                )
-            )
-        else:
-            found = self._guard(
-                lambda: list(
-                    StateItem.query(
-                        keys.discord_pk(bot),
-                        StateItem.sk.startswith(keys.CONSENT_PREFIX),
-                        consistent_read=True,
-                    )
-                )
-            )
+    def consenting(self, bot: str, users: set[str]) -> set[str]:
+        """Which of `users` have opted in, read now, not cached (one batch of their keys: never every
+        consent of the bot)."""
+        wanted = [u for u in users if u]
+        if not wanted:
+            return set()
+        found = self._guard(
+            lambda: list(StateItem.batch_get([keys.consent(bot, u) for u in wanted], consistent_read=True))
+        )
         return {i.sk.split("#", 1)[1] for i in found}
+
+    def _consents(self, bot: str, after: str | None = None, limit: int | None = None) -> list[StateItem]:
+        """The bot's consents in key order, from after the consent key `after`, at most `limit`."""
+        condition = (
+            StateItem.sk.startswith(keys.CONSENT_PREFIX)
+            if after is None
+            else StateItem.sk.between(after + "\x00", keys.CONSENT_PREFIX + "\uffff")
+        )
+        return self._guard(
+            lambda: list(StateItem.query(keys.discord_pk(bot), condition, consistent_read=True, limit=limit))[
+                :limit
+            ]
+        )
 
     def anyone_consenting(self, bot: str) -> bool:
         """Whether anyone has opted in: one item read, however many have."""
-        found = self._guard(
-            lambda: list(
-                StateItem.query(
-                    keys.discord_pk(bot),
-                    StateItem.sk.startswith(keys.CONSENT_PREFIX),
-                    consistent_read=True,
-                    limit=1,
-                )
-            )[:1]
-        )
-        return bool(found)
+        return bool(self._consents(bot, limit=1))
+
+    def consent_guilds_page(
+        self, bot: str, after: str | None, limit: int
+    ) -> tuple[list[list[str] | None], str | None]:
+        """A page of consents' server lists (None for one given before engram kept them), and the key to
+        read on from (None: the last page)."""
+        page = self._consents(bot, after, limit)
+        lists = [(i.data or {}).get("guilds") for i in page]
+        return lists, (page[-1].sk if len(page) == limit else None)
 
     def give_consent(self, bot: str, user: str, at: int, guilds: list[str] | None = None) -> None:
         """Opt a user in; `guilds`: the servers they are a member of (what catch-up reads for them)."""
         data = {"consentedAt": at, **({"guilds": sorted(guilds)} if guilds is not None else {})}
         self._guard(lambda: StateItem(*keys.consent(bot, user), value=1, data=data).save())
+        self.add_to_roster(bot, guilds or [])
 
-    def consenting_guilds(self, bot: str) -> set[str] | None:
-        """The servers some consenting user is a member of; None when a consent does not say (one given
-        before engram kept them): then every server is read."""
-        found = self._guard(
-            lambda: list(
-                StateItem.query(
-                    keys.discord_pk(bot), StateItem.sk.startswith(keys.CONSENT_PREFIX), consistent_read=True
-                )
-            )
-        )
-        out: set[str] = set()
-        for item in found:
-            guilds = (item.data or {}).get("guilds")
-            if guilds is None:
-                return None
-            out.update(guilds)
-        return out
-
-    def add_consent_guild(self, bot: str, user: str, guild: str) -> None:
-        """A consenting user seen in a server their consent does not name yet (joined after opting in)."""
+    def add_consent_guilds(self, bot: str, user: str, guilds: list[str]) -> None:
+        """Servers a consenting user is in that their consent does not name yet (found by their remember's
+        later jobs, or they joined after opting in)."""
         item = self._guard(lambda: _get(*keys.consent(bot, user)))
         data = dict(item.data or {}) if item is not None else None
-        if data is None or "guilds" not in data or guild in data["guilds"]:
+        if data is None or "guilds" not in data or set(guilds) <= set(data["guilds"]):
             return
-        data["guilds"] = sorted({*data["guilds"], guild})
-        attempt(
+        data["guilds"] = sorted({*data["guilds"], *guilds})
+        kept = attempt(
             lambda: StateItem(*keys.consent(bot, user), value=1, data=data).save(
                 condition=StateItem.pk.exists()
             )
         )  # a forget meanwhile wins: no consent is written back
+        if kept:
+            self.add_to_roster(bot, guilds)
+
+    # ----- Discord: the roster of servers a catch-up tick visits ------------------------------------------
+
+    def add_to_roster(self, bot: str, guilds: list[str]) -> None:
+        """Servers some opted-in user is in (kept after they leave or are forgotten: a guild id names no
+        one, and a visit to a server with no one opted in stores nothing)."""
+        if not guilds:
+            return
+
+        def run() -> None:
+            with StateItem.batch_write() as batch:
+                for guild in sorted(set(guilds)):
+                    batch.save(StateItem(keys.roster_pk(bot), guild))
+
+        self._guard(run)
+
+    def drop_from_roster(self, bot: str, guild: str) -> None:
+        """A server the bot is no longer in."""
+        self._guard(StateItem(keys.roster_pk(bot), guild).delete)
+
+    def roster_page(self, bot: str, after: str | None, limit: int) -> list[str]:
+        """Up to `limit` servers of the roster in key order, from after `after` (one query, `limit` items)."""
+        condition = None if after is None else StateItem.sk > after
+        return self._guard(
+            lambda: [i.sk for i in StateItem.query(keys.roster_pk(bot), condition, limit=limit)][:limit]
+        )
+
+    def roster_mark(self, bot: str) -> dict[str, Any]:
+        """{"after": the last server visited, "turn": the tick's number, "built": whether every consent
+        given before the roster existed is in it, "consentsAfter": how far that was read}."""
+        item = self._guard(lambda: _get(*keys.roster_mark(bot)))
+        return dict(item.data or {}) if item is not None else {}
+
+    def set_roster_mark(self, bot: str, mark: dict[str, Any]) -> None:
+        self._guard(lambda: StateItem(*keys.roster_mark(bot), data=mark).save())
 
     def backfill_run(self, bot: str, user: str) -> dict[str, Any] | None:
-        """The user's latest backfill run: {"run", "left", "count", "channels", "issuedAt"}, or None."""
+        """The user's latest backfill run: {"run", "left", "count", "channels", "done", "issuedAt"}, or
+        None. `left` counts channels still to read and the planning jobs still to run (servers to look
+        through); `channels` the channels found so far, `done` those finished."""
         item = self._guard(lambda: _get(*keys.backfill_run(bot, user)))
         if item is None:
             return None
+        data = dict(item.data or {})
         return {
             "run": item.tag,
             "left": int(item.value or 0),
             "count": int(item.tally or 0),
-            **(item.data or {}),
+            **data,
+            "channels": int(item.planned if item.planned is not None else data.get("channels", 0)),
+            "done": len([m for m in item.members or () if not m.startswith(PLAN_PREFIX)]),
         }
 
-    def start_backfill_run(self, bot: str, user: str, run: str, channels: int, issued_at: int) -> None:
+    def start_backfill_run(
+        self, bot: str, user: str, run: str, channels: int, issued_at: int, planning: int = 0
+    ) -> None:
+        """A new run (replacing the last): `channels` to read, and `planning` jobs still to find more."""
         self._guard(
             lambda: StateItem(
                 *keys.backfill_run(bot, user),
-                value=channels,
+                value=channels + planning,
+                planned=channels,
                 tally=0,
                 tag=run,
-                data={"channels": channels, "issuedAt": issued_at},
+                data={"issuedAt": issued_at},
             ).save()
+        )
+
+    def plan_backfill(
+        self, bot: str, user: str, run: str, step: str, channels: int, planning: int
+    ) -> dict[str, Any] | None:
+        """A planning job of a run is done: it found `channels` more to read and queued `planning` more
+        planning jobs. One conditional update (a duplicate delivery counts nothing twice), made before the
+        jobs it found are queued: the run cannot look finished while they wait. None when the run is not
+        this one any more (replaced, forgotten) or this step was counted already."""
+        return self._count_run(
+            bot,
+            user,
+            run,
+            PLAN_PREFIX + step,
+            [StateItem.value.add(channels + planning - 1), StateItem.planned.add(channels)],
         )
 
     def count_backfill(
@@ -207,12 +255,20 @@ class StateStore:
     ) -> dict[str, Any] | None:
         """Add to a run's count (and, once per channel, count the channel done): one conditional update.
         None when a newer run (or a forget) replaced it, or this channel was counted already."""
-        item = StateItem(*keys.backfill_run(bot, user))
         actions: list[Action] = [StateItem.tally.add(stored)]
+        if not finished:
+            return self._count_run(bot, user, run, None, actions)
+        return self._count_run(bot, user, run, channel, actions + [StateItem.value.add(-1)])
+
+    def _count_run(
+        self, bot: str, user: str, run: str, once: str | None, actions: list[Action]
+    ) -> dict[str, Any] | None:
+        """An update of the run, made at most once per name `once` (kept in the run's members)."""
+        item = StateItem(*keys.backfill_run(bot, user))
         condition = StateItem.tag == run
-        if finished:
-            actions += [StateItem.value.add(-1), StateItem.members.add({channel})]
-            condition &= ~StateItem.members.contains(channel)
+        if once is not None:
+            actions = actions + [StateItem.members.add({once})]
+            condition &= ~StateItem.members.contains(once)
         if not attempt(lambda: item.update(actions=actions, condition=condition)):
             return None
         return {"left": int(item.value), "count": int(item.tally or 0), **(item.data or {})}
@@ -376,14 +432,15 @@ class StateStore:
         """A channel Discord would not let the bot read, and when to try it again."""
         self._guard(lambda: StateItem(keys.unreadable_pk(bot), channel, value=retry_at_s, tag=reason).save())
 
-    def unreadable(self, bot: str) -> dict[str, dict[str, Any]]:
-        """Every channel marked unreadable: {channel: {"reason", "retryAt"}} (one query)."""
-        return self._guard(
-            lambda: {
-                i.sk: {"reason": i.tag, "retryAt": int(i.value or 0)}
-                for i in StateItem.query(keys.unreadable_pk(bot))
-            }
-        )
+    def unreadable(self, bot: str, channels: list[str] | None = None) -> dict[str, dict[str, Any]]:
+        """The channels marked unreadable, {channel: {"reason", "retryAt"}}: of these `channels` (one batch
+        of their keys: a server's visit reads its own, never the bot's every mark), or all (one query)."""
+        if channels is not None:
+            wanted = [(keys.unreadable_pk(bot), c) for c in dict.fromkeys(channels)]
+            found = self._guard(lambda: _batch_get(wanted)) if wanted else []
+        else:
+            found = self._guard(lambda: list(StateItem.query(keys.unreadable_pk(bot))))
+        return {i.sk: {"reason": i.tag, "retryAt": int(i.value or 0)} for i in found}
 
     def readable_again(self, bot: str, channel: str) -> None:
         self._guard(StateItem(keys.unreadable_pk(bot), channel).delete)
