@@ -175,6 +175,9 @@ class LocalStack:
             sqs_endpoint=self.moto_endpoint,
             jobs_queue_url=self.queues["JobsQueue"],
             interactive_queue_url=self.queues["InteractiveQueue"],
+            extract_queue_url=self.queues["ExtractQueue"],
+            index_queue_url=self.queues["IndexQueue"],
+            maintenance_queue_url=self.queues["MaintenanceQueue"],
             data_dir=self.data_dir,
             api_key=self._api_key(),
         )
@@ -203,14 +206,13 @@ class LocalStack:
         self.engine.service.forget_hooks += [drop_queued, compact_records, purge_index]
 
     def _start_workers(self, queues: dict[str, str]) -> None:
-        """Two pollers on one worker handler, like the two event source mappings on AWS (interactive jobs
-        never wait behind a backfill), and the schedules: sweep, index check."""
+        """A poller per queue of a class of jobs on one worker handler, like the event source mappings on
+        AWS (an /ask never waits behind a backfill), and the schedules: sweep, index check."""
+        from engram.jobs import QUEUE_OF_CLASS
         from infra.poller import SqsPoller, load_function_handler
 
         worker = load_function_handler("worker")
-        self.pollers = [
-            SqsPoller(self.sqs, queues[q], worker, REGION) for q in ("JobsQueue", "InteractiveQueue")
-        ]
+        self.pollers = [SqsPoller(self.sqs, queues[q], worker, REGION) for q in QUEUE_OF_CLASS.values()]
         self.poller = self.pollers[0]
         if self.poll:
             for poller in self.pollers:

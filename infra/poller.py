@@ -145,7 +145,10 @@ class SqsPoller:
             self._thread.join(timeout=10)
 
 
-QUEUES = ("engram-JobsQueue", "engram-InteractiveQueue")
+# every queue of a class of jobs (engram.jobs.QUEUE_OF_CLASS), as the local stack names them
+QUEUES = tuple(
+    f"engram-{q}" for q in ("InteractiveQueue", "JobsQueue", "ExtractQueue", "IndexQueue", "MaintenanceQueue")
+)
 COUNTS = (
     "ApproximateNumberOfMessages",
     "ApproximateNumberOfMessagesNotVisible",

@@ -11,6 +11,7 @@ import httpx
 import openai
 import pytest
 
+from engram.jobs import QUEUE_OF_CLASS
 from tests.deploy import harness
 from tests.deploy.conftest import DISALLOWED, KEY, PROXY_KEY, UPSTREAM_KEY
 from tests.fake_discord import ALICE, C21
@@ -100,7 +101,7 @@ def test_http_function_keeps_writes_and_searches_by_words_while_qdrant_is_down(d
     records = deployment.dynamodb.scan(TableName=deployment.stack.physical["MemoriesTable"]["Ref"])["Items"]
     assert [r["pendingBot"]["S"] for r in records if r["bot"]["S"] == "demo"] == ["demo"]
     sends = [c for c in deployment.calls("HttpFunction") if c["operation"] == "SendMessage"]
-    assert sends and sends[-1]["queue_url"] == deployment.queue_url("JobsQueue")
+    assert sends and sends[-1]["queue_url"] == deployment.queue_url("IndexQueue")
     assert_granted(deployment, "HttpFunction")
 
 
@@ -113,11 +114,11 @@ def test_once_qdrant_is_back_the_worker_fills_vectors_and_search_uses_them(deplo
     assert pending
     # the index job the HTTP function queued (delayed 30 s on the queue), delivered now
     deployment.sqs.send_message(
-        QueueUrl=deployment.queue_url("JobsQueue"),
+        QueueUrl=deployment.queue_url("IndexQueue"),
         MessageBody=json.dumps({"kind": "index", "bot": "demo", "ids": pending}),
     )
     worker = deployment.start("WorkerFunction")
-    answers = deployment.drain("JobsQueue", worker, 5)
+    answers = deployment.drain("IndexQueue", worker, 5)
     assert all(a["result"]["batchItemFailures"] == [] for a in answers)
     assert not [r for r in deployment.dynamodb.scan(TableName=table)["Items"] if "pendingBot" in r]
     assert deployment.qdrant.engine.count("engram").count >= 1
@@ -148,7 +149,7 @@ def test_http_function_proxies_a_librechat_turn_and_queues_extraction(deployment
     assert answer["result"]["statusCode"] == 200, answer
     seen = deployment.upstream.chats()[-1]["headers"]
     assert seen["authorization"] == f"Bearer {UPSTREAM_KEY}" and PROXY_KEY not in json.dumps(seen)
-    jobs = [json.loads(m["Body"]) for m in deployment.receive("JobsQueue")]
+    jobs = [json.loads(m["Body"]) for m in deployment.receive("ExtractQueue")]
     assert [(j["kind"], j["user_text"]) for j in jobs if j["kind"] == "extract"] == [
         ("extract", "My favourite colour is teal.")
     ]
@@ -167,10 +168,12 @@ def test_schedule_function_queues_what_its_rules_send(deployment):
     inputs = sorted(json.loads(t["Input"])["job"] for r in rules.values() for t in r["Properties"]["Targets"])
     assert inputs == ["discord-catchup", "sweep"]
     deployment.discard("JobsQueue")
+    deployment.discard("IndexQueue")
     for job in inputs:
         assert process.invoke({"job": job})["error"] is None
-    queued = sorted(json.loads(m["Body"])["kind"] for m in deployment.receive("JobsQueue"))
-    assert queued == ["discord", "sweep"]
+    # the catch-up on the jobs queue (ingest), the sweep on the index queue (engram.jobs.QUEUE_OF_CLASS)
+    assert [json.loads(m["Body"])["kind"] for m in deployment.receive("JobsQueue")] == ["discord"]
+    assert [json.loads(m["Body"])["kind"] for m in deployment.receive("IndexQueue")] == ["sweep"]
     assert_granted(deployment, "ScheduleFunction")
 
 
@@ -191,7 +194,7 @@ def test_worker_runs_discord_jobs_from_both_queues_and_starts_while_qdrant_is_do
     for mapping in deployment.stack.resources("AWS::Lambda::EventSourceMapping").values():
         props = deployment.stack.resolve(mapping["Properties"])
         sizes[props["EventSourceArn"].rsplit(":", 1)[-1].removeprefix("fid-")] = props["BatchSize"]
-    assert batch is None and set(sizes) == {"JobsQueue", "InteractiveQueue"}
+    assert batch is None and set(sizes) == set(QUEUE_OF_CLASS.values())
     deployment.drain("InteractiveQueue", worker, sizes["InteractiveQueue"])
     deployment.drain("JobsQueue", worker, sizes["JobsQueue"])
     assert discord.history_reads and not set(discord.history_reads) & set(DISALLOWED.split(","))
@@ -223,7 +226,7 @@ def test_streaming_proxy_is_ready_without_its_dependencies_and_queues_extraction
     fn = deployment.function("StreamingProxyFunction")
     assert fn.environment["AWS_LWA_INVOKE_MODE"] == "response_stream"
     process = deployment.start_web("StreamingProxyFunction")  # Qdrant is down: ready anyway
-    deployment.discard("JobsQueue")
+    deployment.discard("ExtractQueue")
     client = openai.OpenAI(
         base_url=f"{process.url}/oa/v1",
         api_key=PROXY_KEY,
@@ -235,7 +238,7 @@ def test_streaming_proxy_is_ready_without_its_dependencies_and_queues_extraction
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": text}], stream=True)
     )
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    jobs = [json.loads(m["Body"]) for m in deployment.receive("JobsQueue")]
+    jobs = [json.loads(m["Body"]) for m in deployment.receive("ExtractQueue")]
     assert [j["user_text"] for j in jobs if j["kind"] == "extract"] == [
         text
     ]  # queued before the stream ended

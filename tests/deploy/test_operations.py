@@ -96,7 +96,7 @@ def test_the_tables_survive_a_bad_deploy(stages):
 
 def test_every_queue_is_encrypted(stages):
     queues = stages["prod"].resources("AWS::SQS::Queue")
-    assert len(queues) == 3
+    assert len(queues) == 6  # a queue per class of job (engram.jobs.QUEUE_OF_CLASS) and the DLQ
     assert all(q["Properties"].get("SqsManagedSseEnabled") is True for q in queues.values())
 
 

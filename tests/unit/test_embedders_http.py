@@ -93,3 +93,30 @@ def test_factory_and_vector_names():
         build_embedder(Settings(embedder="remote"))
     assert vector_name("ollama", "all-minilm") == "dense-ollama-all-minilm"
     assert vector_name("remote", "text-embedding-3-small") != vector_name("ollama", "text-embedding-3-small")
+
+
+def test_batches_go_to_the_bulk_ollama_and_queries_to_the_online_one():
+    """Issue 32: a query embed (and a live write's few texts) never queues behind a backfill's batch of 64
+    on the same Ollama, when the settings name a second one; unset, one serves both."""
+    hosts = []
+
+    def handle(request: httpx.Request):
+        hosts.append(request.url.host)
+        return httpx.Response(
+            200, json={"embeddings": [[1.0, 0.0] for _ in json.loads(request.content)["input"]]}
+        )
+
+    settings = Settings(
+        embedder="ollama", ollama_url="http://online:11434", ollama_bulk_url="http://bulk:11434"
+    )
+    emb = build_embedder(settings, http_transport=httpx.MockTransport(handle))
+    emb.embed(["what did I say about tea?"])
+    emb.embed([f"message {n}" for n in 100 * [0]])
+    assert hosts == ["online", "bulk", "bulk"]  # 100 texts: two batches of at most 64
+    hosts.clear()
+    one = build_embedder(
+        Settings(embedder="ollama", ollama_url="http://online:11434"), httpx.MockTransport(handle)
+    )
+    one.embed(["q"])
+    one.embed(["t"] * 20)
+    assert hosts == ["online", "online"]

@@ -10,7 +10,7 @@ from mangum.handlers import HTTPGateway
 
 from engram.discord.interactions import Interaction
 from engram.discord.verify import verify_request
-from engram.jobs import is_interactive, parse_job
+from engram.jobs import QUEUE_OF_CLASS, job_class, parse_job
 from infra.aws_template import load_template
 from infra.poller import LambdaContext
 from infra.sam_local import prepare
@@ -55,7 +55,7 @@ def test_sqs_events_carry_every_job_kind_on_its_own_queue():
             job = parse_job(record["body"])
             kinds.add(job.kind)
             queue = record["eventSourceARN"].rsplit(":", 1)[1]
-            assert queue.endswith("InteractiveQueue" if is_interactive(job) else "JobsQueue"), name
+            assert queue.endswith(QUEUE_OF_CLASS[job_class(job)]), name
     assert kinds == JOB_KINDS
 
 

@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     # SQS
     jobs_queue_url: str | None = None
     interactive_queue_url: str | None = None  # /ask, remember, forget: never behind backfill
+    extract_queue_url: str | None = None  # each class of job on its own queue (engram.jobs.QUEUE_OF_CLASS);
+    index_queue_url: str | None = None  # a class without one goes on the jobs queue
+    maintenance_queue_url: str | None = None
     sqs_endpoint: str | None = None
 
     # Qdrant: a URL (server or Qdrant Cloud), else the embedded engine under data_dir
@@ -73,6 +76,9 @@ class Settings(BaseSettings):
     embedder: Literal["local", "ollama", "remote", "off"] = "local"
     embedding_model: str = "all-minilm"
     ollama_url: str = "http://127.0.0.1:11434"
+    # batches (backfill, re-embedding) on an Ollama of their own, so queries never wait behind them (unset:
+    # the same one)
+    ollama_bulk_url: str | None = None
     remote_embeddings_url: str | None = None
     remote_embeddings_key: str | None = None
     embed_timeout_s: float = 10.0

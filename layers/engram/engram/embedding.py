@@ -60,6 +60,7 @@ class Providers:
                 chosen.embeddingModel,
                 self.settings.embed_timeout_s,
                 transport=self.transport,
+                bulk_url=self.settings.ollama_bulk_url,
             )
         if chosen.embeddingProvider not in self.upstreams:
             raise InvalidInput(

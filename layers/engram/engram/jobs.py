@@ -85,6 +85,7 @@ class DiscordJob(BaseModel):
     # catch-up of a server (a guild, no channel): how many of its quiet channels' windows this visit may
     # re-read for edits and deletions (its share of the tick's DISCORD_WINDOW_BUDGET; None: the whole)
     budget: int | None = Field(None, ge=0)
+    guilds: list[str] = Field(default_factory=list, max_length=100)  # a catch-up of a page of servers
     # a remember's later steps (find-servers: a page of the bot's servers, from after `after`, checked for
     # the user; plan-backfill: one server of theirs, its channels queued): the backfill run they belong to
     run: str | None = None
@@ -213,6 +214,15 @@ class DroppingQueue:
 
 
 INTERACTIVE_ACTIONS = ("remember", "forget", "ask", "export", "forget-message")
+# Each class of job has its own queue, and so its own pollers and concurrency on AWS (template.yaml): an
+# /ask never waits behind a backfill, an extraction behind a re-embed, a turn's vectors behind a rebuild.
+QUEUE_OF_CLASS = {
+    "interactive": "InteractiveQueue",  # someone waits: /ask, remember, forget, export; a forget's rest
+    "ingest": "JobsQueue",  # Discord backfill and catch-up (and anything unclassed)
+    "extract": "ExtractQueue",  # facts from a LibreChat turn (the extraction model)
+    "index": "IndexQueue",  # vectors: index jobs, the sweep, re-embedding (the embedder, Qdrant)
+    "maintenance": "MaintenanceQueue",  # reconcile and rebuild steps
+}
 
 
 def is_interactive(job: BaseModel) -> bool:
@@ -220,25 +230,44 @@ def is_interactive(job: BaseModel) -> bool:
     return isinstance(job, DiscordJob) and job.action in INTERACTIVE_ACTIONS
 
 
-class RoutedQueue:
-    """Interactive jobs on their own queue, so they never wait behind a backfill flood; the rest on the
-    jobs queue."""
+def job_class(job: BaseModel) -> str:
+    """Which queue a job belongs on (a key of QUEUE_OF_CLASS)."""
+    if is_interactive(job) or isinstance(job, ForgetJob):
+        return "interactive"
+    if isinstance(job, ExtractJob):
+        return "extract"
+    if isinstance(job, IndexJob | SweepJob | ReembedJob):
+        return "index"
+    if isinstance(job, IndexMaintenanceJob):
+        return "maintenance"
+    return "ingest"
 
-    def __init__(self, jobs: JobQueue, interactive: JobQueue):
+
+class RoutedQueue:
+    """Each job on its class's queue (`routes`), the classes without one on the jobs queue."""
+
+    def __init__(self, jobs: JobQueue, routes: dict[str, JobQueue]):
         self.jobs = jobs
-        self.interactive = interactive
+        self.routes = routes
+
+    def _queue(self, job: BaseModel) -> JobQueue:
+        return self.routes.get(job_class(job), self.jobs)
 
     def send(self, job: BaseModel, delay_s: int = 0) -> None:
-        """Queue one job on the queue its kind belongs to."""
-        (self.interactive if is_interactive(job) else self.jobs).send(job, delay_s)
+        """Queue one job on the queue its class belongs to."""
+        self._queue(job).send(job, delay_s)
 
     def send_many(self, jobs: Sequence[BaseModel]) -> None:
-        self.interactive.send_many([j for j in jobs if is_interactive(j)])
-        self.jobs.send_many([j for j in jobs if not is_interactive(j)])
+        by_queue: dict[int, tuple[JobQueue, list[BaseModel]]] = {}
+        for job in jobs:
+            queue = self._queue(job)
+            by_queue.setdefault(id(queue), (queue, []))[1].append(job)
+        for queue, batch in by_queue.values():
+            queue.send_many(batch)
 
 
 def build_queue(settings, sqs_client=None) -> JobQueue:
-    """SQS when a queue URL is configured (interactive jobs on their own queue when one is configured),
+    """SQS when a queue URL is configured (each class of job on its own queue where one is configured),
     else a queue that drops (the sweep recovers)."""
     if not settings.jobs_queue_url:
         return DroppingQueue()
@@ -247,6 +276,11 @@ def build_queue(settings, sqs_client=None) -> JobQueue:
 
         sqs_client = boto3.client("sqs", region_name=settings.aws_region, endpoint_url=settings.sqs_endpoint)
     jobs = SqsQueue(sqs_client, settings.jobs_queue_url)
-    if not settings.interactive_queue_url:
-        return jobs
-    return RoutedQueue(jobs, SqsQueue(sqs_client, settings.interactive_queue_url))
+    urls = {
+        "interactive": settings.interactive_queue_url,
+        "extract": settings.extract_queue_url,
+        "index": settings.index_queue_url,
+        "maintenance": settings.maintenance_queue_url,
+    }
+    routes: dict[str, JobQueue] = {c: SqsQueue(sqs_client, url) for c, url in urls.items() if url}
+    return RoutedQueue(jobs, routes) if routes else jobs

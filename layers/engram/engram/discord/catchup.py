@@ -14,6 +14,7 @@ from .window import WINDOW_DAYS, Window
 log = logging.getLogger(__name__)
 PAGE = 100  # Discord's largest page of messages (resources/message.mdx, Get Channel Messages)
 ROSTER_PAGE, ROSTER_PAGES = 500, 10  # consents read into the roster a tick, while it is built
+SERVERS_PER_JOB = 25  # servers a catch-up job visits: 50 requests, about a second at Discord's 50 a second
 
 
 class CatchUp:
@@ -27,8 +28,9 @@ class CatchUp:
         self.window = window
 
     def fan_out_catch_up(self, job: DiscordJob) -> int:
-        """A tick: one catch-up job for each of the next DISCORD_GUILDS_PER_TICK servers of the roster (the
-        servers someone opted in is in), in turn from where the last tick stopped, queued ten a request.
+        """A tick: catch-up jobs of SERVERS_PER_JOB servers each for the next DISCORD_GUILDS_PER_TICK servers
+        of the roster (the servers someone opted in is in), in turn from where the last tick stopped,
+        queued ten a request.
         Its work is one page of the roster, however many servers and people there are; a quiet server is
         visited every (roster / DISCORD_GUILDS_PER_TICK) ticks."""
         if not self.core.anyone_consents():
@@ -44,10 +46,17 @@ class CatchUp:
         turn = int(mark.get("turn") or 0)
         last = guilds[-1] if guilds else None
         self.state.set_roster_mark(self.bot, {**mark, "after": last, "turn": turn + 1})
+        shares = self._window_shares(len(guilds), turn)
+        pages = range(0, len(guilds), SERVERS_PER_JOB)
         self.core.queue.send_many(
             [
-                DiscordJob(action="catchup", guild=guild, issued_at=job.issued_at, budget=share)
-                for guild, share in zip(guilds, self._window_shares(len(guilds), turn), strict=True)
+                DiscordJob(
+                    action="catchup",
+                    guilds=guilds[at : at + SERVERS_PER_JOB],
+                    issued_at=job.issued_at,
+                    budget=sum(shares[at : at + SERVERS_PER_JOB]),
+                )
+                for at in pages
             ]
         )
         return len(guilds)
@@ -76,23 +85,13 @@ class CatchUp:
                 return {**mark, "built": True, "consentsAfter": None}
         return {**mark, "consentsAfter": after}
 
-    def catch_up_server(self, job: DiscordJob) -> int:
-        """One server's visit: its channels and active threads listed (two requests), then one catch-up
-        job per channel that moved (the listing carries each channel's last_message_id, so a quiet channel
-        costs no job and no read), and per quiet channel whose edit/delete window is due, within the
-        visit's share of the tick's budget (those re-read longest ago first)."""
-        guild = job.need("guild")
-        try:
-            channels = self.core.readable_channels([guild])
-        except RateLimited as limited:
-            self.core.queue.send(job, delay_s=int(limited.retry_after) + 1)
-            return 0
-        except DiscordError as exc:
-            if exc.status not in (403, 404):
-                raise
-            log.info("server %s is gone for the bot (%s): out of the roster", guild, exc.status)
-            self.state.drop_from_roster(self.bot, guild)
-            return 0
+    def catch_up_servers(self, job: DiscordJob) -> int:
+        """A page of servers' visit (SERVERS_PER_JOB at most: 2 requests each, about a second at Discord's
+        50 a second): their channels and active threads listed, then one catch-up job per channel that
+        moved (the listing carries each channel's last_message_id, so a quiet channel costs no job and no
+        read), and per quiet channel whose edit/delete window is due, within the page's share of the tick's
+        budget (those re-read longest ago first)."""
+        channels = self._list_servers(job)
         fresh, due, _ = self.core.split_unreadable(channels)
         seen = self.state.channels_seen(self.bot, [c for _, c in fresh])
         now = now_ms()
@@ -122,6 +121,25 @@ class CatchUp:
             ]
         )
         return len(fresh) + len(due)
+
+    def _list_servers(self, job: DiscordJob) -> list[tuple[str, str]]:
+        """The channels of the job's servers; a server the bot left (403/404) leaves the roster, and a 429
+        queues the servers not yet listed again, after its retry_after."""
+        guilds = job.guilds or [job.need("guild")]
+        channels: list[tuple[str, str]] = []
+        for n, guild in enumerate(guilds):
+            try:
+                channels += self.core.readable_channels([guild])
+            except RateLimited as limited:
+                rest = job.model_copy(update={"guild": None, "guilds": guilds[n:]})
+                self.core.queue.send(rest, delay_s=int(limited.retry_after) + 1)
+                return channels
+            except DiscordError as exc:
+                if exc.status not in (403, 404):
+                    raise
+                log.info("server %s is gone for the bot (%s): out of the roster", guild, exc.status)
+                self.state.drop_from_roster(self.bot, guild)
+        return channels
 
     @staticmethod
     def _moved(listed: str | None, seen: str | None) -> bool:

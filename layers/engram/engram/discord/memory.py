@@ -74,8 +74,8 @@ class DiscordMemory:
             self.backfills.plan_backfill(job)
         elif job.action == "catchup" and job.channel:
             self.catch_up_channel(job)
-        elif job.action == "catchup" and job.guild:
-            self.catch_up.catch_up_server(job)
+        elif job.action == "catchup" and (job.guild or job.guilds):
+            self.catch_up.catch_up_servers(job)
         elif job.action == "catchup":
             self.catch_up.fan_out_catch_up(job)
 

@@ -66,7 +66,11 @@ def build_embedder(settings: Settings, http_transport=None) -> Embedder | NoEmbe
         from .http import OllamaEmbedder
 
         return OllamaEmbedder(
-            settings.ollama_url, settings.embedding_model, settings.embed_timeout_s, transport=http_transport
+            settings.ollama_url,
+            settings.embedding_model,
+            settings.embed_timeout_s,
+            transport=http_transport,
+            bulk_url=settings.ollama_bulk_url,
         )
     if kind == "remote":
         from .http import OpenAIEmbedder

@@ -20,25 +20,42 @@ def _check(vectors: object, expected: int, where: str) -> list[list[float]]:
     return vectors
 
 
+ONLINE_MAX = 8  # texts: a query, or a live turn's few records; more is a backfill's or a re-embed's batch
+
+
 class OllamaEmbedder:
-    """Ollama's batched `/api/embed`."""
+    """Ollama's batched `/api/embed`, at two endpoints that may be one: `base_url` for what someone waits
+    on (a query, a live write: at most ONLINE_MAX texts), `bulk_url` for batches (a backfill, a re-embed),
+    so a query embed never queues behind a batch of 64 on the same Ollama."""
 
     provider = "ollama"
 
     def __init__(
-        self, base_url: str, model: str, timeout_s: float = 10.0, batch_size: int = 64, transport=None
+        self,
+        base_url: str,
+        model: str,
+        timeout_s: float = 10.0,
+        batch_size: int = 64,
+        transport=None,
+        bulk_url: str | None = None,
     ):
         self.model = model
         self.batch_size = batch_size
         self._client = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout_s, transport=transport)
+        self._bulk = (
+            httpx.Client(base_url=bulk_url.rstrip("/"), timeout=timeout_s, transport=transport)
+            if bulk_url and bulk_url.rstrip("/") != base_url.rstrip("/")
+            else self._client
+        )
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Vectors for texts, `batch_size` per request."""
         out: list[list[float]] = []
+        client = self._client if len(texts) <= ONLINE_MAX else self._bulk
         for start in range(0, len(texts), self.batch_size):
             batch = list(texts[start : start + self.batch_size])
             try:
-                response = self._client.post("/api/embed", json={"model": self.model, "input": batch})
+                response = client.post("/api/embed", json={"model": self.model, "input": batch})
             except httpx.HTTPError as exc:
                 raise EmbedderUnavailable(f"Ollama did not answer: {exc}") from exc
             if response.status_code != 200:
