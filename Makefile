@@ -10,7 +10,7 @@ NODE_DEPS := infra/dynamodb/node_modules/.installed
 # example librechat.yaml is checked with it
 LIBRECHAT_DEPS := infra/librechat/node_modules/.installed
 
-.PHONY: lint check image test-container sam-local run test test-browser test-unit test-integration test-deploy lint-template bench bench-quick build deploy clean
+.PHONY: lint check image test-container sam-local run test test-browser test-unit test-integration test-deploy lint-template bench bench-quick bench-scale build deploy clean
 
 $(STAMP): requirements-dev.txt requirements-local.txt requirements-embedder.txt layers/engram/requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -100,6 +100,11 @@ bench: $(STAMP) $(NODE_DEPS)
 
 bench-quick: $(STAMP) $(NODE_DEPS)
 	$(PY) tests/bench/run.py --quick
+
+# Issue 32's curve: the Discord door at 100 / 1,000 / 10,000 servers and 10 / 1,000 / 10,000 opted-in users,
+# and the embedded engine at 1 M points; one JSON object a line (tests/bench/scale.py says what each means).
+bench-scale: $(STAMP) $(NODE_DEPS)
+	$(PY) tests/bench/scale.py | tee bench-results/scale.jsonl
 
 # env.json with this data dir's keys and freshly signed Discord events in .engram/ (README: sam local).
 # Every function of the built template invoked through SAM's Runtime Interface Emulator in a locally built
