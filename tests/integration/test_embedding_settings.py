@@ -109,6 +109,41 @@ def test_switching_models_reembeds_in_the_background_and_drops_the_old_vectors(e
     assert [m.text for m in service.list("b1")] == [f.text for f in reversed(facts)]  # records untouched
 
 
+def test_a_reembed_runs_a_chain_per_bot_and_kind_at_once_and_the_last_one_finishes_it(engine, fake, aws):
+    """Issue 32, part 5: a serial chain of pages over every record took days at 100 M; the plan queues
+    every bot's facts and messages as chains of their own, and the one that ends last drops the old
+    model's vectors (a redelivered last page counts once)."""
+
+    from engram.jobs import ReembedJob, parse_job
+
+    service = engine.service
+    for bot in ("b1", "b2", "b3"):
+        service.add_fact(bot, f"A fact of {bot} about tea.")
+    engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m1"})
+
+    def queued() -> list:
+        got = aws["sqs"].receive_message(QueueUrl=aws["queue_url"], MaxNumberOfMessages=10)
+        for m in got.get("Messages", []):
+            aws["sqs"].delete_message(QueueUrl=aws["queue_url"], ReceiptHandle=m["ReceiptHandle"])
+        return [parse_job(m["Body"]) for m in got.get("Messages", [])]
+
+    plan = [j for j in queued() if isinstance(j, ReembedJob)]
+    assert [j.bot for j in plan] == [None]
+    engine.embedding.reembed(plan[0])
+    chains = [j for j in queued() if isinstance(j, ReembedJob)]
+    assert sorted((j.bot, j.phase) for j in chains) == [
+        (b, k) for b in ("b1", "b2", "b3") for k in ("fact", "message")
+    ]
+    for job in chains[:-1]:
+        engine.embedding.reembed(job)
+    old = service.index.dense_names() - {"dense-fakeai-m1", "dense-fakeai-m1-own"}
+    assert old, "the old model's vectors stay until the last chain ends"
+    engine.embedding.reembed(chains[-1])
+    engine.embedding.reembed(chains[-1])  # redelivered: counted once
+    assert service.index.dense_names() == {"dense-fakeai-m1", "dense-fakeai-m1-own"}
+    assert engine.embedding.progress()["memoriesWithVectors"] == 3
+
+
 def test_switching_back_reuses_vectors_that_still_exist(engine, fake, aws):
     service = engine.service
     service.add_fact("b1", "The owner drinks green tea.")
@@ -161,7 +196,8 @@ def test_off_keeps_words_and_the_embedder_stopping_mid_reembed(engine, fake, aws
     assert len(service.search("b1", "sailing")) == 5
     engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m2"})
     poller = SqsPoller(aws["sqs"], aws["queue_url"], load_function_handler("worker"), "us-east-1", wait_s=0)
-    poller.poll_once(wait_s=0)  # the first page
+    poller.poll_once(wait_s=0)  # the plan: b1's facts and b1's messages, a chain each
+    poller.poll_once(wait_s=0)  # the first page of each
     assert engine.embedding.progress()["memoriesWithVectors"] == 2
     fake.down = True  # stopped mid-way
     poller.poll_once(wait_s=0)

@@ -194,5 +194,6 @@ def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_pe
         "sweep_mark",  # how far the pending sweep has queued (an id and a time)
         "roster_pk",  # the servers someone opted in is in (guild ids)
         "roster_mark",  # where the catch-up rotation stands (a guild id, a consent's key)
+        "reembed_run",  # a re-embedding's chains left (bot ids and kinds)
     }
     assert builders == reached | nobody, builders ^ (reached | nobody)

@@ -201,41 +201,42 @@ class EmbeddingManager:
     # ----- re-embedding ----------------------------------------------------------------------------
 
     def reembed(self, job: ReembedJob) -> None:
-        """One page: give the newest records still without this model's vector one; then queue the next."""
+        """The plan (no bot): a chain per bot and kind, queued at once; or one page of a chain: give the
+        newest records still without this model's vector one, then queue the next page."""
         self.current()
         if self.service.dense_name != job.vector:
             log.info("re-embed for %s stopped: the model changed again", job.vector)
             return
-        bots = self.service.records.bots()
-        if job.bot_index >= len(bots):
-            if job.phase == "fact":
-                self.queue.send(ReembedJob(vector=job.vector, phase="message"))
-            else:
-                self._finish(job.vector)
+        if job.bot is None:
+            self._plan(job.vector)
             return
-        bot = bots[job.bot_index]
-        page = self.service.records.page(bot, job.phase, job.after_id, PAGE)
-        todo = page
-        if todo:
+        page = self.service.records.page(job.bot, job.phase, job.after_id, PAGE)
+        if page:
             try:
-                done = self.service.indexer.add_dense(todo)
+                done = self.service.indexer.add_dense(page)
             except Exception as exc:  # Qdrant down: try this page again in a minute
                 self.service.indexer.last_error = str(exc)
                 self.queue.send(job, delay_s=self.retry_delay_s)
                 return
-            if done < len(todo):
-                self.queue.send(
-                    job, delay_s=self.retry_delay_s
-                )  # the embedder is down: wait for it, keep our place
+            if done < len(page):  # the embedder is down: wait for it, keep our place
+                self.queue.send(job, delay_s=self.retry_delay_s)
                 return
-        if len(page) < PAGE:
-            self.queue.send(ReembedJob(vector=job.vector, phase=job.phase, bot_index=job.bot_index + 1))
-        else:
-            self.queue.send(
-                ReembedJob(
-                    vector=job.vector, phase=job.phase, bot_index=job.bot_index, after_id=int(page[-1].id)
-                )
-            )
+        if len(page) == PAGE:
+            self.queue.send(job.model_copy(update={"after_id": int(page[-1].id)}))
+            return
+        left = self.service.state.end_reembed_chain(job.vector, f"{job.bot}#{job.phase}")
+        if left == 0:
+            self._finish(job.vector)
+
+    def _plan(self, vector: str) -> None:
+        """Every bot's facts and messages, each a chain of pages of its own, all at once (a serial pass
+        over 100 M records took days); the count of chains tells the last one it is the last."""
+        chains = [(bot, phase) for bot in self.service.records.bots() for phase in ("fact", "message")]
+        if not chains:
+            self._finish(vector)
+            return
+        self.service.state.start_reembed(vector, len(chains))
+        self.queue.send_many([ReembedJob(vector=vector, bot=bot, phase=phase) for bot, phase in chains])
 
     def _finish(self, vector: str) -> None:
         """Every record has been through: drop every other model's vectors (the records are untouched)."""

@@ -119,12 +119,15 @@ class BackfillJob(BaseModel):
 
 
 class ReembedJob(BaseModel):
-    """One page of re-embedding for a model: facts first, then messages, newest first; resumable."""
+    """Re-embedding for a model. Without a bot, the plan: one chain per bot and kind (its facts, its
+    messages), queued at once and run in parallel; with one, a page of that chain, newest first, which
+    queues the next page (`after_id`). The chain that finishes last drops the other models' vectors."""
 
     kind: Literal["reembed"] = "reembed"
     vector: str
     phase: Literal["fact", "message"] = "fact"
-    bot_index: int = 0
+    bot: str | None = None
+    bot_index: int = 0  # a job queued before chains (a serial pass): planned again as chains
     after_id: int | None = None
 
 

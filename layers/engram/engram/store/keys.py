@@ -179,6 +179,11 @@ def last_change(bot: str) -> tuple[str, str]:
     return f"changes#{bot}", "at"
 
 
+def reembed_run(vector: str) -> tuple[str, str]:
+    """A re-embedding's chains still running (bot and kind names: no one's words)."""
+    return "reembed", vector
+
+
 def sweep_mark(bot: str) -> tuple[str, str]:
     """How far the pending sweep has queued a bot's records (ids only: no one's words)."""
     return f"sweep#{bot}", "pending"

@@ -43,6 +43,24 @@ class StateStore:
     def save_embedding_settings(self, data: dict[str, Any]) -> None:
         self._guard(lambda: StateItem(*keys.EMBEDDING_SETTINGS, data=data).save())
 
+    # ----- re-embedding ---------------------------------------------------------------------------------
+
+    def start_reembed(self, vector: str, chains: int) -> None:
+        """A re-embedding for `vector` runs `chains` chains in parallel (an earlier plan's count replaced)."""
+        self._guard(lambda: StateItem(*keys.reembed_run(vector), value=chains).save())
+
+    def end_reembed_chain(self, vector: str, chain: str) -> int | None:
+        """One chain is through: how many are left (None: this chain was counted already, a redelivery, or
+        no plan is on record). One conditional update."""
+        item = StateItem(*keys.reembed_run(vector))
+        done = attempt(
+            lambda: item.update(
+                actions=[StateItem.value.add(-1), StateItem.members.add({chain})],
+                condition=StateItem.pk.exists() & ~StateItem.members.contains(chain),
+            )
+        )
+        return int(item.value) if done else None
+
     # ----- tombstones ----------------------------------------------------------------------------------
 
     def mark_forgotten(self, bot: str, user: str, at: int) -> None:
