@@ -101,6 +101,24 @@ def test_record_survives_index_down_and_is_indexed_later(service, engine, aws):
     assert service.index.count(Scope(bot="bot1")) == 1
 
 
+def test_the_words_fallback_reads_a_bounded_number_of_records(service, engine, monkeypatch):
+    """Issue 32: with Qdrant down, a server's search read the bot's whole partition of its kind until it had
+    found enough of that server's (a 30 s walk a search at 100 M); it now stops after FALLBACK_READ."""
+    import engram.reads
+    from engram.service import ChatMessage
+
+    engine.service.index.down = True
+    quiet = [ChatMessage(source_id=f"q{i}", text=f"lighthouse keeper {i}", server="small") for i in range(3)]
+    busy = [ChatMessage(source_id=f"b{i}", text=f"harbour chatter {i}", server="big") for i in range(1200)]
+    service.add_messages("bot1", quiet)
+    for start in range(0, len(busy), 100):  # newer than the small server's three
+        service.add_messages("bot1", busy[start : start + 100])
+    found = lambda: service.search("bot1", "lighthouse keeper", kind="message", server="small")  # noqa: E731
+    assert len(found()) == 3  # read up to 10,000: the three are reached
+    monkeypatch.setattr(engram.reads, "FALLBACK_READ", 1000)
+    assert found() == []  # 1,000 (two pages of 500) read, and the three are older than that
+
+
 def test_update_changes_text_and_vectors(service):
     m, _ = service.add_fact("bot1", "The owner drinks green tea.")
     changed = service.update("bot1", m.id, "The owner drinks black coffee.")

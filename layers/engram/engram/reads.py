@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from .domain import FALLBACK_SCAN, Found, Memory, check_limit, check_name, required_name
+from .domain import FALLBACK_READ, FALLBACK_SCAN, Found, Memory, check_limit, check_name, required_name
 from .errors import IndexUnavailable, InvalidInput, NotFound
 from .indexing import Indexer
 from .observability import timed
@@ -204,6 +204,7 @@ class MemoryReads:
             scope.server,
             scope.project,
             scope.user,
+            read_at_most=FALLBACK_READ,
         )
         hidden = self.hider(scope.bot)
         scored = [(self.words.score(q, self.words.document(r.text)), r) for r in rows if not hidden.record(r)]

@@ -622,9 +622,11 @@ class RecordStore:
         project: str | None = None,
         user: str | None = None,
         before: int | None = None,
+        read_at_most: int | None = None,
     ) -> list[Record]:
         """Up to `limit` records of a kind, newest first, narrowed by scope; with `before`, only ids below
-        it (the next page)."""
+        it (the next page); with `read_at_most`, a narrowed scope stops after reading that many of the
+        kind's records, matching or not (the search fallback: bounded, not a walk of a bot's 100 M)."""
         below = MemoryRecord.id < before if before else None
         if user is not None:
             return self._guard(lambda: self._newest_of_user(bot, kind, limit, server, project, user, below))
@@ -644,9 +646,12 @@ class RecordStore:
                 page_size=500 if condition is not None else min(limit, 500),
             )
             out: list[Record] = []
-            for row in rows:
-                out.append(_record(row))
-                if len(out) >= limit:
+            for page in rows.page_iter:  # by page: a page whose items all miss the filter is counted too
+                for item in page.get("Items") or []:
+                    out.append(_record(MemoryRecord.from_raw_data(item)))
+                    if len(out) >= limit:
+                        return out
+                if read_at_most is not None and rows.page_iter.total_scanned_count >= read_at_most:
                     break
             return out
 
