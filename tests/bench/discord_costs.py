@@ -29,17 +29,21 @@ class Meter:
             return meter._call(connection, operation_name, operation_kwargs)
 
         Connection._make_api_call = counted
-        self._queue, self._send = queue, queue.send
+        self._queue, self._send, self._send_many = queue, queue.send, queue.send_many
 
         def send(job, *args, **kwargs):
             meter.jobs += 1
             return meter._send(job, *args, **kwargs)
 
-        queue.send = send
+        def send_many(jobs):
+            meter.jobs += len(jobs)
+            return meter._send_many(jobs)
+
+        queue.send, queue.send_many = send, send_many
 
     def close(self) -> None:
         self._connection._make_api_call = self._call
-        self._queue.send = self._send
+        self._queue.send, self._queue.send_many = self._send, self._send_many
 
 
 def _world(guilds: int, member_of: int):
