@@ -156,3 +156,19 @@ def test_the_layer_uses_no_dynamodb_feature_the_local_dynamodb_lacks():
         if banned.search(line)
     ]
     assert found == []
+
+
+def test_sam_local_s_env_json_names_every_queue_the_functions_are_given():
+    """`sam local` cannot resolve a queue's !Ref (it would hand the function the bare logical id): env.json
+    must give every queue URL the template's functions read (the container tier's sam-local found one
+    missing, a schedule's sweep sent to "IndexQueue")."""
+    import json
+
+    template = load_template()
+    queues = {k for k, v in template["Resources"].items() if v["Type"] == "AWS::SQS::Queue"}
+    variables = template["Globals"]["Function"]["Environment"]["Variables"]
+    wanted = {
+        name for name, value in variables.items() if isinstance(value, dict) and value.get("Ref") in queues
+    }
+    given = json.loads((ROOT / "env.json").read_text())["Parameters"]
+    assert wanted and wanted <= set(given), wanted - set(given)
