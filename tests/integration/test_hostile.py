@@ -352,7 +352,7 @@ def test_compressed_upstream_streams_arrive_whole(stack, upstream, monkeypatch):
     jobs = [
         json.loads(m["Body"])
         for m in stack.sqs.receive_message(
-            QueueUrl=stack.settings.jobs_queue_url, MaxNumberOfMessages=10
+            QueueUrl=stack.settings.extract_queue_url, MaxNumberOfMessages=10
         ).get("Messages", [])
     ]
     assert REPLY in [j.get("assistant_text") for j in jobs]  # extraction saw the decoded text
@@ -548,7 +548,7 @@ def test_discord_refuses_clearly_even_when_signed(stack, name, raw, status, frag
 
 def test_a_replayed_interaction_is_refused_and_queued_once(stack):
     raw = command(sub="forget")
-    queue = stack.engine.queue.interactive.queue_url
+    queue = stack.settings.interactive_queue_url
     assert interact(stack, raw).status_code == 200
     replay = interact(stack, raw)
     assert replay.status_code == 401 and "already handled" in replay.json()["error"]
