@@ -121,14 +121,14 @@ def bench_calls_per_operation(repeats: int = 5) -> dict:
             )
             return harness.apigw_event("POST", "/oa/v1/chat/completions", body, turn_headers)
 
-        d.discard("JobsQueue")
+        d.discard("ExtractQueue")  # extraction has its queue (engram.jobs.QUEUE_OF_CLASS)
         measure("LibreChat turn: recall + upstream (HTTP API)", "HttpFunction", http, turn)
-        jobs = [m for m in d.receive("JobsQueue") if json.loads(m["Body"])["kind"] == "extract"][:repeats]
+        jobs = [m for m in d.receive("ExtractQueue") if json.loads(m["Body"])["kind"] == "extract"][:repeats]
         measure(
             "LibreChat turn: extraction job (worker)",
             "WorkerFunction",
             worker,
-            lambda i: sqs_event([jobs[i]], d.stack.physical["JobsQueue"]["Arn"], harness.REGION),
+            lambda i: sqs_event([jobs[i]], d.stack.physical["ExtractQueue"]["Arn"], harness.REGION),
         )
         measure(
             "Discord /memory status (interactions)",
