@@ -12,10 +12,11 @@ embedded index), one JSON object a line per configuration and phase:
 Ids and counts, not content: each server has one text channel, empty but for the busy tick's messages and
 the new user's five (`last_message_id` null: a quiet channel costs no read), so 10,000 servers fit on two
 cores. The users' consents are written straight into the state table (each in three servers; the roster
-of servers follows). Read and write units are DynamoDB's own (`ReturnConsumedCapacity: INDEXES` on every
-call: the table's and every index's, as billed). `longest_job_s` is measured here, against a fake that
-answers in a millisecond: `most_requests_in_a_job` / 50 is the floor Discord's 50 requests a second puts on
-a job's time.
+of servers follows). Read units are DynamoDB's own (`ReturnConsumedCapacity: INDEXES` on every call);
+`write_units` are the table's, as dynalite answers them, plus `index_write_units`, what each write costs in
+the global secondary indexes by AWS's rules (tests/bench/index_units.py: dynalite bills no index).
+`longest_job_s` is measured here, against a fake that answers in a millisecond: `most_requests_in_a_job`
+/ 50 is the floor Discord's 50 requests a second puts on a job's time.
 
 `python tests/bench/scale.py [--servers 100,1000,10000] [--users 10,1000,10000]` (`make bench-scale`)."""
 
@@ -34,7 +35,8 @@ HERS, BUSY, SERVERS_EACH = 5, 20, 3
 APP = "900"
 NEWCOMER = "7000000000000000000"
 READS = {"GetItem", "BatchGetItem", "Query", "Scan", "TransactGetItems"}
-ITEM_CALLS = READS | {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"}
+ITEM_CALLS = READS | WRITES
 
 
 def server(i: int) -> str:
@@ -57,8 +59,12 @@ class Meter:
         from pynamodb.connection.base import Connection
 
         import engram.worker as worker
+        from engram.store.models import MemoryRecord, StateItem
+        from tests.bench.index_units import IndexWrites
 
-        self.read_units = self.write_units = 0.0
+        self.read_units = self.write_units = self.index_write_units = 0.0
+        tables = {"MemoriesTable": MemoryRecord.Meta.table_name, "StateTable": StateItem.Meta.table_name}
+        indexes = IndexWrites(stack.dynamodb, tables)
         self.jobs = 0
         self.longest_s, self.most_requests, self.longest = 0.0, 0, ""
         self.fake, self.asked = fake, len(fake.requests)
@@ -68,7 +74,12 @@ class Meter:
         def counted(connection, operation, kwargs):
             if operation in ITEM_CALLS:
                 kwargs = {**kwargs, "ReturnConsumedCapacity": "INDEXES"}
-            answer = original_call(connection, operation, kwargs)
+            written = indexes.keys_written(operation, kwargs) if operation in WRITES else []
+            before = indexes.read(written)
+            try:
+                answer = original_call(connection, operation, kwargs)
+            finally:  # a refused conditional write changes nothing: the items read again say so
+                meter.index_write_units += indexes.units(written, before)
             consumed = answer.get("ConsumedCapacity") if isinstance(answer, dict) else None
             for c in consumed if isinstance(consumed, list) else [consumed] if consumed else []:
                 units = float(c.get("CapacityUnits") or 0)
@@ -119,7 +130,8 @@ class Meter:
             "discord_requests": len(self.fake.requests) - self.asked,
             "sqs_jobs": self.jobs,
             "read_units": round(self.read_units, 1),
-            "write_units": round(self.write_units, 1),
+            "write_units": round(self.write_units + self.index_write_units, 1),
+            "index_write_units": round(self.index_write_units, 1),
             "longest_job_s": round(self.longest_s, 2),
             "longest_job": self.longest,
             "most_requests_in_a_job": self.most_requests,

@@ -160,6 +160,7 @@ def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_pe
         "bot_user",
         "bot_kind",
         "record_line",  # a record's byLine key: it goes with the record
+        "record_scope",  # a record's byScope key (bot, kind, server or project): it goes with the record
         "unique_pk",
         "fact_key",
         "source_key",
@@ -195,5 +196,8 @@ def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_pe
         "roster_pk",  # the servers someone opted in is in (guild ids)
         "roster_mark",  # where the catch-up rotation stands (a guild id, a consent's key)
         "reembed_run",  # a re-embedding's chains left (bot ids and kinds)
+        "scopes_ready",  # a bot's kind all carries its byScope key (a time)
+        "mixed_scopes",  # some record of a bot names a server and a project (a time)
+        "stamp_queued",  # when a bot's stamp pass was queued (a time)
     }
     assert builders == reached | nobody, builders ^ (reached | nobody)

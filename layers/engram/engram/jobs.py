@@ -132,12 +132,14 @@ class ReembedJob(BaseModel):
 
 
 class IndexMaintenanceJob(BaseModel):
-    """Reconcile the index with the records (both ways), or rebuild it from them. Without a bot, one job
-    per bot is queued; without a part, one job per part of the bot (its facts, its messages, its points),
-    which run in parallel; a part runs for a bounded time and queues itself again from its `cursor`."""
+    """Reconcile the index with the records (both ways), or rebuild it from them; or stamp a bot's older
+    records with their byScope key (queued by the sweep). Without a bot, one job per bot is queued;
+    without a part, one job per part of the bot (its facts, its messages, and for a reconcile or rebuild
+    its points), which run in parallel; a part runs for a bounded time and queues itself again from its
+    `cursor`."""
 
     kind: Literal["index-maintenance"] = "index-maintenance"
-    action: Literal["reconcile", "rebuild"]
+    action: Literal["reconcile", "rebuild", "stamp"]
     bot: str | None = None
     part: Literal["fact", "message", "points"] | None = None
     cursor: int | None = None

@@ -32,6 +32,8 @@ MIN_TIME_LEFT_MS = 45_000
 # (a whole bot's pass in one job fit ~50,000 records in the 180 s timeout, then restarted from zero)
 MAINTENANCE_STEP_S = 40.0
 PARTS = ("fact", "message", "points")
+# A stamp pass not finished this long after it was queued (its job dead-lettered) is queued again
+STAMP_AGAIN_MS = 3_600_000
 
 
 def handle(record: SQSRecord, lambda_context=None) -> None:
@@ -47,6 +49,9 @@ def handle(record: SQSRecord, lambda_context=None) -> None:
 def _maintain(engine, job: IndexMaintenanceJob) -> None:
     """A reconcile or rebuild: fanned out per bot and per part, each part a bounded step that queues its
     continuation (a failure raises, and SQS retries the step from its cursor)."""
+    if job.action == "stamp":
+        _stamp(engine, job)
+        return
     if job.bot is None:  # each bot its own jobs, retried on their own
         for bot in engine.keeper.bots():
             engine.queue.send(IndexMaintenanceJob(action=job.action, bot=bot))
@@ -65,6 +70,38 @@ def _maintain(engine, job: IndexMaintenanceJob) -> None:
         engine.queue.send(job.model_copy(update={"cursor": cursor}))
 
 
+def _stamp(engine, job: IndexMaintenanceJob) -> None:
+    """Give an older bot's records their byScope key: one part per kind not ready yet, each a bounded step
+    that queues its continuation; the kind's scoped listings use byScope once its part ends."""
+    records = engine.service.records
+    if job.bot is None:
+        return
+    if job.part is None:
+        for kind in records.unscoped().get(job.bot, []):
+            engine.queue.send(job.model_copy(update={"part": kind}))
+        return
+    if job.part == "points":
+        return
+    cursor = records.stamp_scopes(job.bot, job.part, job.cursor, budget_s=MAINTENANCE_STEP_S)
+    logger.info("scope stamp", extra={"bot": job.bot, "part": job.part, "done": cursor is None})
+    if cursor is None:
+        records.mark_scopes_ready(job.bot, job.part)
+    else:
+        engine.queue.send(job.model_copy(update={"cursor": cursor}))
+
+
+def queue_stamps(engine) -> int:
+    """The sweep's share: queue the stamp pass of each bot whose records do not all carry their byScope
+    key (an installation older than the index), once an hour at most; returns how many were queued."""
+    records = engine.service.records
+    queued = 0
+    for bot in records.unscoped():
+        if records.claim_stamp(bot, again_after_ms=STAMP_AGAIN_MS):
+            engine.queue.send(IndexMaintenanceJob(action="stamp", bot=bot))
+            queued += 1
+    return queued
+
+
 def _run(job, lambda_context) -> None:
     engine = get_engine()
     if lambda_context is not None and lambda_context.get_remaining_time_in_millis() < MIN_TIME_LEFT_MS:
@@ -79,7 +116,8 @@ def _run(job, lambda_context) -> None:
     elif isinstance(job, SweepJob):
         queued = service.indexer.sweep()
         resumed = service.forgetting.resume_stalled()
-        logger.info("sweep", extra={"queued": queued, "forgetsResumed": resumed})
+        stamps = queue_stamps(engine)
+        logger.info("sweep", extra={"queued": queued, "forgetsResumed": resumed, "stampsQueued": stamps})
     elif isinstance(job, ForgetJob):
         from .forgetting import JOB_BUDGET_S
 

@@ -19,6 +19,15 @@ def bot_kind(bot: str, kind: str) -> str:
     return f"{bot}#{kind}"
 
 
+def record_scope(bot: str, kind: str, server: str | None, project: str | None) -> str | None:
+    """The byScope index key: a record's server, or its project when it has no server (None: neither).
+    A record with both is listed under its server; a project's listing knows such records exist from
+    `mixed_scopes` (see RecordStore.newest)."""
+    if server:
+        return f"{bot}#{kind}#s:{server}"
+    return f"{bot}#{kind}#p:{project}" if project else None
+
+
 # ----- unique claims: which memory holds a fact's folded text or a message's source id ------------
 
 
@@ -38,12 +47,35 @@ def source_key(source_id: str) -> str:
 
 # ----- counters, bots, settings ------------------------------------------------------------------
 
-MEMORY_COUNTER = ("counter", "memory")
+# the old id counter (ids are made in each process now; see store/ids.py) and what a process's id worker
+# number is taken from, once per process
+ID_WORKERS = ("counter", "idworker")
 EMBEDDING_SETTINGS = ("settings", "embedding")
 
 
 def bot_registered(bot: str) -> tuple[str, str]:
     return "bots", bot
+
+
+# ----- the byScope index: which bots' records all carry their scope key -----------------------------
+
+
+def scopes_ready(bot: str, kind: str) -> tuple[str, str]:
+    """Set once every record of a bot's kind carries its byScope key (a new bot's at once; an older bot's
+    when the stamp pass over its records ends): until then a scoped listing filters the kind's index."""
+    return "scopes", f"ready#{bot}#{kind}"
+
+
+def mixed_scopes(bot: str) -> tuple[str, str]:
+    """Set once a record of the bot names both a server and a project (listed under its server, so a
+    project's listing cannot use byScope alone)."""
+    return "scopes", f"mixed#{bot}"
+
+
+def stamp_queued(bot: str) -> tuple[str, str]:
+    """When the stamp pass over an older bot's records was last queued (the sweep queues it again after
+    an hour if it has not finished)."""
+    return "scopes", f"queued#{bot}"
 
 
 # ----- thread tails: the newest text of a thread (or of a user's run of facts), the next one's context

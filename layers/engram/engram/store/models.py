@@ -54,6 +54,20 @@ class ByLine(GlobalSecondaryIndex["MemoryRecord"]):
     created_at = NumberAttribute(range_key=True, attr_name="createdAt")
 
 
+class ByScope(GlobalSecondaryIndex["MemoryRecord"]):
+    """Sparse: a bot's records of one kind in one server (or, when they have no server, one project),
+    newest first when read backwards: listing a server reads that server's records, not the bot's.
+    Keys only: a listing reads the page's records by key, so each write copies a small item, not the
+    record's text and content."""
+
+    class Meta:
+        index_name = "byScope"
+        projection = KeysOnlyProjection()
+
+    scope = UnicodeAttribute(hash_key=True)
+    id = NumberAttribute(range_key=True)
+
+
 class MemoryRecord(Model):
     """One memory: a fact, or a stored chat message with its whole content."""
 
@@ -87,11 +101,13 @@ class MemoryRecord(Model):
     bot_kind = UnicodeAttribute(attr_name="botKind")
     pending_bot = UnicodeAttribute(null=True, attr_name="pendingBot")
     line = UnicodeAttribute(null=True)  # "<bot>#<thread>" or "<bot>#fact#<scope>#<user>" (byLine)
+    scope = UnicodeAttribute(null=True)  # "<bot>#<kind>#s:<server>" or "<bot>#<kind>#p:<project>" (byScope)
 
     by_user = ByUser()
     by_kind = ByKind()
     pending = Pending()
     by_line = ByLine()
+    by_scope = ByScope()
 
 
 class ByOwner(GlobalSecondaryIndex["StateItem"]):

@@ -4,7 +4,7 @@ the index of which records carry whose words."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -16,6 +16,7 @@ from pynamodb.expressions.update import Action
 from ..errors import Unavailable
 from . import keys
 from .dynamo import attempt, guard, update_if_exists
+from .ids import IdMaker
 from .models import MemoryRecord, StateItem
 
 KINDS = ("fact", "message")
@@ -35,6 +36,8 @@ class Duplicate(Exception):
 
 # A claim younger than this whose record is missing belongs to a write still in flight.
 CLAIM_IN_FLIGHT_MS = 30_000
+# Records read per page of a stamp pass (byScope keys given to records stored before it)
+STAMP_PAGE = 500
 
 
 _unique_pk = keys.unique_pk
@@ -70,6 +73,13 @@ class Record:
     pending: bool = True  # its point (or its dense vector) is still to be written
     # the line its row holds: None for a record stored before windows (a reconcile gives it its line)
     stored_line: str | None = None
+    # the byScope key its row holds: None for a record stored before byScope (the stamp pass gives it)
+    stored_scope: str | None = None
+
+    @property
+    def scope(self) -> str | None:
+        """The key it is listed under in its server (or project): byScope."""
+        return keys.record_scope(self.bot, self.kind, self.server, self.project)
 
     @property
     def arrived(self) -> int:
@@ -87,7 +97,7 @@ class Record:
         self.context_source = None
 
 
-_FIELDS = tuple(f for f in Record.__slots__ if f not in ("pending", "stored_line"))
+_FIELDS = tuple(f for f in Record.__slots__ if f not in ("pending", "stored_line", "stored_scope"))
 
 
 def drew_on(record: Record) -> list[str]:
@@ -111,7 +121,7 @@ def _record(row: MemoryRecord) -> Record:
         values["context_source"] = int(row.context_source)
     if row.received_at is not None:
         values["received_at"] = int(row.received_at)
-    return Record(**values, pending=bool(row.pending_bot), stored_line=row.line)
+    return Record(**values, pending=bool(row.pending_bot), stored_line=row.line, stored_scope=row.scope)
 
 
 def _row(record: Record) -> MemoryRecord:
@@ -121,6 +131,7 @@ def _row(record: Record) -> MemoryRecord:
         bot_kind=keys.bot_kind(record.bot, record.kind),
         pending_bot=record.bot if record.pending else None,
         line=record.line,
+        scope=record.scope,
     )
 
 
@@ -168,15 +179,46 @@ class RecordStore:
         # DynamoDB has no batch conditional write: per-item requests for a batch go out side by side.
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="dynamodb")
         self._bots: set[str] = set()
+        self._ids = IdMaker(self._take_worker)
+        self._scoped: set[tuple[str, str]] = set()  # scopes_ready / mixed_scopes keys known set (they stay)
 
     _guard = staticmethod(guard)
 
     def register_bot(self, bot: str) -> None:
-        """Remember that a bot has records (once per process), for jobs that walk every bot."""
+        """Remember that a bot has records (once per process), for jobs that walk every bot. A bot new
+        here has every record written with its byScope key: its scoped listings use the index at once."""
         if bot in self._bots:
             return
-        self._guard(lambda: StateItem(*keys.bot_registered(bot)).save())
+        first = StateItem(*keys.bot_registered(bot))
+        if attempt(lambda: first.save(condition=StateItem.pk.does_not_exist())):
+            for kind in KINDS:
+                self.mark_scopes_ready(bot, kind)
         self._bots.add(bot)
+
+    def mark_scopes_ready(self, bot: str, kind: str) -> None:
+        """Every record of the bot's kind carries its byScope key (see keys.scopes_ready)."""
+        self._mark_scoped(keys.scopes_ready(bot, kind))
+
+    def _mark_scoped(self, key: tuple[str, str]) -> None:
+        if key not in self._scoped:
+            self._guard(lambda: StateItem(*key, value=now_ms()).save())
+            self._scoped.add(key)
+
+    def _note_mixed(self, records: list[Record]) -> None:
+        """A record naming a server and a project is listed under its server: say so before it is written
+        (a project's listing then reads the kind's index as well, and misses nothing)."""
+        for r in records:
+            if r.server and r.project:
+                self._mark_scoped(keys.mixed_scopes(r.bot))
+
+    def _scoped_state(self, bot: str, kind: str) -> tuple[bool, bool]:
+        """(every record of the kind carries its byScope key, some record names a server and a project)."""
+        wanted = [keys.scopes_ready(bot, kind), keys.mixed_scopes(bot)]
+        unknown = [k for k in wanted if k not in self._scoped]
+        if unknown:
+            found = self._guard(lambda: {(i.pk, i.sk) for i in StateItem.batch_get(unknown)})
+            self._scoped.update(found)
+        return wanted[0] in self._scoped, wanted[1] in self._scoped
 
     def bots(self) -> list[str]:
         """Every bot that has records (what register_bot wrote), for jobs that walk every bot."""
@@ -264,17 +306,20 @@ class RecordStore:
         )
 
     def next_id(self) -> int:
-        """A new memory id from an atomic counter."""
-        return self.next_ids(1)[0]
+        """A new memory id (time-ordered; see ids.py)."""
+        return self._ids.take(1)[0]
 
     def next_ids(self, n: int) -> list[int]:
-        """`n` new consecutive memory ids from one atomic counter update."""
+        """`n` new ascending memory ids, made in this process: no request, no shared counter."""
+        return self._ids.take(n)
 
-        def bump() -> list[int]:
-            counter = StateItem(*keys.MEMORY_COUNTER)
-            counter.update(actions=[StateItem.value.add(n)])
-            top = int(counter.value)
-            return list(range(top - n + 1, top + 1))
+    def _take_worker(self) -> int:
+        """This process's worker number for its ids: one atomic add, once per process."""
+
+        def bump() -> int:
+            item = StateItem(*keys.ID_WORKERS)
+            item.update(actions=[StateItem.value.add(1)])
+            return int(item.value)
 
         return self._guard(bump)
 
@@ -463,6 +508,7 @@ class RecordStore:
 
     def create(self, record: Record) -> None:
         """Claim the record's unique key, then write it; raises Duplicate if the key is held."""
+        self._note_mixed([record])
         if record.unique_key:
             holder = self.claim(record.bot, record.unique_key, int(record.id), record.user)
             if holder is not None:
@@ -477,20 +523,26 @@ class RecordStore:
     def create_many(self, records: list[Record]) -> list[Record]:
         """Claim each record's key, then write the records that got theirs in batches of 25.
         Returns the records written (duplicates left out)."""
+        self._note_mixed(records)
         held = list(
             self._pool.map(
                 lambda r: r.unique_key and self.claim(r.bot, r.unique_key, int(r.id), r.user), records
             )
         )
         claimed = [r for r, holder in zip(records, held, strict=False) if not holder]
-
-        def write() -> None:
-            with MemoryRecord.batch_write() as batch:
-                for record in claimed:
-                    batch.save(_row(record))
-
-        self._guard(write)
+        # One conditional put per record, side by side (a batch write cannot refuse an existing id): an id
+        # taken by another process (see ids.py) is refused, never overwritten
+        written = list(self._pool.map(self._put_new, claimed))
+        refused = [r for r, ok in zip(claimed, written, strict=True) if not ok]
+        if refused:
+            for record in refused:
+                if record.unique_key:
+                    self.release(record.bot, record.unique_key, int(record.id))
+            raise Unavailable(f"{len(refused)} memory ids were taken by another writer; try again")
         return claimed
+
+    def _put_new(self, record: Record) -> bool:
+        return attempt(lambda: _row(record).save(condition=MemoryRecord.id.does_not_exist()))
 
     def get(self, bot: str, memory_id: int) -> Record | None:
         """One record, or None."""
@@ -626,10 +678,21 @@ class RecordStore:
     ) -> list[Record]:
         """Up to `limit` records of a kind, newest first, narrowed by scope; with `before`, only ids below
         it (the next page); with `read_at_most`, a narrowed scope stops after reading that many of the
-        kind's records, matching or not (the search fallback: bounded, not a walk of a bot's 100 M)."""
+        kind's records, matching or not (the search fallback: bounded, not a walk of a bot's 100 M). A
+        user's records are read through byUser, a server's (or project's) through byScope once the bot's
+        records all carry that key; only a listing of a bot's whole kind reads byKind."""
         below = MemoryRecord.id < before if before else None
         if user is not None:
-            return self._guard(lambda: self._newest_of_user(bot, kind, limit, server, project, user, below))
+            rows = MemoryRecord.by_user.query(
+                keys.bot_user(bot, user), range_key_condition=below, scan_index_forward=False, page_size=500
+            )
+            return self._guard(partial(self._newest_by_key, bot, rows, limit, kind, server, project))
+        scope = self._listed_scope(bot, kind, server, project)
+        if scope is not None:
+            rows = MemoryRecord.by_scope.query(
+                scope, range_key_condition=below, scan_index_forward=False, page_size=min(limit, 500)
+            )
+            return self._guard(partial(self._newest_by_key, bot, rows, limit, kind, server, project))
         condition = None
         for attr, value in ((MemoryRecord.server, server), (MemoryRecord.project, project)):
             if value is not None:
@@ -657,18 +720,69 @@ class RecordStore:
 
         return self._guard(run)
 
-    def _newest_of_user(
-        self,
+    def unscoped(self) -> dict[str, list[str]]:
+        """The bots (and their kinds) whose records do not all carry their byScope key yet: older bots,
+        until their stamp pass ends (one batch read; nothing once this process has seen them ready)."""
+        bots = self.bots()
+        wanted = [keys.scopes_ready(b, k) for b in bots for k in KINDS]
+        unknown = [k for k in wanted if k not in self._scoped]
+        if unknown:
+            self._scoped.update(self._guard(lambda: {(i.pk, i.sk) for i in StateItem.batch_get(unknown)}))
+        out: dict[str, list[str]] = {}
+        for bot in bots:
+            for kind in KINDS:
+                if keys.scopes_ready(bot, kind) not in self._scoped:
+                    out.setdefault(bot, []).append(kind)
+        return out
+
+    def claim_stamp(self, bot: str, again_after_ms: int) -> bool:
+        """Whether this caller queues the bot's stamp pass: once, and again only after `again_after_ms` (a
+        pass whose job dead-lettered is started again, from the newest record: stamping is idempotent)."""
+        now = now_ms()
+        item = StateItem(*keys.stamp_queued(bot), value=now)
+        return attempt(
+            lambda: item.save(
+                condition=StateItem.value.does_not_exist() | (StateItem.value < now - again_after_ms)
+            )
+        )
+
+    def stamp_scopes(self, bot: str, kind: str, before: int | None, budget_s: float) -> int | None:
+        """Give a bot's records of a kind stored before byScope their key, a page at a time, newest first
+        from `before`, until `budget_s` has passed; returns where the next step starts (None: done).
+        Records written meanwhile carry their key already."""
+        deadline = time.monotonic() + budget_s
+        while page := self.page(bot, kind, before, STAMP_PAGE):
+            todo = [r for r in page if r.scope and r.stored_scope != r.scope]
+            self._note_mixed(todo)
+            list(self._pool.map(lambda r: _update_if_exists(r, [MemoryRecord.scope.set(r.scope)]), todo))
+            if len(page) < STAMP_PAGE:
+                return None
+            before = int(page[-1].id)
+            if time.monotonic() >= deadline:
+                return before
+        return None
+
+    def _listed_scope(self, bot: str, kind: str, server: str | None, project: str | None) -> str | None:
+        """The byScope key a scoped listing can read alone, if any: not before the bot's records all carry
+        their key, nor for a project alone once some record names a server as well."""
+        if not server and (server is not None or not project):
+            return None
+        ready, mixed = self._scoped_state(bot, kind)
+        if not ready or (not server and mixed):
+            return None
+        return keys.record_scope(bot, kind, server, project)
+
+    @staticmethod
+    def _newest_by_key(
         bot: str,
-        kind: str,
+        rows: Iterable[MemoryRecord],
         limit: int,
+        kind: str,
         server: str | None,
         project: str | None,
-        user: str,
-        below: Condition | None = None,
     ) -> list[Record]:
-        """A user's records read through the user index (newest id first), so the cost follows the
-        user's own records, not the bot's: a user with 50 of a bot's 100k memories costs 50 reads."""
+        """Records read by key from an index's keys (newest id first), narrowed by kind and scope: the
+        cost follows the index's entries (a user's records, a server's), not the bot's 100 M."""
         out: list[Record] = []
         ids: list[int] = []
 
@@ -683,11 +797,9 @@ class RecordStore:
                     out.append(_record(r))
             return len(out) >= limit
 
-        for row in MemoryRecord.by_user.query(
-            keys.bot_user(bot, user), range_key_condition=below, scan_index_forward=False, page_size=500
-        ):
+        for row in rows:
             ids.append(int(row.id))
-            if len(ids) == 100:
+            if len(ids) == min(100, max(limit, 1)):
                 if take(ids):
                     return out[:limit]
                 ids = []

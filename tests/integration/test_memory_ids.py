@@ -1,0 +1,58 @@
+"""Memory ids made without a shared counter (store/ids.py), on the template's tables under moto: a write
+whose id another process already used is refused, never written over, and gives its claim back."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from engram.errors import Unavailable
+from engram.store.ids import EPOCH_MS, IdMaker, made_at_ms
+from engram.store.keys import source_key
+from engram.store.records import RecordStore, new_record
+
+
+def same_worker(store: RecordStore) -> RecordStore:
+    """Force a store onto worker 5 at one frozen millisecond: two such stores make the same ids."""
+    store._ids = IdMaker(lambda: 5, clock=lambda: EPOCH_MS + 123_456)
+    return store
+
+
+def message(store: RecordStore, text: str, source: str):
+    memory_id = store.next_id()
+    return new_record(
+        "bot1",
+        memory_id,
+        "message",
+        text,
+        user="alice",
+        created_at=1,
+        updated_at=1,
+        source_id=source,
+        unique_key=source_key(source),
+    )
+
+
+def test_an_id_taken_by_another_process_is_refused_and_nothing_is_overwritten(engine):
+    first, second = same_worker(RecordStore()), same_worker(RecordStore())
+    kept = message(first, "the first writer's words", "m1")
+    assert first.create_many([kept]) == [kept]
+    clash = message(second, "the second writer's words", "m2")
+    assert clash.id == kept.id
+    with pytest.raises(Unavailable, match="taken by another writer"):
+        second.create_many([clash])
+    assert first.get("bot1", kept.id).text == "the first writer's words"
+    # the refused record's claim is given back: the next try (a new id) stores it
+    assert first.find_unique("bot1", source_key("m2")) is None
+    retry = message(second, "the second writer's words", "m2")
+    assert second.create_many([retry]) == [retry] and retry.id > kept.id
+
+
+def test_service_writes_take_ids_in_time_order_with_no_counter_per_write(service, engine):
+    a, _ = service.add_fact("bot1", "Likes tea.", user="alice")
+    b, _ = service.add_fact("bot1", "Likes green tea.", user="alice")
+    assert a.id < b.id
+    assert all(abs(made_at_ms(i) - time.time() * 1000) < 60_000 for i in (a.id, b.id))
+    newest = [m.id for m in service.list("bot1", "fact", 10)]
+    assert newest == [b.id, a.id]
