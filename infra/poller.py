@@ -145,10 +145,6 @@ class SqsPoller:
             self._thread.join(timeout=10)
 
 
-# every queue of a class of jobs (engram.jobs.QUEUE_OF_CLASS), as the local stack names them
-QUEUES = tuple(
-    f"engram-{q}" for q in ("InteractiveQueue", "JobsQueue", "ExtractQueue", "IndexQueue", "MaintenanceQueue")
-)
 COUNTS = (
     "ApproximateNumberOfMessages",
     "ApproximateNumberOfMessagesNotVisible",
@@ -159,7 +155,10 @@ COUNTS = (
 def queues_quiet(sqs) -> bool:
     """Whether the stack's job queues hold nothing: none waiting, none in flight (a worker deletes a job when
     it has run), none delayed (a rate limit's retry)."""
-    for name in QUEUES:
+    # imported here: a tier that loads the built handlers must not have the source tree's engram cached
+    from engram.jobs import QUEUE_OF_CLASS
+
+    for name in (f"engram-{q}" for q in dict.fromkeys(QUEUE_OF_CLASS.values())):
         url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
         attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=list(COUNTS))["Attributes"]
         if any(int(attributes.get(count, 0)) for count in COUNTS):

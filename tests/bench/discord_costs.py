@@ -84,7 +84,7 @@ def _world(guilds: int, member_of: int):
     return fake.start()
 
 
-def _settle(stack) -> None:
+def settle(stack) -> None:
     """Run every queued job, delayed ones too (a 429, or the 50 requests a second, delays a job)."""
     import time
 
@@ -142,7 +142,7 @@ def bench_discord_costs(embedder, guilds: int = GUILDS, member_of: int = MEMBER_
                 if before:
                     before()
                 stack.engine.queue.send(job)
-                _settle(stack)
+                settle(stack)
             finally:
                 meter.close()
             reads = sum(n for op, n in meter.dynamo.items() if op in READS)

@@ -208,6 +208,7 @@ from pathlib import Path
 sys.path.insert(0, ".")
 from infra.local_stack import LocalStack
 from tests.bench.run import synthetic_points
+from engram.store import keys
 from engram.store.models import MemoryRecord
 n, data_dir = int(sys.argv[1]), Path(sys.argv[2])
 stack = LocalStack(data_dir, port=0, api_key="k").start()
@@ -220,10 +221,11 @@ with MemoryRecord.batch_write() as records:
         p.dense = {name: p.dense["dense-bench"]}
         batch.append(p)
         pl = p.payload
-        records.save(MemoryRecord(bot=pl["bot"], id=p.id, kind=pl["kind"], text=pl["text"], saved_by="bot",
+        records.save(MemoryRecord(bot=keys.record_pk(pl["bot"], p.id), id=p.id, kind=pl["kind"],
+                                  text=pl["text"], saved_by="bot",
                                   created_at=pl["createdAt"], updated_at=pl["updatedAt"], server=pl["server"],
                                   project=pl["project"], user=pl["user"],
-                                  bot_kind=f"{pl['bot']}#{pl['kind']}",
+                                  bot_kind=keys.bot_kind(pl["bot"], pl["kind"], p.id),
                                   bot_user=f"{pl['bot']}#{pl['user']}", vector_model=name))
         if len(batch) == 1000:
             stack.engine.service.index.upsert(batch); batch = []

@@ -26,25 +26,30 @@ def discord():
     fake.stop()
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory, local_embedder, discord):
-    settings = DiscordSettings(
+def discord_stack(data_dir, local_embedder, discord, **settings: str) -> LocalStack:
+    """The local stack with its Discord door pointed at the fake (the model too); `settings` as the
+    environment would give them (DISCORD_*, OLLAMA_*)."""
+    door = DiscordSettings(
         DISCORD_APPLICATION_ID=APP_ID,
         DISCORD_PUBLIC_KEY=SIGNER.verify_key.encode().hex(),
         DISCORD_BOT_TOKEN=TOKEN,
         DISCORD_API_BASE=discord.url,
-        DISCORD_CHANNELS_DISALLOWED=C12,
         OLLAMA_URL=discord.url,
+        **settings,
+    )
+    return LocalStack(data_dir, port=0, api_key=KEY, embedder=local_embedder, discord_settings=door).start()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, local_embedder, discord):
+    s = discord_stack(
+        tmp_path_factory.mktemp("engram"),
+        local_embedder,
+        discord,
+        DISCORD_CHANNELS_DISALLOWED=C12,
         OLLAMA_CHAT_MODEL="chat",
         DISCORD_BACKFILL_PAGES_PER_JOB="1",
     )
-    s = LocalStack(
-        tmp_path_factory.mktemp("engram"),
-        port=0,
-        api_key=KEY,
-        embedder=local_embedder,
-        discord_settings=settings,
-    ).start()
     yield s
     s.stop()
 

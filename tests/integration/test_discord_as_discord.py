@@ -11,11 +11,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from engram.discord.settings import DiscordSettings
-from infra.local_stack import LocalStack
-from tests.fake_discord import ALICE, APP_ID, BOB, C11, C12, C13, C21, G1, G2, TOKEN, FakeDiscord, dm_channel
-from tests.integration.conftest import KEY
-from tests.integration.test_discord import SIGNER, command, interact, memory_cmd, stored_ids
+from tests.fake_discord import ALICE, APP_ID, BOB, C11, C12, C13, C21, G1, G2, FakeDiscord, dm_channel
+from tests.integration.test_discord import command, discord_stack, interact, memory_cmd, stored_ids
 from tests.support import wait_until
 
 
@@ -28,16 +25,9 @@ def discord():
 
 @pytest.fixture
 def stack(tmp_path, local_embedder, discord):
-    settings = DiscordSettings(
-        DISCORD_APPLICATION_ID=APP_ID,
-        DISCORD_PUBLIC_KEY=SIGNER.verify_key.encode().hex(),
-        DISCORD_BOT_TOKEN=TOKEN,
-        DISCORD_API_BASE=discord.url,
-        OLLAMA_URL=discord.url,
-        OLLAMA_CHAT_MODEL="chat",
-        DISCORD_BACKFILL_PAGES_PER_JOB="2",
+    s = discord_stack(
+        tmp_path, local_embedder, discord, OLLAMA_CHAT_MODEL="chat", DISCORD_BACKFILL_PAGES_PER_JOB="2"
     )
-    s = LocalStack(tmp_path, port=0, api_key=KEY, embedder=local_embedder, discord_settings=settings).start()
     yield s
     s.stop()
 

@@ -11,14 +11,11 @@ from collections import Counter
 
 import pytest
 
-from engram.discord.settings import DiscordSettings
 from engram.jobs import DiscordJob
 from engram.store import StateStore, keys
 from engram.store.models import StateItem
-from infra.local_stack import LocalStack
-from tests.fake_discord import ALICE, APP_ID, BOB, TOKEN, FakeDiscord
-from tests.integration.conftest import KEY
-from tests.integration.test_discord import SIGNER, command, interact, memory_cmd, stored_ids
+from tests.fake_discord import ALICE, APP_ID, BOB, FakeDiscord
+from tests.integration.test_discord import command, discord_stack, interact, memory_cmd, stored_ids
 from tests.support import wait_until
 
 SERVERS, HERS, PAGE = 25, 12, 10  # servers of the bot, how many Alice is in, the page size of both knobs
@@ -55,16 +52,9 @@ def discord():
 
 @pytest.fixture
 def stack(tmp_path, local_embedder, discord):
-    settings = DiscordSettings(
-        DISCORD_APPLICATION_ID=APP_ID,
-        DISCORD_PUBLIC_KEY=SIGNER.verify_key.encode().hex(),
-        DISCORD_BOT_TOKEN=TOKEN,
-        DISCORD_API_BASE=discord.url,
-        OLLAMA_URL=discord.url,
-        DISCORD_GUILDS_PER_TICK=str(PAGE),
-        DISCORD_GUILDS_PER_JOB=str(PAGE),
+    s = discord_stack(
+        tmp_path, local_embedder, discord, DISCORD_GUILDS_PER_TICK=str(PAGE), DISCORD_GUILDS_PER_JOB=str(PAGE)
     )
-    s = LocalStack(tmp_path, port=0, api_key=KEY, embedder=local_embedder, discord_settings=settings).start()
     yield s
     s.stop()
 

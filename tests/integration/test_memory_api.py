@@ -6,6 +6,7 @@ import uuid
 import httpx
 import pytest
 
+from engram.store.keys import bot_of
 from engram.vectors import Scope
 from tests.integration.conftest import KEY
 
@@ -196,7 +197,7 @@ def test_forget_leaves_nothing_behind(api, bot, stack):
         for m in api.get(f"/v1/bots/{bot}/memories", params={"query": "orchids"}).json()["memories"]
     ] == ["bob"]
     items = stack.dynamodb.scan(TableName="engram-memories")["Items"]
-    assert not [i for i in items if i["bot"]["S"] == bot and i.get("userId", {}).get("S") == "alice"]
+    assert not [i for i in items if bot_of(i["bot"]["S"]) == bot and i.get("userId", {}).get("S") == "alice"]
     assert stack.engine.service.index.count(Scope(bot=bot, user="alice")) == 0
 
 

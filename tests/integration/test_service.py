@@ -5,6 +5,7 @@ import json
 import pytest
 
 from engram.errors import InvalidInput, NotFound, Unavailable
+from engram.store.keys import bot_of
 from engram.store.models import StateItem
 from engram.vectors import Scope
 
@@ -103,9 +104,13 @@ def test_record_survives_index_down_and_is_indexed_later(service, engine, aws):
 
 def test_the_words_fallback_reads_a_bounded_number_of_records(service, engine, monkeypatch):
     """Issue 32: with Qdrant down, a server's search read the bot's whole partition of its kind until it had
-    found enough of that server's (a 30 s walk a search at 100 M); it now stops after FALLBACK_READ."""
+    found enough of that server's (a 30 s walk a search at 100 M). It reads the server's own records through
+    byScope now; for a bot whose records are not stamped yet it stops after FALLBACK_READ."""
+    from pynamodb.connection.base import Connection
+
     import engram.reads
     from engram.service import ChatMessage
+    from engram.store.keys import scopes_ready
 
     engine.service.index.down = True
     quiet = [ChatMessage(source_id=f"q{i}", text=f"lighthouse keeper {i}", server="small") for i in range(3)]
@@ -114,9 +119,25 @@ def test_the_words_fallback_reads_a_bounded_number_of_records(service, engine, m
     for start in range(0, len(busy), 100):  # newer than the small server's three
         service.add_messages("bot1", busy[start : start + 100])
     found = lambda: service.search("bot1", "lighthouse keeper", kind="message", server="small")  # noqa: E731
-    assert len(found()) == 3  # read up to 10,000: the three are reached
     monkeypatch.setattr(engram.reads, "FALLBACK_READ", 1000)
-    assert found() == []  # 1,000 (two pages of 500) read, and the three are older than that
+    assert len(found()) == 3  # the small server's three, read alone
+    # a bot older than byScope: its kind is walked, newest first, and the walk stops at 1,000 read
+    StateItem(*scopes_ready("bot1", "message")).delete()
+    service.records._scoped.clear()
+    scanned = []
+    call = Connection._make_api_call
+
+    def counted(connection, operation, kwargs):
+        answer = call(connection, operation, kwargs)
+        if operation == "Query" and kwargs.get("IndexName") == "byKind":
+            scanned.append(int(answer.get("ScannedCount") or 0))
+        return answer
+
+    monkeypatch.setattr(Connection, "_make_api_call", counted)
+    found()
+    assert 800 <= sum(scanned) <= 1000  # of 1,203 (its 9 keys read in pages of 111, in turn)
+    monkeypatch.setattr(engram.reads, "FALLBACK_READ", 10_000)
+    assert len(found()) == 3  # read up to 10,000: the three are reached
 
 
 def test_update_changes_text_and_vectors(service):
@@ -204,7 +225,9 @@ def test_forget_leaves_nothing_behind_in_either_store(service, aws):
     }
     # DynamoDB: no record and no unique key of alice in bot1
     items = aws["dynamodb"].scan(TableName="t-memories")["Items"]
-    assert all(not (i["bot"]["S"] == "bot1" and i.get("userId", {}).get("S") == "alice") for i in items)
+    assert items and all(
+        not (bot_of(i["bot"]["S"]) == "bot1" and i.get("userId", {}).get("S") == "alice") for i in items
+    )
     assert len(items) == 2
     keys = [
         i for i in aws["dynamodb"].scan(TableName="t-state")["Items"] if i["pk"]["S"].startswith("unique#")

@@ -198,6 +198,7 @@ def test_records_stored_before_windows_get_their_line_and_windows_at_the_next_re
     from dataclasses import replace
 
     from engram.indexing import IndexKeeper
+    from engram.store.keys import record_pk
     from engram.store.models import MemoryRecord
 
     shipped = words_only.indexer.retrieval
@@ -210,7 +211,7 @@ def test_records_stored_before_windows_get_their_line_and_windows_at_the_next_re
     )
     words_only.indexer.retrieval = shipped
     for memory_id in ids:  # as a row written before the upgrade
-        MemoryRecord(BOT, memory_id).update(actions=[MemoryRecord.line.remove()])
+        MemoryRecord(record_pk(BOT, memory_id), memory_id).update(actions=[MemoryRecord.line.remove()])
     assert _found(words_only, "lanterns") == {ids[2]}
     keeper = IndexKeeper(words_only.indexer)
     assert keeper.reconcile(BOT)["lined"] == 3

@@ -64,3 +64,24 @@ def test_a_clock_before_the_epoch_still_gives_positive_ascending_ids():
     ids = maker(0, lambda: 0)
     made = ids.take(3)
     assert made == sorted(made) and made[0] >= 1
+
+
+def test_a_bots_records_spread_evenly_over_its_keys():
+    from collections import Counter
+
+    from engram.store.keys import RECORD_SHARDS, record_pk, record_shard
+
+    one_process = maker(9, lambda: EPOCH_MS + 700 * 86_400_000).take(8_000)  # a burst: consecutive ids
+    many = [i for w in range(40) for i in maker(w, lambda w=w: EPOCH_MS + 700 * 86_400_000 + w).take(200)]
+    for ids in (one_process, many):
+        shares = Counter(record_shard(i) for i in ids)
+        assert set(shares) == set(range(RECORD_SHARDS))
+        assert max(shares.values()) < 1.25 * len(ids) / RECORD_SHARDS
+    assert record_pk("bot1", one_process[0]).startswith("bot1~")
+
+
+def test_a_counter_made_id_keeps_its_plain_key():
+    from engram.store.keys import bot_kind, bot_of, pending_key, record_pk
+
+    assert record_pk("bot1", 41) == "bot1" and bot_kind("bot1", "fact", 41) == "bot1#fact"
+    assert pending_key("bot1", 41) == "bot1" and bot_of("bot1~3") == bot_of("bot1") == "bot1"

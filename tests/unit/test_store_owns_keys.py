@@ -159,6 +159,10 @@ def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_pe
     reached = {
         "bot_user",
         "bot_kind",
+        "bot_kinds",  # every byKind key of a bot's kind (its shards)
+        "record_pk",  # a record's partition key: it goes with the record
+        "pending_key",  # a record's pending key: it goes with the record
+        "pending_keys",
         "record_line",  # a record's byLine key: it goes with the record
         "record_scope",  # a record's byScope key (bot, kind, server or project): it goes with the record
         "unique_pk",
@@ -199,5 +203,7 @@ def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_pe
         "scopes_ready",  # a bot's kind all carries its byScope key (a time)
         "mixed_scopes",  # some record of a bot names a server and a project (a time)
         "stamp_queued",  # when a bot's stamp pass was queued (a time)
+        "record_shard",  # which shard an id goes to (a number)
+        "bot_of",  # reads the bot from a spread key
     }
     assert builders == reached | nobody, builders ^ (reached | nobody)

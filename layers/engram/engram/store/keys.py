@@ -1,12 +1,49 @@
 """Every DynamoDB key engram writes, built here and nowhere else: what `forget_user` must reach is
-exactly what this module can name. Records (MemoriesTable) are keyed (bot, id); everything else sits in
-StateTable as (pk, sk)."""
+exactly what this module can name. Records (MemoriesTable) are keyed (bot, id), the bot spread over
+RECORD_SHARDS partition keys (`record_pk`); everything else sits in StateTable as (pk, sk)."""
 
 from __future__ import annotations
 
 from ..text import fold_digest
 
-# ----- MemoriesTable index keys -----------------------------------------------------------------
+# ----- MemoriesTable keys: a bot's records spread over RECORD_SHARDS partition keys ----------------
+# A bot's writes would otherwise all land on one partition key of the table (and one of byKind, one of
+# pending): ~1,000 write units a second, a few hundred messages. A record made by ids.py goes to one of
+# RECORD_SHARDS keys, chosen from its id, so a key is known from (bot, id) alone. A record made by the
+# old counter (an id below SPREAD_FROM_ID) keeps the plain key it was written with: readers read that key
+# as one more shard, and an existing table needs no copy. Fixed forever: changing either would move
+# records away from their keys.
+
+RECORD_SHARDS = 8
+SPREAD_FROM_ID = 10**12  # every counter-made id is below; every id ids.py makes after 2025-01-04 is above
+SHARD_MARK = "~"  # never in a bot's name (NAME_PATTERN)
+
+
+def record_shard(memory_id: int) -> int | None:
+    """Which of a bot's keys a record lives under (None: the plain key of a counter-made id). Fibonacci
+    hashing: consecutive ids, and one process's ids, spread evenly."""
+    if memory_id < SPREAD_FROM_ID:
+        return None
+    return ((memory_id * 0x9E3779B97F4A7C15) & 0xFFFF_FFFF_FFFF_FFFF) >> (64 - 3)
+
+
+def _spread(base: str, memory_id: int) -> str:
+    shard = record_shard(memory_id)
+    return base if shard is None else f"{base}{SHARD_MARK}{shard}"
+
+
+def _every_shard(base: str) -> list[str]:
+    return [base, *(f"{base}{SHARD_MARK}{s}" for s in range(RECORD_SHARDS))]
+
+
+def record_pk(bot: str, memory_id: int) -> str:
+    """The table's partition key of a record."""
+    return _spread(bot, memory_id)
+
+
+def bot_of(spread_key: str) -> str:
+    """The bot a record's partition key (or pending key) names."""
+    return spread_key.split(SHARD_MARK, 1)[0]
 
 
 def bot_user(bot: str, user: str | None) -> str | None:
@@ -14,9 +51,23 @@ def bot_user(bot: str, user: str | None) -> str | None:
     return f"{bot}#{user}" if user else None
 
 
-def bot_kind(bot: str, kind: str) -> str:
-    """The byKind index key: records of one kind per bot."""
-    return f"{bot}#{kind}"
+def bot_kind(bot: str, kind: str, memory_id: int) -> str:
+    """The byKind index key of a record: records of one kind per bot, spread as the table is."""
+    return _spread(f"{bot}#{kind}", memory_id)
+
+
+def bot_kinds(bot: str, kind: str) -> list[str]:
+    """Every byKind key of a bot's kind (a listing merges them by id)."""
+    return _every_shard(f"{bot}#{kind}")
+
+
+def pending_key(bot: str, memory_id: int) -> str:
+    """The pending index key of a record still waiting for its vectors, spread as the table is."""
+    return _spread(bot, memory_id)
+
+
+def pending_keys(bot: str) -> list[str]:
+    return _every_shard(bot)
 
 
 def record_scope(bot: str, kind: str, server: str | None, project: str | None) -> str | None:

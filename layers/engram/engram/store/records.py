@@ -3,11 +3,13 @@ the index of which records carry whose words."""
 
 from __future__ import annotations
 
+import heapq
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
+from itertools import islice
 from typing import Any
 
 from pynamodb.expressions.condition import Condition
@@ -115,7 +117,7 @@ def reply_author(record: Record) -> str | None:
 
 def _record(row: MemoryRecord) -> Record:
     values: dict[str, Any] = {f: getattr(row, f) for f in _FIELDS}
-    values["id"] = int(row.id)
+    values["bot"], values["id"] = keys.bot_of(row.bot), int(row.id)
     values["created_at"], values["updated_at"] = int(row.created_at), int(row.updated_at)
     if row.context_source is not None:
         values["context_source"] = int(row.context_source)
@@ -126,10 +128,11 @@ def _record(row: MemoryRecord) -> Record:
 
 def _row(record: Record) -> MemoryRecord:
     return MemoryRecord(
-        **{f: getattr(record, f) for f in _FIELDS},
+        **{f: getattr(record, f) for f in _FIELDS if f != "bot"},
+        bot=keys.record_pk(record.bot, int(record.id)),
         bot_user=keys.bot_user(record.bot, record.user),
-        bot_kind=keys.bot_kind(record.bot, record.kind),
-        pending_bot=record.bot if record.pending else None,
+        bot_kind=keys.bot_kind(record.bot, record.kind, int(record.id)),
+        pending_bot=_pending_key(record) if record.pending else None,
         line=record.line,
         scope=record.scope,
     )
@@ -137,7 +140,38 @@ def _row(record: Record) -> MemoryRecord:
 
 def _key(record: Record) -> MemoryRecord:
     """A row with only the record's key: enough to update or delete it."""
-    return MemoryRecord(record.bot, record.id)
+    return MemoryRecord(keys.record_pk(record.bot, int(record.id)), record.id)
+
+
+def _keys(bot: str, ids: Iterable[int]) -> list[tuple[str, int]]:
+    """The table keys of a bot's records, by id."""
+    return [(keys.record_pk(bot, int(i)), int(i)) for i in ids]
+
+
+def _pending_key(record: Record) -> str:
+    return keys.pending_key(record.bot, int(record.id))
+
+
+def _merged(
+    queries: list[Any], newest_first: bool, read_at_most: int | None = None, page_size: int = 0
+) -> Iterator[MemoryRecord]:
+    """The rows of several queries of one index (a bot's shards), merged by id, read a page at a time
+    as they are taken; with `read_at_most` (and the queries' `page_size`), no query asks for a page that
+    could take the items read in all, matching a filter or not, past that many."""
+    scanned = [0]
+
+    def rows(query: Any) -> Iterator[MemoryRecord]:
+        pages = iter(query.page_iter)
+        while read_at_most is None or scanned[0] + page_size <= read_at_most:
+            page = next(pages, None)
+            if page is None:
+                return
+            scanned[0] += int(page.get("ScannedCount") or 0)
+            for item in page.get("Items") or []:
+                yield MemoryRecord.from_raw_data(item)
+
+    order = (lambda r: -int(r.id)) if newest_first else (lambda r: int(r.id))
+    return heapq.merge(*(rows(q) for q in queries), key=order)
 
 
 def _update_if_exists(record: Record, actions: Sequence[Action]) -> bool:
@@ -232,16 +266,15 @@ class RecordStore:
         condition = None
         if cursor:
             condition = MemoryRecord.id > cursor if oldest_first else MemoryRecord.id < cursor
-        rows = self._guard(
-            lambda: list(
-                MemoryRecord.by_kind.query(
-                    keys.bot_kind(bot, kind),
-                    range_key_condition=condition,
-                    scan_index_forward=oldest_first,
-                    limit=limit,
-                )
-            )[:limit]
-        )
+        # each shard is read a quarter page at a time: the merged page costs about a page, not one a shard
+        size = max(10, min(500, limit // 4 + 1))
+        queries = [
+            MemoryRecord.by_kind.query(
+                key, range_key_condition=condition, scan_index_forward=oldest_first, page_size=size
+            )
+            for key in keys.bot_kinds(bot, kind)
+        ]
+        rows = self._guard(lambda: list(islice(_merged(queries, not oldest_first), limit)))
         return [_record(row) for row in rows]
 
     def line_around(self, records: list[Record], reach: int) -> dict[str, list[Record]]:
@@ -431,7 +464,7 @@ class RecordStore:
                 MemoryRecord.context.remove(),
                 MemoryRecord.context_author.remove(),
                 MemoryRecord.context_source.remove(),
-                MemoryRecord.pending_bot.set(record.bot),
+                MemoryRecord.pending_bot.set(_pending_key(record)),
             ],
         )
         if cleared:
@@ -549,7 +582,7 @@ class RecordStore:
 
         def get() -> Record | None:
             try:
-                return _record(MemoryRecord.get(bot, memory_id))
+                return _record(MemoryRecord.get(keys.record_pk(bot, memory_id), memory_id))
             except MemoryRecord.DoesNotExist:
                 return None
 
@@ -557,7 +590,7 @@ class RecordStore:
 
     def batch_get(self, bot: str, ids: list[int]) -> dict[int, Record]:
         """Records by id (missing ones left out)."""
-        rows = self._guard(lambda: list(MemoryRecord.batch_get([(bot, i) for i in ids])))
+        rows = self._guard(lambda: list(MemoryRecord.batch_get(_keys(bot, ids))))
         return {int(r.id): _record(r) for r in rows}
 
     def change_text(self, record: Record, text: str, unique_key: str | None) -> None:
@@ -573,7 +606,7 @@ class RecordStore:
             MemoryRecord.unique_key.set(unique_key) if unique_key else MemoryRecord.unique_key.remove(),
             MemoryRecord.updated_at.set(stamp),
             MemoryRecord.vector_model.remove(),
-            MemoryRecord.pending_bot.set(record.bot),
+            MemoryRecord.pending_bot.set(_pending_key(record)),
         ]
         self._guard(lambda: _key(record).update(actions=actions, condition=MemoryRecord.id.exists()))
         record.text, record.unique_key, record.updated_at = text, unique_key, stamp
@@ -589,7 +622,7 @@ class RecordStore:
             MemoryRecord.text.set(text),
             MemoryRecord.updated_at.set(stamp),
             MemoryRecord.vector_model.remove(),
-            MemoryRecord.pending_bot.set(record.bot),
+            MemoryRecord.pending_bot.set(_pending_key(record)),
         ]
         if content is not None:
             actions.append(MemoryRecord.content.set(content))
@@ -649,7 +682,7 @@ class RecordStore:
     def mark_pending(self, record: Record) -> bool:
         """The record still needs its point (or its dense vector) written; False when it no longer exists
         (an update without the condition would write a stub of a deleted memory back)."""
-        if not _update_if_exists(record, [MemoryRecord.pending_bot.set(record.bot)]):
+        if not _update_if_exists(record, [MemoryRecord.pending_bot.set(_pending_key(record))]):
             return False
         record.pending = True
         return True
@@ -657,13 +690,15 @@ class RecordStore:
     def pending_ids(self, bot: str, limit: int, after: int | None = None) -> list[int]:
         """Ids of a bot's records waiting for vectors (above `after`), oldest first."""
         condition = MemoryRecord.id > after if after else None
-        return self._guard(
-            lambda: [int(r.id) for r in MemoryRecord.pending.query(bot, condition, limit=limit)][:limit]
-        )
+        size = max(10, min(500, limit // 4 + 1))
+        queries = [
+            MemoryRecord.pending.query(key, condition, page_size=size) for key in keys.pending_keys(bot)
+        ]
+        return self._guard(lambda: [int(r.id) for r in islice(_merged(queries, newest_first=False), limit)])
 
     def bots_with_pending(self) -> list[str]:
         """Bots that have records waiting for vectors (a scan of the sparse index: small by design)."""
-        return self._guard(lambda: sorted({r.pending_bot for r in MemoryRecord.pending.scan()}))
+        return self._guard(lambda: sorted({keys.bot_of(r.pending_bot) for r in MemoryRecord.pending.scan()}))
 
     def newest(
         self,
@@ -698,27 +733,24 @@ class RecordStore:
             if value is not None:
                 condition = attr == value if condition is None else condition & (attr == value)
 
-        def run() -> list[Record]:
-            # A filter is applied after a page is read: read full pages when one is set, or a narrow
-            # scope walks the kind's index 50 items per round trip
-            rows = MemoryRecord.by_kind.query(
-                keys.bot_kind(bot, kind),
+        # A filter is applied after a page is read: read full pages when one is set (a narrow scope would
+        # walk the kind's index 50 items per round trip), each shard's first page within `read_at_most`
+        shards = len(keys.bot_kinds(bot, kind))
+        size = max(10, min(500, limit // 4 + 1))
+        if condition is not None:
+            size = max(10, min(500, (read_at_most or 500 * shards) // shards))
+        queries = [
+            MemoryRecord.by_kind.query(
+                key,
                 range_key_condition=below,
                 filter_condition=condition,
                 scan_index_forward=False,
-                page_size=500 if condition is not None else min(limit, 500),
+                page_size=size,
             )
-            out: list[Record] = []
-            for page in rows.page_iter:  # by page: a page whose items all miss the filter is counted too
-                for item in page.get("Items") or []:
-                    out.append(_record(MemoryRecord.from_raw_data(item)))
-                    if len(out) >= limit:
-                        return out
-                if read_at_most is not None and rows.page_iter.total_scanned_count >= read_at_most:
-                    break
-            return out
-
-        return self._guard(run)
+            for key in keys.bot_kinds(bot, kind)
+        ]
+        merged = _merged(queries, True, read_at_most, size)
+        return self._guard(lambda: [_record(r) for r in islice(merged, limit)])
 
     def unscoped(self) -> dict[str, list[str]]:
         """The bots (and their kinds) whose records do not all carry their byScope key yet: older bots,
@@ -787,7 +819,7 @@ class RecordStore:
         ids: list[int] = []
 
         def take(chunk: list[int]) -> bool:
-            found = MemoryRecord.batch_get([(bot, i) for i in chunk])
+            found = MemoryRecord.batch_get(_keys(bot, chunk))
             for r in sorted(found, key=lambda r: -int(r.id)):
                 if (
                     r.kind == kind
