@@ -47,7 +47,10 @@ def test_nothing_asked_for_before_a_forget_is_stored_after_it(service, aws, monk
     for n, step in enumerate(steps):
         clock["now"] += 1000
         if step[0] == "forget":
-            service.forget_user(bot, step[1])
+            # a front door's forget stops after 8 s and leaves the rest to a job (on a loaded machine it
+            # does): run that rest here as the job would, at the same forget time
+            while service.forget_user(bot, step[1], at=clock["now"])["left"]:
+                pass
             last_forget[step[1]] = clock["now"]
         elif step[0] == "remove":
             if written:
