@@ -231,3 +231,15 @@ def test_x_ray_keeps_only_the_host_of_an_outgoing_request():
     sub.put_http_meta(http.URL, "https://cdn.discordapp.com/attachments/1/2/my-medical-letter.pdf?ex=1")
     sub.put_http_meta(http.METHOD, "GET")
     assert sub.http["request"] == {"url": "https://cdn.discordapp.com", "method": "GET"}
+
+
+def test_window_re_reads_are_ordered_to_the_millisecond_and_older_second_stamps_still_read():
+    """Two ticks in one second must still tell which quiet channel was re-read last (CI saw one channel
+    re-read twice while the other waited); stamps written in seconds before are read as seconds."""
+    from engram.discord.catchup import _window_at_ms
+
+    assert _window_at_ms({"windowAt": 1_764_000_000}) == 1_764_000_000_000
+    assert _window_at_ms({"windowAt": 1_764_000_000_123}) == 1_764_000_000_123
+    assert _window_at_ms({}) == 0
+    read_first, read_after = {"windowAt": 1_764_000_000_100}, {"windowAt": 1_764_000_000_900}
+    assert sorted([read_after, read_first], key=_window_at_ms) == [read_first, read_after]

@@ -102,7 +102,7 @@ class CatchUp:
         ]
         held = set(moved)
         quiet = [(g, c) for g, c in fresh if (g, c) not in held and self._window_due(seen.get(c) or {}, now)]
-        quiet.sort(key=lambda gc: int((seen.get(gc[1]) or {}).get("windowAt") or 0))
+        quiet.sort(key=lambda gc: _window_at_ms(seen.get(gc[1]) or {}))
         budget = self.settings.window_budget if job.budget is None else job.budget
         fresh = moved + quiet[:budget]
         self.core.queue.send_many(
@@ -153,7 +153,7 @@ class CatchUp:
         stored_at = int(seen.get("storedAt") or 0)
         return (
             stored_at > now - WINDOW_DAYS * 86_400_000
-            and int(seen.get("windowAt") or 0) <= now // 1000 - self.settings.window_every_s
+            and _window_at_ms(seen) <= now - self.settings.window_every_s * 1000
         )
 
     def catch_up(
@@ -191,7 +191,7 @@ class CatchUp:
                 self.bot,
                 channel,
                 newest=max(page, key=lambda m: int(m["id"]))["id"],
-                windowAt=now_ms() // 1000,
+                windowAt=now_ms(),
             )
             oldest = min(page, key=lambda m: int(m["id"]))["id"]
             if len(page) == PAGE and (newest is None or int(oldest) > int(newest)):
@@ -232,3 +232,10 @@ class CatchUp:
             before = min(page, key=lambda m: int(m["id"]))["id"]
         self.core.queue.send(job.model_copy(update={"before": before}))
         return stored
+
+
+def _window_at_ms(seen: dict) -> int:
+    """When a channel's window was last re-read, in ms. Kept in ms since two ticks in one second must still
+    tell which channel was read last; values from before (seconds, below 10**11) are read as seconds."""
+    at = int(seen.get("windowAt") or 0)
+    return at * 1000 if at < 10**11 else at

@@ -321,7 +321,7 @@ class StateStore:
 
     def channel_seen(self, bot: str, channel: str) -> dict[str, Any]:
         """What catch-up knows of a channel: {"newest": id, "storedAt": ms of the newest message stored
-        from it, "windowAt": s of its last window re-read}, each key only once known."""
+        from it, "windowAt": ms of its last window re-read (s before)}, each key only once known."""
         item = self._guard(lambda: _get(*keys.channel_newest(bot, channel)))
         return dict(item.data or {}) if item is not None else {}
 
