@@ -111,10 +111,11 @@ def test_switching_models_reembeds_in_the_background_and_drops_the_old_vectors(e
 
 def test_a_reembed_runs_a_chain_per_bot_and_kind_at_once_and_the_last_one_finishes_it(engine, fake, aws):
     """Issue 32, part 5: a serial chain of pages over every record took days at 100 M; the plan queues
-    every bot's facts and messages as chains of their own, and the one that ends last drops the old
-    model's vectors (a redelivered last page counts once)."""
+    every bot's facts and messages as chains of their own, one per key of the kind, and the one that ends
+    last drops the old model's vectors (a redelivered last page counts once)."""
 
     from engram.jobs import ReembedJob, parse_job
+    from engram.store import READ_SHARDS
 
     service = engine.service
     for bot in ("b1", "b2", "b3"):
@@ -122,17 +123,23 @@ def test_a_reembed_runs_a_chain_per_bot_and_kind_at_once_and_the_last_one_finish
     engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m1"})
 
     def queued() -> list:
-        got = aws["sqs"].receive_message(QueueUrl=aws["queue_url"], MaxNumberOfMessages=10)
-        for m in got.get("Messages", []):
-            aws["sqs"].delete_message(QueueUrl=aws["queue_url"], ReceiptHandle=m["ReceiptHandle"])
-        return [parse_job(m["Body"]) for m in got.get("Messages", [])]
+        jobs = []
+        while (
+            got := aws["sqs"]
+            .receive_message(QueueUrl=aws["queue_url"], MaxNumberOfMessages=10)
+            .get("Messages")
+        ):
+            for m in got:
+                aws["sqs"].delete_message(QueueUrl=aws["queue_url"], ReceiptHandle=m["ReceiptHandle"])
+                jobs.append(parse_job(m["Body"]))
+        return jobs
 
     plan = [j for j in queued() if isinstance(j, ReembedJob)]
     assert [j.bot for j in plan] == [None]
     engine.embedding.reembed(plan[0])
     chains = [j for j in queued() if isinstance(j, ReembedJob)]
-    assert sorted((j.bot, j.phase) for j in chains) == [
-        (b, k) for b in ("b1", "b2", "b3") for k in ("fact", "message")
+    assert sorted((j.bot, j.phase, j.shard) for j in chains) == [  # a chain per key of each kind
+        (b, k, s) for b in ("b1", "b2", "b3") for k in ("fact", "message") for s in range(READ_SHARDS)
     ]
     for job in chains[:-1]:
         engine.embedding.reembed(job)
@@ -186,8 +193,11 @@ def test_reembedding_mixes_each_new_vector_with_its_window_s(engine, fake, aws):
 
 def test_off_keeps_words_and_the_embedder_stopping_mid_reembed(engine, fake, aws, monkeypatch):
     import engram.embedding
+    import engram.store.keys
 
     monkeypatch.setattr(engram.embedding, "PAGE", 2)  # several pages, so it can stop mid-way
+    # every fact under one key of the kind, so its chain has three pages (not five chains of one)
+    monkeypatch.setattr(engram.store.keys, "record_shard", lambda memory_id: 1)
     service = engine.service
     for i in range(5):
         service.add_fact("b1", f"Fact number {i} about sailing boats.")
@@ -196,8 +206,8 @@ def test_off_keeps_words_and_the_embedder_stopping_mid_reembed(engine, fake, aws
     assert len(service.search("b1", "sailing")) == 5
     engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m2"})
     poller = SqsPoller(aws["sqs"], aws["queue_url"], load_function_handler("worker"), "us-east-1", wait_s=0)
-    poller.poll_once(wait_s=0)  # the plan: b1's facts and b1's messages, a chain each
-    poller.poll_once(wait_s=0)  # the first page of each
+    poller.poll_once(wait_s=0)  # the plan: b1's facts and b1's messages, a chain per key of each
+    poller.poll_once(wait_s=0)  # the first page of the first ten (the facts' key 1 among them)
     assert engine.embedding.progress()["memoriesWithVectors"] == 2
     fake.down = True  # stopped mid-way
     poller.poll_once(wait_s=0)

@@ -81,10 +81,13 @@ def test_a_rebuild_job_runs_in_bounded_steps_that_carry_on_from_their_cursor(
     service, engine, aws, monkeypatch
 ):
     """Issue 32: a whole bot's rebuild in one job fit ~50,000 records in the worker's timeout and then
-    restarted from zero; each part (facts, messages, points) now runs in its own jobs, each a bounded step
-    that queues its continuation, through real (moto) SQS and the worker function."""
+    restarted from zero; each part (facts and messages, a part per key of each; points) now runs in its
+    own jobs, in parallel, each a bounded step that queues its continuation, through real (moto) SQS and
+    the worker function."""
+    import engram.indexing
     import engram.worker
     from engram.jobs import IndexMaintenanceJob
+    from engram.store import READ_SHARDS
     from infra.poller import SqsPoller, load_function_handler
 
     service.add_messages(
@@ -100,13 +103,22 @@ def test_a_rebuild_job_runs_in_bounded_steps_that_carry_on_from_their_cursor(
         ]
     )
     monkeypatch.setattr(engram.worker, "MAINTENANCE_STEP_S", 0.0)  # one page a step
+    monkeypatch.setattr(engram.indexing, "PAGE", 20)  # ~56 messages a key: three pages, three steps
     steps = []
-    send = engine.queue.send
+    send, send_many = engine.queue.send, engine.queue.send_many
     monkeypatch.setattr(engine.queue, "send", lambda job, **kw: (steps.append(job), send(job, **kw))[1])
+    monkeypatch.setattr(engine.queue, "send_many", lambda jobs: (steps.extend(jobs), send_many(jobs))[1])
     engine.queue.send(IndexMaintenanceJob(action="rebuild", bot="b5"))
     SqsPoller(aws["sqs"], aws["queue_url"], load_function_handler("worker"), "us-east-1", wait_s=0).drain()
     assert service.index.count(Scope(bot="b5")) == 451
     assert service.index.existing([999_999]) == set()
+    parts = [j for j in steps if isinstance(j, IndexMaintenanceJob) and j.part and j.cursor is None]
+    assert sorted((j.part, j.shard) for j in parts) == sorted(
+        [("points", None)] + [(k, s) for k in ("fact", "message") for s in range(READ_SHARDS)]
+    )
     continued = [j for j in steps if isinstance(j, IndexMaintenanceJob) and j.cursor is not None]
-    # 450 messages: three pages, three steps (the points' part pages along the points being made again)
-    assert [j.part for j in continued].count("message") == 2 and all(j.bot == "b5" for j in continued)
+    # 450 messages over 8 keys, a page of 20: each key's part carries on from its cursor, on its own
+    messages = [j.shard for j in continued if j.part == "message"]
+    by_key = {s: messages.count(s) for s in range(READ_SHARDS)}
+    assert by_key[0] == 0 and all(n >= 1 for s, n in by_key.items() if s), by_key
+    assert all(j.bot == "b5" for j in continued)

@@ -240,3 +240,24 @@ def test_a_changed_message_whose_new_meaning_is_not_made_yet_is_in_no_window_s_m
     service.indexer.fill_vectors(BOT, ids[1:])  # the job that follows
     vectors = _vectors(service, ids)
     assert _close(vectors[ids[0]][name], _mixed_from(service, vectors, ids[0], ids[1:]))
+
+
+def test_a_neighbour_deleted_beside_a_write_is_left_out_and_the_write_completes(words_only, monkeypatch):
+    """A write rewrites its neighbours' windows; a forget or delete running beside it can take a
+    neighbour's point between the read and the update, and Qdrant refuses the whole update for one missing
+    point. The rebuild's part that met this failed, and its pass never finished (issue 32's parts in
+    parallel made it likely)."""
+    first, second = _thread(words_only, ("alice", "Where is the quarry?"), ("bob", "Past the mill."))
+    index = words_only.index
+    set_vectors = index.set_vectors
+
+    def racing(words, dense):
+        if first in words:
+            index.delete([first])  # a forget beside this write took the neighbour's point
+        return set_vectors(words, dense)
+
+    monkeypatch.setattr(index, "set_vectors", racing)
+    message = ChatMessage(source_id="t1-2", text="I bring lanterns.", user="carol", thread="t1")
+    third = words_only.add_messages(BOT, [message]).memories[0].id
+    assert index.existing([first, second, third]) == {second, third}
+    assert second in _found(words_only, "lanterns")  # the neighbour left got its window

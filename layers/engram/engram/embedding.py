@@ -16,6 +16,7 @@ from .embedders import NoEmbedder, own_vector_name, vector_name
 from .errors import EmbedderUnavailable, InvalidInput
 from .jobs import JobQueue, ReembedJob
 from .service import MemoryService
+from .store import READ_SHARDS
 from .text import check_json
 from .vectors import Scope
 
@@ -210,7 +211,7 @@ class EmbeddingManager:
         if job.bot is None:
             self._plan(job.vector)
             return
-        page = self.service.records.page(job.bot, job.phase, job.after_id, PAGE)
+        page = self.service.records.page(job.bot, job.phase, job.after_id, PAGE, shard=job.shard)
         if page:
             try:
                 done = self.service.indexer.add_dense(page)
@@ -224,19 +225,26 @@ class EmbeddingManager:
         if len(page) == PAGE:
             self.queue.send(job.model_copy(update={"after_id": int(page[-1].id)}))
             return
-        left = self.service.state.end_reembed_chain(job.vector, f"{job.bot}#{job.phase}")
+        chain = f"{job.bot}#{job.phase}" + ("" if job.shard is None else f"#{job.shard}")
+        left = self.service.state.end_reembed_chain(job.vector, chain)
         if left == 0:
             self._finish(job.vector)
 
     def _plan(self, vector: str) -> None:
-        """Every bot's facts and messages, each a chain of pages of its own, all at once (a serial pass
-        over 100 M records took days); the count of chains tells the last one it is the last."""
-        chains = [(bot, phase) for bot in self.service.records.bots() for phase in ("fact", "message")]
+        """Every bot's facts and messages, a chain of pages per key of each kind (READ_SHARDS), all at once
+        (a serial pass over 100 M records took days); the count of chains tells the last one it is the
+        last."""
+        chains = [
+            ReembedJob(vector=vector, bot=bot, phase=phase, shard=shard)
+            for bot in self.service.records.bots()
+            for phase in ("fact", "message")
+            for shard in range(READ_SHARDS)
+        ]
         if not chains:
             self._finish(vector)
             return
         self.service.state.start_reembed(vector, len(chains))
-        self.queue.send_many([ReembedJob(vector=vector, bot=bot, phase=phase) for bot, phase in chains])
+        self.queue.send_many(chains)
 
     def _finish(self, vector: str) -> None:
         """Every record has been through: drop every other model's vectors (the records are untouched)."""

@@ -304,8 +304,25 @@ class Indexer:
         words: dict[int, SparseVector] = {}
         if with_words:
             words = {i: self._words(line[n], self._window(line, n)) for i, (line, n) in live.items()}
-        self.index.set_vectors(words, self._remixed(live, held))
+        self._update_points(words, self._remixed(live, held))
         return len(live)
+
+    def _update_points(
+        self, words: dict[int, SparseVector], dense: dict[str, dict[int, list[float]]]
+    ) -> None:
+        """Replace vectors of existing points. A point deleted since it was read (a forget or a delete
+        beside this write: Qdrant refuses the whole update) is left out, and the rest written."""
+        try:
+            self.index.set_vectors(words, dense)
+        except IndexUnavailable:
+            asked = set(words) | {i for vectors in dense.values() for i in vectors}
+            live = self.index.existing(list(asked))
+            if live == asked:
+                raise
+            self.index.set_vectors(
+                {i: v for i, v in words.items() if i in live},
+                {name: {i: v for i, v in vectors.items() if i in live} for name, vectors in dense.items()},
+            )
 
     def _neighbourhood(
         self, records: list[Record], lines: dict[str, list[Record]], with_self: bool
@@ -540,10 +557,10 @@ class Indexer:
             live = self.index.existing(list(vectors))  # a record removed meanwhile has no point to update
             kept = {i: v for i, v in vectors.items() if i in live}
             if self.mixing:  # own vectors first, then each one mixed with its window's (those that have one)
-                self.index.set_vectors({}, {name: kept, own_vector_name(name): kept})
+                self._update_points({}, {name: kept, own_vector_name(name): kept})
                 self.remix([r for r in chunks[i] if int(r.id) in kept])
             else:
-                self.index.set_dense(name, kept)
+                self._update_points({}, {name: kept})
             done += len(vectors)
             if following is None:
                 break
@@ -624,6 +641,13 @@ class IndexKeeper:
     indexer: Indexer
     progress: Progress = field(default_factory=Progress)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # parts of passes run as jobs, queued here and not done yet, per pass ("rebuilding", "reconciling"):
+    # a pass run inline meanwhile (the local stack's check at start) replaces `progress`, never these
+    _parts: dict[str, int] = field(default_factory=dict)
+
+    def _running(self) -> str:
+        """What the progress says runs once a pass ends: a pass whose parts are still out, or nothing."""
+        return next((label for label, left in self._parts.items() if left), "idle")
 
     def bots(self) -> list[str]:
         """Every bot that has records."""
@@ -686,23 +710,37 @@ class IndexKeeper:
                 if parts or self.progress.last != label:
                     self.progress = Progress(action=label, started_ms=now_ms(), last=self.progress.last)
                 self.progress.action = label
-            self.progress.parts_left += parts
+            self._parts[label] = self._parts.get(label, 0) + parts
+            self.progress.parts_left = sum(self._parts.values())
 
-    def step(self, action: str, bot: str, part: str, cursor: int | None, budget_s: float) -> int | None:
-        """One bounded step of a reconcile or rebuild of one part of a bot (a kind's records, newest first,
-        or its points, in id order): pages until `budget_s` has passed; returns where the next step starts
-        (None: the part is done). Each page is idempotent, so a step retried from its cursor is safe."""
+    def step(
+        self,
+        action: str,
+        bot: str,
+        part: str,
+        cursor: int | None,
+        budget_s: float,
+        shard: int | None = None,
+    ) -> int | None:
+        """One bounded step of a reconcile or rebuild of one part of a bot (a kind's records under one of
+        its keys, or under all with no `shard`, newest first; or its points, in id order): pages until
+        `budget_s` has passed; returns where the next step starts (None: the part is done). Each page is
+        idempotent, so a step retried from its cursor is safe."""
         self.begin_parts(action, 0)  # a part resumed in a process that did not queue it shows too
-        following = self._step(action, bot, part, cursor, budget_s)
+        following = self._step(action, bot, part, cursor, budget_s, shard)
         if following is None:
+            label = "rebuilding" if action == "rebuild" else "reconciling"
             with self._lock:
-                self.progress.parts_left = max(0, self.progress.parts_left - 1)
-                if self.progress.parts_left == 0:
-                    self.progress.last, self.progress.finished_ms = self.progress.action, now_ms()
-                    self.progress.action = "idle"
+                self._parts[label] = max(0, self._parts.get(label, 0) - 1)
+                self.progress.parts_left = sum(self._parts.values())
+                if self._parts[label] == 0:
+                    self.progress.last, self.progress.finished_ms = label, now_ms()
+                    self.progress.action = self._running()
         return following
 
-    def _step(self, action: str, bot: str, part: str, cursor: int | None, budget_s: float) -> int | None:
+    def _step(
+        self, action: str, bot: str, part: str, cursor: int | None, budget_s: float, shard: int | None
+    ) -> int | None:
         deadline = time.monotonic() + budget_s
         if part == "points":
             after = cursor
@@ -711,7 +749,7 @@ class IndexKeeper:
                 if after is None or time.monotonic() >= deadline:
                     return after
         before = cursor
-        while page := self.indexer.records.page(bot, part, before, PAGE):
+        while page := self.indexer.records.page(bot, part, before, PAGE, shard=shard):
             self.progress.records += len(page)
             if action == "rebuild":
                 self._reindex(page)
@@ -765,7 +803,7 @@ class IndexKeeper:
 
     def _pass(self, action: str, bot: str | None, run: Callable[[str], object]) -> dict:
         with self._lock:
-            self.progress = Progress(action=action, started_ms=now_ms())
+            self.progress = Progress(action=action, started_ms=now_ms(), parts_left=sum(self._parts.values()))
             try:
                 for b in [bot] if bot else self.bots():
                     run(b)
@@ -776,5 +814,5 @@ class IndexKeeper:
                 self.progress.finished_ms = now_ms()
                 self.progress.last = action
                 done = self.progress.as_json()
-                self.progress.action = "idle"
+                self.progress.action = self._running()
             return done

@@ -119,14 +119,16 @@ class BackfillJob(BaseModel):
 
 
 class ReembedJob(BaseModel):
-    """Re-embedding for a model. Without a bot, the plan: one chain per bot and kind (its facts, its
-    messages), queued at once and run in parallel; with one, a page of that chain, newest first, which
-    queues the next page (`after_id`). The chain that finishes last drops the other models' vectors."""
+    """Re-embedding for a model. Without a bot, the plan: one chain per bot, kind (its facts, its
+    messages) and key of the kind (`shard`), queued at once and run in parallel; with one, a page of that
+    chain, newest first, which queues the next page (`after_id`). The chain that finishes last drops the
+    other models' vectors."""
 
     kind: Literal["reembed"] = "reembed"
     vector: str
     phase: Literal["fact", "message"] = "fact"
     bot: str | None = None
+    shard: int | None = Field(None, ge=0)  # one of the kind's keys (store.keys.READ_SHARDS); None: all
     bot_index: int = 0  # a job queued before chains (a serial pass): planned again as chains
     after_id: int | None = None
 
@@ -134,14 +136,15 @@ class ReembedJob(BaseModel):
 class IndexMaintenanceJob(BaseModel):
     """Reconcile the index with the records (both ways), or rebuild it from them; or stamp a bot's older
     records with their byScope key (queued by the sweep). Without a bot, one job per bot is queued;
-    without a part, one job per part of the bot (its facts, its messages, and for a reconcile or rebuild
-    its points), which run in parallel; a part runs for a bounded time and queues itself again from its
-    `cursor`."""
+    without a part, one job per part of the bot (its facts and its messages, each per key of the kind, and
+    for a reconcile or rebuild its points), which run in parallel; a part runs for a bounded time and
+    queues itself again from its `cursor`."""
 
     kind: Literal["index-maintenance"] = "index-maintenance"
     action: Literal["reconcile", "rebuild", "stamp"]
     bot: str | None = None
     part: Literal["fact", "message", "points"] | None = None
+    shard: int | None = Field(None, ge=0)  # a kind's part: one of its keys (store.keys.READ_SHARDS)
     cursor: int | None = None
 
 

@@ -19,6 +19,7 @@ from .jobs import (
     parse_job,
 )
 from .observability import logger, timed
+from .store import KINDS, READ_SHARDS
 
 # A batch whose every job failed (Qdrant down, say) is reported record by record like any other, not
 # raised: the jobs come back after the visibility timeout either way, and the function is not in error.
@@ -31,7 +32,6 @@ MIN_TIME_LEFT_MS = 45_000
 # A reconcile or rebuild step stops taking pages after this long, and queues itself from where it stopped
 # (a whole bot's pass in one job fit ~50,000 records in the 180 s timeout, then restarted from zero)
 MAINTENANCE_STEP_S = 40.0
-PARTS = ("fact", "message", "points")
 # A stamp pass not finished this long after it was queued (its job dead-lettered) is queued again
 STAMP_AGAIN_MS = 3_600_000
 
@@ -56,15 +56,27 @@ def _maintain(engine, job: IndexMaintenanceJob) -> None:
         for bot in engine.keeper.bots():
             engine.queue.send(IndexMaintenanceJob(action=job.action, bot=bot))
         return
-    if job.part is None:  # its facts, its messages and its points, in parallel
-        engine.keeper.begin_parts(job.action, len(PARTS))
-        for part in PARTS:
-            engine.queue.send(job.model_copy(update={"part": part}))
+    if job.part is None:  # its facts and its messages, a part per key of each, and its points, in parallel
+        parts = [job.model_copy(update={"part": "points"})] + [
+            job.model_copy(update={"part": kind, "shard": shard})
+            for kind in KINDS
+            for shard in range(READ_SHARDS)
+        ]
+        engine.keeper.begin_parts(job.action, len(parts))
+        engine.queue.send_many(parts)
         return
-    cursor = engine.keeper.step(job.action, job.bot, job.part, job.cursor, budget_s=MAINTENANCE_STEP_S)
+    cursor = engine.keeper.step(
+        job.action, job.bot, job.part, job.cursor, budget_s=MAINTENANCE_STEP_S, shard=job.shard
+    )
     logger.info(
         "index maintenance",
-        extra={"action": job.action, "bot": job.bot, "part": job.part, "done": cursor is None},
+        extra={
+            "action": job.action,
+            "bot": job.bot,
+            "part": job.part,
+            "shard": job.shard,
+            "done": cursor is None,
+        },
     )
     if cursor is not None:
         engine.queue.send(job.model_copy(update={"cursor": cursor}))

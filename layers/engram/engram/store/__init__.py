@@ -1,7 +1,7 @@
 """The one owner of DynamoDB: every item kind is read and written here, its keys built in `keys`.
 Nothing outside this package imports pynamodb or builds a key (tests/unit/test_store_owns_keys.py)."""
 
-from .keys import fact_key, fact_tail, source_key
+from .keys import READ_SHARDS, fact_key, fact_tail, source_key
 from .models import bind_tables
 from .records import (
     CLAIM_IN_FLIGHT_MS,
@@ -17,6 +17,7 @@ from .records import (
 from .state import StateStore
 
 __all__ = [
+    "READ_SHARDS",
     "CLAIM_IN_FLIGHT_MS",
     "KINDS",
     "Duplicate",

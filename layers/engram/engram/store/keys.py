@@ -32,6 +32,11 @@ def _spread(base: str, memory_id: int) -> str:
     return base if shard is None else f"{base}{SHARD_MARK}{shard}"
 
 
+# The keys a reader reads for one of a bot's kinds: the plain key (counter-made ids) and each shard. A
+# long pass (rebuild, reconcile, re-embed) runs one part per key read, in parallel.
+READ_SHARDS = RECORD_SHARDS + 1
+
+
 def _every_shard(base: str) -> list[str]:
     return [base, *(f"{base}{SHARD_MARK}{s}" for s in range(RECORD_SHARDS))]
 
@@ -56,9 +61,11 @@ def bot_kind(bot: str, kind: str, memory_id: int) -> str:
     return _spread(f"{bot}#{kind}", memory_id)
 
 
-def bot_kinds(bot: str, kind: str) -> list[str]:
-    """Every byKind key of a bot's kind (a listing merges them by id)."""
-    return _every_shard(f"{bot}#{kind}")
+def bot_kinds(bot: str, kind: str, shard: int | None = None) -> list[str]:
+    """Every byKind key of a bot's kind (a listing merges them by id); with `shard` (0 to READ_SHARDS - 1),
+    the one a part of a long pass reads."""
+    every = _every_shard(f"{bot}#{kind}")
+    return every if shard is None else [every[shard]]
 
 
 def pending_key(bot: str, memory_id: int) -> str:

@@ -259,20 +259,27 @@ class RecordStore:
         return self._guard(lambda: sorted(i.sk for i in StateItem.query("bots")))
 
     def page(
-        self, bot: str, kind: str, cursor: int | None, limit: int, oldest_first: bool = False
+        self,
+        bot: str,
+        kind: str,
+        cursor: int | None,
+        limit: int,
+        oldest_first: bool = False,
+        shard: int | None = None,
     ) -> list[Record]:
         """Up to `limit` records of a kind past `cursor` (all when None): newest first with ids below it,
-        or with `oldest_first` ids above it."""
+        or with `oldest_first` ids above it; with `shard`, only those under that one of the kind's keys
+        (keys.READ_SHARDS: a long pass reads them in parallel parts)."""
         condition = None
         if cursor:
             condition = MemoryRecord.id > cursor if oldest_first else MemoryRecord.id < cursor
         # each shard is read a quarter page at a time: the merged page costs about a page, not one a shard
-        size = max(10, min(500, limit // 4 + 1))
+        size = max(10, min(500, limit if shard is not None else limit // 4 + 1))
         queries = [
             MemoryRecord.by_kind.query(
                 key, range_key_condition=condition, scan_index_forward=oldest_first, page_size=size
             )
-            for key in keys.bot_kinds(bot, kind)
+            for key in keys.bot_kinds(bot, kind, shard)
         ]
         rows = self._guard(lambda: list(islice(_merged(queries, not oldest_first), limit)))
         return [_record(row) for row in rows]

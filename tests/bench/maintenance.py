@@ -1,0 +1,209 @@
+"""Maintenance at size (issue 32, part 5): a rebuild of the index and a re-embed of N records (1,000,000 by
+default), run as the worker runs them (the local stack: dynalite, the SQS journal, the embedded engine,
+every job through the worker function), and what it took, one JSON object a line per phase:
+
+    {"records", "phase", "jobs", "chains", "longest_job_s", "longest_job", "job_p50_s", "work_s",
+     "records_per_s", "points", "with_vectors"}
+
+- `rebuild`: the index is empty beside N records marked indexed (a lost collection, a new Qdrant): one
+  `POST /v1/index/rebuild` job, fanned out into its parts (facts and messages, a part per key of each;
+  points), each a bounded step that queues its continuation;
+- `re-embed`: the model changes from none to a local one: the plan, then a chain of pages per key of
+  each kind.
+
+`chains` is how many of the phase's jobs could run side by side (the worker's concurrency on that queue
+decides how many do); here one poller runs them one after another, so `work_s` is the sum and the time
+of a deployment is about work_s / min(chains, concurrency). Every job must end well inside the worker's
+180 s (the bench fails past 60 s), and both phases must reach every record.
+
+The records are written straight into the table (as a restored backup would hold them): N messages of 50
+people in 200 threads of 20 servers, ten words each, with lines and scopes. The embedder is a hash of the
+words (tests/support.py): the jobs' own work, not a model's, is measured.
+
+`python tests/bench/maintenance.py [--records 1000000]` (`make bench-maintenance`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BOT, KEY, LIMIT_S = "big", "k", 60.0
+WORDS = [
+    "garden",
+    "boat",
+    "tea",
+    "violin",
+    "bakery",
+    "train",
+    "river",
+    "cat",
+    "dog",
+    "mountain",
+    "coffee",
+    "book",
+    "music",
+    "rain",
+]
+
+
+def load(n: int) -> None:
+    """N message records, written in batches of 25 from 8 threads (the rows the store itself writes)."""
+    from engram.store import RecordStore, new_record
+    from engram.store.models import MemoryRecord
+    from engram.store.records import _row  # the store's own row for a record: what a backup holds
+
+    store, rng = RecordStore(), random.Random(32)
+    store.register_bot(BOT)
+    start = int(time.time() * 1000) - n * 10
+
+    def chunk(at: int) -> None:
+        ids = store.next_ids(min(5_000, n - at))
+        with MemoryRecord.batch_write() as batch:
+            for k, memory_id in enumerate(ids):
+                i = at + k
+                record = new_record(
+                    BOT,
+                    memory_id,
+                    "message",
+                    " ".join(rng.choice(WORDS) for _ in range(10)),
+                    user=f"u{i % 50}",
+                    created_at=start + i * 10,
+                    updated_at=start + i * 10,
+                    server=f"g{i % 20}",
+                    thread=f"c{i % 200}",
+                    source_id=f"m{i}",
+                    pending=False,  # marked indexed: the index lost them
+                )
+                batch.save(_row(record))
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(chunk, range(0, n, 5_000)))
+
+
+class JobClock:
+    """Each job the worker function runs: its kind and how long it took."""
+
+    def __init__(self):
+        from engram import worker
+
+        self.times: list[tuple[float, str]] = []
+        self._worker, self._run = worker, worker._run
+
+        def timed(job, context):
+            start = time.perf_counter()
+            try:
+                return self._run(job, context)
+            finally:
+                name = f"{job.kind} {getattr(job, 'action', '')} {getattr(job, 'part', '') or ''}".strip()
+                self.times.append((time.perf_counter() - start, name))
+
+        worker._run = timed
+
+    def close(self) -> list[tuple[float, str]]:
+        self._worker._run = self._run
+        return self.times
+
+
+def phase(name: str, n: int, stack, start, done) -> dict:
+    """Start a phase, run every job it queues, and say what it took."""
+    from tests.bench.discord_costs import settle
+
+    clock = JobClock()
+    began = time.perf_counter()
+    try:
+        start()
+        settle(stack)
+        while not done():  # a delayed continuation (a retry) comes back after its delay
+            time.sleep(1)
+            settle(stack)
+    finally:
+        times = clock.close()
+    took = time.perf_counter() - began
+    longest, what = max(times) if times else (0.0, "")
+    kinds = Counter(w for _, w in times)
+    return {
+        "records": n,
+        "phase": name,
+        "jobs": len(times),
+        "jobs_by_kind": dict(kinds),
+        "longest_job_s": round(longest, 2),
+        "longest_job": what,
+        "job_p50_s": round(statistics.median(t for t, _ in times), 3) if times else 0.0,
+        "work_s": round(sum(t for t, _ in times), 1),
+        "wall_s": round(took, 1),
+        "records_per_s": round(n / took) if took else None,
+    }
+
+
+def run(n: int) -> list[dict]:
+    import httpx
+
+    from engram.vectors import Scope
+    from infra.local_stack import LocalStack
+    from tests.support import HashEmbedder
+
+    data_dir = Path(tempfile.mkdtemp(prefix="engram-maintenance-"))
+    stack = LocalStack(  # no timers: the jobs measured are the ones queued here
+        data_dir, port=0, api_key=KEY, embedder=HashEmbedder(dim=64), sweep_every_s=10**9, poll=False
+    ).start()
+    api = httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=120)
+    out = []
+    try:
+        api.patch("/v1/settings", json={"embedder": "off"}).raise_for_status()
+        t0 = time.perf_counter()
+        load(n)
+        print(f"# loaded {n} records in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+        index = stack.engine.service.index
+        rebuild = phase(
+            "rebuild",
+            n,
+            stack,
+            lambda: api.post("/v1/index/rebuild", params={"bot": BOT}).raise_for_status(),
+            lambda: index.count(Scope(bot=BOT)) >= n,
+        )
+        rebuild["points"] = index.count(Scope(bot=BOT))
+        out.append(rebuild)
+        print(json.dumps(rebuild), flush=True)
+
+        def with_vectors() -> int:
+            return int(api.get("/v1/settings/embedding").json().get("withVectors") or 0)
+
+        reembed = phase(
+            "re-embed",
+            n,
+            stack,
+            lambda: api.patch("/v1/settings", json={"embedder": "local"}).raise_for_status(),
+            lambda: with_vectors() >= n,
+        )
+        reembed["with_vectors"] = with_vectors()
+        out.append(reembed)
+        print(json.dumps(reembed), flush=True)
+    finally:
+        stack.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+    for result in out:
+        assert result["longest_job_s"] < LIMIT_S, result
+    assert out[0]["points"] == n and out[1]["with_vectors"] == n, out
+    return out
+
+
+def main() -> None:
+    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT / "layers" / "engram"))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    run(parser.parse_args().records)
+
+
+if __name__ == "__main__":
+    main()
