@@ -10,7 +10,7 @@ NODE_DEPS := infra/dynamodb/node_modules/.installed
 # example librechat.yaml is checked with it
 LIBRECHAT_DEPS := infra/librechat/node_modules/.installed
 
-.PHONY: lint check image test-container sam-local run test test-browser test-unit test-integration test-deploy lint-template bench bench-quick bench-scale build deploy clean
+.PHONY: lint check image test-container sam-local run test test-browser test-unit test-integration test-deploy lint-template bench bench-quick bench-scale bench-maintenance build deploy clean
 
 $(STAMP): requirements-dev.txt requirements-local.txt requirements-embedder.txt layers/engram/requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -105,6 +105,12 @@ bench-quick: $(STAMP) $(NODE_DEPS)
 # and the embedded engine at 1 M points; one JSON object a line (tests/bench/scale.py says what each means).
 bench-scale: $(STAMP) $(NODE_DEPS)
 	$(PY) tests/bench/scale.py | tee bench-results/scale.jsonl
+
+# Issue 32's maintenance at size: a rebuild and a re-embed of N records (1,000,000 by default; RECORDS=20000
+# for a quick one) through the worker, each job timed (tests/bench/maintenance.py says what each means).
+RECORDS ?= 1000000
+bench-maintenance: $(STAMP) $(NODE_DEPS)
+	$(PY) tests/bench/maintenance.py --records $(RECORDS) | tee bench-results/maintenance.jsonl
 
 # env.json with this data dir's keys and freshly signed Discord events in .engram/ (README: sam local).
 # Every function of the built template invoked through SAM's Runtime Interface Emulator in a locally built

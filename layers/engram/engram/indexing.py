@@ -666,9 +666,8 @@ class IndexKeeper:
 
     def _reindex(self, records: list[Record]) -> None:
         """Write these records' points again; pending first, so if the embedder is down the sweep finishes."""
-        records = [
-            r for r in self.indexer.unforgotten(records) if self.indexer.records.mark_pending(r)
-        ]  # deleted meanwhile: left alone
+        # deleted meanwhile: left alone
+        records = self.indexer.records.mark_pending_many(self.indexer.unforgotten(records))
         if records:
             self.indexer.index_records(records)
         self.progress.reindexed += len(records)

@@ -694,6 +694,12 @@ class RecordStore:
         record.pending = True
         return True
 
+    def mark_pending_many(self, records: list[Record]) -> list[Record]:
+        """mark_pending for each, several requests in flight (as mark_indexed_many); returns the records
+        that still exist."""
+        marked = list(self._pool.map(self.mark_pending, records))
+        return [r for r, still in zip(records, marked, strict=True) if still]
+
     def pending_ids(self, bot: str, limit: int, after: int | None = None) -> list[int]:
         """Ids of a bot's records waiting for vectors (above `after`), oldest first."""
         condition = MemoryRecord.id > after if after else None
