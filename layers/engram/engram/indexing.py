@@ -747,19 +747,17 @@ class IndexKeeper:
                 after = self._orphans_page(bot, after)
                 if after is None or time.monotonic() >= deadline:
                     return after
-        before = cursor
-        while page := self.indexer.records.page(bot, part, before, PAGE, shard=shard):
+
+        def one(page: list[Record]) -> None:
             self.progress.records += len(page)
             if action == "rebuild":
                 self._reindex(page)
             else:
                 self._reconcile_page(page)
-            if len(page) < PAGE:
-                return None
-            before = int(page[-1].id)
-            if time.monotonic() >= deadline:
-                return before
-        return None
+
+        return self.indexer.records.walk(
+            bot, part, cursor, PAGE, max(0.0, deadline - time.monotonic()), one, shard=shard
+        )
 
     def _orphans_page(self, bot: str, after: int | None) -> int | None:
         """Delete the orphan points of one page of the bot's points; where the next page starts."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -795,12 +795,31 @@ class RecordStore:
         """Give a bot's records of a kind stored before byScope their key, a page at a time, newest first
         from `before`, until `budget_s` has passed; returns where the next step starts (None: done).
         Records written meanwhile carry their key already."""
-        deadline = time.monotonic() + budget_s
-        while page := self.page(bot, kind, before, STAMP_PAGE):
+
+        def stamp(page: list[Record]) -> None:
             todo = [r for r in page if r.scope and r.stored_scope != r.scope]
             self._note_mixed(todo)
             list(self._pool.map(lambda r: _update_if_exists(r, [MemoryRecord.scope.set(r.scope)]), todo))
-            if len(page) < STAMP_PAGE:
+
+        return self.walk(bot, kind, before, STAMP_PAGE, budget_s, stamp)
+
+    def walk(
+        self,
+        bot: str,
+        kind: str,
+        before: int | None,
+        page_size: int,
+        budget_s: float,
+        each: Callable[[list[Record]], object],
+        shard: int | None = None,
+    ) -> int | None:
+        """One bounded step of a pass over a bot's records of a kind (under one of its keys with `shard`):
+        pages newest first from `before`, each handed to `each`, until `budget_s` has passed; returns where
+        the next step starts (None: the kind is done)."""
+        deadline = time.monotonic() + budget_s
+        while page := self.page(bot, kind, before, page_size, shard=shard):
+            each(page)
+            if len(page) < page_size:
                 return None
             before = int(page[-1].id)
             if time.monotonic() >= deadline:
