@@ -72,6 +72,11 @@ def _order(r: Record) -> tuple[int, int]:
     return int(r.created_at), int(r.id)
 
 
+def _label(action: str) -> str:
+    """What the progress calls a pass of a maintenance action."""
+    return "rebuilding" if action == "rebuild" else "reconciling"
+
+
 def is_warm(embedder) -> bool:
     """Whether the embedder answers without loading a model first (remote ones always do)."""
     return getattr(embedder, "warm", True)
@@ -703,7 +708,7 @@ class IndexKeeper:
     def begin_parts(self, action: str, parts: int) -> None:
         """A pass run as jobs queued `parts` more parts (0: a part of it runs here): this process's
         progress counts them down. A part of the pass that finished here last carries on its counts."""
-        label = "rebuilding" if action == "rebuild" else "reconciling"
+        label = _label(action)
         with self._lock:
             if self.progress.action != label:
                 if parts or self.progress.last != label:
@@ -728,7 +733,7 @@ class IndexKeeper:
         self.begin_parts(action, 0)  # a part resumed in a process that did not queue it shows too
         following = self._step(action, bot, part, cursor, budget_s, shard)
         if following is None:
-            label = "rebuilding" if action == "rebuild" else "reconciling"
+            label = _label(action)
             with self._lock:
                 self._parts[label] = max(0, self._parts.get(label, 0) - 1)
                 self.progress.parts_left = sum(self._parts.values())
@@ -740,8 +745,8 @@ class IndexKeeper:
     def _step(
         self, action: str, bot: str, part: str, cursor: int | None, budget_s: float, shard: int | None
     ) -> int | None:
-        deadline = time.monotonic() + budget_s
         if part == "points":
+            deadline = time.monotonic() + budget_s
             after = cursor
             while True:
                 after = self._orphans_page(bot, after)
@@ -755,9 +760,7 @@ class IndexKeeper:
             else:
                 self._reconcile_page(page)
 
-        return self.indexer.records.walk(
-            bot, part, cursor, PAGE, max(0.0, deadline - time.monotonic()), one, shard=shard
-        )
+        return self.indexer.records.walk(bot, part, cursor, PAGE, budget_s, one, shard=shard)
 
     def _orphans_page(self, bot: str, after: int | None) -> int | None:
         """Delete the orphan points of one page of the bot's points; where the next page starts."""
