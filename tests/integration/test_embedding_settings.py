@@ -196,6 +196,7 @@ def test_off_keeps_words_and_the_embedder_stopping_mid_reembed(engine, fake, aws
     import engram.store.keys
 
     monkeypatch.setattr(engram.embedding, "PAGE", 2)  # several pages, so it can stop mid-way
+    monkeypatch.setattr(engram.embedding, "STEP_S", 0)  # a page a job: each job's end is looked at
     # every fact under one key of the kind, so its chain has three pages (not five chains of one)
     monkeypatch.setattr(engram.store.keys, "record_shard", lambda memory_id: 1)
     service = engine.service

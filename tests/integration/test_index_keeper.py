@@ -122,3 +122,34 @@ def test_a_rebuild_job_runs_in_bounded_steps_that_carry_on_from_their_cursor(
     by_key = {s: messages.count(s) for s in range(READ_SHARDS)}
     assert by_key[0] == 0 and all(n >= 1 for s, n in by_key.items() if s), by_key
     assert all(j.bot == "b5" for j in continued)
+
+
+def test_a_rebuild_writes_no_record_it_finds_whole_and_leaves_what_it_cannot_finish_to_the_sweep(
+    service, monkeypatch
+):
+    """Issue 32: a rebuild marked every record pending, then indexed (two writes a record, 200 M at 100 M
+    records); now a record already marked indexed with the model is only read back (is it still there?), and
+    one the embedder could not finish is marked pending after, for the sweep."""
+    facts = [service.add_fact("b6", f"Fact number {i} about lanterns.")[0] for i in range(6)]
+    model = service.indexer.dense_name
+    assert model and all(service.records.get("b6", f.id).vector_model == model for f in facts)
+    marks = []
+    for name in ("mark_indexed", "mark_pending"):
+        real = getattr(service.records, name)
+        monkeypatch.setattr(
+            service.records, name, lambda r, *a, _real=real, _n=name: (marks.append(_n), _real(r, *a))[1]
+        )
+    keeper = IndexKeeper(service.indexer)
+    service.index.delete_scope(Scope(bot="b6"))
+    assert keeper.rebuild("b6")["error"] is None
+    assert service.index.count(Scope(bot="b6")) == 6 and service.index.count(Scope(bot="b6"), model) == 6
+    assert marks == []  # every record was whole: nothing written to the table
+    service.index.delete_scope(Scope(bot="b6"))
+    service.indexer.embedder.down = True
+    assert keeper.rebuild("b6")["error"] is None
+    assert marks == ["mark_pending"] * 6  # words now; the meaning waits for the sweep
+    assert service.index.count(Scope(bot="b6")) == 6 and service.index.count(Scope(bot="b6"), model) == 0
+    assert sorted(service.records.pending_ids("b6", 10)) == sorted(f.id for f in facts)
+    service.indexer.embedder.down = False
+    assert service.indexer.fill_vectors("b6", [f.id for f in facts]) == 6
+    assert service.index.count(Scope(bot="b6"), model) == 6 and service.records.pending_ids("b6", 10) == []

@@ -16,12 +16,15 @@ from .embedders import NoEmbedder, own_vector_name, vector_name
 from .errors import EmbedderUnavailable, InvalidInput
 from .jobs import JobQueue, ReembedJob
 from .service import MemoryService
-from .store import READ_SHARDS
+from .store import READ_SHARDS, LineReads, Record
 from .text import check_json
 from .vectors import Scope
 
 log = logging.getLogger(__name__)
 PAGE = 500
+# A re-embed job gives pages their vectors until this has passed, then queues the rest of its chain: well
+# inside the worker's 180 s (a page with a slow model takes seconds), as a maintenance step.
+STEP_S = 40.0
 
 
 class EmbeddingSettings(BaseModel):
@@ -202,8 +205,9 @@ class EmbeddingManager:
     # ----- re-embedding ----------------------------------------------------------------------------
 
     def reembed(self, job: ReembedJob) -> None:
-        """The plan (no bot): a chain per bot and kind, queued at once; or one page of a chain: give the
-        newest records still without this model's vector one, then queue the next page."""
+        """The plan (no bot): a chain per bot and kind, queued at once; or one step of a chain: pages of
+        the newest records still without this model's vector, given one, until STEP_S has passed; then the
+        next step is queued from where it stopped (the pages share their line reads)."""
         self.current()
         if self.service.dense_name != job.vector:
             log.info("re-embed for %s stopped: the model changed again", job.vector)
@@ -211,24 +215,35 @@ class EmbeddingManager:
         if job.bot is None:
             self._plan(job.vector)
             return
-        page = self.service.records.page(job.bot, job.phase, job.after_id, PAGE, shard=job.shard)
-        if page:
-            try:
-                done = self.service.indexer.add_dense(page)
-            except Exception as exc:  # Qdrant down: try this page again in a minute
-                self.service.indexer.last_error = str(exc)
-                self.queue.send(job, delay_s=self.retry_delay_s)
+        deadline, reads = time.monotonic() + STEP_S, LineReads()
+        while True:
+            page = self.service.records.page(job.bot, job.phase, job.after_id, PAGE, shard=job.shard)
+            if page and not self._give_vectors(job, page, reads):
                 return
-            if done < len(page):  # the embedder is down: wait for it, keep our place
-                self.queue.send(job, delay_s=self.retry_delay_s)
+            if len(page) < PAGE:
+                break
+            job = job.model_copy(update={"after_id": int(page[-1].id)})
+            if time.monotonic() >= deadline:
+                self.queue.send(job)
                 return
-        if len(page) == PAGE:
-            self.queue.send(job.model_copy(update={"after_id": int(page[-1].id)}))
-            return
         chain = f"{job.bot}#{job.phase}" + ("" if job.shard is None else f"#{job.shard}")
         left = self.service.state.end_reembed_chain(job.vector, chain)
         if left == 0:
             self._finish(job.vector)
+
+    def _give_vectors(self, job: ReembedJob, page: list[Record], reads: LineReads) -> bool:
+        """One page of a chain given the model's vectors; False when it could not be (the index or the
+        embedder down): the page is queued again, to be tried in a while."""
+        try:
+            done = self.service.indexer.add_dense(page, reads)
+        except Exception as exc:  # Qdrant down: try this page again in a minute
+            self.service.indexer.last_error = str(exc)
+            self.queue.send(job, delay_s=self.retry_delay_s)
+            return False
+        if done < len(page):  # the embedder is down: wait for it, keep our place
+            self.queue.send(job, delay_s=self.retry_delay_s)
+            return False
+        return True
 
     def _plan(self, vector: str) -> None:
         """Every bot's facts and messages, a chain of pages per key of each kind (READ_SHARDS), all at once

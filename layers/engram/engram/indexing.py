@@ -20,7 +20,7 @@ from .jobs import IndexJob, JobQueue
 from .observability import timed
 from .retrieval import DEFAULT, Retrieval, date_words
 from .shapes import payload
-from .store import KINDS, Record, RecordStore, StateStore, now_ms
+from .store import KINDS, LineReads, Record, RecordStore, StateStore, now_ms
 from .vectors import IndexPoint, Scope, VectorIndex
 from .words import SparseVector, WordVectorizer
 
@@ -188,12 +188,14 @@ class Indexer:
         """Whether a point's searched meaning is mixed with its window's (its own is kept beside it)."""
         return bool(self.retrieval.meaning_window) and self.dense_name is not None
 
-    def _lines(self, records: list[Record], removed: bool = False) -> dict[str, list[Record]]:
+    def _lines(
+        self, records: list[Record], removed: bool = False, reads: LineReads | None = None
+    ) -> dict[str, list[Record]]:
         """The lines of these records, reaching far enough for their neighbours' windows too, without the
         records of users forgotten since they arrived (a window never brings back a forgotten person's
         words); `removed`: these records are leaving, and are left out even where the index still lists
-        them."""
-        lines = self.records.line_around(records, 2 * self.window_turns)
+        them; `reads`: a maintenance step's line reads, shared by its pages."""
+        lines = self.records.line_around(records, 2 * self.window_turns, reads)
         users = {r.user for line in lines.values() for r in line if r.user}
         gone = self.state.forgotten(records[0].bot, users) if users else {}
         leaving = {int(r.id) for r in records} if removed else set()
@@ -261,9 +263,11 @@ class Indexer:
                 held.unkept.add(memory_id)
         return held
 
-    def _read_around(self, records: list[Record]) -> tuple[dict[str, list[Record]], _Held]:
+    def _read_around(
+        self, records: list[Record], reads: LineReads | None = None
+    ) -> tuple[dict[str, list[Record]], _Held]:
         """A write's lines and what the index holds of them: read while its text is embedded."""
-        lines = self._lines(records)
+        lines = self._lines(records, reads=reads)
         return lines, self._held(lines, {})
 
     def windows(self, records: list[Record], lines: dict[str, list[Record]]) -> dict[int, str]:
@@ -285,12 +289,13 @@ class Indexer:
             return 0
         return self._rewrite_around(records, self._lines(records, removed), with_self=with_self)
 
-    def remix(self, records: list[Record]) -> int:
+    def remix(self, records: list[Record], reads: LineReads | None = None) -> int:
         """These records and the ones around them get their meaning mixed again (re-embedding: a new
         model's own vectors arrive a chunk at a time); their words are left alone."""
         if not self.mixing or not records:
             return 0
-        return self._rewrite_around(records, self._lines(records), with_words=False, with_self=True)
+        lines = self._lines(records, reads=reads)
+        return self._rewrite_around(records, lines, with_words=False, with_self=True)
 
     def _rewrite_around(
         self,
@@ -411,14 +416,15 @@ class Indexer:
         records: list[Record],
         wait: bool = True,
         ahead: Future[dict[int, list[float]]] | None = None,
+        reads: LineReads | None = None,
     ) -> int:
         """Write the points of records (words always, meaning when the embedder answers; without
-        `wait`, only if it is warm; `ahead`: vectors already being made); returns how many are complete.
-        Records left incomplete stay pending."""
+        `wait`, only if it is warm; `ahead`: vectors already being made; `reads`: a maintenance step's
+        line reads); returns how many are complete. Records left incomplete are (or stay) pending."""
         if not records:
             return 0
         wanted = [(r, self.vector_text(r)) for r in records]
-        reading = self._windows.submit(self._read_around, records) if self.window_turns else None
+        reading = self._windows.submit(self._read_around, records, reads) if self.window_turns else None
         dense_by_id = ahead.result() if ahead is not None else self.dense_vectors(records, wait)
         name = self.dense_name
         lines, held = reading.result() if reading is not None else ({}, _Held())
@@ -446,12 +452,24 @@ class Indexer:
             for r, text in wanted
             if int(r.id) in dense_by_id or not text or name is None
         ]
-        vanished = [int(r.id) for r in self.records.mark_indexed_many(done)]
-        complete = len(done) - len(vanished)
-        if vanished:  # deleted while we embedded: take back the points we just wrote
-            self.index.delete(vanished)
+        complete = self._mark_written(records, done)
         if complete == len(records):
             self.last_error = None
+        return complete
+
+    def _mark_written(self, records: list[Record], done: list[tuple[Record, str | None]]) -> int:
+        """Mark the records whose points are complete (`done`, with their dense model) indexed, and the
+        others pending; a record deleted meanwhile has its point taken back. Returns how many are complete."""
+        vanished = [int(r.id) for r in self.records.mark_indexed_many(done)]
+        complete = len(done) - len(vanished)
+        finished = {int(r.id) for r, _ in done}
+        # a record marked indexed whose point is now incomplete (a rebuild with the embedder down) waits
+        # for the sweep again; its step, retried from its cursor, covers a crash before this mark
+        unmarked = [r for r in records if not r.pending and int(r.id) not in finished]
+        still = {int(r.id) for r in self.records.mark_pending_many(unmarked)}
+        vanished += [int(r.id) for r in unmarked if int(r.id) not in still]
+        if vanished:  # deleted while we embedded: take back the points we just wrote
+            self.index.delete(vanished)
         return complete
 
     def unforgotten(self, records: list[Record]) -> list[Record]:
@@ -513,7 +531,7 @@ class Indexer:
         except Exception:
             log.exception("could not queue an index job for %d records", len(records))
 
-    def add_dense(self, records: list[Record]) -> int:
+    def add_dense(self, records: list[Record], reads: LineReads | None = None) -> int:
         """Give existing points the current model's vector without touching their other models' vectors
         (re-embedding: a switch back reuses them); records still pending are indexed whole. Returns how
         many now have it (or need none). Which points have it is asked of the index, so re-embedding
@@ -521,10 +539,10 @@ class Indexer:
         waiting = [r for r in records if r.pending]
         pending = self.unforgotten(waiting)  # what an interrupted forget left needs no vector: counted done
         indexed = [r for r in records if not r.pending]
-        done = (self.index_records(pending) if pending else 0) + len(waiting) - len(pending)
+        done = (self.index_records(pending, reads=reads) if pending else 0) + len(waiting) - len(pending)
         todo = self._without_dense(indexed)
         done += len(indexed) - len(todo)
-        added, complete = self._add_dense_pipelined(todo)
+        added, complete = self._add_dense_pipelined(todo, reads)
         done += added
         if complete and done == len(records):
             self.last_error = None  # vectors are filling in again
@@ -540,7 +558,7 @@ class Indexer:
         )
         return [r for r in indexed if r.id not in have and self.vector_text(r)]
 
-    def _add_dense_pipelined(self, todo: list[Record]) -> tuple[int, bool]:
+    def _add_dense_pipelined(self, todo: list[Record], reads: LineReads | None = None) -> tuple[int, bool]:
         """Embed chunk by chunk, the next one while the last one's vectors are stored; (how many points got
         their vector, whether all did: False when the embedder went down part-way)."""
         chunks = [todo[i : i + PIPELINE_CHUNK] for i in range(0, len(todo), PIPELINE_CHUNK)]
@@ -563,7 +581,7 @@ class Indexer:
             kept = {i: v for i, v in vectors.items() if i in live}
             if self.mixing:  # own vectors first, then each one mixed with its window's (those that have one)
                 self._update_points({}, {name: kept, own_vector_name(name): kept})
-                self.remix([r for r in chunks[i] if int(r.id) in kept])
+                self.remix([r for r in chunks[i] if int(r.id) in kept], reads)
             else:
                 self._update_points({}, {name: kept})
             done += len(vectors)
@@ -669,12 +687,12 @@ class IndexKeeper:
                     break
                 before = int(page[-1].id)
 
-    def _reindex(self, records: list[Record]) -> None:
-        """Write these records' points again; pending first, so if the embedder is down the sweep finishes."""
-        # deleted meanwhile: left alone
-        records = self.indexer.records.mark_pending_many(self.indexer.unforgotten(records))
+    def _reindex(self, records: list[Record], reads: LineReads | None = None) -> None:
+        """Write these records' points again (those left incomplete, the embedder down, are marked pending
+        for the sweep; one deleted meanwhile has its point taken back)."""
+        records = self.indexer.unforgotten(records)
         if records:
-            self.indexer.index_records(records)
+            self.indexer.index_records(records, reads=reads)
         self.progress.reindexed += len(records)
 
     # ----- reconcile ----------------------------------------------------------------------------------
@@ -693,11 +711,11 @@ class IndexKeeper:
         windows."""
         return sum(self._reconcile_page(page) for page in self._pages(bot))
 
-    def _reconcile_page(self, page: list[Record]) -> int:
+    def _reconcile_page(self, page: list[Record], reads: LineReads | None = None) -> int:
         indexed = [r for r in page if not r.pending]
         held = self.indexer.index.existing([int(r.id) for r in indexed])
         missing = [r for r in indexed if int(r.id) not in held]
-        self._reindex(missing)
+        self._reindex(missing, reads)
         unlined = [r for r in page if r.line and r.stored_line != r.line]
         if unlined:
             self.progress.lined += len(self._give_lines(unlined))
@@ -753,12 +771,14 @@ class IndexKeeper:
                 if after is None or time.monotonic() >= deadline:
                     return after
 
+        reads = LineReads()  # the step's pages meet the same lines: each is read once for all of them
+
         def one(page: list[Record]) -> None:
             self.progress.records += len(page)
             if action == "rebuild":
-                self._reindex(page)
+                self._reindex(page, reads)
             else:
-                self._reconcile_page(page)
+                self._reconcile_page(page, reads)
 
         return self.indexer.records.walk(bot, part, cursor, PAGE, budget_s, one, shard=shard)
 

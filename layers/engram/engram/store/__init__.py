@@ -2,6 +2,7 @@
 Nothing outside this package imports pynamodb or builds a key (tests/unit/test_store_owns_keys.py)."""
 
 from .keys import READ_SHARDS, fact_key, fact_tail, source_key
+from .lines import LineReads
 from .models import bind_tables
 from .records import (
     CLAIM_IN_FLIGHT_MS,
@@ -20,6 +21,7 @@ __all__ = [
     "READ_SHARDS",
     "CLAIM_IN_FLIGHT_MS",
     "KINDS",
+    "LineReads",
     "Duplicate",
     "Record",
     "reply_author",

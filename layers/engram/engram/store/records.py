@@ -12,13 +12,13 @@ from functools import partial
 from itertools import islice
 from typing import Any
 
-from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
 from ..errors import Unavailable
 from . import keys
 from .dynamo import attempt, guard, update_if_exists
 from .ids import IdMaker
+from .lines import LineReads, span_ids
 from .models import MemoryRecord, StateItem
 
 KINDS = ("fact", "message")
@@ -284,11 +284,14 @@ class RecordStore:
         rows = self._guard(lambda: list(islice(_merged(queries, not oldest_first), limit)))
         return [_record(row) for row in rows]
 
-    def line_around(self, records: list[Record], reach: int) -> dict[str, list[Record]]:
+    def line_around(
+        self, records: list[Record], reach: int, reads: LineReads | None = None
+    ) -> dict[str, list[Record]]:
         """For each line (thread; a fact's author and scope) of these records, its records from `reach`
         before the first of them to `reach` after the last, in time order: what their windows, and their
         neighbours' windows, are made of. Read from the byLine index (eventually consistent: a record
-        written a moment ago may be missing; the caller places the records it holds itself)."""
+        written a moment ago may be missing; the caller places the records it holds itself); `reads`: a
+        maintenance step's reads, each line read once for all its pages (store/lines.py)."""
         spans: dict[str, tuple[int, int]] = {}
         for r in records:
             line = r.line
@@ -298,27 +301,8 @@ class RecordStore:
         if not spans:
             return {}
         bot = records[0].bot
-
-        def ids_of(line: str, low: int, high: int) -> list[int]:
-            index = MemoryRecord.by_line
-            created = MemoryRecord.created_at
-
-            def edge(condition: Condition, forward: bool) -> list[MemoryRecord]:
-                # `reach` records beyond the span, and every record sharing the last one's millisecond: the
-                # index orders ties by nothing, and a window orders them by id (reach + 1 read tells)
-                rows = list(index.query(line, condition, scan_index_forward=forward, limit=reach + 1))
-                rows = rows[: reach + 1]
-                if len(rows) == reach + 1 and int(rows[-1].created_at) == int(rows[-2].created_at):
-                    rows += list(index.query(line, created == int(rows[-1].created_at)))
-                return rows
-
-            before, after = edge(created < low, False), edge(created > high, True)
-            # the span itself, its ends included: records made in the same millisecond as these are their
-            # neighbours too (an import, a page of messages given one time), ordered by id
-            between = index.query(line, created.between(low, high))
-            return list(dict.fromkeys(int(row.id) for row in [*before, *between, *after]))
-
-        ids = {line: self._guard(partial(ids_of, line, *span)) for line, span in spans.items()}
+        ids_of = reads.ids if reads is not None else span_ids
+        ids = {line: self._guard(partial(ids_of, line, *span, reach)) for line, span in spans.items()}
         # the records given are current: only their neighbours are read
         found = {int(r.id): r for r in records}
         wanted = {i for line_ids in ids.values() for i in line_ids} - set(found)
@@ -600,6 +584,18 @@ class RecordStore:
         rows = self._guard(lambda: list(MemoryRecord.batch_get(_keys(bot, ids))))
         return {int(r.id): _record(r) for r in rows}
 
+    def existing(self, bot: str, ids: list[int]) -> set[int]:
+        """Which of these records exist now: a strongly consistent read of their keys, so one deleted a
+        moment ago is not among them (as a conditional write would have found it gone)."""
+        if not ids:
+            return set()
+        rows = self._guard(
+            lambda: list(
+                MemoryRecord.batch_get(_keys(bot, ids), consistent_read=True, attributes_to_get=["bot", "id"])
+            )
+        )
+        return {int(r.id) for r in rows}
+
     def change_text(self, record: Record, text: str, unique_key: str | None) -> None:
         """Give a record new text, moving its unique key; raises Duplicate if the new key is held."""
         old_key = record.unique_key
@@ -672,9 +668,16 @@ class RecordStore:
 
     def mark_indexed_many(self, done: list[tuple[Record, str | None]]) -> list[Record]:
         """mark_indexed for many records, several requests in flight; returns the records that no longer
-        exist."""
-        marked = list(self._pool.map(lambda pair: self.mark_indexed(*pair), done))
-        return [record for (record, _), ok in zip(done, marked, strict=False) if not ok]
+        exist. A record already marked so (a rebuild, a reconcile, a re-index of an indexed record) needs
+        no write: whether it still exists is read instead, a hundred keys a request."""
+        unchanged = [r for r, model in done if not r.pending and r.vector_model == model]
+        changed = [(r, model) for r, model in done if r.pending or r.vector_model != model]
+        marked = list(self._pool.map(lambda pair: self.mark_indexed(*pair), changed))
+        gone = [record for (record, _), ok in zip(changed, marked, strict=True) if not ok]
+        if unchanged:
+            present = self.existing(unchanged[0].bot, [int(r.id) for r in unchanged])
+            gone += [r for r in unchanged if int(r.id) not in present]
+        return gone
 
     def give_lines(self, records: list[Record]) -> list[Record]:
         """Records stored before windows get the line their window is read along (byLine); returns those

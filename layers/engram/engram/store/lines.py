@@ -1,0 +1,143 @@
+"""Reading a line (a thread; a fact's author and scope) from the byLine index: which records sit around a
+span of it, by id, in time order.
+
+A write reads its records' lines afresh (three queries a line: the turns before, the span, the turns
+after). A maintenance step (a rebuild, a reconcile, a re-embed page) walks thousands of records whose lines
+it meets again and again, page after page: `LineReads` reads each line once, further than one page needs,
+and later pages take their ids from what it read. Only ids are kept (the index is keys only): the records
+themselves are read fresh for every page, so one deleted meanwhile is not brought back, and the forgotten
+are left out by the caller on every read. A record written into a line during the step may be missing from
+its neighbours' windows until it is written next; its own write gives it its window."""
+
+from __future__ import annotations
+
+import bisect
+import math
+import threading
+from dataclasses import dataclass, field
+
+from pynamodb.expressions.condition import Condition
+
+from .models import MemoryRecord
+
+# Rows read beyond what a page needs when a line is extended: the next pages of a step find them known.
+READ_AHEAD = 128
+
+
+def span_ids(line: str, low: int, high: int, reach: int) -> list[int]:
+    """Ids of a line's records from `reach` before `low` to `reach` after `high` (createdAt), each edge
+    reaching on through records sharing its last one's millisecond; the span itself, its ends included."""
+    index, created = MemoryRecord.by_line, MemoryRecord.created_at
+
+    def edge(condition: Condition, forward: bool) -> list[MemoryRecord]:
+        # the index orders ties by nothing, and a window orders them by id (reach + 1 read tells)
+        rows = list(index.query(line, condition, scan_index_forward=forward, limit=reach + 1))[: reach + 1]
+        if len(rows) == reach + 1 and int(rows[-1].created_at) == int(rows[-2].created_at):
+            rows += list(index.query(line, created == int(rows[-1].created_at)))
+        return rows
+
+    before, after = edge(created < low, False), edge(created > high, True)
+    between = index.query(line, created.between(low, high))
+    return list(dict.fromkeys(int(row.id) for row in [*before, *between, *after]))
+
+
+@dataclass
+class _Known:
+    """A line's rows, (createdAt, id) in order, known to be all of them from `low` to `high` inclusive
+    (-inf / +inf: to the line's start / end)."""
+
+    low: float
+    high: float
+    rows: list[tuple[int, int]] = field(default_factory=list)
+
+    def below(self, at: int) -> int:
+        """How many known rows are older than `at`."""
+        return bisect.bisect_left(self.rows, (at, -1))
+
+    def above(self, at: int) -> int:
+        """How many known rows are newer than `at`."""
+        return len(self.rows) - bisect.bisect_right(self.rows, (at, math.inf))
+
+    def add(self, rows: list[tuple[int, int]]) -> None:
+        self.rows = sorted(set(self.rows).union(rows))
+
+
+def _read(line: str, condition: Condition, forward: bool, limit: int) -> tuple[list[tuple[int, int]], bool]:
+    """Up to `limit` rows of a line from a condition, in the direction asked; and whether the line ended."""
+    query = MemoryRecord.by_line.query(
+        line, condition, scan_index_forward=forward, limit=limit, page_size=limit
+    )
+    rows = [(int(r.created_at), int(r.id)) for r in query]
+    return rows, len(rows) < limit
+
+
+def _all_at(line: str, at: int) -> list[tuple[int, int]]:
+    return [
+        (int(r.created_at), int(r.id))
+        for r in MemoryRecord.by_line.query(line, MemoryRecord.created_at == at)
+    ]
+
+
+class LineReads:
+    """byLine reads shared by the pages of one maintenance step (see the module): `ids` answers as
+    `span_ids` does, reading a line only where what is known of it falls short. Safe to share between the
+    threads of one step; meant to live no longer than the step."""
+
+    def __init__(self, ahead: int | None = None):
+        self.ahead = ahead or READ_AHEAD
+        self.queries = 0  # how many byLine queries it made (tests and benches)
+        self._known: dict[str, _Known] = {}
+        self._lock = threading.Lock()
+
+    def ids(self, line: str, low: int, high: int, reach: int) -> list[int]:
+        with self._lock:
+            known = self._known.get(line)
+            if known is None or high < known.low or low > known.high:
+                # nothing known near: read older from the span's newest end (the span and the turns before
+                # it, one query while the span is short), then newer
+                known = self._known[line] = _Known(low=high + 1, high=high)
+            self._older(line, known, low, reach)
+            self._newer(line, known, high, reach)
+            first = max(0, known.below(low) - reach - 1)
+            last = len(known.rows) - max(0, known.above(high) - reach - 1)
+            rows = known.rows[first:last]
+            # ties at either edge: every record of the edge's millisecond, as span_ids gives them
+            if rows and first > 0:
+                rows = [r for r in known.rows[:first] if r[0] == rows[0][0]] + rows
+            if rows and last < len(known.rows):
+                rows += [r for r in known.rows[last:] if r[0] == rows[-1][0]]
+            return [memory_id for _, memory_id in rows]
+
+    def _older(self, line: str, known: _Known, low: int, reach: int) -> None:
+        """Read on, older, until `reach` + 1 rows before `low` are known (or the line's start)."""
+        while known.low > -math.inf and known.below(low) < reach + 1:
+            self.queries += 1
+            rows, ended = _read(line, MemoryRecord.created_at < int(known.low), False, self.ahead)
+            if ended:
+                known.add(rows)
+                known.low = -math.inf
+            elif rows[-1][0] == rows[0][0]:  # a whole read within one millisecond: take all of it
+                self.queries += 1
+                known.add(_all_at(line, rows[-1][0]))
+                known.low = rows[-1][0]
+            else:  # the oldest millisecond read may have more rows: known from the next one up
+                oldest = rows[-1][0]
+                known.add([r for r in rows if r[0] != oldest])
+                known.low = oldest + 1
+
+    def _newer(self, line: str, known: _Known, high: int, reach: int) -> None:
+        """Read on, newer, until `reach` + 1 rows after `high` are known (or the line's end)."""
+        while known.high < math.inf and known.above(high) < reach + 1:
+            self.queries += 1
+            rows, ended = _read(line, MemoryRecord.created_at > int(known.high), True, self.ahead)
+            if ended:
+                known.add(rows)
+                known.high = math.inf
+            elif rows[-1][0] == rows[0][0]:
+                self.queries += 1
+                known.add(_all_at(line, rows[-1][0]))
+                known.high = rows[-1][0]
+            else:
+                newest = rows[-1][0]
+                known.add([r for r in rows if r[0] != newest])
+                known.high = newest - 1

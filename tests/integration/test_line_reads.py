@@ -1,0 +1,122 @@
+"""A maintenance step's line reads (issue 32, part 5): each line read once for all the step's pages
+(store/lines.py), giving each page what a fresh read of the byLine index gives, in far fewer queries; a
+rebuild through them writes every point's words exactly as the live writes did; and nothing deleted
+meanwhile comes back through them."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import engram.indexing
+from engram.service import ChatMessage
+from engram.store import READ_SHARDS
+from engram.store.lines import LineReads, span_ids
+from engram.vectors import Scope
+
+BOT = "lines"
+START = 1_767_225_600_000
+
+
+def _chat(service, n: int, threads: int = 3, seed: int = 7) -> list:
+    """`n` messages over `threads` threads, in one import, some turns sharing a millisecond (a backfill
+    page gives a burst one time): the records, oldest first."""
+    rng = random.Random(seed)
+    at, messages = START, []
+    for i in range(n):
+        at += rng.choice([0, 0, 1, 5, 1000])
+        messages.append(
+            ChatMessage(
+                source_id=f"m{i}",
+                text=f"turn {i} about {rng.choice(['boats', 'tea', 'rain', 'trains'])}",
+                user=f"u{i % 4}",
+                thread=f"t{rng.randrange(threads)}",
+                created_at=at,
+            )
+        )
+    service.add_messages(BOT, messages)
+    return sorted(service.records.newest(BOT, "message", n + 10), key=lambda r: (r.created_at, r.id))
+
+
+def _expected(line: list, low: int, high: int, reach: int) -> set[int]:
+    """A span and `reach` + 1 turns each side, each edge with every turn of its millisecond: from the line
+    itself."""
+    rows = sorted((r.created_at, r.id) for r in line)
+    older = [x for x in rows if x[0] < low][-(reach + 1) :]
+    newer = [x for x in rows if x[0] > high][: reach + 1]
+    edges = {older[0][0]} if older else set()
+    edges |= {newer[-1][0]} if newer else set()
+    return {i for at, i in rows if low <= at <= high or at in edges} | {i for _, i in older + newer}
+
+
+@pytest.mark.parametrize("ahead", [2, 5, 128])
+def test_a_step_s_reads_give_each_page_what_a_fresh_read_gives_in_fewer_queries(service, ahead):
+    records = _chat(service, 120)
+    lines: dict[str, list] = {}
+    for r in records:
+        lines.setdefault(r.line, []).append(r)
+    reads, fresh_queries = LineReads(ahead=ahead), 0
+    reach = 4
+    # pages newest first, as a step walks them (a record or three of a line a page), then a jump back
+    spans = []
+    for line_name, line in lines.items():
+        for end in range(len(line), 0, -3):
+            chunk = line[max(0, end - 3) : end]
+            spans.append((line_name, chunk[0].created_at, chunk[-1].created_at))
+    spans.append((spans[0][0], records[-1].created_at, records[-1].created_at))
+    for line_name, low, high in spans:
+        got = reads.ids(line_name, low, high, reach)
+        assert set(got) == _expected(lines[line_name], low, high, reach), (line_name, low, high)
+        assert len(got) == len(set(got))
+        assert set(span_ids(line_name, low, high, reach)) <= set(got)
+        fresh_queries += 3
+    if ahead == 128:  # a short read-ahead is there to take every path of the reading on
+        assert reads.queries < fresh_queries / 4, (reads.queries, fresh_queries)
+
+
+def test_a_record_deleted_during_a_step_is_not_brought_back_by_its_line(service):
+    records = _chat(service, 30, threads=1)
+    reads = LineReads()
+    middle = records[15]
+    first = service.records.line_around([middle], 4, reads)[middle.line]
+    gone = records[14]
+    assert gone.id in {r.id for r in first}
+    service.records.delete([gone])  # the line's ids are known to the step; the record is read afresh
+    again = service.records.line_around([middle], 4, reads)[middle.line]
+    assert gone.id not in {r.id for r in again} and len(again) == len(first) - 1
+
+
+def test_a_rebuild_through_shared_reads_writes_every_point_s_words_as_the_live_writes_did(
+    words_only, monkeypatch, engine
+):
+    index = words_only.indexer.index
+    written: dict[int, object] = {}
+    upsert, set_vectors = index.upsert, index.set_vectors
+
+    def recording_upsert(points):
+        written.update({p.id: p.words for p in points})
+        return upsert(points)
+
+    def recording_set_vectors(words, dense):
+        written.update(words)
+        return set_vectors(words, dense)
+
+    monkeypatch.setattr(index, "upsert", recording_upsert)
+    monkeypatch.setattr(index, "set_vectors", recording_set_vectors)
+    records = _chat(words_only, 90)
+    live = dict(written)
+    assert set(live) >= {r.id for r in records}
+    index.delete([r.id for r in records])
+    written.clear()
+    monkeypatch.setattr(engram.indexing, "PAGE", 4)  # many pages a step, sharing its reads
+    for shard in range(READ_SHARDS):
+        assert engine.keeper.step("rebuild", BOT, "message", None, budget_s=600, shard=shard) is None
+    assert index.count(Scope(bot=BOT)) == len(records)
+    assert {i: written[i] for i in live} == live
+
+
+@pytest.fixture
+def words_only(service):
+    service.indexer.embedder.down = True
+    return service
