@@ -22,9 +22,10 @@ from .vectors import Scope
 
 log = logging.getLogger(__name__)
 PAGE = 500
-# A re-embed job gives pages their vectors until this has passed, then queues the rest of its chain: well
-# inside the worker's 180 s (a page with a slow model takes seconds), as a maintenance step.
-STEP_S = 40.0
+# A re-embed job gives pages their vectors while another fits in this, then queues the rest of its chain:
+# well inside the worker's 180 s. Shorter than a rebuild's 40 s step, as a page is longer (a model's embeds,
+# and each vector mixed into the points around it): at 50,000 records one page took up to ~17 s here.
+STEP_S = 30.0
 
 
 class EmbeddingSettings(BaseModel):
@@ -206,8 +207,8 @@ class EmbeddingManager:
 
     def reembed(self, job: ReembedJob) -> None:
         """The plan (no bot): a chain per bot and kind, queued at once; or one step of a chain: pages of
-        the newest records still without this model's vector, given one, until STEP_S has passed; then the
-        next step is queued from where it stopped (the pages share their line reads)."""
+        the newest records still without this model's vector, given one, while another fits in STEP_S;
+        then the next step is queued from where it stopped (the pages share their line reads)."""
         self.current()
         if self.service.dense_name != job.vector:
             log.info("re-embed for %s stopped: the model changed again", job.vector)
@@ -215,15 +216,17 @@ class EmbeddingManager:
         if job.bot is None:
             self._plan(job.vector)
             return
-        deadline, reads = time.monotonic() + STEP_S, LineReads()
+        deadline, reads, longest = time.monotonic() + STEP_S, LineReads(), 0.0
         while True:
+            began = time.monotonic()
             page = self.service.records.page(job.bot, job.phase, job.after_id, PAGE, shard=job.shard)
             if page and not self._give_vectors(job, page, reads):
                 return
             if len(page) < PAGE:
                 break
             job = job.model_copy(update={"after_id": int(page[-1].id)})
-            if time.monotonic() >= deadline:
+            longest = max(longest, time.monotonic() - began)
+            if time.monotonic() + longest >= deadline:  # no page is begun that would end past the step
                 self.queue.send(job)
                 return
         chain = f"{job.bot}#{job.phase}" + ("" if job.shard is None else f"#{job.shard}")
