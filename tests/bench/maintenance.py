@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import statistics
@@ -205,6 +206,7 @@ def run(n: int, phases: tuple[str, ...] = ("rebuild", "re-embed")) -> list[dict]
 
 
 def main() -> None:
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # the figures alone on stdout
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "layers" / "engram"))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -72,6 +72,7 @@ def _read(line: str, condition: Condition, forward: bool, limit: int) -> tuple[l
 
 
 def _all_at(line: str, at: int) -> list[tuple[int, int]]:
+    """Every row of a line in one millisecond."""
     return [
         (int(r.created_at), int(r.id))
         for r in MemoryRecord.by_line.query(line, MemoryRecord.created_at == at)
@@ -101,7 +102,9 @@ class LineReads:
             first = max(0, known.below(low) - reach - 1)
             last = len(known.rows) - max(0, known.above(high) - reach - 1)
             rows = known.rows[first:last]
-            # ties at either edge: every record of the edge's millisecond, as span_ids gives them
+            # ties at either edge: every record of the edge's millisecond (the index orders them by
+            # nothing, a window by id); span_ids reads them only when they reach inside, the rest lie past
+            # every window and cost a few more records read
             if rows and first > 0:
                 rows = [r for r in known.rows[:first] if r[0] == rows[0][0]] + rows
             if rows and last < len(known.rows):

@@ -817,17 +817,21 @@ class RecordStore:
         shard: int | None = None,
     ) -> int | None:
         """One bounded step of a pass over a bot's records of a kind (under one of its keys with `shard`):
-        pages newest first from `before`, each handed to `each`, until `budget_s` has passed; returns where
-        the next step starts (None: the kind is done)."""
-        deadline = time.monotonic() + budget_s
-        while page := self.page(bot, kind, before, page_size, shard=shard):
+        pages newest first from `before`, each handed to `each`, while another (as long as the longest so
+        far) fits in `budget_s`; returns where the next step starts (None: the kind is done)."""
+        deadline, longest = time.monotonic() + budget_s, 0.0
+        while True:
+            began = time.monotonic()
+            page = self.page(bot, kind, before, page_size, shard=shard)
+            if not page:
+                return None
             each(page)
             if len(page) < page_size:
                 return None
             before = int(page[-1].id)
-            if time.monotonic() >= deadline:
+            longest = max(longest, time.monotonic() - began)
+            if time.monotonic() + longest >= deadline:  # no page is begun that would end past the step
                 return before
-        return None
 
     def _listed_scope(self, bot: str, kind: str, server: str | None, project: str | None) -> str | None:
         """The byScope key a scoped listing can read alone, if any: not before the bot's records all carry
