@@ -95,12 +95,15 @@ class _Marks:
             if r.line:
                 self.lines.setdefault(r.line, []).append(r)
 
-    def line_around(self, records, reach):
+    def line_around(self, records, reach, reads=None):
         """Each line of these records, whole (a conversation is small)."""
         return {r.line: list(self.lines[r.line]) for r in records if r.line in self.lines}
 
     def mark_indexed_many(self, done):
         return []
+
+    def mark_pending_many(self, records):
+        return records  # every record is still there
 
 
 class _NoForgets:
