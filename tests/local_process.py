@@ -26,6 +26,24 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+PORT_TAKEN = "address already in use"
+
+
+def answers_as_engram(port: int, headers: dict[str, str] | None = None) -> bool:
+    """Whether engram itself answers /healthz on the port: its JSON, not merely a 200. A port freed by a
+    stop can be taken by another test's server before the restart binds it (CI: a moto server on the
+    port answered 200 "healthy: dynamodb…" while the stack exited on "address already in use")."""
+    try:
+        r = httpx.get(f"http://127.0.0.1:{port}/healthz", headers=headers, timeout=1)
+        return (
+            r.status_code == 200
+            and r.headers.get("content-type", "").startswith("application/json")
+            and (r.json().get("ok") is True)
+        )
+    except (httpx.HTTPError, ValueError):
+        return False
+
+
 class Stack:
     """The local stack as a process, with the environment a user would set."""
 
@@ -47,20 +65,41 @@ class Stack:
         self.output = ""
 
     def start(self) -> Stack:
-        # kept open while the process runs (it writes there); closed by stop()
-        log = open(self.data_dir / f"stack-{time.monotonic_ns()}.log", "w+")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "infra.local_stack"],
-            cwd=ROOT,
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        self._log = log
-        ok = wait_until(lambda: self._answers() or self.proc.poll() is not None, timeout_s=90, every_s=0.1)
-        assert ok and self.proc.poll() is None, self.read_log()
-        return self
+        """Start (or restart) the process on a port free now: the one it had may have been taken since
+        its stop. A start that loses the port to another process in between is tried again on another."""
+        for attempt in range(3):
+            if attempt or self.proc is not None:
+                self._use_port(free_port())
+            if attempt:  # which port was lost is in the log; a fixed DynamoDB or SQS port may be it
+                for name in ("ENGRAM_DYNAMODB_PORT", "ENGRAM_SQS_PORT"):
+                    if self.env.get(name, "0") != "0":
+                        self.env[name] = str(free_port())
+            # kept open while the process runs (it writes there); closed by stop()
+            log = open(self.data_dir / f"stack-{time.monotonic_ns()}.log", "w+")  # noqa: SIM115
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "infra.local_stack"],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            self._log = log
+            ok = wait_until(
+                lambda: answers_as_engram(self.port) or self.proc.poll() is not None,
+                timeout_s=90,
+                every_s=0.1,
+            )
+            if ok and self.proc.poll() is None:
+                return self
+            if PORT_TAKEN not in self.read_log():
+                break
+        raise AssertionError(self.read_log())
+
+    def _use_port(self, port: int) -> None:
+        self.port, self.env["ENGRAM_PORT"] = port, str(port)
+        self.url = f"http://127.0.0.1:{port}"
+        self.api.base_url = httpx.URL(self.url)
 
     def client(self, service: str):  # noqa: ANN201 - boto3's client types are generated per service
         """A boto3 client of the stack's own DynamoDB or SQS (the test fixed their ports in the env)."""
@@ -90,12 +129,6 @@ class Stack:
             self.read_log()
         )
         return self
-
-    def _answers(self) -> bool:
-        try:
-            return self.api.get("/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
 
     def read_log(self) -> str:
         self._log.flush()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.local_process import free_port
+from tests.local_process import PORT_TAKEN, answers_as_engram, free_port
 from tests.support import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,35 +25,39 @@ def warm(port: int, key: str, timeout_s: float = 120) -> None:
     )
 
 
-def start(data_dir: Path, port: int) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "ENGRAM_DATA_DIR": str(data_dir),
-        "ENGRAM_PORT": str(port),
-        "ENGRAM_DYNAMODB_PORT": "0",
-        "ENGRAM_SQS_PORT": "0",
-    }  # never collide with a running `make run`
-    env.pop("ENGRAM_API_KEY", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "infra.local_stack"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None:
-            raise AssertionError(proc.stdout.read())
-        time.sleep(0.3)
-    proc.kill()
-    raise AssertionError("the local stack did not answer /healthz in 90 s")
+def start(data_dir: Path) -> tuple[subprocess.Popen, int]:
+    """`make run`'s process on a port free now (a restart's old one may have been taken since its stop);
+    tried again on another port if it loses that one to another process before it binds."""
+    for _ in range(3):
+        port = free_port()
+        env = {
+            **os.environ,
+            "ENGRAM_DATA_DIR": str(data_dir),
+            "ENGRAM_PORT": str(port),
+            "ENGRAM_DYNAMODB_PORT": "0",
+            "ENGRAM_SQS_PORT": "0",
+        }  # never collide with a running `make run`
+        env.pop("ENGRAM_API_KEY", None)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "infra.local_stack"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None and not answers_as_engram(port):
+            time.sleep(0.3)
+        if proc.poll() is None and answers_as_engram(port):
+            return proc, port
+        if proc.poll() is None:
+            proc.kill()
+            raise AssertionError("the local stack did not answer /healthz in 90 s")
+        out = proc.stdout.read()
+        if PORT_TAKEN not in out:
+            raise AssertionError(out)
+    raise AssertionError(f"no free port held for the local stack in 3 tries: {out}")
 
 
 def stop(proc: subprocess.Popen) -> str:
@@ -64,8 +68,7 @@ def stop(proc: subprocess.Popen) -> str:
 
 
 def test_state_survives_a_restart(tmp_path):
-    port = free_port()
-    proc = start(tmp_path, port)
+    proc, port = start(tmp_path)
     key = (tmp_path / "api-key").read_text().strip()
     auth = {"Authorization": f"Bearer {key}"}
     base = f"http://127.0.0.1:{port}/v1/bots/restart/memories"
@@ -81,7 +84,8 @@ def test_state_survives_a_restart(tmp_path):
     assert key not in out and f"in {(tmp_path / 'api-key').resolve()}" in out
     assert "stopped; every write is on disk" in out
 
-    proc = start(tmp_path, port)
+    proc, port = start(tmp_path)
+    base = f"http://127.0.0.1:{port}/v1/bots/restart/memories"
     try:
         assert (tmp_path / "api-key").read_text().strip() == key  # generated once
         listed = httpx.get(base, headers=auth).json()["memories"]
@@ -116,8 +120,7 @@ def test_a_search_in_the_first_second_answers_by_words_without_waiting_for_the_m
     """A restarted stack answers a search at once, by words, while its model loads; meaning joins once it is
     warm, and a memory written while the model loaded gets its vector within seconds, not at the next
     sweep."""
-    port = free_port()
-    proc = start(tmp_path, port)
+    proc, port = start(tmp_path)
     key = (tmp_path / "api-key").read_text().strip()
     auth = {"Authorization": f"Bearer {key}"}
     base = f"http://127.0.0.1:{port}/v1/bots/first/memories"
@@ -130,7 +133,8 @@ def test_a_search_in_the_first_second_answers_by_words_without_waiting_for_the_m
         )
     finally:
         stop(proc)
-    proc = start(tmp_path, port)
+    proc, port = start(tmp_path)
+    base = f"http://127.0.0.1:{port}/v1/bots/first/memories"
     try:
         health = httpx.get(f"http://127.0.0.1:{port}/healthz", headers=auth).json()
         began = time.monotonic()
@@ -208,8 +212,7 @@ DOCUMENTED = {  # every variable the README documents for `make run`, set the wa
 def test_make_run_starts_with_every_documented_variable_set(tmp_path, monkeypatch):
     for name, value in DOCUMENTED.items():
         monkeypatch.setenv(name, value)
-    port = free_port()
-    proc = start(tmp_path, port)
+    proc, port = start(tmp_path)
     try:
         health = httpx.get(f"http://127.0.0.1:{port}/healthz").json()
         assert health["ok"] is True
@@ -225,8 +228,7 @@ def test_make_run_starts_with_every_variable_empty(tmp_path, monkeypatch):
         if name != "ENGRAM_HOST":
             monkeypatch.setenv(name, "")
     monkeypatch.setenv("ENGRAM_EMBEDDER", "off")
-    port = free_port()
-    proc = start(tmp_path, port)
+    proc, port = start(tmp_path)
     try:
         assert httpx.get(f"http://127.0.0.1:{port}/healthz").json()["ok"] is True
     finally:
@@ -240,8 +242,7 @@ def test_a_deleted_index_comes_back_by_itself(tmp_path):
 
     from tests.support import wait_until
 
-    port = free_port()
-    proc = start(tmp_path, port)
+    proc, port = start(tmp_path)
     auth = {"Authorization": f"Bearer {(tmp_path / 'api-key').read_text().strip()}"}
     base = f"http://127.0.0.1:{port}/v1/bots/rebuild/memories"
     try:
@@ -255,7 +256,8 @@ def test_a_deleted_index_comes_back_by_itself(tmp_path):
         out = stop(proc)
     assert "proxy key" in out and "admin key" in out
     shutil.rmtree(tmp_path / "qdrant")
-    proc = start(tmp_path, port)
+    proc, port = start(tmp_path)
+    base = f"http://127.0.0.1:{port}/v1/bots/rebuild/memories"
     try:
 
         def found():
