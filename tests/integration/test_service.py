@@ -5,7 +5,7 @@ import json
 import pytest
 
 from engram.errors import InvalidInput, NotFound, Unavailable
-from engram.store.keys import bot_of
+from engram.store.keys import bot_of, claim_pk, is_claim_pk
 from engram.store.models import StateItem
 from engram.vectors import Scope
 
@@ -383,10 +383,12 @@ def test_a_claim_left_by_a_crash_is_taken_over(service):
     from engram.store import fact_key, now_ms
 
     key = fact_key(None, None, None, "Crash-proof fact.")
-    StateItem("unique#bot1", key, memory_id=424242, value=now_ms() - 60_000).save()  # its record never landed
+    StateItem(
+        claim_pk("bot1", key), key, memory_id=424242, value=now_ms() - 60_000
+    ).save()  # no record landed
     memory, created = service.add_fact("bot1", "Crash-proof fact.")
     assert created and memory.id != 424242
-    assert int(StateItem.get("unique#bot1", key).memory_id) == memory.id
+    assert int(StateItem.get(claim_pk("bot1", key), key).memory_id) == memory.id
     again, created_again = service.add_fact("bot1", "crash-proof FACT.")
     assert not created_again and again.id == memory.id
 
@@ -404,13 +406,14 @@ def test_forget_releases_the_claims_a_crash_left_in_the_user_s_name_and_no_one_e
     assert sorted(service.records.stale_claims("bot1", "alice")) == sorted(
         [source_key("crash-msg"), fact_key("s1", None, "alice", "Half-written fact.")]
     )
-    assert StateItem.get("unique#bot1", service.records.get("bot1", kept.id).unique_key).owner == "bot1#alice"
+    kept_key = service.records.get("bot1", kept.id).unique_key
+    assert StateItem.get(claim_pk("bot1", kept_key), kept_key).owner == "bot1#alice"
     deleted = service.forget_user("bot1", "alice")
     assert deleted["claims"] == 2 and deleted["facts"] == 1
     left = {
         i["sk"]["S"]: i
         for i in aws["dynamodb"].scan(TableName="t-state")["Items"]
-        if i["pk"]["S"] == "unique#bot1"
+        if is_claim_pk("bot1", i["pk"]["S"])
     }
     assert list(left) == [source_key("bob-crash-msg")]
     assert all(

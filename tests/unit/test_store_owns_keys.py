@@ -166,6 +166,8 @@ def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_pe
         "record_line",  # a record's byLine key: it goes with the record
         "record_scope",  # a record's byScope key (bot, kind, server or project): it goes with the record
         "unique_pk",
+        "claim_pk",
+        "is_claim_pk",
         "fact_key",
         "source_key",
         "thread_pk",
@@ -203,6 +205,7 @@ def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_pe
         "scopes_ready",  # a bot's kind all carries its byScope key (a time)
         "mixed_scopes",  # some record of a bot names a server and a project (a time)
         "stamp_queued",  # when a bot's stamp pass was queued (a time)
+        "claims_move_queued",  # when a bot's claims pass was queued (a time)
         "record_shard",  # which shard an id goes to (a number)
         "bot_of",  # reads the bot from a spread key
     }

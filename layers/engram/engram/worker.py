@@ -52,6 +52,9 @@ def _maintain(engine, job: IndexMaintenanceJob) -> None:
     if job.action == "stamp":
         _stamp(engine, job)
         return
+    if job.action == "claims":
+        _move_claims(engine, job)
+        return
     if job.bot is None:  # each bot its own jobs, retried on their own
         for bot in engine.keeper.bots():
             engine.queue.send(IndexMaintenanceJob(action=job.action, bot=bot))
@@ -102,14 +105,32 @@ def _stamp(engine, job: IndexMaintenanceJob) -> None:
         engine.queue.send(job.model_copy(update={"cursor": cursor}))
 
 
+def _move_claims(engine, job: IndexMaintenanceJob) -> None:
+    """Move a bot's claims made before they were spread to their spread keys: a bounded step that queues
+    the next one until none is left (a step cut off anywhere is run again: a move loses no claim)."""
+    if job.bot is None:
+        return
+    done = engine.service.records.claim_keys.move_step(job.bot, budget_s=MAINTENANCE_STEP_S)
+    logger.info("claims pass", extra={"bot": job.bot, "done": done})
+    if not done:
+        engine.queue.send(job)
+
+
 def queue_stamps(engine) -> int:
     """The sweep's share: queue the stamp pass of each bot whose records do not all carry their byScope
-    key (an installation older than the index), once an hour at most; returns how many were queued."""
+    key (an installation older than the index), and the claims pass of each bot with claims still under
+    its plain key (one older than spread claims), each once an hour at most; returns how many were
+    queued."""
     records = engine.service.records
     queued = 0
     for bot in records.unscoped():
         if records.claim_stamp(bot, again_after_ms=STAMP_AGAIN_MS):
             engine.queue.send(IndexMaintenanceJob(action="stamp", bot=bot))
+            queued += 1
+    for bot in records.bots():
+        moving = records.claim_keys.plain_left(bot)
+        if moving and records.claim_claims_pass(bot, again_after_ms=STAMP_AGAIN_MS):
+            engine.queue.send(IndexMaintenanceJob(action="claims", bot=bot))
             queued += 1
     return queued
 

@@ -4,6 +4,8 @@ RECORD_SHARDS partition keys (`record_pk`); everything else sits in StateTable a
 
 from __future__ import annotations
 
+import hashlib
+
 from ..text import fold_digest
 
 # ----- MemoriesTable keys: a bot's records spread over RECORD_SHARDS partition keys ----------------
@@ -89,8 +91,34 @@ def record_scope(bot: str, kind: str, server: str | None, project: str | None) -
 # ----- unique claims: which memory holds a fact's folded text or a message's source id ------------
 
 
+# Every stored message and fact claims one. Under one partition key per bot (`unique_pk`, what claims
+# were made under before) a bot's writes met that key's ~1,000 write units a second; a claim now sits under
+# one of CLAIM_SHARDS keys, chosen from a digest of its own key, so who looks for a claim knows where it is.
+# Claims made before stay under the plain key until the claims pass moves them (RecordStore.move_claims);
+# until then, readers look there too. Fixed forever: changing it would lose every claim.
+CLAIM_SHARDS = 16
+
+
 def unique_pk(bot: str) -> str:
+    """The plain key the claims made before CLAIM_SHARDS sit under, until they are moved."""
     return f"unique#{bot}"
+
+
+def claim_pk(bot: str, key: str) -> str:
+    """The partition key of a claim on `key`: one of the bot's CLAIM_SHARDS claim keys."""
+    shard = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=4).digest(), "big") % CLAIM_SHARDS
+    return f"{unique_pk(bot)}{SHARD_MARK}{shard}"
+
+
+def is_claim_pk(bot: str, pk: str) -> bool:
+    """Whether a state item's partition key is one of the bot's claim keys (the plain one included)."""
+    return pk == unique_pk(bot) or pk.startswith(f"{unique_pk(bot)}{SHARD_MARK}")
+
+
+def claims_move_queued(bot: str) -> tuple[str, str]:
+    """When the claims pass of a bot with claims under its plain key was last queued (the sweep queues it
+    again after an hour if it has not finished)."""
+    return "claims", f"queued#{bot}"
 
 
 def fact_key(server: str | None, project: str | None, user: str | None, text: str) -> str:

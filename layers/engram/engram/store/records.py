@@ -16,6 +16,7 @@ from pynamodb.expressions.update import Action
 
 from ..errors import Unavailable
 from . import keys
+from .claims import ClaimKeys
 from .dynamo import attempt, guard, update_if_exists
 from .ids import IdMaker
 from .lines import LineReads, span_ids
@@ -43,6 +44,17 @@ STAMP_PAGE = 500
 
 
 _unique_pk = keys.unique_pk
+
+
+def _batch_get_state(item_keys: list[tuple[str, str]]) -> list[StateItem]:
+    return list(StateItem.batch_get(item_keys))
+
+
+def _get_state(pk: str, sk: str) -> StateItem | None:
+    try:
+        return StateItem.get(pk, sk, consistent_read=True)
+    except StateItem.DoesNotExist:
+        return None
 
 
 @dataclass(slots=True)
@@ -215,6 +227,7 @@ class RecordStore:
         self._bots: set[str] = set()
         self._ids = IdMaker(self._take_worker)
         self._scoped: set[tuple[str, str]] = set()  # scopes_ready / mixed_scopes keys known set (they stay)
+        self.claim_keys = ClaimKeys()
 
     _guard = staticmethod(guard)
 
@@ -475,33 +488,50 @@ class RecordStore:
 
     def find_unique(self, bot: str, key: str) -> Record | None:
         """The memory that holds a unique key, if any."""
+        holders = self.find_uniques(bot, [key])
+        return self.get(bot, holders[key]) if key in holders else None
 
-        def get() -> int | None:
-            try:
-                return int(StateItem.get(_unique_pk(bot), key).memory_id or 0)
-            except StateItem.DoesNotExist:
-                return None
-
-        holder = self._guard(get)
-        return self._holder(bot, key, holder) if holder is not None else None
-
-    def find_uniques(self, bot: str, keys: list[str]) -> dict[str, int]:
+    def find_uniques(self, bot: str, unique_keys: list[str]) -> dict[str, int]:
         """The memory ids holding any of these unique keys (batch reads; stale claims left out)."""
-        if not keys:
+        wanted = list(dict.fromkeys(unique_keys))
+        if not wanted:
             return {}
+        lookups = [(pk, k) for k in wanted for pk in self.claim_keys.lookups(bot, k)]
+        found: dict[str, int] = {}
+        for start in range(0, len(lookups), 100):
+            chunk = lookups[start : start + 100]
+            for i in self._guard(partial(_batch_get_state, chunk)):
+                # under the spread key and the plain one only while a move is cut off: the same memory
+                found.setdefault(i.sk, int(i.memory_id))
+        records = self.batch_get(bot, list(set(found.values()))) if found else {}
+        return {k: i for k, i in found.items() if i in records and records[i].unique_key == k}
+
+    def _plain_holder(self, bot: str, key: str) -> int | None:
+        """A claim on `key` made before claims were spread, still under the bot's plain key: its memory's id
+        while that memory holds the key (or is being written with it). A stale one is dropped, so the key
+        can be claimed under its spread key."""
+        if not self.claim_keys.plain_left(bot):
+            return None
         pk = _unique_pk(bot)
-        claims = self._guard(
-            lambda: {
-                i.sk: int(i.memory_id) for i in StateItem.batch_get([(pk, k) for k in dict.fromkeys(keys)])
-            }
-        )
-        records = self.batch_get(bot, list(set(claims.values()))) if claims else {}
-        return {k: i for k, i in claims.items() if i in records and records[i].unique_key == k}
+        current = self._guard(partial(_get_state, pk, key))
+        if current is None:
+            return None
+        holder = int(current.memory_id)
+        in_flight = now_ms() - int(current.value or 0) < CLAIM_IN_FLIGHT_MS
+        if in_flight or self._holder(bot, key, holder) is not None:
+            return holder
+        attempt(lambda: StateItem(pk, key).delete(condition=StateItem.memory_id == holder))
+        return None
 
     def claim(self, bot: str, key: str, memory_id: int, user: str | None = None) -> int | None:
         """Claim a unique key for a memory written in a user's name; returns the id of the memory already
         holding it (or being written with it right now), else None."""
-        pk, owner = _unique_pk(bot), keys.bot_user(bot, user)
+        # a claim made before the spread is looked for first: it is never written under the spread key
+        # while it holds (and the claims pass writes the spread copy before it deletes the plain one)
+        held = self._plain_holder(bot, key)
+        if held is not None:
+            return held
+        pk, owner = keys.claim_pk(bot, key), keys.bot_user(bot, user)
         for _ in range(3):
             if attempt(
                 lambda: StateItem(pk, key, memory_id=memory_id, value=now_ms(), owner=owner).save(
@@ -509,10 +539,9 @@ class RecordStore:
                 )
             ):
                 return None
-            try:
-                current = self._guard(lambda: StateItem.get(pk, key))
-            except StateItem.DoesNotExist:
-                continue  # released meanwhile: try again
+            current = self._guard(partial(_get_state, pk, key))
+            if current is None:
+                continue  # released meanwhile: try again (a miss was a 503 before, not a retry)
             holder = int(current.memory_id)
             if self._holder(bot, key, holder) is not None:
                 return holder
@@ -526,7 +555,8 @@ class RecordStore:
 
     def release(self, bot: str, key: str, memory_id: int) -> None:
         """Drop a claim if this memory still holds it."""
-        attempt(lambda: StateItem(_unique_pk(bot), key).delete(condition=StateItem.memory_id == memory_id))
+        for pk in self.claim_keys.lookups(bot, key):
+            attempt(partial(StateItem(pk, key).delete, condition=StateItem.memory_id == memory_id))
 
     # ----- records -------------------------------------------------------------------------------
 
@@ -646,7 +676,8 @@ class RecordStore:
             with StateItem.batch_write() as batch:
                 for record in records:
                     if record.unique_key:
-                        batch.delete(StateItem(_unique_pk(record.bot), record.unique_key))
+                        for pk in self.claim_keys.lookups(record.bot, record.unique_key):
+                            batch.delete(StateItem(pk, record.unique_key))
 
         self._guard(run)
 
@@ -786,8 +817,15 @@ class RecordStore:
     def claim_stamp(self, bot: str, again_after_ms: int) -> bool:
         """Whether this caller queues the bot's stamp pass: once, and again only after `again_after_ms` (a
         pass whose job dead-lettered is started again, from the newest record: stamping is idempotent)."""
+        return self._claim_pass(keys.stamp_queued(bot), again_after_ms)
+
+    def claim_claims_pass(self, bot: str, again_after_ms: int) -> bool:
+        """Whether this caller queues the bot's claims pass (ClaimKeys.move_step): as claim_stamp."""
+        return self._claim_pass(keys.claims_move_queued(bot), again_after_ms)
+
+    def _claim_pass(self, key: tuple[str, str], again_after_ms: int) -> bool:
         now = now_ms()
-        item = StateItem(*keys.stamp_queued(bot), value=now)
+        item = StateItem(*key, value=now)
         return attempt(
             lambda: item.save(
                 condition=StateItem.value.does_not_exist() | (StateItem.value < now - again_after_ms)
@@ -896,7 +934,7 @@ class RecordStore:
             lambda: {
                 i.sk: int(i.memory_id or 0)
                 for i in StateItem.by_owner.query(keys.bot_user(bot, user))
-                if i.pk == keys.unique_pk(bot)
+                if keys.is_claim_pk(bot, i.pk)
             }
         )
         if not claims:
@@ -911,7 +949,8 @@ class RecordStore:
         def run() -> None:
             with StateItem.batch_write() as batch:
                 for key in claim_keys:
-                    batch.delete(StateItem(keys.unique_pk(bot), key))
+                    for pk in self.claim_keys.lookups(bot, key):
+                        batch.delete(StateItem(pk, key))
 
         if claim_keys:
             self._guard(run)

@@ -1,0 +1,166 @@
+"""Unique claims (one per stored message or fact) spread over CLAIM_SHARDS partition keys per bot instead
+of one; an installation whose claims sit under the bot's plain key keeps refusing duplicates while the
+claims pass, queued by the sweep, moves them in bounded jobs, and after. On the template's tables under
+moto, jobs run by the worker handler from the queue."""
+
+from __future__ import annotations
+
+import pytest
+
+from engram.domain import ChatMessage
+from engram.store import claims as claims_module
+from engram.store.claims import ClaimKeys
+from engram.store.keys import CLAIM_SHARDS, claim_pk, is_claim_pk, source_key, unique_pk
+from engram.store.models import StateItem
+from engram.worker import queue_stamps
+from infra.poller import SqsPoller, load_function_handler
+
+
+def drain(aws) -> None:
+    SqsPoller(aws["sqs"], aws["queue_url"], load_function_handler("worker"), "us-east-1", wait_s=0).drain()
+
+
+def claims_of(aws, bot: str) -> dict[str, list[tuple[str, int, str | None]]]:
+    """Every claim item of a bot, by its key: [(partition key, memory id, owner)]."""
+    out: dict[str, list[tuple[str, int, str | None]]] = {}
+    for item in aws["dynamodb"].scan(TableName="t-state")["Items"]:
+        if is_claim_pk(bot, item["pk"]["S"]):
+            owner = item.get("owner", {}).get("S")
+            out.setdefault(item["sk"]["S"], []).append((item["pk"]["S"], int(item["memoryId"]["N"]), owner))
+    return out
+
+
+def store(service, bot: str, count: int, start: int = 0, user: str = "a") -> None:
+    messages = [
+        ChatMessage(f"m{i}", f"message number {i} about boats", user=user, server="s1", created_at=i + 1)
+        for i in range(start, start + count)
+    ]
+    service.add_messages(bot, messages, defer_vectors=True)
+
+
+def make_old(aws, bot: str) -> None:
+    """What an installation older than spread claims holds: every claim under the bot's plain key."""
+    for key, items in claims_of(aws, bot).items():
+        for pk, memory_id, owner in items:
+            StateItem(pk, key).delete()
+            StateItem(unique_pk(bot), key, memory_id=memory_id, value=1, owner=owner).save()
+
+
+def new_process(service) -> None:
+    service.records.claim_keys = ClaimKeys()
+
+
+def test_claims_spread_over_the_bot_s_claim_keys_and_none_lands_on_the_plain_key(service, aws):
+    store(service, "bot1", 200)
+    service.add_fact("bot1", "Keeps a rowing boat on the lake.", user="a")
+    held = claims_of(aws, "bot1")
+    assert len(held) == 201 and all(len(items) == 1 for items in held.values())
+    pks = {items[0][0] for items in held.values()}
+    assert unique_pk("bot1") not in pks
+    assert pks == {claim_pk("bot1", key) for key in held}
+    assert len(pks) == CLAIM_SHARDS  # 201 claims over 16 keys: every key takes some
+    # one query of the plain key a process, then never again (nothing is written there)
+    checks = service.records.claim_keys.plain_checks
+    store(service, "bot1", 20, start=200)
+    assert service.records.claim_keys.plain_checks == checks == 1
+    # a duplicate is still refused, through the spread key
+    again = service.add_messages("bot1", [ChatMessage("m3", "message number 3 about boats", user="a")])
+    assert (
+        again.created == 0
+        and again.memories[0].id == service.records.find_unique("bot1", source_key("m3")).id
+    )
+    assert len(claims_of(aws, "bot1")) == 221
+
+
+def test_an_older_installation_refuses_duplicates_before_during_and_after_its_claims_pass(
+    engine, aws, monkeypatch
+):
+    service = engine.service
+    store(service, "bot1", 30)
+    fact, _ = service.add_fact("bot1", "Keeps a rowing boat on the lake.", user="a")
+    make_old(aws, "bot1")
+    new_process(service)
+    records_before = len(service.list("bot1", "message", 100))
+
+    def no_duplicates() -> None:
+        again, created = service.add_fact("bot1", "keeps a ROWING boat on the lake.", user="a")
+        assert not created and again.id == fact.id
+        store(service, "bot1", 30)  # the same source ids: nothing new
+        assert service.add_messages("bot1", [ChatMessage("m7", "message number 7 about boats")]).created == 0
+        assert len(service.list("bot1", "message", 100)) == records_before
+        assert service.records.find_unique("bot1", source_key("m7")) is not None
+
+    no_duplicates()  # before the pass: found under the plain key
+    # the sweep queues one pass per bot with claims under its plain key, and not again while it runs
+    monkeypatch.setattr(claims_module, "MOVE_PAGE", 4)
+    monkeypatch.setattr("engram.worker.MAINTENANCE_STEP_S", 0.0)  # one page a job: many bounded steps
+    assert queue_stamps(engine) == 1
+    assert queue_stamps(engine) == 0
+    # during: a move cut off after its spread write, before its plain delete
+    key, items = next(iter(claims_of(aws, "bot1").items()))
+    _, memory_id, owner = items[0]
+    StateItem(claim_pk("bot1", key), key, memory_id=memory_id, value=1, owner=owner).save()
+    no_duplicates()
+    drain(aws)
+    held = claims_of(aws, "bot1")
+    assert len(held) == 31
+    assert all(items == [(claim_pk("bot1", k), items[0][1], "bot1#a")] for k, items in held.items())
+    # after: a new process asks the plain key once, finds it empty, and never asks again
+    new_process(service)
+    no_duplicates()
+    no_duplicates()
+    assert service.records.claim_keys.plain_checks == 1
+    assert queue_stamps(engine) == 0
+
+
+def test_a_stale_claim_under_the_plain_key_is_taken_over_under_the_spread_key(service, aws):
+    from engram.store import fact_key, now_ms
+
+    key = fact_key(None, None, None, "Crash-proof fact.")
+    # an older installation's claim whose record never landed
+    StateItem(unique_pk("bot1"), key, memory_id=424242, value=now_ms() - 60_000).save()
+    memory, created = service.add_fact("bot1", "Crash-proof fact.")
+    assert created and memory.id != 424242
+    assert claims_of(aws, "bot1")[key] == [(claim_pk("bot1", key), memory.id, None)]
+    # one still in flight (younger than CLAIM_IN_FLIGHT_MS) is respected
+    other = fact_key(None, None, None, "Being written right now.")
+    StateItem(unique_pk("bot1"), other, memory_id=525252, value=now_ms()).save()
+    new_process(service)
+    assert service.records.claim("bot1", other, 1) == 525252
+
+
+def test_a_forget_releases_the_user_s_claims_under_either_key(service, aws):
+    store(service, "bot1", 5, user="alice")
+    store(service, "bot1", 5, start=5, user="bob")
+    make_old(aws, "bot1")
+    new_process(service)
+    store(service, "bot1", 5, start=10, user="alice")  # spread claims beside the plain ones
+    service.records.claim("bot1", source_key("crash-msg"), 777001, "alice")  # its record never landed
+    deleted = service.forget_user("bot1", "alice")
+    assert deleted["claims"] == 1
+    left = claims_of(aws, "bot1")
+    assert sorted(left) == sorted(source_key(f"m{i}") for i in range(5, 10))
+    assert all(owner == "bot1#bob" for items in left.values() for _, _, owner in items)
+
+
+@pytest.mark.parametrize("cut_after", ["spread", "nothing"])
+def test_a_move_step_cut_off_anywhere_loses_no_claim(service, aws, monkeypatch, cut_after):
+    store(service, "bot1", 6)
+    make_old(aws, "bot1")
+    new_process(service)
+    before = {k: items[0][1] for k, items in claims_of(aws, "bot1").items()}
+    original = ClaimKeys._move
+
+    def cut(bot, item):
+        if cut_after == "spread":
+            StateItem(claim_pk(bot, item.sk), item.sk, memory_id=item.memory_id, value=item.value).save()
+        raise RuntimeError("cut off")
+
+    monkeypatch.setattr(ClaimKeys, "_move", staticmethod(cut))
+    with pytest.raises(RuntimeError):
+        service.records.claim_keys.move_step("bot1", budget_s=30)
+    monkeypatch.setattr(ClaimKeys, "_move", staticmethod(original))
+    assert service.records.claim_keys.move_step("bot1", budget_s=30) is True
+    after = claims_of(aws, "bot1")
+    assert {k: items[0][1] for k, items in after.items()} == before
+    assert all(len(items) == 1 and items[0][0] == claim_pk("bot1", k) for k, items in after.items())
