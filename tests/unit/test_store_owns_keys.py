@@ -171,6 +171,8 @@ def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_pe
         "fact_key",
         "source_key",
         "thread_pk",
+        "thread_tail_pk",
+        "spread_by",
         "fact_tail",
         "carriers_pk",
         "carrier_sk",
@@ -189,7 +191,8 @@ def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_pe
     }
     nobody = {
         "bot_registered",
-        "channel_newest",
+        "channels_pk",
+        "channel_seen",
         "seen_interaction",
         "tombstone",
         "tombstone_bot",
@@ -205,7 +208,7 @@ def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_pe
         "scopes_ready",  # a bot's kind all carries its byScope key (a time)
         "mixed_scopes",  # some record of a bot names a server and a project (a time)
         "stamp_queued",  # when a bot's stamp pass was queued (a time)
-        "claims_move_queued",  # when a bot's claims pass was queued (a time)
+        "spread_queued",  # when a bot's spread pass was queued (a time)
         "record_shard",  # which shard an id goes to (a number)
         "bot_of",  # reads the bot from a spread key
     }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
@@ -52,8 +54,8 @@ def _maintain(engine, job: IndexMaintenanceJob) -> None:
     if job.action == "stamp":
         _stamp(engine, job)
         return
-    if job.action == "claims":
-        _move_claims(engine, job)
+    if job.action == "spread":
+        _spread(engine, job)
         return
     if job.bot is None:  # each bot its own jobs, retried on their own
         for bot in engine.keeper.bots():
@@ -105,21 +107,29 @@ def _stamp(engine, job: IndexMaintenanceJob) -> None:
         engine.queue.send(job.model_copy(update={"cursor": cursor}))
 
 
-def _move_claims(engine, job: IndexMaintenanceJob) -> None:
-    """Move a bot's claims made before they were spread to their spread keys: a bounded step that queues
-    the next one until none is left (a step cut off anywhere is run again: a move loses no claim)."""
+def _plain_keys(engine) -> list:
+    """The kinds of state item once kept under one key per bot (store/spread.py)."""
+    service = engine.service
+    return [service.records.claim_keys, service.records.tail_keys, service.state.channel_keys]
+
+
+def _spread(engine, job: IndexMaintenanceJob) -> None:
+    """Move a bot's claims, thread tails and channel states written before they were spread to their
+    spread keys: a bounded step that queues the next one until none is left (a step cut off anywhere is
+    run again: a move loses nothing)."""
     if job.bot is None:
         return
-    done = engine.service.records.claim_keys.move_step(job.bot, budget_s=MAINTENANCE_STEP_S)
-    logger.info("claims pass", extra={"bot": job.bot, "done": done})
+    deadline = time.monotonic() + MAINTENANCE_STEP_S
+    done = all(kind.move_step(job.bot, budget_s=deadline - time.monotonic()) for kind in _plain_keys(engine))
+    logger.info("spread pass", extra={"bot": job.bot, "done": done})
     if not done:
         engine.queue.send(job)
 
 
 def queue_stamps(engine) -> int:
     """The sweep's share: queue the stamp pass of each bot whose records do not all carry their byScope
-    key (an installation older than the index), and the claims pass of each bot with claims still under
-    its plain key (one older than spread claims), each once an hour at most; returns how many were
+    key (an installation older than the index), and the spread pass of each bot with items still under a
+    plain key (store/spread.py), each once an hour at most; returns how many were
     queued."""
     records = engine.service.records
     queued = 0
@@ -128,9 +138,9 @@ def queue_stamps(engine) -> int:
             engine.queue.send(IndexMaintenanceJob(action="stamp", bot=bot))
             queued += 1
     for bot in records.bots():
-        moving = records.claim_keys.plain_left(bot)
-        if moving and records.claim_claims_pass(bot, again_after_ms=STAMP_AGAIN_MS):
-            engine.queue.send(IndexMaintenanceJob(action="claims", bot=bot))
+        moving = any(kind.plain_left(bot) for kind in _plain_keys(engine))
+        if moving and records.claim_spread_pass(bot, again_after_ms=STAMP_AGAIN_MS):
+            engine.queue.send(IndexMaintenanceJob(action="spread", bot=bot))
             queued += 1
     return queued
 

@@ -43,6 +43,18 @@ def _every_shard(base: str) -> list[str]:
     return [base, *(f"{base}{SHARD_MARK}{s}" for s in range(RECORD_SHARDS))]
 
 
+# State items read by key only that every stored message writes (claims, thread tails, channels' catch-up
+# state) sit under one of SPREAD_SHARDS keys per bot, chosen from a digest of their sort key. Fixed
+# forever: changing either would lose every item written (store/spread.py).
+SPREAD_SHARDS = 16
+
+
+def spread_by(plain: str, sk: str) -> str:
+    """One of SPREAD_SHARDS partition keys beside a plain one, by a digest of the item's sort key."""
+    shard = int.from_bytes(hashlib.blake2b(sk.encode(), digest_size=4).digest(), "big") % SPREAD_SHARDS
+    return f"{plain}{SHARD_MARK}{shard}"
+
+
 def record_pk(bot: str, memory_id: int) -> str:
     """The table's partition key of a record."""
     return _spread(bot, memory_id)
@@ -93,21 +105,19 @@ def record_scope(bot: str, kind: str, server: str | None, project: str | None) -
 
 # Every stored message and fact claims one. Under one partition key per bot (`unique_pk`, what claims
 # were made under before) a bot's writes met that key's ~1,000 write units a second; a claim now sits under
-# one of CLAIM_SHARDS keys, chosen from a digest of its own key, so who looks for a claim knows where it is.
-# Claims made before stay under the plain key until the claims pass moves them (RecordStore.move_claims);
-# until then, readers look there too. Fixed forever: changing it would lose every claim.
-CLAIM_SHARDS = 16
+# one of SPREAD_SHARDS keys (spread_by), so who looks for a claim knows where it is. Claims made before stay
+# under the plain key until the spread pass moves them (store/spread.py); until then, readers look there
+# too.
 
 
 def unique_pk(bot: str) -> str:
-    """The plain key the claims made before CLAIM_SHARDS sit under, until they are moved."""
+    """The plain key the claims made before they were spread sit under, until they are moved."""
     return f"unique#{bot}"
 
 
 def claim_pk(bot: str, key: str) -> str:
-    """The partition key of a claim on `key`: one of the bot's CLAIM_SHARDS claim keys."""
-    shard = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=4).digest(), "big") % CLAIM_SHARDS
-    return f"{unique_pk(bot)}{SHARD_MARK}{shard}"
+    """The partition key of a claim on `key`: one of the bot's SPREAD_SHARDS claim keys."""
+    return spread_by(unique_pk(bot), key)
 
 
 def is_claim_pk(bot: str, pk: str) -> bool:
@@ -115,10 +125,10 @@ def is_claim_pk(bot: str, pk: str) -> bool:
     return pk == unique_pk(bot) or pk.startswith(f"{unique_pk(bot)}{SHARD_MARK}")
 
 
-def claims_move_queued(bot: str) -> tuple[str, str]:
-    """When the claims pass of a bot with claims under its plain key was last queued (the sweep queues it
+def spread_queued(bot: str) -> tuple[str, str]:
+    """When the spread pass of a bot with items under a plain key was last queued (the sweep queues it
     again after an hour if it has not finished)."""
-    return "claims", f"queued#{bot}"
+    return "spread", f"queued#{bot}"
 
 
 def fact_key(server: str | None, project: str | None, user: str | None, text: str) -> str:
@@ -168,7 +178,13 @@ def stamp_queued(bot: str) -> tuple[str, str]:
 
 
 def thread_pk(bot: str) -> str:
+    """The plain key the thread tails written before they were spread sit under, until they are moved."""
     return f"thread#{bot}"
+
+
+def thread_tail_pk(bot: str, thread: str) -> str:
+    """The partition key of a thread's tail (one write a stored message): one of SPREAD_SHARDS keys."""
+    return spread_by(thread_pk(bot), thread)
 
 
 def record_line(
@@ -259,9 +275,14 @@ def cursors_pk(bot: str, user: str) -> str:
     return f"discord#{bot}#backfill#{user}"
 
 
-def channel_newest(bot: str, channel: str) -> tuple[str, str]:
-    """The newest message id seen in a channel: where catch-up starts."""
-    return f"discord#{bot}#channels", channel
+def channels_pk(bot: str) -> str:
+    """The plain key the channels' catch-up state written before it was spread sits under, until moved."""
+    return f"discord#{bot}#channels"
+
+
+def channel_seen(bot: str, channel: str) -> tuple[str, str]:
+    """What catch-up knows of a channel (written with every page it stores): one of SPREAD_SHARDS keys."""
+    return spread_by(channels_pk(bot), channel), channel
 
 
 def recent_pk(bot: str, channel: str) -> str:

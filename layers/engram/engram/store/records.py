@@ -16,11 +16,11 @@ from pynamodb.expressions.update import Action
 
 from ..errors import Unavailable
 from . import keys
-from .claims import ClaimKeys
 from .dynamo import attempt, guard, update_if_exists
 from .ids import IdMaker
 from .lines import LineReads, span_ids
 from .models import MemoryRecord, StateItem
+from .spread import claim_keys, tail_keys
 
 KINDS = ("fact", "message")
 
@@ -227,7 +227,8 @@ class RecordStore:
         self._bots: set[str] = set()
         self._ids = IdMaker(self._take_worker)
         self._scoped: set[tuple[str, str]] = set()  # scopes_ready / mixed_scopes keys known set (they stay)
-        self.claim_keys = ClaimKeys()
+        self.claim_keys = claim_keys()  # where claims sit (spread; older ones under the plain key)
+        self.tail_keys = tail_keys()  # where thread tails sit (the same)
 
     _guard = staticmethod(guard)
 
@@ -362,19 +363,27 @@ class RecordStore:
 
     def thread_tails(self, bot: str, threads: list[str]) -> dict[str, dict[str, Any]]:
         """The newest stored message text of each thread: {"text", "at", "user", "id"}."""
-        if not threads:
-            return {}
-        pk = keys.thread_pk(bot)
-        return self._guard(
-            lambda: {i.sk: i.data for i in StateItem.batch_get([(pk, t) for t in dict.fromkeys(threads)])}
-        )
+        newest: dict[str, StateItem] = {}
+        for item in self._tail_items(bot, threads):
+            # under the spread key and the plain one until the spread pass: the newer one is the tail
+            if item.sk not in newest or int(item.value or 0) > int(newest[item.sk].value or 0):
+                newest[item.sk] = item
+        return {t: item.data for t, item in newest.items()}
+
+    def _tail_items(self, bot: str, threads: list[str]) -> list[StateItem]:
+        """Every tail item of these threads, under whichever of their keys."""
+        wanted = [(pk, t) for t in dict.fromkeys(threads) for pk in self.tail_keys.lookups(bot, t)]
+        out: list[StateItem] = []
+        for start in range(0, len(wanted), 100):
+            out += self._guard(partial(_batch_get_state, wanted[start : start + 100]))
+        return out
 
     def advance_thread_tail(
         self, bot: str, thread: str, at: int, text: str, user: str | None = None, memory_id: int | None = None
     ) -> None:
         """Remember a thread's newest message (whose words, and which record), unless a newer one is."""
         item = StateItem(
-            keys.thread_pk(bot),
+            keys.thread_tail_pk(bot, thread),
             thread,
             value=at,
             data={"text": text, "at": at, "user": user, "id": memory_id},
@@ -386,22 +395,22 @@ class RecordStore:
     ) -> int:
         """Forget the remembered newest text of these threads where that user wrote it (or where it is
         that record's text); returns how many were dropped."""
-        pk = keys.thread_pk(bot)
+        # each item on its own (a plain one not moved yet may hold their words under a newer spread one)
         mine = [
-            t
-            for t, d in self.thread_tails(bot, threads).items()
-            if (user is not None and (d or {}).get("user") == user)
-            or (memory_id is not None and (d or {}).get("id") == memory_id)
+            (i.pk, i.sk)
+            for i in self._tail_items(bot, threads)
+            if (user is not None and (i.data or {}).get("user") == user)
+            or (memory_id is not None and (i.data or {}).get("id") == memory_id)
         ]
 
         def run() -> None:
             with StateItem.batch_write() as batch:
-                for thread in mine:
+                for pk, thread in mine:
                     batch.delete(StateItem(pk, thread))
 
         if mine:
             self._guard(run)
-        return len(mine)
+        return len({thread for _, thread in mine})
 
     # ----- contexts: which records quote whose words -----------------------------------------------
 
@@ -819,9 +828,9 @@ class RecordStore:
         pass whose job dead-lettered is started again, from the newest record: stamping is idempotent)."""
         return self._claim_pass(keys.stamp_queued(bot), again_after_ms)
 
-    def claim_claims_pass(self, bot: str, again_after_ms: int) -> bool:
-        """Whether this caller queues the bot's claims pass (ClaimKeys.move_step): as claim_stamp."""
-        return self._claim_pass(keys.claims_move_queued(bot), again_after_ms)
+    def claim_spread_pass(self, bot: str, again_after_ms: int) -> bool:
+        """Whether this caller queues the bot's spread pass (store/spread.py): as claim_stamp."""
+        return self._claim_pass(keys.spread_queued(bot), again_after_ms)
 
     def _claim_pass(self, key: tuple[str, str], again_after_ms: int) -> bool:
         now = now_ms()

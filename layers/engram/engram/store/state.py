@@ -12,6 +12,7 @@ from pynamodb.expressions.update import Action
 from . import keys
 from .dynamo import attempt, guard
 from .models import StateItem
+from .spread import PlainKey
 
 
 def _batch_get(item_keys: list[tuple[str, str]]) -> list[StateItem]:
@@ -28,10 +29,37 @@ def _get(pk: str, sk: str) -> StateItem | None:
 PLAN_PREFIX = "plan#"  # a backfill run's planning steps, kept with its channels counted done
 
 
+def _later(a: Any, b: Any) -> Any:
+    if a is None or b is None:
+        return b if a is None else a
+    return a if int(a) >= int(b) else b
+
+
+def merge_seen(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two records of what catch-up knows of a channel as one: each time and id the later of the two (none
+    ever moves back)."""
+    out = {**a, **b}
+    for name in ("newest", "storedAt", "windowAt"):
+        if name in a or name in b:
+            out[name] = _later(a.get(name), b.get(name))
+    return out
+
+
+def move_channel(bot: str, item: StateItem) -> None:
+    """A channel's state under the plain key merged into its spread item, then deleted (nothing writes the
+    plain key any more, so a move cut off anywhere is made again, the same)."""
+    spread = _get(*keys.channel_seen(bot, item.sk))
+    merged = merge_seen(dict(spread.data or {}) if spread is not None else {}, dict(item.data or {}))
+    StateItem(*keys.channel_seen(bot, item.sk), data=merged).save()
+    StateItem(item.pk, item.sk).delete()
+
+
 class StateStore:
     """Reads and writes StateTable items by what they mean; every key comes from `keys`."""
 
     _guard = staticmethod(guard)
+    # where channels' catch-up state sits (spread; older items under the plain key): one per process
+    channel_keys = PlainKey(keys.channels_pk, move_channel)
 
     # ----- embedder settings -------------------------------------------------------------------------
 
@@ -322,34 +350,25 @@ class StateStore:
     def channel_seen(self, bot: str, channel: str) -> dict[str, Any]:
         """What catch-up knows of a channel: {"newest": id, "storedAt": ms of the newest message stored
         from it, "windowAt": ms of its last window re-read (s before)}, each key only once known."""
-        item = self._guard(lambda: _get(*keys.channel_newest(bot, channel)))
-        return dict(item.data or {}) if item is not None else {}
+        return self.channels_seen(bot, [channel]).get(channel, {})
 
     def channels_seen(self, bot: str, channels: list[str]) -> dict[str, dict[str, Any]]:
         """channel_seen of each of these channels (batched reads; unseen ones left out)."""
-        wanted = list(dict.fromkeys(channels))
-        out = {}
+        wanted = [(pk, c) for c in dict.fromkeys(channels) for pk in self.channel_keys.lookups(bot, c)]
+        out: dict[str, dict[str, Any]] = {}
         for start in range(0, len(wanted), 100):
-            chunk = [keys.channel_newest(bot, c) for c in wanted[start : start + 100]]
-            items = self._guard(partial(_batch_get, chunk))
-            out.update({i.sk: dict(i.data or {}) for i in items})
+            for i in self._guard(partial(_batch_get, wanted[start : start + 100])):
+                # under the spread key and the plain one until the spread pass: merged
+                out[i.sk] = merge_seen(out.get(i.sk, {}), dict(i.data or {}))
         return out
 
     def see_channel(self, bot: str, channel: str, **changes: Any) -> None:
         """Merge what was just learnt of a channel (newest never moves back, storedAt never either)."""
         # One small item per channel, written by that channel's catch-up job; a lost race costs one re-read
         current = self.channel_seen(bot, channel)
-        merged = {**current, **changes}
-        if (
-            current.get("newest")
-            and changes.get("newest")
-            and int(current["newest"]) > int(changes["newest"])
-        ):
-            merged["newest"] = current["newest"]  # never back
-        if current.get("storedAt") and changes.get("storedAt"):
-            merged["storedAt"] = max(int(current["storedAt"]), int(changes["storedAt"]))
+        merged = merge_seen(current, changes)
         if merged != current:
-            self._guard(lambda: StateItem(*keys.channel_newest(bot, channel), data=merged).save())
+            self._guard(lambda: StateItem(*keys.channel_seen(bot, channel), data=merged).save())
 
     def remember_newest(self, bot: str, channel: str, message_id: str) -> None:
         """Move a channel's newest seen id forward (never back)."""

@@ -1,17 +1,28 @@
-"""Unique claims (one per stored message or fact) spread over CLAIM_SHARDS partition keys per bot instead
-of one; an installation whose claims sit under the bot's plain key keeps refusing duplicates while the
-claims pass, queued by the sweep, moves them in bounded jobs, and after. On the template's tables under
-moto, jobs run by the worker handler from the queue."""
+"""State items every stored message writes — unique claims, thread tails, channels' catch-up state — spread
+over SPREAD_SHARDS partition keys per bot instead of one; an installation whose items sit under the bot's
+plain keys keeps refusing duplicates, quoting the right context and catching up from the right message
+while the spread pass, queued by the sweep, moves them in bounded jobs, and after. On the template's
+tables under moto, jobs run by the worker handler from the queue."""
 
 from __future__ import annotations
 
 import pytest
 
 from engram.domain import ChatMessage
-from engram.store import claims as claims_module
-from engram.store.claims import ClaimKeys
-from engram.store.keys import CLAIM_SHARDS, claim_pk, is_claim_pk, source_key, unique_pk
+from engram.store import spread as spread_module
+from engram.store.keys import (
+    SPREAD_SHARDS,
+    channel_seen,
+    channels_pk,
+    claim_pk,
+    is_claim_pk,
+    source_key,
+    thread_pk,
+    thread_tail_pk,
+    unique_pk,
+)
 from engram.store.models import StateItem
+from engram.store.state import move_channel
 from engram.worker import queue_stamps
 from infra.poller import SqsPoller, load_function_handler
 
@@ -46,8 +57,14 @@ def make_old(aws, bot: str) -> None:
             StateItem(unique_pk(bot), key, memory_id=memory_id, value=1, owner=owner).save()
 
 
-def new_process(service) -> None:
-    service.records.claim_keys = ClaimKeys()
+def new_process(service, monkeypatch=None) -> None:
+    """What a new process knows of the plain keys: nothing yet (it asks again)."""
+    service.records.claim_keys = spread_module.claim_keys()
+    service.records.tail_keys = spread_module.tail_keys()
+    if monkeypatch is not None:
+        monkeypatch.setattr(
+            type(service.state), "channel_keys", spread_module.PlainKey(channels_pk, move_channel)
+        )
 
 
 def test_claims_spread_over_the_bot_s_claim_keys_and_none_lands_on_the_plain_key(service, aws):
@@ -58,7 +75,7 @@ def test_claims_spread_over_the_bot_s_claim_keys_and_none_lands_on_the_plain_key
     pks = {items[0][0] for items in held.values()}
     assert unique_pk("bot1") not in pks
     assert pks == {claim_pk("bot1", key) for key in held}
-    assert len(pks) == CLAIM_SHARDS  # 201 claims over 16 keys: every key takes some
+    assert len(pks) == SPREAD_SHARDS  # 201 claims over 16 keys: every key takes some
     # one query of the plain key a process, then never again (nothing is written there)
     checks = service.records.claim_keys.plain_checks
     store(service, "bot1", 20, start=200)
@@ -92,7 +109,7 @@ def test_an_older_installation_refuses_duplicates_before_during_and_after_its_cl
 
     no_duplicates()  # before the pass: found under the plain key
     # the sweep queues one pass per bot with claims under its plain key, and not again while it runs
-    monkeypatch.setattr(claims_module, "MOVE_PAGE", 4)
+    monkeypatch.setattr(spread_module, "MOVE_PAGE", 4)
     monkeypatch.setattr("engram.worker.MAINTENANCE_STEP_S", 0.0)  # one page a job: many bounded steps
     assert queue_stamps(engine) == 1
     assert queue_stamps(engine) == 0
@@ -149,18 +166,123 @@ def test_a_move_step_cut_off_anywhere_loses_no_claim(service, aws, monkeypatch, 
     make_old(aws, "bot1")
     new_process(service)
     before = {k: items[0][1] for k, items in claims_of(aws, "bot1").items()}
-    original = ClaimKeys._move
+    keys = service.records.claim_keys
+    original = keys._move
 
     def cut(bot, item):
         if cut_after == "spread":
             StateItem(claim_pk(bot, item.sk), item.sk, memory_id=item.memory_id, value=item.value).save()
         raise RuntimeError("cut off")
 
-    monkeypatch.setattr(ClaimKeys, "_move", staticmethod(cut))
+    keys._move = cut
     with pytest.raises(RuntimeError):
-        service.records.claim_keys.move_step("bot1", budget_s=30)
-    monkeypatch.setattr(ClaimKeys, "_move", staticmethod(original))
-    assert service.records.claim_keys.move_step("bot1", budget_s=30) is True
+        keys.move_step("bot1", budget_s=30)
+    keys._move = original
+    assert keys.move_step("bot1", budget_s=30) is True
     after = claims_of(aws, "bot1")
     assert {k: items[0][1] for k, items in after.items()} == before
     assert all(len(items) == 1 and items[0][0] == claim_pk("bot1", k) for k, items in after.items())
+
+
+def items_under(aws, plain: str) -> dict[str, list[tuple[str, dict]]]:
+    """Every item under a plain key or its spread keys, by sort key: [(partition key, item)]."""
+    out: dict[str, list[tuple[str, dict]]] = {}
+    for item in aws["dynamodb"].scan(TableName="t-state")["Items"]:
+        if item["pk"]["S"] == plain or item["pk"]["S"].startswith(f"{plain}~"):
+            out.setdefault(item["sk"]["S"], []).append((item["pk"]["S"], item))
+    return out
+
+
+def to_plain(aws, plain: str) -> None:
+    """What an older installation holds: every item of the kind under the plain key."""
+    for sk, items in items_under(aws, plain).items():
+        for pk, item in items:
+            aws["dynamodb"].delete_item(TableName="t-state", Key={"pk": {"S": pk}, "sk": {"S": sk}})
+            aws["dynamodb"].put_item(TableName="t-state", Item={**item, "pk": {"S": plain}})
+
+
+def say(service, source: str, text: str, user: str, at: int, thread: str = "c1"):
+    added = service.add_messages(
+        "bot1", [ChatMessage(source, text, user=user, server="s1", thread=thread, created_at=at)]
+    )
+    return service.records.get("bot1", added.memories[0].id)
+
+
+def test_thread_tails_under_the_plain_key_give_their_context_and_a_forget_reaches_them(
+    engine, aws, monkeypatch
+):
+    service = engine.service
+    say(service, "a1", "The ferry leaves at nine.", "alice", 1_000)
+    say(service, "a2", "The museum shuts at five.", "alice", 1_000, thread="c2")
+    assert set(items_under(aws, thread_pk("bot1"))) == {"c1", "c2"}
+    assert all(
+        pk == thread_tail_pk("bot1", t)
+        for t, its in items_under(aws, thread_pk("bot1")).items()
+        for pk, _ in its
+    )
+    to_plain(aws, thread_pk("bot1"))
+    new_process(service, monkeypatch)
+
+    # the next message of the thread quotes the tail under the plain key; its own tail is spread
+    reply = say(service, "b1", "Thanks, I will be there.", "bob", 2_000)
+    assert reply.context == "The ferry leaves at nine." and reply.context_author == "alice"
+    assert sorted(pk for pk, _ in items_under(aws, thread_pk("bot1"))["c1"]) == sorted(
+        [thread_pk("bot1"), thread_tail_pk("bot1", "c1")]
+    )
+    assert service.records.thread_tails("bot1", ["c1"])["c1"]["text"] == "Thanks, I will be there."
+    # an older message stored late does not move the tail back
+    say(service, "a0", "Is there a ferry?", "carol", 500)
+    assert service.records.thread_tails("bot1", ["c1"])["c1"]["text"] == "Thanks, I will be there."
+
+    # a forget of alice drops her words under the plain key, though a newer tail stands beside them
+    service.forget_user("bot1", "alice")
+    assert "ferry leaves" not in str(items_under(aws, thread_pk("bot1")))
+    assert "museum" not in str(items_under(aws, thread_pk("bot1")))
+    assert service.records.thread_tails("bot1", ["c1"])["c1"]["text"] == "Thanks, I will be there."
+
+
+def test_the_spread_pass_moves_tails_and_channel_states_keeping_the_newer_of_each(engine, aws, monkeypatch):
+    service, state = engine.service, engine.service.state
+    say(service, "a1", "Old words in c1.", "alice", 1_000)
+    say(service, "a2", "Words in c2.", "alice", 1_000, thread="c2")
+    state.see_channel("bot1", "ch1", newest="100", storedAt=5_000, windowAt=7_000)
+    state.see_channel("bot1", "ch2", newest="300")
+    to_plain(aws, thread_pk("bot1"))
+    to_plain(aws, channels_pk("bot1"))
+    new_process(service, monkeypatch)
+    state = service.state
+
+    # a newer tail and newer channel state beside the plain ones; older parts of neither win
+    say(service, "b1", "New words in c1.", "bob", 2_000)
+    assert state.channel_seen("bot1", "ch1") == {"newest": "100", "storedAt": 5_000, "windowAt": 7_000}
+    state.see_channel("bot1", "ch1", newest="90", storedAt=6_000)
+    assert state.channel_seen("bot1", "ch1") == {"newest": "100", "storedAt": 6_000, "windowAt": 7_000}
+    assert state.channels_seen("bot1", ["ch1", "ch2", "ch3"]) == {
+        "ch1": {"newest": "100", "storedAt": 6_000, "windowAt": 7_000},
+        "ch2": {"newest": "300"},
+    }
+
+    assert queue_stamps(engine) == 1
+    assert queue_stamps(engine) == 0
+    drain(aws)
+    tails = items_under(aws, thread_pk("bot1"))
+    assert {t: [pk for pk, _ in its] for t, its in tails.items()} == {
+        "c1": [thread_tail_pk("bot1", "c1")],
+        "c2": [thread_tail_pk("bot1", "c2")],
+    }
+    moved = service.records.thread_tails("bot1", ["c1", "c2"])
+    assert {t: (d["text"], d["at"], d["user"]) for t, d in moved.items()} == {
+        "c1": ("New words in c1.", 2_000, "bob"),
+        "c2": ("Words in c2.", 1_000, "alice"),
+    }
+    channels = items_under(aws, channels_pk("bot1"))
+    assert {c: [pk for pk, _ in its] for c, its in channels.items()} == {
+        "ch1": [channel_seen("bot1", "ch1")[0]],
+        "ch2": [channel_seen("bot1", "ch2")[0]],
+    }
+    new_process(service, monkeypatch)
+    assert service.state.channels_seen("bot1", ["ch1", "ch2"]) == {
+        "ch1": {"newest": "100", "storedAt": 6_000, "windowAt": 7_000},
+        "ch2": {"newest": "300"},
+    }
+    assert service.state.channel_keys.plain_checks == 1 and queue_stamps(engine) == 0
