@@ -15,8 +15,8 @@ from .models import StateItem
 from .spread import PlainKey
 
 
-def _batch_get(item_keys: list[tuple[str, str]]) -> list[StateItem]:
-    return list(StateItem.batch_get(item_keys))
+def _batch_get(item_keys: list[tuple[str, str]], consistent: bool = False) -> list[StateItem]:
+    return list(StateItem.batch_get(item_keys, consistent_read=consistent))
 
 
 def _get(pk: str, sk: str) -> StateItem | None:
@@ -350,14 +350,17 @@ class StateStore:
     def channel_seen(self, bot: str, channel: str) -> dict[str, Any]:
         """What catch-up knows of a channel: {"newest": id, "storedAt": ms of the newest message stored
         from it, "windowAt": ms of its last window re-read (s before)}, each key only once known."""
-        return self.channels_seen(bot, [channel]).get(channel, {})
+        # read strongly consistent, as before: see_channel writes back what it reads
+        return self.channels_seen(bot, [channel], consistent=True).get(channel, {})
 
-    def channels_seen(self, bot: str, channels: list[str]) -> dict[str, dict[str, Any]]:
+    def channels_seen(
+        self, bot: str, channels: list[str], consistent: bool = False
+    ) -> dict[str, dict[str, Any]]:
         """channel_seen of each of these channels (batched reads; unseen ones left out)."""
         wanted = [(pk, c) for c in dict.fromkeys(channels) for pk in self.channel_keys.lookups(bot, c)]
         out: dict[str, dict[str, Any]] = {}
         for start in range(0, len(wanted), 100):
-            for i in self._guard(partial(_batch_get, wanted[start : start + 100])):
+            for i in self._guard(partial(_batch_get, wanted[start : start + 100], consistent)):
                 # under the spread key and the plain one until the spread pass: merged
                 out[i.sk] = merge_seen(out.get(i.sk, {}), dict(i.data or {}))
         return out
