@@ -114,33 +114,31 @@ class LineReads:
     def _older(self, line: str, known: _Known, low: int, reach: int) -> None:
         """Read on, older, until `reach` + 1 rows before `low` are known (or the line's start)."""
         while known.low > -math.inf and known.below(low) < reach + 1:
-            self.queries += 1
-            rows, ended = _read(line, MemoryRecord.created_at < int(known.low), False, self.ahead)
-            if ended:
-                known.add(rows)
-                known.low = -math.inf
-            elif rows[-1][0] == rows[0][0]:  # a whole read within one millisecond: take all of it
-                self.queries += 1
-                known.add(_all_at(line, rows[-1][0]))
-                known.low = rows[-1][0]
-            else:  # the oldest millisecond read may have more rows: known from the next one up
-                oldest = rows[-1][0]
-                known.add([r for r in rows if r[0] != oldest])
-                known.low = oldest + 1
+            self._extend(line, known, older=True)
 
     def _newer(self, line: str, known: _Known, high: int, reach: int) -> None:
         """Read on, newer, until `reach` + 1 rows after `high` are known (or the line's end)."""
         while known.high < math.inf and known.above(high) < reach + 1:
+            self._extend(line, known, older=False)
+
+    def _extend(self, line: str, known: _Known, older: bool) -> None:
+        """One read past the known interval's older (or newer) edge, the edge moved to what it covers."""
+        self.queries += 1
+        created = MemoryRecord.created_at
+        condition = created < int(known.low) if older else created > int(known.high)
+        rows, ended = _read(line, condition, not older, self.ahead)
+        if ended:
+            known.add(rows)
+            edge = -math.inf if older else math.inf
+        elif rows[-1][0] == rows[0][0]:  # a whole read within one millisecond: take all of it
             self.queries += 1
-            rows, ended = _read(line, MemoryRecord.created_at > int(known.high), True, self.ahead)
-            if ended:
-                known.add(rows)
-                known.high = math.inf
-            elif rows[-1][0] == rows[0][0]:
-                self.queries += 1
-                known.add(_all_at(line, rows[-1][0]))
-                known.high = rows[-1][0]
-            else:
-                newest = rows[-1][0]
-                known.add([r for r in rows if r[0] != newest])
-                known.high = newest - 1
+            known.add(_all_at(line, rows[-1][0]))
+            edge = rows[-1][0]
+        else:  # the farthest millisecond read may have more rows: known up to the one before it
+            farthest = rows[-1][0]
+            known.add([r for r in rows if r[0] != farthest])
+            edge = farthest + 1 if older else farthest - 1
+        if older:
+            known.low = edge
+        else:
+            known.high = edge
