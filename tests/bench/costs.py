@@ -215,7 +215,7 @@ def price(ops: dict) -> dict:
         "HttpFunction": 1024,
         "InteractionsFunction": 256,
         "WorkerFunction": 512,
-        "StreamingProxyFunction": 1024,
+        "StreamingProxyFunction": 512,  # ProxyMemorySize's default
     }
     month = 30
     # Discord messages arrive through catch-up jobs (worker, 512 MB) that store them in batches: priced as

@@ -322,10 +322,20 @@ def bench_interactions(stack) -> dict:
     return {"/memory status (warm)": ms(commands)}
 
 
+def peak_rss_mb(pid: int) -> float:
+    """A process's peak resident memory so far (VmHWM), MB: what its Lambda MemorySize must hold."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    raise RuntimeError(f"no VmHWM for {pid}")
+
+
 def bench_cold_start(repeats: int) -> dict:
     """Each function from the artifact `sam build` makes, in a fresh interpreter of the runtime's Python
     with the template's environment (tests/deploy): init (the handler module's import), its first request,
-    and process start to first response; medians of `repeats` fresh processes."""
+    and process start to first response; medians of `repeats` fresh processes; and each process's peak
+    resident memory (one Lambda environment serves one request at a time: this is what it holds), the
+    streaming proxy's also after 20 streamed turns."""
     import httpx
 
     from tests.deploy import harness
@@ -359,7 +369,7 @@ def bench_cold_start(repeats: int) -> dict:
             ("schedule: sweep", "ScheduleFunction", lambda: {"job": "sweep"}),
         ]
         for label, logical, make_event in cases:
-            inits, firsts, totals = [], [], []
+            inits, firsts, totals, peaks = [], [], [], []
             for _ in range(repeats):
                 process = d.start(logical)
                 answer = process.invoke(make_event())
@@ -368,14 +378,17 @@ def bench_cold_start(repeats: int) -> dict:
                     inits.append(process.init_ms),
                     firsts.append(answer["ms"]),
                     totals.append(process.first_response_ms),
+                    peaks.append(peak_rss_mb(process.process.pid)),
                 )
                 process.close()
             out[label] = {
                 "init_ms": round(statistics.median(inits)),
                 "first_request_ms": round(statistics.median(firsts)),
                 "start_to_first_response_ms": round(statistics.median(totals)),
+                "peak_rss_mb": max(peaks),
+                "memory_size_mb": d.function(logical).memory,
             }
-        readies, totals = [], []
+        readies, totals, peaks = [], [], []
         for _ in range(repeats):
             started = time.perf_counter()
             web = d.start_web("StreamingProxyFunction")
@@ -384,15 +397,49 @@ def bench_cold_start(repeats: int) -> dict:
             )
             assert response.status_code == 200, response.text
             readies.append(web.ready_ms), totals.append((time.perf_counter() - started) * 1000)
+            peaks.append(peak_rss_mb(web.process.pid))
             web.close()
         ready = statistics.median(readies)
+        memory = d.function("StreamingProxyFunction").memory
         out["streaming proxy: LibreChat turn"] = {
             "init_ms": round(ready),
             "first_request_ms": round(statistics.median(totals) - ready),
             "start_to_first_response_ms": round(statistics.median(totals)),
+            "peak_rss_mb": max(peaks),
+            "memory_size_mb": memory,
+        }
+        out["streaming proxy: 20 streamed turns"] = _streamed_turns(d, turn, turn_headers) | {
+            "memory_size_mb": memory
         }
         out["layer unzipped (MB, limit 250)"] = dir_mb(d.build / "EngramLayer")
     return out
+
+
+def _streamed_turns(d, turn: str, headers: dict[str, str], turns: int = 20) -> dict:
+    """One streaming proxy process answering `turns` streamed LibreChat turns (SSE, read to the end), each
+    with a new message of its conversation: its peak resident memory after the first and after the last."""
+    import httpx
+
+    web = d.start_web("StreamingProxyFunction")
+    body = json.loads(turn)
+    peaks = []
+    try:
+        for i in range(turns):
+            body["messages"].append({"role": "user", "content": f"Turn {i}: I had green tea at {i} o'clock."})
+            with httpx.stream(
+                "POST",
+                f"{web.url}/oa/v1/chat/completions",
+                json={**body, "stream": True},
+                headers=headers,
+                timeout=30,
+            ) as response:
+                assert response.status_code == 200, response.read()
+                events = [line for line in response.iter_lines() if line.startswith("data:")]
+            assert events and events[-1] == "data: [DONE]", events[-3:]
+            peaks.append(peak_rss_mb(web.process.pid))
+    finally:
+        web.close()
+    return {"peak_rss_mb_first_turn": peaks[0], "peak_rss_mb": peaks[-1], "turns": turns}
 
 
 def bench_backfill(embedder) -> dict:
@@ -887,13 +934,18 @@ def table(results: dict) -> str:
             lines.append(f"  {name:<44} {r['p50_ms']} / {r['p95_ms']}")
     if results.get("cold start"):
         lines.append("Cold start from the built artifact (python3.11, template environment; medians, ms)")
-        lines.append(f"  {'function: first request':<44} {'init':>6} {'request':>8} {'start->answer':>14}")
+        lines.append(
+            f"  {'function: first request':<44} {'init':>6} {'request':>8} {'start->answer':>14}"
+            f" {'peak MB / MemorySize':>21}"
+        )
         for name, r in results["cold start"].items():
-            if isinstance(r, dict):
+            if isinstance(r, dict) and "init_ms" in r:
                 lines.append(
                     f"  {name:<44} {r['init_ms']:>6} {r['first_request_ms']:>8} "
-                    f"{r['start_to_first_response_ms']:>14}"
+                    f"{r['start_to_first_response_ms']:>14} {r['peak_rss_mb']:>12} / {r['memory_size_mb']}"
                 )
+            elif isinstance(r, dict):
+                lines.append(f"  {name:<44} {'':>30} {r['peak_rss_mb']:>12} / {r['memory_size_mb']}")
             else:
                 lines.append(f"  {name:<44} {r}")
     if results.get("embedder threads"):
