@@ -10,6 +10,7 @@ import random
 import pytest
 
 import engram.indexing
+from engram.embedders import NoEmbedder
 from engram.service import ChatMessage
 from engram.store import READ_SHARDS
 from engram.store.lines import LineReads, span_ids
@@ -116,7 +117,13 @@ def test_a_rebuild_through_shared_reads_writes_every_point_s_words_as_the_live_w
     assert {i: written[i] for i in live} == live
 
 
-@pytest.fixture
-def words_only(service):
-    service.indexer.embedder.down = True
+@pytest.fixture(params=["embedder down", "embedder off"])
+def words_only(service, request):
+    """Words only: with the embedder down (meaning still mixed: a rebuild rewrites no neighbour's words,
+    and mixes their meaning again) or off (no mixing: a rebuild reads lines for its own windows only and
+    writes nothing around)."""
+    if request.param == "embedder down":
+        service.indexer.embedder.down = True
+    else:
+        service.indexer.embedder = NoEmbedder()
     return service

@@ -189,13 +189,19 @@ class Indexer:
         return bool(self.retrieval.meaning_window) and self.dense_name is not None
 
     def _lines(
-        self, records: list[Record], removed: bool = False, reads: LineReads | None = None
+        self,
+        records: list[Record],
+        removed: bool = False,
+        reads: LineReads | None = None,
+        own_windows_only: bool = False,
     ) -> dict[str, list[Record]]:
-        """The lines of these records, reaching far enough for their neighbours' windows too, without the
-        records of users forgotten since they arrived (a window never brings back a forgotten person's
-        words); `removed`: these records are leaving, and are left out even where the index still lists
-        them; `reads`: a maintenance step's line reads, shared by its pages."""
-        lines = self.records.line_around(records, 2 * self.window_turns, reads)
+        """The lines of these records, reaching far enough for their neighbours' windows too (with
+        `own_windows_only`, for their own), without the records of users forgotten since they arrived (a
+        window never brings back a forgotten person's words); `removed`: these records are leaving, and
+        are left out even where the index still lists them; `reads`: a maintenance step's line reads,
+        shared by its pages."""
+        reach = self.window_turns if own_windows_only else 2 * self.window_turns
+        lines = self.records.line_around(records, reach, reads)
         users = {r.user for line in lines.values() for r in line if r.user}
         gone = self.state.forgotten(records[0].bot, users) if users else {}
         leaving = {int(r.id) for r in records} if removed else set()
@@ -264,10 +270,10 @@ class Indexer:
         return held
 
     def _read_around(
-        self, records: list[Record], reads: LineReads | None = None
+        self, records: list[Record], reads: LineReads | None = None, own_windows_only: bool = False
     ) -> tuple[dict[str, list[Record]], _Held]:
         """A write's lines and what the index holds of them: read while its text is embedded."""
-        lines = self._lines(records, reads=reads)
+        lines = self._lines(records, reads=reads, own_windows_only=own_windows_only)
         return lines, self._held(lines, {})
 
     def windows(self, records: list[Record], lines: dict[str, list[Record]]) -> dict[int, str]:
@@ -417,14 +423,21 @@ class Indexer:
         wait: bool = True,
         ahead: Future[dict[int, list[float]]] | None = None,
         reads: LineReads | None = None,
+        whole_pass: bool = False,
     ) -> int:
         """Write the points of records (words always, meaning when the embedder answers; without
         `wait`, only if it is warm; `ahead`: vectors already being made; `reads`: a maintenance step's
-        line reads); returns how many are complete. Records left incomplete are (or stay) pending."""
+        line reads); returns how many are complete. Records left incomplete are (or stay) pending.
+        `whole_pass`: a rebuild, which writes every point of the bot from its own page: the points around
+        these need no new words (their windows are read from the same records), only (mixing on) their
+        meaning mixed again with these ones' vectors, and with mixing off nothing at all."""
         if not records:
             return 0
         wanted = [(r, self.vector_text(r)) for r in records]
-        reading = self._windows.submit(self._read_around, records, reads) if self.window_turns else None
+        own_only = whole_pass and not self.mixing
+        reading = (
+            self._windows.submit(self._read_around, records, reads, own_only) if self.window_turns else None
+        )
         dense_by_id = ahead.result() if ahead is not None else self.dense_vectors(records, wait)
         name = self.dense_name
         lines, held = reading.result() if reading is not None else ({}, _Held())
@@ -442,7 +455,8 @@ class Indexer:
         ]
         self.index.upsert(points)
         if lines:  # the turns before (and after) these ones now have them in their windows
-            self._rewrite_around(records, lines, held)
+            if not own_only:
+                self._rewrite_around(records, lines, held, with_words=not whole_pass)
             if self._forgotten_since(lines):
                 # a forget began after the lines were read, and its own pass over the windows may have run
                 # before these points existed: the windows are made again without that person's words
@@ -687,12 +701,14 @@ class IndexKeeper:
                     break
                 before = int(page[-1].id)
 
-    def _reindex(self, records: list[Record], reads: LineReads | None = None) -> None:
+    def _reindex(
+        self, records: list[Record], reads: LineReads | None = None, whole_pass: bool = False
+    ) -> None:
         """Write these records' points again (those left incomplete, the embedder down, are marked pending
-        for the sweep; one deleted meanwhile has its point taken back)."""
+        for the sweep; one deleted meanwhile has its point taken back); `whole_pass`: a rebuild's page."""
         records = self.indexer.unforgotten(records)
         if records:
-            self.indexer.index_records(records, reads=reads)
+            self.indexer.index_records(records, reads=reads, whole_pass=whole_pass)
         self.progress.reindexed += len(records)
 
     # ----- reconcile ----------------------------------------------------------------------------------
@@ -776,7 +792,7 @@ class IndexKeeper:
         def one(page: list[Record]) -> None:
             self.progress.records += len(page)
             if action == "rebuild":
-                self._reindex(page, reads)
+                self._reindex(page, reads, whole_pass=True)
             else:
                 self._reconcile_page(page, reads)
 
@@ -810,7 +826,7 @@ class IndexKeeper:
 
         def one(b: str) -> None:
             for page in self._pages(b):
-                self._reindex(page)
+                self._reindex(page, whole_pass=True)
             self.reconcile_points(b)
 
         return self._pass("rebuilding", bot, one)
