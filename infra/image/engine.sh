@@ -19,6 +19,15 @@ if ! command -v dockerd >/dev/null 2>&1; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
 fi
+# A dockerd stopped without its shutdown (a machine stopped mid-run) leaves its pid file behind, and the
+# next one refuses to start ("pid file found, ensure docker is not running"): a file naming no live
+# process is removed
+for file in /var/run/docker.pid /var/run/docker/containerd/containerd.pid; do
+  if [ -f "$file" ] && ! kill -0 "$(cat "$file")" 2>/dev/null; then
+    echo "removing $file: the process it names is gone"
+    rm -f "$file"
+  fi
+done
 # overlay2 where the kernel mounts overlayfs (each build step a thin layer), else vfs (each step a full copy)
 for driver in overlay2 vfs; do
   echo "starting dockerd (--iptables=false --storage-driver=$driver; log: /tmp/engram-dockerd.log)"
