@@ -115,8 +115,11 @@ async function showMemories(more) {
     const { memories, meaning } = await api("GET", `/v1/bots/${encodeURIComponent(state.bot)}/memories?${params}`);
     if (asked !== state.asked) return;
     const list = $("memories");
+    // a row being edited stays as it is (its editor open, its text typed): a listing that lands after an
+    // Edit click (the refresh an Add starts) must not close it
+    const editing = new Map([...list.querySelectorAll("li")].filter((li) => li.querySelector("form")).map((li) => [li.dataset.id, li]));
     if (!more) list.replaceChildren();
-    memories.forEach((m) => list.append(row(m)));
+    memories.forEach((m) => list.append(editing.get(m.id) || row(m)));
     state.before = memories.length ? memories[memories.length - 1].id : null;
     $("older").hidden = Boolean(query) || memories.length < 20;
     if (!more && !memories.length) notice(query ? "Nothing found." : "No memories here yet.");
