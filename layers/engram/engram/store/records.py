@@ -21,6 +21,8 @@ from .ids import IdMaker
 from .lines import LineReads, span_ids
 from .models import MemoryRecord, StateItem
 from .spread import claim_keys, tail_keys
+from .state import _batch_get as _batch_get_state
+from .state import _get as _get_state
 
 KINDS = ("fact", "message")
 
@@ -44,17 +46,6 @@ STAMP_PAGE = 500
 
 
 _unique_pk = keys.unique_pk
-
-
-def _batch_get_state(item_keys: list[tuple[str, str]]) -> list[StateItem]:
-    return list(StateItem.batch_get(item_keys))
-
-
-def _get_state(pk: str, sk: str) -> StateItem | None:
-    try:
-        return StateItem.get(pk, sk, consistent_read=True)
-    except StateItem.DoesNotExist:
-        return None
 
 
 @dataclass(slots=True)
@@ -497,11 +488,14 @@ class RecordStore:
 
     def find_unique(self, bot: str, key: str) -> Record | None:
         """The memory that holds a unique key, if any."""
-        holders = self.find_uniques(bot, [key])
-        return self.get(bot, holders[key]) if key in holders else None
+        return self._holders(bot, [key]).get(key)
 
     def find_uniques(self, bot: str, unique_keys: list[str]) -> dict[str, int]:
         """The memory ids holding any of these unique keys (batch reads; stale claims left out)."""
+        return {k: int(r.id) for k, r in self._holders(bot, unique_keys).items()}
+
+    def _holders(self, bot: str, unique_keys: list[str]) -> dict[str, Record]:
+        """The records holding any of these unique keys, by key (stale claims left out)."""
         wanted = list(dict.fromkeys(unique_keys))
         if not wanted:
             return {}
@@ -513,7 +507,7 @@ class RecordStore:
                 # under the spread key and the plain one only while a move is cut off: the same memory
                 found.setdefault(i.sk, int(i.memory_id))
         records = self.batch_get(bot, list(set(found.values()))) if found else {}
-        return {k: i for k, i in found.items() if i in records and records[i].unique_key == k}
+        return {k: records[i] for k, i in found.items() if i in records and records[i].unique_key == k}
 
     def _plain_holder(self, bot: str, key: str) -> int | None:
         """A claim on `key` made before claims were spread, still under the bot's plain key: its memory's id
