@@ -131,34 +131,47 @@ class Deployment:
         self, queue: str, worker: harness.Invocations, batch_size: int, max_batches: int = 200
     ) -> list[dict]:
         """Feed a queue to the worker as Lambda's poller does: receive a batch, invoke, delete what
-        succeeded (failures come back after the visibility timeout). Returns the worker's answers."""
+        succeeded. A failed message comes back when its visibility timeout ends (18 min in the
+        template); here that end is brought forward once the queue has nothing else to give, so a job
+        that failed on a busy machine (a moto call timing out) is retried as Lambda would retry it,
+        and one that keeps failing reaches the dead-letter queue after maxReceiveCount.
+        Returns the worker's answers."""
         from infra.poller import sqs_event
 
         arn = self.stack.physical[queue]["Arn"]
+        url = self.queue_url(queue)
         answers = []
+        failed_handles: dict[str, str] = {}  # message id -> its latest receipt handle
         for _ in range(max_batches):
             got = self.sqs.receive_message(
-                QueueUrl=self.queue_url(queue),
-                MaxNumberOfMessages=batch_size,
-                WaitTimeSeconds=0,
-                AttributeNames=["All"],
+                QueueUrl=url, MaxNumberOfMessages=batch_size, WaitTimeSeconds=0, AttributeNames=["All"]
             ).get("Messages", [])
             if not got:
                 delayed = self.sqs.get_queue_attributes(
-                    QueueUrl=self.queue_url(queue), AttributeNames=["ApproximateNumberOfMessagesDelayed"]
+                    QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesDelayed"]
                 )["Attributes"]["ApproximateNumberOfMessagesDelayed"]
-                if int(delayed) == 0:
+                if int(delayed):
+                    time.sleep(0.2)  # a job delayed on the queue (a rate limit's retry_after)
+                    continue
+                if not failed_handles:
                     break
-                time.sleep(0.2)  # a job delayed on the queue (a rate limit's retry_after)
+                for handle in failed_handles.values():  # their visibility timeout ends now
+                    self.sqs.change_message_visibility(
+                        QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0
+                    )
+                failed_handles.clear()
                 continue
             answer = worker.invoke(sqs_event(got, arn, harness.REGION))
             assert answer["error"] is None, answer["error"] + worker.stderr
             answers.append(answer)
             failed = {f["itemIdentifier"] for f in answer["result"]["batchItemFailures"]}
+            failed_handles.update(
+                {m["MessageId"]: m["ReceiptHandle"] for m in got if m["MessageId"] in failed}
+            )
             done = [m for m in got if m["MessageId"] not in failed]
             if done:
                 self.sqs.delete_message_batch(
-                    QueueUrl=self.queue_url(queue),
+                    QueueUrl=url,
                     Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
                 )
         return answers

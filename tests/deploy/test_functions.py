@@ -198,10 +198,11 @@ def test_worker_runs_discord_jobs_from_both_queues_and_starts_while_qdrant_is_do
         sizes[props["EventSourceArn"].rsplit(":", 1)[-1].removeprefix("fid-")] = props["BatchSize"]
     assert batch is None and set(sizes) == set(QUEUE_OF_CLASS.values())
     deployment.drain("InteractiveQueue", worker, sizes["InteractiveQueue"])
-    deployment.drain("JobsQueue", worker, sizes["JobsQueue"])
+    answers = deployment.drain("JobsQueue", worker, sizes["JobsQueue"])
     assert discord.history_reads and not set(discord.history_reads) & set(DISALLOWED.split(","))
     finals = [s["content"] for s in discord.sent if "Backfill complete" in s.get("content", "")]
-    assert len(finals) == 1, discord.sent
+    errors = [line for line in worker.stderr.splitlines() if '"level":"ERROR"' in line.replace(" ", "")]
+    assert len(finals) == 1, (discord.sent, [a["result"] for a in answers], errors[-5:])
     # catch-up from the schedule: one job per channel whose newest message moved since the backfill read it
     discord.add(C21, {"id": ALICE, "username": "alice"}, "a message after the backfill")
     deployment.sqs.send_message(

@@ -9,6 +9,7 @@ import pytest
 from nacl.signing import SigningKey
 
 from engram.discord.settings import DiscordSettings
+from engram.errors import Unavailable
 from engram.vectors import Scope
 from infra.local_stack import LocalStack
 from tests.fake_discord import ALICE, APP_ID, BOB, C11, C12, C21, G1, G2, T14, TOKEN, FakeDiscord, dm_channel
@@ -262,3 +263,58 @@ def test_duplicate_deliveries_count_each_channel_once(stack, discord, monkeypatc
     assert finals == [f"Backfill complete: {len(expected)} messages stored."]
     assert set(stored_ids(stack, BOB)) == expected
     assert "Backfill: complete" in interact(stack, memory_cmd("status", BOB)).json()["data"]["content"]
+
+
+@pytest.mark.parametrize("lost", ["final message", "count"])
+def test_a_last_link_cut_off_after_its_cursor_counts_and_speaks_on_redelivery_and_only_once(
+    tmp_path, local_embedder, discord, monkeypatch, lost
+):
+    """The job that reads a channel's last page saves its cursor, then times out: on its way to Discord
+    with the final message, or on the run's count itself. SQS delivers it again; the cursor says the link
+    ran, yet the count is made and the final message sent by that delivery — once; a duplicate says nothing
+    more. (The deploy tier's CI saw a run end with no final message at all.)"""
+    stack, token = discord_stack(tmp_path, local_embedder, discord), f"tok-lost-{lost[0]}"
+    try:
+        backfills, client = stack.discord.backfills, stack.discord.core.client
+        edit, count = client.edit_original, backfills.state.count_backfill
+        run_job, failed = backfills.backfill, []
+
+        def edit_timing_out_once(to, content):
+            if to == token and content.startswith("Backfill complete") and not failed:
+                raise httpx.ReadTimeout("the edit timed out")
+            return edit(to, content)
+
+        def count_timing_out_once(bot, user, run, channel, stored, finished):
+            if finished and not failed:
+                raise Unavailable("DynamoDB timed out")
+            return count(bot, user, run, channel, stored, finished)
+
+        def recording(job):
+            try:
+                run_job(job)
+            except Exception:
+                failed.append(job)  # the worker reports it failed: SQS gives it back later
+                raise
+
+        if lost == "count":
+            monkeypatch.setattr(backfills.state, "count_backfill", count_timing_out_once)
+        else:
+            monkeypatch.setattr(client, "edit_original", edit_timing_out_once)
+        monkeypatch.setattr(backfills, "backfill", recording)
+        interact(stack, memory_cmd("remember", BOB, token=token))
+        assert wait_until(lambda: failed and backfills.state.backfill_run(backfills.bot, BOB)["left"] <= 1)
+        time.sleep(0.5)  # nothing else is running: the run waits for the failed link
+
+        def finals():
+            sent = [s["content"] for s in discord.sent if s.get("token") == token]
+            return [content for content in sent if "complete" in content]
+
+        assert finals() == []
+        expected = discord.expected_for(BOB, ALLOWED | {C12})  # this stack disallows no channel
+        run_job(failed[0])  # the redelivery
+        assert finals() == [f"Backfill complete: {len(expected)} messages stored."]
+        run_job(failed[0])  # a duplicate of it
+        assert len(finals()) == 1
+        assert "Backfill: complete" in interact(stack, memory_cmd("status", BOB)).json()["data"]["content"]
+    finally:
+        stack.stop()

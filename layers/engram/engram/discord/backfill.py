@@ -191,6 +191,12 @@ class Backfill:
             "done": False,
         }
         if state.get("run") == job.run and job.step < int(state.get("step", 0)):
+            if state.get("done") and job.step == int(state["step"]) - 1:
+                # the channel's last link again: its earlier delivery saved the cursor and may have lost its
+                # count or the final message after it (a timeout); counting is once per channel, so a plain
+                # duplicate adds nothing
+                self._count(job, int(state.get("stored", 0)), finished=True)
+                return
             log.info("dropping a duplicate backfill job (%s step %d)", job.channel, job.step)
             return
         state["run"] = job.run
@@ -230,6 +236,9 @@ class Backfill:
         """Save where the channel's backfill stands and queue its next page, or count it finished."""
         if self.core.service.refused(self.bot, {job.user}, job.origin or 0):
             return  # forgotten while this page was read: no cursor naming them is written back
+        if state.get("done"):
+            # what the last link stored: counted by its redelivery if its count was lost
+            state["stored"] = stored
         self.state.save_cursor(self.bot, job.user, job.channel, state)
         if not state.get("done"):
             self.core.queue.send(job.model_copy(update={"step": job.step + 1}))  # more: a fresh invocation
@@ -245,18 +254,26 @@ class Backfill:
             self._finished(job.user, job.run, run)
 
     def _finished(self, user: str, run: str, counted: dict | None) -> None:
-        """The one final message, from the job whose count left nothing of the run (None: this job's
-        count was made already, or the run is over)."""
-        if counted is None or counted["left"] != 0:
+        """The one final message, once the run has nothing left (`counted`: this job's count, None when it
+        was made already, by this job's earlier delivery or a duplicate). Sent by the job that claims it;
+        a send that raises gives the claim back, so the job's redelivery sends it."""
+        if counted is not None and counted["left"] != 0:
+            return
+        claimed = self.state.claim_final(self.bot, user, run)
+        if claimed is None:
             return
         intent = self.state.content_intent(self.bot)
         warning = " " + INTENT_OFF if intent is not None and not intent["on"] else ""
-        self.core.reply(
-            self._token(user, run),
-            int(counted.get("issuedAt") or 0),
-            user,
-            f"Backfill complete: {counted['count']} messages stored.{warning}",
-        )
+        try:
+            self.core.reply(
+                self._token(user, run),
+                int(claimed.get("issuedAt") or 0),
+                user,
+                f"Backfill complete: {claimed['count']} messages stored.{warning}",
+            )
+        except BaseException:
+            self.state.release_final(self.bot, user, run)
+            raise
 
     def _remember_newest(self, channel: str, message_id: str) -> None:
         """The newest message id seen per channel: where catch-up starts."""

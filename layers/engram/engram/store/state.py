@@ -27,6 +27,7 @@ def _get(pk: str, sk: str) -> StateItem | None:
 
 
 PLAN_PREFIX = "plan#"  # a backfill run's planning steps, kept with its channels counted done
+FINAL_SAID = "final#said"  # in a run's members while its final message is being (or has been) sent
 
 
 def _later(a: Any, b: Any) -> Any:
@@ -263,7 +264,7 @@ class StateStore:
             "count": int(item.tally or 0),
             **data,
             "channels": int(item.planned if item.planned is not None else data.get("channels", 0)),
-            "done": len([m for m in item.members or () if not m.startswith(PLAN_PREFIX)]),
+            "done": len([m for m in item.members or () if not m.startswith(PLAN_PREFIX) and m != FINAL_SAID]),
         }
 
     def start_backfill_run(
@@ -318,6 +319,24 @@ class StateStore:
         if not attempt(lambda: item.update(actions=actions, condition=condition)):
             return None
         return {"left": int(item.value), "count": int(item.tally or 0), **(item.data or {})}
+
+    def claim_final(self, bot: str, user: str, run: str) -> dict[str, Any] | None:
+        """The right to send a finished run's one final message: one conditional update, made while the run
+        is this one, has nothing left and no job holds that right. Counting and saying are apart, so a job
+        whose count finished the run but whose message failed (a timeout on the way to Discord) leaves the
+        message to its redelivery, which finds its count made already. None when it is not this job's."""
+        item = StateItem(*keys.backfill_run(bot, user))
+        condition = (StateItem.tag == run) & (StateItem.value == 0) & ~StateItem.members.contains(FINAL_SAID)
+        claim: list[Action] = [StateItem.members.add({FINAL_SAID})]
+        if not attempt(lambda: item.update(actions=claim, condition=condition)):
+            return None
+        return {"left": 0, "count": int(item.tally or 0), **(item.data or {})}
+
+    def release_final(self, bot: str, user: str, run: str) -> None:
+        """The final message was not sent: the next delivery of the job may claim it again."""
+        item = StateItem(*keys.backfill_run(bot, user))
+        give_back: list[Action] = [StateItem.members.delete({FINAL_SAID})]
+        attempt(lambda: item.update(actions=give_back, condition=StateItem.tag == run))
 
     def keep_token(self, bot: str, user: str, run: str, token: str, expires_s: int) -> None:
         """An interaction token for a run's last word, in its own item with a TTL."""
