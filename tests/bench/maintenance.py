@@ -105,7 +105,13 @@ class JobClock:
             try:
                 return self._run(job, context)
             finally:
-                name = f"{job.kind} {getattr(job, 'action', '')} {getattr(job, 'part', '') or ''}".strip()
+                parts = (
+                    job.kind,
+                    getattr(job, "action", ""),
+                    getattr(job, "part", ""),
+                    getattr(job, "step", ""),
+                )
+                name = " ".join(p for p in parts if p)
                 self.times.append((time.perf_counter() - start, name))
 
         worker._run = timed
@@ -115,11 +121,30 @@ class JobClock:
         return self.times
 
 
+class VectorWrites:
+    """Dense vectors written into existing points (re-embedding's Qdrant updates), counted per point and
+    name, whichever index object the worker holds."""
+
+    def __init__(self, index_class):
+        self.count, self._class, self._set = 0, index_class, index_class.set_vectors
+        writes = self
+
+        def counted(index, words, dense):
+            writes.count += sum(len(vectors) for vectors in dense.values())
+            return writes._set(index, words, dense)
+
+        index_class.set_vectors = counted
+
+    def close(self) -> int:
+        self._class.set_vectors = self._set
+        return self.count
+
+
 def phase(name: str, n: int, stack, start, done) -> dict:
     """Start a phase, run every job it queues, and say what it took."""
     from tests.bench.discord_costs import settle
 
-    clock = JobClock()
+    clock, writes = JobClock(), VectorWrites(type(stack.engine.service.index))
     began = time.perf_counter()
     try:
         start()
@@ -128,7 +153,7 @@ def phase(name: str, n: int, stack, start, done) -> dict:
             time.sleep(1)
             settle(stack)
     finally:
-        times = clock.close()
+        times, written = clock.close(), writes.close()
     took = time.perf_counter() - began
     longest, what = max(times) if times else (0.0, "")
     kinds = Counter(w for _, w in times)
@@ -141,8 +166,10 @@ def phase(name: str, n: int, stack, start, done) -> dict:
         "longest_job": what,
         "job_p50_s": round(statistics.median(t for t, _ in times), 3) if times else 0.0,
         "work_s": round(sum(t for t, _ in times), 1),
+        "work_s_by_kind": {k: round(sum(t for t, w in times if w == k), 1) for k in kinds},
         "wall_s": round(took, 1),
         "records_per_s": round(n / took) if took else None,
+        "vector_writes_per_record": round(written / n, 2),
     }
 
 

@@ -147,8 +147,20 @@ def test_a_reembed_runs_a_chain_per_bot_and_kind_at_once_and_the_last_one_finish
     assert old, "the old model's vectors stay until the last chain ends"
     engine.embedding.reembed(chains[-1])
     engine.embedding.reembed(chains[-1])  # redelivered: counted once
-    assert service.index.dense_names() == {"dense-fakeai-m1", "dense-fakeai-m1-own"}
     assert engine.embedding.progress()["memoriesWithVectors"] == 3
+    assert engine.embedding.progress()["mixing"]
+    # mixing on: the last chain of the first pass plans the second, the same chains mixing each point once
+    mixes = [j for j in queued() if isinstance(j, ReembedJob)]
+    assert sorted((j.bot, j.phase, j.shard, j.step) for j in mixes) == [
+        (j.bot, j.phase, j.shard, "mix") for j in sorted(chains, key=lambda j: (j.bot, j.phase, j.shard))
+    ]
+    for job in mixes[:-1]:
+        engine.embedding.reembed(job)
+    assert service.index.dense_names() - {"dense-fakeai-m1", "dense-fakeai-m1-own"} == old
+    engine.embedding.reembed(mixes[-1])
+    engine.embedding.reembed(mixes[-1])  # redelivered: counted once
+    assert service.index.dense_names() == {"dense-fakeai-m1", "dense-fakeai-m1-own"}
+    assert queued() == [] and not engine.embedding.progress()["mixing"]
 
 
 def test_switching_back_reuses_vectors_that_still_exist(engine, fake, aws):
@@ -189,6 +201,42 @@ def test_reembedding_mixes_each_new_vector_with_its_window_s(engine, fake, aws):
     for at, around in ((ids[0], ids[1:]), (ids[1], [ids[0], ids[2]]), (ids[2], ids[:2])):
         expected = _mix(own[at], _mean([own[i] for i in around]), weight)
         assert max(abs(a - b) for a, b in zip(vectors[at][name], expected, strict=True)) < 1e-5
+
+
+def test_a_reembed_over_many_pages_mixes_every_point_as_a_live_write_would(engine, fake, aws, monkeypatch):
+    """Two interleaved threads of nine turns, paged two records at a time under one key of the kind: the
+    first pass writes own vectors only, the second mixes each point from its whole window, pages apart —
+    what a write with every vector at hand gives (the window's turns either side, in the line's order)."""
+    import engram.embedding
+    import engram.store.keys
+
+    monkeypatch.setattr(engram.embedding, "PAGE", 2)
+    monkeypatch.setattr(engram.embedding, "STEP_S", 0)
+    monkeypatch.setattr(engram.store.keys, "record_shard", lambda memory_id: 1)  # one chain of nine pages
+    service = engine.service
+    words = ["tea", "boat", "violin", "garden", "river", "bakery", "train", "rain", "music"]
+    lines: dict[str, list[int]] = {"a": [], "b": []}
+    for n in range(9):
+        for thread in ("a", "b"):
+            message = ChatMessage(
+                source_id=f"{thread}-{n}",
+                text=f"{words[n]} {words[(n + 3) % 9]} in {thread}",
+                user=f"u{n % 3}",
+                thread=thread,
+                created_at=1_000 + n,
+            )
+            lines[thread].append(service.add_messages("b1", [message]).memories[0].id)
+    engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m1"})
+    drain(aws)
+    name, weight, turns = "dense-fakeai-m1", service.retrieval.meaning_window, service.indexer.window_turns
+    assert weight and turns
+    for ids in lines.values():
+        vectors = service.index.dense_of([name, own_vector_name(name)], ids)
+        own = {i: v[own_vector_name(name)] for i, v in vectors.items()}
+        for at, memory_id in enumerate(ids):
+            around = ids[max(0, at - turns) : at] + ids[at + 1 : at + 1 + turns]
+            expected = _mix(own[memory_id], _mean([own[i] for i in around]), weight)
+            assert max(abs(a - b) for a, b in zip(vectors[memory_id][name], expected, strict=True)) < 1e-5
 
 
 def test_off_keeps_words_and_the_embedder_stopping_mid_reembed(engine, fake, aws, monkeypatch):

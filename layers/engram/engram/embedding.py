@@ -193,6 +193,10 @@ class EmbeddingManager:
             "messages": count("message"),
             "withVectors": count("message", name) if has_vectors else 0,
             "error": self.service.last_error,
+            # the second pass: points are searched by their own meaning until it has mixed them
+            "mixing": name is not None
+            and has_vectors
+            and self.service.state.reembed_left(_run_of(name, "mix")) > 0,
         }
 
     def _answers(self) -> bool:
@@ -207,14 +211,16 @@ class EmbeddingManager:
 
     def reembed(self, job: ReembedJob) -> None:
         """The plan (no bot): a chain per bot and kind, queued at once; or one step of a chain: pages of
-        the newest records still without this model's vector, given one, while another fits in STEP_S;
-        then the next step is queued from where it stopped (the pages share their line reads)."""
+        the newest records, each given this model's own vector (step "vectors") or, mixing on, its
+        searched meaning mixed from its window's (step "mix", planned once every first-pass chain has
+        ended), while another page fits in STEP_S; then the next step is queued from where it stopped (the
+        pages share their line reads)."""
         self.current()
         if self.service.dense_name != job.vector:
             log.info("re-embed for %s stopped: the model changed again", job.vector)
             return
         if job.bot is None:
-            self._plan(job.vector)
+            self._plan(job.vector, job.step)
             return
         deadline, reads, longest = time.monotonic() + STEP_S, LineReads(), 0.0
         while True:
@@ -230,17 +236,25 @@ class EmbeddingManager:
                 self.queue.send(job)
                 return
         chain = f"{job.bot}#{job.phase}" + ("" if job.shard is None else f"#{job.shard}")
-        left = self.service.state.end_reembed_chain(job.vector, chain)
-        if left == 0:
+        left = self.service.state.end_reembed_chain(_run_of(job.vector, job.step), chain)
+        if left != 0:
+            return
+        if job.step == "vectors" and self.service.indexer.mixing:
+            self._plan(job.vector, "mix")
+        else:
             self._finish(job.vector)
 
     def _give_vectors(self, job: ReembedJob, page: list[Record], reads: LineReads) -> bool:
-        """One page of a chain given the model's vectors; False when it could not be (the index or the
-        embedder down): the page is queued again, to be tried in a while."""
+        """One page of a chain given the model's vectors (or mixed); False when it could not be (the index
+        or the embedder down): the page is queued again, to be tried in a while."""
+        indexer = self.service.indexer
         try:
-            done = self.service.indexer.add_dense(page, reads)
+            if job.step == "mix":
+                indexer.mix_own(page, reads)
+                return True
+            done = indexer.add_dense(page, reads)
         except Exception as exc:  # Qdrant down: try this page again in a minute
-            self.service.indexer.last_error = str(exc)
+            indexer.last_error = str(exc)
             self.queue.send(job, delay_s=self.retry_delay_s)
             return False
         if done < len(page):  # the embedder is down: wait for it, keep our place
@@ -248,12 +262,12 @@ class EmbeddingManager:
             return False
         return True
 
-    def _plan(self, vector: str) -> None:
+    def _plan(self, vector: str, step: str = "vectors") -> None:
         """Every bot's facts and messages, a chain of pages per key of each kind (READ_SHARDS), all at once
         (a serial pass over 100 M records took days); the count of chains tells the last one it is the
         last."""
         chains = [
-            ReembedJob(vector=vector, bot=bot, phase=phase, shard=shard)
+            ReembedJob(vector=vector, bot=bot, phase=phase, shard=shard, step=step)
             for bot in self.service.records.bots()
             for phase in ("fact", "message")
             for shard in range(READ_SHARDS)
@@ -261,7 +275,7 @@ class EmbeddingManager:
         if not chains:
             self._finish(vector)
             return
-        self.service.state.start_reembed(vector, len(chains))
+        self.service.state.start_reembed(_run_of(vector, step), len(chains))
         self.queue.send_many(chains)
 
     def _finish(self, vector: str) -> None:
@@ -271,6 +285,11 @@ class EmbeddingManager:
             index.delete_dense(name)
             self.service.indexer.dense_ready.discard(name)
         log.info("re-embed for %s complete; other models' vectors deleted", vector)
+
+
+def _run_of(vector: str, step: str) -> str:
+    """The name a re-embed's pass counts its chains under (the first pass keeps the vector's own name)."""
+    return vector if step == "vectors" else f"{vector}#{step}"
 
 
 def defaults_from(settings: Settings) -> EmbeddingSettings:

@@ -295,13 +295,24 @@ class Indexer:
             return 0
         return self._rewrite_around(records, self._lines(records, removed), with_self=with_self)
 
-    def remix(self, records: list[Record], reads: LineReads | None = None) -> int:
-        """These records and the ones around them get their meaning mixed again (re-embedding: a new
-        model's own vectors arrive a chunk at a time); their words are left alone."""
+    def mix_own(self, records: list[Record], reads: LineReads | None = None) -> int:
+        """A re-embed's second pass: each of these records' searched meaning mixed again from its window's
+        own vectors, which the first pass wrote for every record; the points around are mixed by their own
+        pages, so each point is written once (the first pass used to mix every neighbour again as each of
+        its window's vectors arrived: ~2 x turns + 1 writes a point). Returns how many were written."""
         if not self.mixing or not records:
             return 0
-        lines = self._lines(records, reads=reads)
-        return self._rewrite_around(records, lines, with_words=False, with_self=True)
+        lines = self._lines(records, reads=reads, own_windows_only=True)
+        held = self._held(lines, {})
+        wanted = {int(r.id) for r in records}
+        mine = {
+            int(r.id): (line, n)
+            for line in lines.values()
+            for n, r in enumerate(line)
+            if int(r.id) in wanted and int(r.id) in held.live
+        }
+        self._update_points({}, self._remixed(mine, held))
+        return len(mine)
 
     def _rewrite_around(
         self,
@@ -549,14 +560,15 @@ class Indexer:
         """Give existing points the current model's vector without touching their other models' vectors
         (re-embedding: a switch back reuses them); records still pending are indexed whole. Returns how
         many now have it (or need none). Which points have it is asked of the index, so re-embedding
-        writes nothing to DynamoDB; the next chunk is embedded while the last one is stored."""
+        writes nothing to DynamoDB; the next chunk is embedded while the last one is stored. With mixing
+        on, a point's own vector is also its searched one until `mix_own` mixes it (the second pass)."""
         waiting = [r for r in records if r.pending]
         pending = self.unforgotten(waiting)  # what an interrupted forget left needs no vector: counted done
         indexed = [r for r in records if not r.pending]
         done = (self.index_records(pending, reads=reads) if pending else 0) + len(waiting) - len(pending)
         todo = self._without_dense(indexed)
         done += len(indexed) - len(todo)
-        added, complete = self._add_dense_pipelined(todo, reads)
+        added, complete = self._add_dense_pipelined(todo)
         done += added
         if complete and done == len(records):
             self.last_error = None  # vectors are filling in again
@@ -572,7 +584,7 @@ class Indexer:
         )
         return [r for r in indexed if r.id not in have and self.vector_text(r)]
 
-    def _add_dense_pipelined(self, todo: list[Record], reads: LineReads | None = None) -> tuple[int, bool]:
+    def _add_dense_pipelined(self, todo: list[Record]) -> tuple[int, bool]:
         """Embed chunk by chunk, the next one while the last one's vectors are stored; (how many points got
         their vector, whether all did: False when the embedder went down part-way)."""
         chunks = [todo[i : i + PIPELINE_CHUNK] for i in range(0, len(todo), PIPELINE_CHUNK)]
@@ -593,9 +605,8 @@ class Indexer:
                 return done, False
             live = self.index.existing(list(vectors))  # a record removed meanwhile has no point to update
             kept = {i: v for i, v in vectors.items() if i in live}
-            if self.mixing:  # own vectors first, then each one mixed with its window's (those that have one)
+            if self.mixing:  # own vectors: searched as they are until the second pass mixes them
                 self._update_points({}, {name: kept, own_vector_name(name): kept})
-                self.remix([r for r in chunks[i] if int(r.id) in kept], reads)
             else:
                 self._update_points({}, {name: kept})
             done += len(vectors)

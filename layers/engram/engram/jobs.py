@@ -127,6 +127,9 @@ class ReembedJob(BaseModel):
     kind: Literal["reembed"] = "reembed"
     vector: str
     phase: Literal["fact", "message"] = "fact"
+    # "vectors": each record's own vector from the model; "mix" (mixing on, once every chain of the first
+    # pass has ended): each point's searched meaning mixed from its window's own vectors, all there by then
+    step: Literal["vectors", "mix"] = "vectors"
     bot: str | None = None
     shard: int | None = Field(None, ge=0)  # one of the kind's keys (store.keys.READ_SHARDS); None: all
     bot_index: int = 0  # a job queued before chains (a serial pass): planned again as chains

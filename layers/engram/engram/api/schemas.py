@@ -158,6 +158,7 @@ class EmbeddingProgress(BaseModel):
     messages: int
     withVectors: int
     error: str | None = None
+    mixing: bool = False
 
 
 class Health(BaseModel):

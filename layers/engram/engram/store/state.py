@@ -78,6 +78,11 @@ class StateStore:
         """A re-embedding for `vector` runs `chains` chains in parallel (an earlier plan's count replaced)."""
         self._guard(lambda: StateItem(*keys.reembed_run(vector), value=chains).save())
 
+    def reembed_left(self, vector: str) -> int:
+        """How many chains of a re-embedding's pass are still running (0: none on record)."""
+        item = self._guard(lambda: _get(*keys.reembed_run(vector)))
+        return int(item.value or 0) if item is not None else 0
+
     def end_reembed_chain(self, vector: str, chain: str) -> int | None:
         """One chain is through: how many are left (None: this chain was counted already, a redelivery, or
         no plan is on record). One conditional update."""

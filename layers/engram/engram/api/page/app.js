@@ -165,6 +165,7 @@ async function showProgress() {
     $("progress").value = done;
     $("progress-text").textContent =
       `${p.model || "no model"}: ${p.memoriesWithVectors} of ${p.memories} memories and ${p.withVectors} of ${p.messages} messages have vectors`
+      + (p.mixing ? "; mixing each one with the turns around it" : "")
       + (p.error ? `; last error: ${p.error}` : "");
   } catch (error) { $("progress-text").textContent = error.message; }
 }
