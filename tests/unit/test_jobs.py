@@ -55,3 +55,25 @@ def test_an_entry_sqs_failed_is_sent_again_on_its_own():
     client = FailingSecond()
     SqsQueue(client, "url").send_many([DiscordJob(action="catchup", guild=g) for g in ("a", "b", "c")])
     assert client.batches == [["0", "1", "2"]] and client.single == ["b"]
+
+
+def test_a_step_begins_no_page_that_would_end_past_its_budget():
+    """StepBudget, the one rule of every paged job step (rebuild, re-embed, spread): after a page, the
+    next begins only while one as long as the longest so far would still end inside the budget."""
+    from engram.store import StepBudget
+
+    now = [100.0]
+    budget = StepBudget(10.0, lambda: now[0])
+    took = []
+    for length in (2.0, 1.0, 3.0, 1.0, 1.0):
+        budget.begin_page()
+        now[0] += length
+        took.append(length)
+        if not budget.another_fits():
+            break
+    # after the third page (at 106) a page as long as the longest (3 s) ends at 109, inside 110: one more;
+    # after the fourth (at 107) it would end at 110, not inside: the step ends
+    assert took == [2.0, 1.0, 3.0, 1.0]
+    zero = StepBudget(0.0, lambda: now[0])
+    zero.begin_page()
+    assert not zero.another_fits()  # a budget of nothing: one page a step

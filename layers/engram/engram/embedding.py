@@ -16,7 +16,7 @@ from .embedders import NoEmbedder, own_vector_name, vector_name
 from .errors import EmbedderUnavailable, InvalidInput
 from .jobs import JobQueue, ReembedJob
 from .service import MemoryService
-from .store import READ_SHARDS, LineReads, Record
+from .store import READ_SHARDS, LineReads, Record, StepBudget
 from .text import check_json
 from .vectors import Scope
 
@@ -222,17 +222,16 @@ class EmbeddingManager:
         if job.bot is None:
             self._plan(job.vector, job.step)
             return
-        deadline, reads, longest = time.monotonic() + STEP_S, LineReads(), 0.0
+        budget, reads = StepBudget(STEP_S), LineReads()
         while True:
-            began = time.monotonic()
+            budget.begin_page()
             page = self.service.records.page(job.bot, job.phase, job.after_id, PAGE, shard=job.shard)
             if page and not self._give_vectors(job, page, reads):
                 return
             if len(page) < PAGE:
                 break
             job = job.model_copy(update={"after_id": int(page[-1].id)})
-            longest = max(longest, time.monotonic() - began)
-            if time.monotonic() + longest >= deadline:  # no page is begun that would end past the step
+            if not budget.another_fits():
                 self.queue.send(job)
                 return
         chain = f"{job.bot}#{job.phase}" + ("" if job.shard is None else f"#{job.shard}")

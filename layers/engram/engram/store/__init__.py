@@ -1,6 +1,7 @@
 """The one owner of DynamoDB: every item kind is read and written here, its keys built in `keys`.
 Nothing outside this package imports pynamodb or builds a key (tests/unit/test_store_owns_keys.py)."""
 
+from .budget import StepBudget
 from .keys import READ_SHARDS, fact_key, fact_tail, source_key
 from .lines import LineReads
 from .models import bind_tables
@@ -29,6 +30,7 @@ __all__ = [
     "bind_tables",
     "RecordStore",
     "StateStore",
+    "StepBudget",
     "fact_key",
     "fact_tail",
     "new_record",

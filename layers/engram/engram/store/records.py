@@ -16,6 +16,7 @@ from pynamodb.expressions.update import Action
 
 from ..errors import Unavailable
 from . import keys
+from .budget import StepBudget
 from .dynamo import attempt, guard, update_if_exists
 from .ids import IdMaker
 from .lines import LineReads, span_ids
@@ -860,9 +861,9 @@ class RecordStore:
         """One bounded step of a pass over a bot's records of a kind (under one of its keys with `shard`):
         pages newest first from `before`, each handed to `each`, while another (as long as the longest so
         far) fits in `budget_s`; returns where the next step starts (None: the kind is done)."""
-        deadline, longest = time.monotonic() + budget_s, 0.0
+        budget = StepBudget(budget_s)
         while True:
-            began = time.monotonic()
+            budget.begin_page()
             page = self.page(bot, kind, before, page_size, shard=shard)
             if not page:
                 return None
@@ -870,8 +871,7 @@ class RecordStore:
             if len(page) < page_size:
                 return None
             before = int(page[-1].id)
-            longest = max(longest, time.monotonic() - began)
-            if time.monotonic() + longest >= deadline:  # no page is begun that would end past the step
+            if not budget.another_fits():
                 return before
 
     def _listed_scope(self, bot: str, kind: str, server: str | None, project: str | None) -> str | None:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 
 from . import keys
+from .budget import StepBudget
 from .dynamo import attempt, guard
 from .models import StateItem
 
@@ -73,9 +74,9 @@ class PlainKey:
         """One bounded step of the spread pass: move the items under the bot's plain key, a page at a
         time, while another page fits in `budget_s`; True when none is left. No cursor: what is moved is
         gone from the plain key."""
-        deadline, longest = self._clock() + budget_s, 0.0
+        budget = StepBudget(budget_s, self._clock)
         while True:
-            began = self._clock()
+            budget.begin_page()
             page = self._plain_page(bot, MOVE_PAGE)
             if not page:
                 with self._lock:
@@ -84,8 +85,7 @@ class PlainKey:
                 return True
             for item in page:
                 self._move(bot, item)
-            longest = max(longest, self._clock() - began)
-            if self._clock() + longest > deadline:
+            if not budget.another_fits():
                 return False
 
 

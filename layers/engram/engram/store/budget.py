@@ -1,0 +1,26 @@
+"""The time budget of a bounded job step that works a page at a time."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+class StepBudget:
+    """A step pages on while another page, as long as the longest so far, would end inside its budget: a
+    job's time is bounded by the budget plus one page, whatever the size of the installation."""
+
+    def __init__(self, budget_s: float, clock: Callable[[], float] = time.monotonic):
+        self._clock = clock
+        self._deadline = clock() + budget_s
+        self._longest = 0.0
+        self._began = self._deadline - budget_s
+
+    def begin_page(self) -> None:
+        self._began = self._clock()
+
+    def another_fits(self) -> bool:
+        """After a page: whether the next one may begin."""
+        now = self._clock()
+        self._longest = max(self._longest, now - self._began)
+        return now + self._longest < self._deadline
