@@ -26,8 +26,8 @@ MOVE_PAGE = 100
 
 class PlainKey:
     """One kind of spread item: which keys an item is looked for under, and the pass that moves what is
-    left under the plain key. `move(bot, item)` writes a plain item's spread copy and deletes it, so that
-    a move cut off anywhere, or made twice, loses nothing."""
+    left under the plain key. `move(spread_pk, item)` writes a plain item's copy under its spread key and
+    deletes it, so that a move cut off anywhere, or made twice, loses nothing."""
 
     def __init__(
         self,
@@ -84,26 +84,24 @@ class PlainKey:
                     self._some_left.pop(bot, None)
                 return True
             for item in page:
-                self._move(bot, item)
+                self._move(self.spread(bot, item.sk), item)
             if not budget.another_fits():
                 return False
 
 
-def move_claim(bot: str, item: StateItem) -> None:
+def move_claim(spread_pk: str, item: StateItem) -> None:
     """The spread copy first (kept if one is there: a claim made since, or a move cut off before its
     delete), then the plain one deleted only while it still names the same memory."""
-    spread = StateItem(
-        keys.claim_pk(bot, item.sk), item.sk, memory_id=item.memory_id, value=item.value, owner=item.owner
-    )
+    spread = StateItem(spread_pk, item.sk, memory_id=item.memory_id, value=item.value, owner=item.owner)
     attempt(lambda: spread.save(condition=StateItem.pk.does_not_exist()))
     plain = StateItem(item.pk, item.sk)
     attempt(lambda: plain.delete(condition=StateItem.memory_id == item.memory_id))
 
 
-def move_newer(bot: str, item: StateItem) -> None:
+def move_newer(spread_pk: str, item: StateItem) -> None:
     """A thread tail: the spread item takes the plain one's unless it holds a newer one (`value` is the
     tail's time); then the plain one is deleted while it is unchanged."""
-    spread = StateItem(keys.thread_tail_pk(bot, item.sk), item.sk, value=item.value, data=item.data)
+    spread = StateItem(spread_pk, item.sk, value=item.value, data=item.data)
     attempt(
         lambda: spread.save(
             condition=StateItem.value.does_not_exist() | (StateItem.value < int(item.value or 0))

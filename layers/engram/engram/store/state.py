@@ -46,12 +46,12 @@ def merge_seen(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def move_channel(bot: str, item: StateItem) -> None:
+def move_channel(spread_pk: str, item: StateItem) -> None:
     """A channel's state under the plain key merged into its spread item, then deleted (nothing writes the
     plain key any more, so a move cut off anywhere is made again, the same)."""
-    spread = _get(*keys.channel_seen(bot, item.sk))
+    spread = _get(spread_pk, item.sk)
     merged = merge_seen(dict(spread.data or {}) if spread is not None else {}, dict(item.data or {}))
-    StateItem(*keys.channel_seen(bot, item.sk), data=merged).save()
+    StateItem(spread_pk, item.sk, data=merged).save()
     StateItem(item.pk, item.sk).delete()
 
 
