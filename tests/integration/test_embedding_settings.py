@@ -145,8 +145,17 @@ def test_a_reembed_runs_a_chain_per_bot_and_kind_at_once_and_the_last_one_finish
         engine.embedding.reembed(job)
     old = service.index.dense_names() - {"dense-fakeai-m1", "dense-fakeai-m1-own"}
     assert old, "the old model's vectors stay until the last chain ends"
-    engine.embedding.reembed(chains[-1])
-    engine.embedding.reembed(chains[-1])  # redelivered: counted once
+    plan = engine.embedding._plan
+
+    def cut_off(vector, step="vectors"):
+        raise TimeoutError("the worker was stopped here")
+
+    engine.embedding._plan = cut_off  # the last chain's delivery is cut off before the second pass is planned
+    with pytest.raises(TimeoutError):
+        engine.embedding.reembed(chains[-1])
+    engine.embedding._plan = plan
+    assert queued() == []
+    engine.embedding.reembed(chains[-1])  # redelivered: counted once, and it plans the second pass
     assert engine.embedding.progress()["memoriesWithVectors"] == 3
     assert engine.embedding.progress()["mixing"]
     # mixing on: the last chain of the first pass plans the second, the same chains mixing each point once
@@ -159,6 +168,7 @@ def test_a_reembed_runs_a_chain_per_bot_and_kind_at_once_and_the_last_one_finish
     assert service.index.dense_names() - {"dense-fakeai-m1", "dense-fakeai-m1-own"} == old
     engine.embedding.reembed(mixes[-1])
     engine.embedding.reembed(mixes[-1])  # redelivered: counted once
+    engine.embedding.reembed(chains[-1])  # a first-pass chain delivered once more: nothing follows twice
     assert service.index.dense_names() == {"dense-fakeai-m1", "dense-fakeai-m1-own"}
     assert queued() == [] and not engine.embedding.progress()["mixing"]
 

@@ -235,13 +235,17 @@ class EmbeddingManager:
                 self.queue.send(job)
                 return
         chain = f"{job.bot}#{job.phase}" + ("" if job.shard is None else f"#{job.shard}")
-        left = self.service.state.end_reembed_chain(_run_of(job.vector, job.step), chain)
-        if left != 0:
+        run, state = _run_of(job.vector, job.step), self.service.state
+        if state.end_reembed_chain(run, chain) != 0 or state.reembed_followed(run):
             return
+        # the pass is over: what follows is done by its last chain, or by that chain's redelivery when its
+        # first delivery was cut off here (an outbox: the mark comes after, so it may be done twice, never
+        # not at all)
         if job.step == "vectors" and self.service.indexer.mixing:
             self._plan(job.vector, "mix")
         else:
             self._finish(job.vector)
+        state.mark_reembed_followed(run)
 
     def _give_vectors(self, job: ReembedJob, page: list[Record], reads: LineReads) -> bool:
         """One page of a chain given the model's vectors (or mixed); False when it could not be (the index
@@ -274,6 +278,8 @@ class EmbeddingManager:
         if not chains:
             self._finish(vector)
             return
+        if step == "vectors":  # an earlier re-embed's second pass for this model, cut off, is not this one's
+            self.service.state.start_reembed(_run_of(vector, "mix"), 0)
         self.service.state.start_reembed(_run_of(vector, step), len(chains))
         self.queue.send_many(chains)
 

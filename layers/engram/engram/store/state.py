@@ -27,6 +27,7 @@ def _get(pk: str, sk: str) -> StateItem | None:
 
 
 PLAN_PREFIX = "plan#"  # a backfill run's planning steps, kept with its channels counted done
+FOLLOWED = "followed#"  # in a re-embed pass's members once what follows its last chain was done
 FINAL_SAID = "final#said"  # in a run's members while its final message is being (or has been) sent
 
 
@@ -84,8 +85,8 @@ class StateStore:
         return int(item.value or 0) if item is not None else 0
 
     def end_reembed_chain(self, vector: str, chain: str) -> int | None:
-        """One chain is through: how many are left (None: this chain was counted already, a redelivery, or
-        no plan is on record). One conditional update."""
+        """One chain is through: how many are left, counting it once (a redelivery is told how many are
+        left, its count made already). None: no plan is on record. One conditional update."""
         item = StateItem(*keys.reembed_run(vector))
         done = attempt(
             lambda: item.update(
@@ -93,7 +94,21 @@ class StateStore:
                 condition=StateItem.pk.exists() & ~StateItem.members.contains(chain),
             )
         )
-        return int(item.value) if done else None
+        if done:
+            return int(item.value)
+        held = self._guard(lambda: _get(*keys.reembed_run(vector)))
+        return int(held.value or 0) if held is not None and chain in (held.members or ()) else None
+
+    def reembed_followed(self, vector: str) -> bool:
+        """Whether what follows a re-embedding pass's last chain (the next pass planned, or the change
+        finished) was done: the chain's redelivery does it when its first delivery was cut off."""
+        item = self._guard(lambda: _get(*keys.reembed_run(vector)))
+        return item is not None and FOLLOWED in (item.members or ())
+
+    def mark_reembed_followed(self, vector: str) -> None:
+        item = StateItem(*keys.reembed_run(vector))
+        followed: list[Action] = [StateItem.members.add({FOLLOWED})]
+        attempt(lambda: item.update(actions=followed, condition=StateItem.pk.exists()))
 
     # ----- tombstones ----------------------------------------------------------------------------------
 
