@@ -286,3 +286,25 @@ def test_the_spread_pass_moves_tails_and_channel_states_keeping_the_newer_of_eac
         "ch2": {"newest": "300"},
     }
     assert service.state.channel_keys.plain_checks == 1 and queue_stamps(engine) == 0
+
+
+def test_a_claim_an_older_version_writes_under_the_plain_key_during_a_deploy_is_found_within_the_hour(
+    service, aws, monkeypatch
+):
+    """A deploy's old code runs for a few minutes beside the new: a claim it writes under the plain key
+    after a new process found that key empty is looked for again once "none left" is an hour old — the
+    duplicate refused, and the sweep's pass queued again — rather than never."""
+    now = [1_000.0]
+    service.records.claim_keys = spread_module.PlainKey(unique_pk, spread_module.move_claim, lambda: now[0])
+    store(service, "bot1", 3)
+    assert service.records.claim_keys.plain_checks == 1  # found empty
+    old, _ = service.add_fact("bot1", "Sails on Sundays.", user="a")
+    make_old(aws, "bot1")  # as the old code would have written its claims (the fact's among them)
+    now[0] += 60  # a minute on: "none left" is trusted, and the old claim is not looked for
+    assert not service.records.claim_keys.plain_left("bot1")
+    now[0] += 3600
+    again, created = service.add_fact("bot1", "sails on SUNDAYS.", user="a")
+    assert not created and again.id == old.id
+    assert service.records.claim_keys.plain_checks == 2
+    # and the spread pass moves it: the sweep sees a plain key with something left
+    assert service.records.claim_keys.plain_left("bot1")

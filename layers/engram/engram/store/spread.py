@@ -5,7 +5,9 @@ where it is; one key per bot held every bot's writes to ~1,000 write units a sec
 
 Items written before stay under the plain key until the spread pass (queued by the sweep) moves them, a
 bounded step at a time; until then, readers look there too. A process that finds a bot's plain key empty
-never looks again (nothing writes there any more)."""
+trusts that for an hour (nothing of this code writes there): what an older version of the code still
+running through a deploy wrote there after the check is found on the next one, and moved by the pass the
+sweep queues then."""
 
 from __future__ import annotations
 
@@ -19,8 +21,10 @@ from .dynamo import attempt, guard
 from .models import StateItem
 
 # How long a process trusts "this bot still has items under its plain key" before asking again (the pass
-# may have emptied it meanwhile); "none left" is trusted for good
+# may have emptied it meanwhile), and "none left" (a deploy's old code may write there for a few minutes
+# after a new process looked): one query of one item a kind per bot and process each time
 RECHECK_S = 300.0
+NONE_LEFT_TRUSTED_S = 3600.0
 MOVE_PAGE = 100
 
 
@@ -37,7 +41,7 @@ class PlainKey:
     ) -> None:
         self.plain, self._move, self._clock = plain, move, clock
         self._lock = threading.Lock()
-        self._none_left: set[str] = set()  # bots with nothing under the plain key
+        self._none_left: dict[str, float] = {}  # bot -> when its plain key was last found empty
         self._some_left: dict[str, float] = {}  # bot -> when the plain key was last found holding items
         self.plain_checks = 0  # queries of the plain key made (tests, the bench)
 
@@ -47,7 +51,8 @@ class PlainKey:
     def plain_left(self, bot: str) -> bool:
         """Whether the bot may still have items under its plain key (one query of one item, then cached)."""
         with self._lock:
-            if bot in self._none_left:
+            empty = self._none_left.get(bot)
+            if empty is not None and self._clock() - empty < NONE_LEFT_TRUSTED_S:
                 return False
             seen = self._some_left.get(bot)
             if seen is not None and self._clock() - seen < RECHECK_S:
@@ -57,7 +62,7 @@ class PlainKey:
             if left:
                 self._some_left[bot] = self._clock()
             else:
-                self._none_left.add(bot)
+                self._none_left[bot] = self._clock()
                 self._some_left.pop(bot, None)
         return left
 
@@ -80,7 +85,7 @@ class PlainKey:
             page = self._plain_page(bot, MOVE_PAGE)
             if not page:
                 with self._lock:
-                    self._none_left.add(bot)
+                    self._none_left[bot] = self._clock()
                     self._some_left.pop(bot, None)
                 return True
             for item in page:
