@@ -213,17 +213,41 @@ def test_reembedding_mixes_each_new_vector_with_its_window_s(engine, fake, aws):
         assert max(abs(a - b) for a, b in zip(vectors[at][name], expected, strict=True)) < 1e-5
 
 
-def test_a_reembed_over_many_pages_mixes_every_point_as_a_live_write_would(engine, fake, aws, monkeypatch):
-    """Two interleaved threads of nine turns, paged two records at a time under one key of the kind: the
+@pytest.mark.parametrize(
+    "page, step_s", [(2, 0), (4, 60)], ids=["a step a page, windows pages apart", "one step, read ahead"]
+)
+def test_a_reembed_over_many_pages_mixes_every_point_as_a_live_write_would(
+    engine, fake, aws, monkeypatch, page, step_s
+):
+    """Two interleaved threads of nine turns, paged `page` records at a time under one key of the kind: the
     first pass writes own vectors only, the second mixes each point from its whole window, pages apart —
-    what a write with every vector at hand gives (the window's turns either side, in the line's order)."""
+    what a write with every vector at hand gives (the window's turns either side, in the line's order).
+    In one step, the second pass reads a page ahead: with four records a page, every window lies within
+    the pages either side, and no record is read again for its neighbours' windows."""
     import engram.embedding
     import engram.store.keys
 
-    monkeypatch.setattr(engram.embedding, "PAGE", 2)
-    monkeypatch.setattr(engram.embedding, "STEP_S", 0)
-    monkeypatch.setattr(engram.store.keys, "record_shard", lambda memory_id: 1)  # one chain of nine pages
+    monkeypatch.setattr(engram.embedding, "PAGE", page)
+    monkeypatch.setattr(engram.embedding, "STEP_S", step_s)
+    monkeypatch.setattr(engram.store.keys, "record_shard", lambda memory_id: 1)  # one chain of pages
     service = engine.service
+    mixing, read_again = [False], []
+    mix_own, batch_get = service.indexer.mix_own, service.records.batch_get
+
+    def counted_mix(*args, **kwargs):
+        mixing[0] = True
+        try:
+            return mix_own(*args, **kwargs)
+        finally:
+            mixing[0] = False
+
+    def counted_get(bot, ids):
+        if mixing[0]:
+            read_again.extend(ids)
+        return batch_get(bot, ids)
+
+    monkeypatch.setattr(service.indexer, "mix_own", counted_mix)
+    monkeypatch.setattr(service.records, "batch_get", counted_get)
     words = ["tea", "boat", "violin", "garden", "river", "bakery", "train", "rain", "music"]
     lines: dict[str, list[int]] = {"a": [], "b": []}
     for n in range(9):
@@ -247,6 +271,10 @@ def test_a_reembed_over_many_pages_mixes_every_point_as_a_live_write_would(engin
             around = ids[max(0, at - turns) : at] + ids[at + 1 : at + 1 + turns]
             expected = _mix(own[memory_id], _mean([own[i] for i in around]), weight)
             assert max(abs(a - b) for a, b in zip(vectors[memory_id][name], expected, strict=True)) < 1e-5
+    if step_s:
+        assert read_again == []
+    else:  # a step a page: the windows' records from other pages are read by key
+        assert read_again
 
 
 def test_off_keeps_words_and_the_embedder_stopping_mid_reembed(engine, fake, aws, monkeypatch):

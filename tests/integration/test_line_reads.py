@@ -76,6 +76,24 @@ def test_a_step_s_reads_give_each_page_what_a_fresh_read_gives_in_fewer_queries(
         assert reads.queries < fresh_queries / 4, (reads.queries, fresh_queries)
 
 
+def test_a_step_reads_the_windows_of_a_page_s_records_and_not_the_span_between_them(service):
+    """A page of one key of the kind holds a few records of a line, far apart (the line's other keys'
+    records between them): what is read is each one's window, in the line's order (ties by id), and a
+    record not yet in the index is given the turns either side of where it belongs."""
+    line = _chat(service, 120, threads=1)
+    rows = [(r.created_at, r.id) for r in line]
+    reach, picked = 2, [0, 10, 50, 52, 119]
+    missing = (line[30].created_at, line[30].id + 1)  # written a moment ago, in no index yet
+    assert missing not in rows
+    got = LineReads().around(line[0].line, [rows[n] for n in picked] + [missing], reach)
+    at = sorted(rows + [missing]).index(missing)  # its place: `at` rows before it
+    expected = {n for p in picked for n in range(max(0, p - reach), min(len(rows), p + reach + 1))}
+    expected |= set(range(at - reach, at + reach))
+    assert got == [rows[n][1] for n in sorted(expected)]
+    first = service.records.line_around([line[10], line[50]], reach, LineReads())[line[0].line]
+    assert [r.id for r in first] == [rows[n][1] for n in [*range(8, 13), *range(48, 53)]]
+
+
 def test_a_record_deleted_during_a_step_is_not_brought_back_by_its_line(service):
     records = _chat(service, 30, threads=1)
     reads = LineReads()

@@ -223,10 +223,15 @@ class EmbeddingManager:
             self._plan(job.vector, job.step)
             return
         budget, reads = StepBudget(STEP_S), LineReads()
+        # the mix pass reads a page ahead: a page's windows lie mostly in the pages either side of it, so
+        # each record is read once in a step, not again for its neighbours' windows
+        ahead = job.step == "mix"
+        before: list[Record] = []
+        page = self._page(job, job.after_id)
         while True:
             budget.begin_page()
-            page = self.service.records.page(job.bot, job.phase, job.after_id, PAGE, shard=job.shard)
-            if page and not self._give_vectors(job, page, reads):
+            following = self._page(job, int(page[-1].id)) if ahead and len(page) == PAGE else []
+            if page and not self._give_vectors(job, page, reads, beside=before + following):
                 return
             if len(page) < PAGE:
                 break
@@ -234,6 +239,7 @@ class EmbeddingManager:
             if not budget.another_fits():
                 self.queue.send(job)
                 return
+            before, page = page, following if ahead else self._page(job, job.after_id)
         chain = f"{job.bot}#{job.phase}" + ("" if job.shard is None else f"#{job.shard}")
         run, state = _run_of(job.vector, job.step), self.service.state
         if state.end_reembed_chain(run, chain) != 0 or state.reembed_followed(run):
@@ -247,13 +253,21 @@ class EmbeddingManager:
             self._finish(job.vector)
         state.mark_reembed_followed(run)
 
-    def _give_vectors(self, job: ReembedJob, page: list[Record], reads: LineReads) -> bool:
-        """One page of a chain given the model's vectors (or mixed); False when it could not be (the index
-        or the embedder down): the page is queued again, to be tried in a while."""
+    def _page(self, job: ReembedJob, after_id: int | None) -> list[Record]:
+        """The chain's next page, newest first, below `after_id`."""
+        assert job.bot is not None  # a chain's step, not the plan
+        return self.service.records.page(job.bot, job.phase, after_id, PAGE, shard=job.shard)
+
+    def _give_vectors(
+        self, job: ReembedJob, page: list[Record], reads: LineReads, beside: list[Record]
+    ) -> bool:
+        """One page of a chain given the model's vectors (or mixed: `beside` are the pages either side);
+        False when it could not be (the index or the embedder down): the page is queued again, to be tried
+        in a while."""
         indexer = self.service.indexer
         try:
             if job.step == "mix":
-                indexer.mix_own(page, reads)
+                indexer.mix_own(page, reads, beside)
                 return True
             done = indexer.add_dense(page, reads)
         except Exception as exc:  # Qdrant down: try this page again in a minute

@@ -10,7 +10,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -194,14 +194,15 @@ class Indexer:
         removed: bool = False,
         reads: LineReads | None = None,
         own_windows_only: bool = False,
+        beside: Sequence[Record] = (),
     ) -> dict[str, list[Record]]:
         """The lines of these records, reaching far enough for their neighbours' windows too (with
         `own_windows_only`, for their own), without the records of users forgotten since they arrived (a
         window never brings back a forgotten person's words); `removed`: these records are leaving, and
         are left out even where the index still lists them; `reads`: a maintenance step's line reads,
-        shared by its pages."""
+        shared by its pages; `beside`: records it read a moment ago, not read again."""
         reach = self.window_turns if own_windows_only else 2 * self.window_turns
-        lines = self.records.line_around(records, reach, reads)
+        lines = self.records.line_around(records, reach, reads, beside)
         users = {r.user for line in lines.values() for r in line if r.user}
         gone = self.state.forgotten(records[0].bot, users) if users else {}
         leaving = {int(r.id) for r in records} if removed else set()
@@ -295,14 +296,18 @@ class Indexer:
             return 0
         return self._rewrite_around(records, self._lines(records, removed), with_self=with_self)
 
-    def mix_own(self, records: list[Record], reads: LineReads | None = None) -> int:
+    def mix_own(
+        self, records: list[Record], reads: LineReads | None = None, beside: Sequence[Record] = ()
+    ) -> int:
         """A re-embed's second pass: each of these records' searched meaning mixed again from its window's
         own vectors, which the first pass wrote for every record; the points around are mixed by their own
         pages, so each point is written once (the first pass used to mix every neighbour again as each of
-        its window's vectors arrived: ~2 x turns + 1 writes a point). Returns how many were written."""
+        its window's vectors arrived: ~2 x turns + 1 writes a point). `beside`: the pages before and after
+        these, which hold most of their windows (only the words' order and authors are read of them: the
+        vectors come from the index). Returns how many were written."""
         if not self.mixing or not records:
             return 0
-        lines = self._lines(records, reads=reads, own_windows_only=True)
+        lines = self._lines(records, reads=reads, own_windows_only=True, beside=beside)
         held = self._held(lines, {})
         wanted = {int(r.id) for r in records}
         mine = {

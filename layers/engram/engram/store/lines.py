@@ -92,13 +92,7 @@ class LineReads:
 
     def ids(self, line: str, low: int, high: int, reach: int) -> list[int]:
         with self._lock:
-            known = self._known.get(line)
-            if known is None or high < known.low or low > known.high:
-                # nothing known near: read older from the span's newest end (the span and the turns before
-                # it, one query while the span is short), then newer
-                known = self._known[line] = _Known(low=high + 1, high=high)
-            self._older(line, known, low, reach)
-            self._newer(line, known, high, reach)
+            known = self._cover(line, low, high, reach)
             first = max(0, known.below(low) - reach - 1)
             last = len(known.rows) - max(0, known.above(high) - reach - 1)
             rows = known.rows[first:last]
@@ -110,6 +104,31 @@ class LineReads:
             if rows and last < len(known.rows):
                 rows += [r for r in known.rows[last:] if r[0] == rows[-1][0]]
             return [memory_id for _, memory_id in rows]
+
+    def around(self, line: str, points: list[tuple[int, int]], reach: int) -> list[int]:
+        """Ids of a line's records within `reach` turns of each of these (createdAt, id) points, in time
+        order (a point missing from the index, written a moment ago, is placed where it belongs): what
+        their windows are made of, and nothing between them. A step's page holds a few records of a line
+        with many of its other keys' records between them; only the byLine keys of those are read (the
+        known rows are every row, in the windows' own order, so a position is exact)."""
+        with self._lock:
+            known = self._cover(line, min(c for c, _ in points), max(c for c, _ in points), reach)
+            rows, keep = known.rows, set[int]()
+            for point in points:
+                first = max(0, bisect.bisect_left(rows, point) - reach)
+                keep.update(range(first, min(len(rows), bisect.bisect_right(rows, point) + reach)))
+            return [rows[n][1] for n in sorted(keep)]
+
+    def _cover(self, line: str, low: int, high: int, reach: int) -> _Known:
+        """What is known of a line, read on until it holds `low` to `high` and `reach` + 1 rows each side."""
+        known = self._known.get(line)
+        if known is None or high < known.low or low > known.high:
+            # nothing known near: read older from the span's newest end (the span and the turns before it,
+            # one query while the span is short), then newer
+            known = self._known[line] = _Known(low=high + 1, high=high)
+        self._older(line, known, low, reach)
+        self._newer(line, known, high, reach)
+        return known
 
     def _older(self, line: str, known: _Known, low: int, reach: int) -> None:
         """Read on, older, until `reach` + 1 rows before `low` are known (or the line's start)."""

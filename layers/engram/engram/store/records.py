@@ -291,26 +291,32 @@ class RecordStore:
         return [_record(row) for row in rows]
 
     def line_around(
-        self, records: list[Record], reach: int, reads: LineReads | None = None
+        self,
+        records: list[Record],
+        reach: int,
+        reads: LineReads | None = None,
+        beside: Sequence[Record] = (),
     ) -> dict[str, list[Record]]:
         """For each line (thread; a fact's author and scope) of these records, its records from `reach`
         before the first of them to `reach` after the last, in time order: what their windows, and their
         neighbours' windows, are made of. Read from the byLine index (eventually consistent: a record
-        written a moment ago may be missing; the caller places the records it holds itself); `reads`: a
-        maintenance step's reads, each line read once for all its pages (store/lines.py)."""
-        spans: dict[str, tuple[int, int]] = {}
+        written a moment ago may be missing; the caller places the records it holds itself). `reads`: a
+        maintenance step's reads, each line read once for all its pages, and only the records within `reach`
+        of these (a page's records of a line lie far apart: the records between them are not read, and the
+        line given holds gaps no window crosses; store/lines.py); `beside`: records the step read a moment
+        ago (the pages either side of these), taken as they were read."""
+        points: dict[str, list[tuple[int, int]]] = {}
         for r in records:
-            line = r.line
-            if line:
-                low, high = spans.get(line, (int(r.created_at), int(r.created_at)))
-                spans[line] = (min(low, int(r.created_at)), max(high, int(r.created_at)))
-        if not spans:
+            if r.line:
+                points.setdefault(r.line, []).append((int(r.created_at), int(r.id)))
+        if not points:
             return {}
         bot = records[0].bot
-        ids_of = reads.ids if reads is not None else span_ids
-        ids = {line: self._guard(partial(ids_of, line, *span, reach)) for line, span in spans.items()}
+        ids = {
+            line: self._guard(partial(self._line_ids, line, at, reach, reads)) for line, at in points.items()
+        }
         # the records given are current: only their neighbours are read
-        found = {int(r.id): r for r in records}
+        found = {int(r.id): r for r in (*beside, *records)}
         wanted = {i for line_ids in ids.values() for i in line_ids} - set(found)
         found.update(self.batch_get(bot, sorted(wanted)) if wanted else {})
         return {
@@ -319,6 +325,14 @@ class RecordStore:
             )
             for line, line_ids in ids.items()
         }
+
+    @staticmethod
+    def _line_ids(line: str, points: list[tuple[int, int]], reach: int, reads: LineReads | None) -> list[int]:
+        """A write's line read afresh, the span of its records and `reach` + 1 turns each side; a step's,
+        the windows of its records only (store/lines.py)."""
+        if reads is not None:
+            return reads.around(line, points, reach)
+        return span_ids(line, min(c for c, _ in points), max(c for c, _ in points), reach)
 
     def user_ids_oldest_first(self, bot: str, user: str, after_id: int | None, limit: int) -> list[int]:
         """Up to `limit` ids of a user's records above `after_id`, oldest first (the user index)."""
