@@ -242,7 +242,8 @@ class EmbeddingManager:
             before, page = page, following if ahead else self._page(job, job.after_id)
         chain = f"{job.bot}#{job.phase}" + ("" if job.shard is None else f"#{job.shard}")
         run, state = _run_of(job.vector, job.step), self.service.state
-        if state.end_reembed_chain(run, chain) != 0 or state.reembed_followed(run):
+        ended = state.end_reembed_chain(run, chain)
+        if ended is None or ended.left != 0 or ended.followed:
             return
         # the pass is over: what follows is done by its last chain, or by that chain's redelivery when its
         # first delivery was cut off here (an outbox: the mark comes after, so it may be done twice, never

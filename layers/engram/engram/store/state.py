@@ -5,7 +5,7 @@ the tombstones forgets leave. Domain code reaches them only through `StateStore`
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from pynamodb.expressions.update import Action
 
@@ -56,6 +56,13 @@ def move_channel(spread_pk: str, item: StateItem) -> None:
     StateItem(item.pk, item.sk).delete()
 
 
+class ChainEnd(NamedTuple):
+    """A re-embed pass told that one of its chains is through."""
+
+    left: int  # chains still running
+    followed: bool  # what follows the pass's last chain was done
+
+
 class StateStore:
     """Reads and writes StateTable items by what they mean; every key comes from `keys`."""
 
@@ -84,9 +91,11 @@ class StateStore:
         item = self._guard(lambda: _get(*keys.reembed_run(vector)))
         return int(item.value or 0) if item is not None else 0
 
-    def end_reembed_chain(self, vector: str, chain: str) -> int | None:
+    def end_reembed_chain(self, vector: str, chain: str) -> ChainEnd | None:
         """One chain is through: how many are left, counting it once (a redelivery is told how many are
-        left, its count made already). None: no plan is on record. One conditional update."""
+        left, its count made already), and whether what follows the pass's last chain (the next pass
+        planned, or the change finished) was done: the last chain's redelivery does it when its first
+        delivery was cut off. None: no plan is on record. One conditional update."""
         item = StateItem(*keys.reembed_run(vector))
         done = attempt(
             lambda: item.update(
@@ -94,16 +103,10 @@ class StateStore:
                 condition=StateItem.pk.exists() & ~StateItem.members.contains(chain),
             )
         )
-        if done:
-            return int(item.value)
-        held = self._guard(lambda: _get(*keys.reembed_run(vector)))
-        return int(held.value or 0) if held is not None and chain in (held.members or ()) else None
-
-    def reembed_followed(self, vector: str) -> bool:
-        """Whether what follows a re-embedding pass's last chain (the next pass planned, or the change
-        finished) was done: the chain's redelivery does it when its first delivery was cut off."""
-        item = self._guard(lambda: _get(*keys.reembed_run(vector)))
-        return item is not None and FOLLOWED in (item.members or ())
+        held = item if done else self._guard(lambda: _get(*keys.reembed_run(vector)))
+        if held is None or chain not in (held.members or ()):
+            return None
+        return ChainEnd(int(held.value or 0), FOLLOWED in (held.members or ()))
 
     def mark_reembed_followed(self, vector: str) -> None:
         item = StateItem(*keys.reembed_run(vector))
