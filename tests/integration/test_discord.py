@@ -265,6 +265,53 @@ def test_duplicate_deliveries_count_each_channel_once(stack, discord, monkeypatc
     assert "Backfill: complete" in interact(stack, memory_cmd("status", BOB)).json()["data"]["content"]
 
 
+def test_a_link_cut_off_before_queueing_its_next_link_is_redelivered_and_the_channel_goes_on(
+    tmp_path, local_embedder, discord, monkeypatch
+):
+    """A link of a channel's backfill saves its cursor and counts, then its SendMessage of the next link
+    times out: SQS delivers it again; the cursor says it ran, and it queues the next link then (before, the
+    redelivery was dropped as a duplicate and the channel, and the run, stopped there for good)."""
+    stack, token = (
+        discord_stack(tmp_path, local_embedder, discord, DISCORD_BACKFILL_PAGES_PER_JOB="1"),
+        "tok-next",
+    )
+    try:
+        backfills = stack.discord.backfills
+        queue, run_job, failed = backfills.core.queue, backfills.backfill, []
+        send = queue.send
+
+        def send_timing_out_once(job, **kwargs):
+            if getattr(job, "channel", None) == C11 and getattr(job, "step", 0) == 1 and not failed:
+                raise Unavailable("SQS timed out")
+            return send(job, **kwargs)
+
+        def recording(job):
+            try:
+                run_job(job)
+            except Exception:
+                failed.append(job)  # the worker reports it failed: SQS gives it back later
+                raise
+
+        monkeypatch.setattr(queue, "send", send_timing_out_once)
+        monkeypatch.setattr(backfills, "backfill", recording)
+        interact(stack, memory_cmd("remember", BOB, token=token))
+        assert wait_until(lambda: failed and backfills.state.backfill_run(backfills.bot, BOB)["left"] <= 1)
+        time.sleep(0.5)  # nothing else is running: the run waits for the channel
+        assert backfills.state.backfill_run(backfills.bot, BOB)["left"] == 1
+
+        def finals():
+            sent = [s["content"] for s in discord.sent if s.get("token") == token]
+            return [content for content in sent if "complete" in content]
+
+        assert finals() == []
+        run_job(failed[0])  # the redelivery
+        expected = discord.expected_for(BOB, ALLOWED | {C12})  # this stack disallows no channel
+        assert wait_until(lambda: finals() == [f"Backfill complete: {len(expected)} messages stored."])
+        assert set(stored_ids(stack, BOB)) == expected
+    finally:
+        stack.stop()
+
+
 @pytest.mark.parametrize("lost", ["final message", "count"])
 def test_a_last_link_cut_off_after_its_cursor_counts_and_speaks_on_redelivery_and_only_once(
     tmp_path, local_embedder, discord, monkeypatch, lost

@@ -191,13 +191,7 @@ class Backfill:
             "done": False,
         }
         if state.get("run") == job.run and job.step < int(state.get("step", 0)):
-            if state.get("done") and job.step == int(state["step"]) - 1:
-                # the channel's last link again: its earlier delivery saved the cursor and may have lost its
-                # count or the final message after it (a timeout); counting is once per channel, so a plain
-                # duplicate adds nothing
-                self._count(job, int(state.get("stored", 0)), finished=True)
-                return
-            log.info("dropping a duplicate backfill job (%s step %d)", job.channel, job.step)
+            self._ran_already(job, state)
             return
         state["run"] = job.run
         stored = 0
@@ -207,8 +201,8 @@ class Backfill:
                     page = self.core.read_page(job.channel, before=state.get("before"))
                 except RateLimited as limited:  # delay this job on the queue; nothing is lost
                     self.state.save_cursor(self.bot, job.user, job.channel, state)
-                    self.core.queue.send(job, delay_s=int(limited.retry_after) + 1)
                     self._count(job, stored, finished=False)
+                    self.core.queue.send(job, delay_s=int(limited.retry_after) + 1)
                     return
                 if page is None:  # no access: that channel is done, and skipped for a while
                     state["done"] = True
@@ -232,6 +226,23 @@ class Backfill:
         state["step"] = job.step + 1
         self._move_on(job, state, stored)
 
+    def _ran_already(self, job: BackfillJob, state: dict) -> None:
+        """A link the cursor says ran, delivered again: a duplicate (dropped), or a redelivery of a link cut
+        off after it saved the cursor."""
+        if state.get("done") and job.step == int(state["step"]) - 1:
+            # the channel's last link again: its earlier delivery saved the cursor and may have lost its
+            # count or the final message after it (a timeout); counting is once per channel, so a plain
+            # duplicate adds nothing
+            self._count(job, int(state.get("stored", 0)), finished=True)
+            return
+        if not state.get("done") and job.step == int(state["step"]) - 1:
+            # the link before the cursor again: its earlier delivery saved the cursor and counted, and may
+            # have been cut off before its next link was queued (the channel would stop there); a second
+            # next link reads the same pages and stores nothing twice
+            self.core.queue.send(job.model_copy(update={"step": job.step + 1}))
+            return
+        log.info("dropping a duplicate backfill job (%s step %d)", job.channel, job.step)
+
     def _move_on(self, job: BackfillJob, state: dict, stored: int) -> None:
         """Save where the channel's backfill stands and queue its next page, or count it finished."""
         if self.core.service.refused(self.bot, {job.user}, job.origin or 0):
@@ -241,8 +252,10 @@ class Backfill:
             state["stored"] = stored
         self.state.save_cursor(self.bot, job.user, job.channel, state)
         if not state.get("done"):
-            self.core.queue.send(job.model_copy(update={"step": job.step + 1}))  # more: a fresh invocation
+            # counted before the next link is queued: a delivery cut off between the two is redelivered,
+            # and queues it (above)
             self._count(job, stored, finished=False)
+            self.core.queue.send(job.model_copy(update={"step": job.step + 1}))  # more: a fresh invocation
             return
         self._count(job, stored, finished=True)
 
