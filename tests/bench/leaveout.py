@@ -95,7 +95,7 @@ class _Marks:
             if r.line:
                 self.lines.setdefault(r.line, []).append(r)
 
-    def line_around(self, records, reach, reads=None):
+    def line_around(self, records, reach, reads=None, beside=()):
         """Each line of these records, whole (a conversation is small)."""
         return {r.line: list(self.lines[r.line]) for r in records if r.line in self.lines}
 
