@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import threading
 import time
 
@@ -161,3 +162,9 @@ class ServedApp:
 
     def stop(self) -> None:
         self._served.stop()
+
+
+def key_names(key: str, user: str) -> bool:
+    """Whether a state key names the user as one of its parts (`discord#900#backfill#1001`, `token#1001#`):
+    a substring test also matches a random interaction id that happens to hold the user's digits."""
+    return user in re.split(r"[#:]", key)

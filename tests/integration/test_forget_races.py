@@ -17,7 +17,7 @@ from tests.fake_discord import ALICE, APP_ID, C21, G2, FakeDiscord
 from tests.fake_upstream import FakeUpstream
 from tests.integration.test_crash_recovery import environment, interact, memory_command
 from tests.local_process import PROXY_KEY, Stack, free_port
-from tests.support import wait_until
+from tests.support import key_names, wait_until
 
 
 @pytest.fixture
@@ -153,7 +153,11 @@ def test_a_backfill_link_and_a_catch_up_made_before_the_forget_store_nothing_aft
     # no state item names her but the tombstone: no cursor the backfill link saved, no export slot
     client = stack.client("dynamodb")
     items = client.scan(TableName="engram-state")["Items"]
-    naming = [(i["pk"]["S"], i["sk"]["S"]) for i in items if ALICE in i["pk"]["S"] or ALICE in i["sk"]["S"]]
+    naming = [
+        (i["pk"]["S"], i["sk"]["S"])
+        for i in items
+        if key_names(i["pk"]["S"], ALICE) or key_names(i["sk"]["S"], ALICE)
+    ]
     assert naming == [(f"forgotten#{APP_ID}", ALICE)]
 
 
