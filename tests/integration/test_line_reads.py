@@ -40,19 +40,16 @@ def _chat(service, n: int, threads: int = 3, seed: int = 7) -> list:
     return sorted(service.records.newest(BOT, "message", n + 10), key=lambda r: (r.created_at, r.id))
 
 
-def _expected(line: list, low: int, high: int, reach: int) -> set[int]:
-    """A span and `reach` + 1 turns each side, each edge with every turn of its millisecond: from the line
+def _windows(line: list, points: list[tuple[int, int]], reach: int) -> list[int]:
+    """The ids within `reach` turns of each point, in the line's order (createdAt, ties by id): from the line
     itself."""
     rows = sorted((r.created_at, r.id) for r in line)
-    older = [x for x in rows if x[0] < low][-(reach + 1) :]
-    newer = [x for x in rows if x[0] > high][: reach + 1]
-    edges = {older[0][0]} if older else set()
-    edges |= {newer[-1][0]} if newer else set()
-    return {i for at, i in rows if low <= at <= high or at in edges} | {i for _, i in older + newer}
+    keep = {n for p in points for n in range(max(0, rows.index(p) - reach), rows.index(p) + reach + 1)}
+    return [rows[n][1] for n in sorted(keep) if n < len(rows)]
 
 
 @pytest.mark.parametrize("ahead", [2, 5, 128])
-def test_a_step_s_reads_give_each_page_what_a_fresh_read_gives_in_fewer_queries(service, ahead):
+def test_a_step_s_reads_give_each_page_its_windows_in_fewer_queries_than_fresh_reads(service, ahead):
     records = _chat(service, 120)
     lines: dict[str, list] = {}
     for r in records:
@@ -60,17 +57,17 @@ def test_a_step_s_reads_give_each_page_what_a_fresh_read_gives_in_fewer_queries(
     reads, fresh_queries = LineReads(ahead=ahead), 0
     reach = 4
     # pages newest first, as a step walks them (a record or three of a line a page), then a jump back
-    spans = []
+    pages = []
     for line_name, line in lines.items():
         for end in range(len(line), 0, -3):
-            chunk = line[max(0, end - 3) : end]
-            spans.append((line_name, chunk[0].created_at, chunk[-1].created_at))
-    spans.append((spans[0][0], records[-1].created_at, records[-1].created_at))
-    for line_name, low, high in spans:
-        got = reads.ids(line_name, low, high, reach)
-        assert set(got) == _expected(lines[line_name], low, high, reach), (line_name, low, high)
-        assert len(got) == len(set(got))
-        assert set(span_ids(line_name, low, high, reach)) <= set(got)
+            pages.append((line_name, [(r.created_at, r.id) for r in line[max(0, end - 3) : end]]))
+    newest = lines[pages[0][0]][-1]
+    pages.append((pages[0][0], [(newest.created_at, newest.id)]))
+    for line_name, points in pages:
+        got = reads.around(line_name, points, reach)
+        assert got == _windows(lines[line_name], points, reach), (line_name, points)
+        # each page's windows read fresh: the span and each of its edges (span_ids)
+        assert set(got) <= set(span_ids(line_name, points[0][0], points[-1][0], reach))
         fresh_queries += 3
     if ahead == 128:  # a short read-ahead is there to take every path of the reading on
         assert reads.queries < fresh_queries / 4, (reads.queries, fresh_queries)

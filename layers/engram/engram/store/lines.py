@@ -4,10 +4,11 @@ span of it, by id, in time order.
 A write reads its records' lines afresh (three queries a line: the turns before, the span, the turns
 after). A maintenance step (a rebuild, a reconcile, a re-embed page) walks thousands of records whose lines
 it meets again and again, page after page: `LineReads` reads each line once, further than one page needs,
-and later pages take their ids from what it read. Only ids are kept (the index is keys only): the records
-themselves are read fresh for every page, so one deleted meanwhile is not brought back, and the forgotten
-are left out by the caller on every read. A record written into a line during the step may be missing from
-its neighbours' windows until it is written next; its own write gives it its window."""
+and later pages take from what it read the ids of their records' windows. Only ids are kept (the index is
+keys only): the records themselves are read fresh for every page, so one deleted meanwhile is not brought
+back, and the forgotten are left out by the caller on every read. A record written into a line during the
+step may be missing from its neighbours' windows until it is written next; its own write gives it its
+window."""
 
 from __future__ import annotations
 
@@ -80,8 +81,8 @@ def _all_at(line: str, at: int) -> list[tuple[int, int]]:
 
 
 class LineReads:
-    """byLine reads shared by the pages of one maintenance step (see the module): `ids` answers as
-    `span_ids` does, reading a line only where what is known of it falls short. Safe to share between the
+    """byLine reads shared by the pages of one maintenance step (see the module): `around` gives a page's
+    records' windows, reading a line only where what is known of it falls short. Safe to share between the
     threads of one step; meant to live no longer than the step."""
 
     def __init__(self, ahead: int | None = None):
@@ -89,21 +90,6 @@ class LineReads:
         self.queries = 0  # how many byLine queries it made (tests and benches)
         self._known: dict[str, _Known] = {}
         self._lock = threading.Lock()
-
-    def ids(self, line: str, low: int, high: int, reach: int) -> list[int]:
-        with self._lock:
-            known = self._cover(line, low, high, reach)
-            first = max(0, known.below(low) - reach - 1)
-            last = len(known.rows) - max(0, known.above(high) - reach - 1)
-            rows = known.rows[first:last]
-            # ties at either edge: every record of the edge's millisecond (the index orders them by
-            # nothing, a window by id); span_ids reads them only when they reach inside, the rest lie past
-            # every window and cost a few more records read
-            if rows and first > 0:
-                rows = [r for r in known.rows[:first] if r[0] == rows[0][0]] + rows
-            if rows and last < len(known.rows):
-                rows += [r for r in known.rows[last:] if r[0] == rows[-1][0]]
-            return [memory_id for _, memory_id in rows]
 
     def around(self, line: str, points: list[tuple[int, int]], reach: int) -> list[int]:
         """Ids of a line's records within `reach` turns of each of these (createdAt, id) points, in time
