@@ -265,6 +265,28 @@ def test_duplicate_deliveries_count_each_channel_once(stack, discord, monkeypatc
     assert "Backfill: complete" in interact(stack, memory_cmd("status", BOB)).json()["data"]["content"]
 
 
+def recording_failures(backfills, monkeypatch):
+    """The backfill's links, each one that raises recorded (the worker reports it failed, and SQS gives it
+    back later: the test redelivers it by hand): the links' own function, and the failed ones."""
+    run_job, failed = backfills.backfill, []
+
+    def recording(job):
+        try:
+            run_job(job)
+        except Exception:
+            failed.append(job)
+            raise
+
+    monkeypatch.setattr(backfills, "backfill", recording)
+    return run_job, failed
+
+
+def finals(discord, token):
+    """What the interaction `token`'s backfill said when it completed (once, when all is well)."""
+    sent = [s["content"] for s in discord.sent if s.get("token") == token]
+    return [content for content in sent if "complete" in content]
+
+
 def test_a_link_cut_off_before_queueing_its_next_link_is_redelivered_and_the_channel_goes_on(
     tmp_path, local_embedder, discord, monkeypatch
 ):
@@ -277,7 +299,7 @@ def test_a_link_cut_off_before_queueing_its_next_link_is_redelivered_and_the_cha
     )
     try:
         backfills = stack.discord.backfills
-        queue, run_job, failed = backfills.core.queue, backfills.backfill, []
+        queue, (run_job, failed) = backfills.core.queue, recording_failures(backfills, monkeypatch)
         send = queue.send
 
         def send_timing_out_once(job, **kwargs):
@@ -285,28 +307,17 @@ def test_a_link_cut_off_before_queueing_its_next_link_is_redelivered_and_the_cha
                 raise Unavailable("SQS timed out")
             return send(job, **kwargs)
 
-        def recording(job):
-            try:
-                run_job(job)
-            except Exception:
-                failed.append(job)  # the worker reports it failed: SQS gives it back later
-                raise
-
         monkeypatch.setattr(queue, "send", send_timing_out_once)
-        monkeypatch.setattr(backfills, "backfill", recording)
         interact(stack, memory_cmd("remember", BOB, token=token))
         assert wait_until(lambda: failed and backfills.state.backfill_run(backfills.bot, BOB)["left"] <= 1)
         time.sleep(0.5)  # nothing else is running: the run waits for the channel
         assert backfills.state.backfill_run(backfills.bot, BOB)["left"] == 1
 
-        def finals():
-            sent = [s["content"] for s in discord.sent if s.get("token") == token]
-            return [content for content in sent if "complete" in content]
-
-        assert finals() == []
+        assert finals(discord, token) == []
         run_job(failed[0])  # the redelivery
         expected = discord.expected_for(BOB, ALLOWED | {C12})  # this stack disallows no channel
-        assert wait_until(lambda: finals() == [f"Backfill complete: {len(expected)} messages stored."])
+        complete = f"Backfill complete: {len(expected)} messages stored."
+        assert wait_until(lambda: finals(discord, token) == [complete])
         assert set(stored_ids(stack, BOB)) == expected
     finally:
         stack.stop()
@@ -324,7 +335,7 @@ def test_a_last_link_cut_off_after_its_cursor_counts_and_speaks_on_redelivery_an
     try:
         backfills, client = stack.discord.backfills, stack.discord.core.client
         edit, count = client.edit_original, backfills.state.count_backfill
-        run_job, failed = backfills.backfill, []
+        run_job, failed = recording_failures(backfills, monkeypatch)
 
         def edit_timing_out_once(to, content):
             if to == token and content.startswith("Backfill complete") and not failed:
@@ -336,32 +347,20 @@ def test_a_last_link_cut_off_after_its_cursor_counts_and_speaks_on_redelivery_an
                 raise Unavailable("DynamoDB timed out")
             return count(bot, user, run, channel, stored, finished)
 
-        def recording(job):
-            try:
-                run_job(job)
-            except Exception:
-                failed.append(job)  # the worker reports it failed: SQS gives it back later
-                raise
-
         if lost == "count":
             monkeypatch.setattr(backfills.state, "count_backfill", count_timing_out_once)
         else:
             monkeypatch.setattr(client, "edit_original", edit_timing_out_once)
-        monkeypatch.setattr(backfills, "backfill", recording)
         interact(stack, memory_cmd("remember", BOB, token=token))
         assert wait_until(lambda: failed and backfills.state.backfill_run(backfills.bot, BOB)["left"] <= 1)
         time.sleep(0.5)  # nothing else is running: the run waits for the failed link
 
-        def finals():
-            sent = [s["content"] for s in discord.sent if s.get("token") == token]
-            return [content for content in sent if "complete" in content]
-
-        assert finals() == []
+        assert finals(discord, token) == []
         expected = discord.expected_for(BOB, ALLOWED | {C12})  # this stack disallows no channel
         run_job(failed[0])  # the redelivery
-        assert finals() == [f"Backfill complete: {len(expected)} messages stored."]
+        assert finals(discord, token) == [f"Backfill complete: {len(expected)} messages stored."]
         run_job(failed[0])  # a duplicate of it
-        assert len(finals()) == 1
+        assert len(finals(discord, token)) == 1
         assert "Backfill: complete" in interact(stack, memory_cmd("status", BOB)).json()["data"]["content"]
     finally:
         stack.stop()
