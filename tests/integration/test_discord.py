@@ -3,6 +3,7 @@ API and a fake Ollama on 127.0.0.1, the real worker draining real (moto) SQS."""
 
 import json
 import time
+from collections import Counter
 
 import httpx
 import pytest
@@ -230,15 +231,17 @@ def test_forget_leaves_nothing_of_the_user(stack, discord):
 
 
 class DuplicatingQueue:
-    """SQS may deliver a message twice: every backfill job is sent twice."""
+    """SQS may deliver a message twice: every backfill job is sent twice (`links`: how many times each link,
+    (channel, step), was sent)."""
 
     def __init__(self, inner):
-        self.inner = inner
+        self.inner, self.links = inner, Counter()
 
     def send(self, job, delay_s=0):
         self.inner.send(job, delay_s)
         if job.kind == "discord-backfill":
             self.inner.send(job, delay_s)
+            self.links[job.channel, job.step] += 2
 
     def send_many(self, jobs):
         for job in jobs:
@@ -246,7 +249,8 @@ class DuplicatingQueue:
 
 
 def test_duplicate_deliveries_count_each_channel_once(stack, discord, monkeypatch):
-    monkeypatch.setattr(stack.discord.core, "queue", DuplicatingQueue(stack.discord.core.queue))
+    duplicating = DuplicatingQueue(stack.discord.core.queue)
+    monkeypatch.setattr(stack.discord.core, "queue", duplicating)
     interact(stack, memory_cmd("remember", BOB, token="tok-dup"))
     assert wait_until(
         lambda: any(
@@ -262,6 +266,9 @@ def test_duplicate_deliveries_count_each_channel_once(stack, discord, monkeypatc
     expected = discord.expected_for(BOB, ALLOWED)
     assert finals == [f"Backfill complete: {len(expected)} messages stored."]
     assert set(stored_ids(stack, BOB)) == expected
+    # a duplicate of a link is dropped, and queues no second chain beside the first (which would double
+    # again with each duplicate of its own)
+    assert max(duplicating.links.values()) == 2 and duplicating.links[C11, 2] == 2, duplicating.links
     assert "Backfill: complete" in interact(stack, memory_cmd("status", BOB)).json()["data"]["content"]
 
 
@@ -285,6 +292,24 @@ def finals(discord, token):
     """What the interaction `token`'s backfill said when it completed (once, when all is well)."""
     sent = [s["content"] for s in discord.sent if s.get("token") == token]
     return [content for content in sent if "complete" in content]
+
+
+def test_the_queued_mark_never_moves_a_cursor_back_nor_writes_back_one_a_forget_deleted(stack):
+    """A link marks its cursor "queued" after sending the next link, which may have run and moved the
+    cursor on by then (the worker runs links side by side), or a forget may have deleted it."""
+    state, bot, user, channel = stack.discord.backfills.state, stack.discord.backfills.bot, "1999", C11
+    saved = {"before": "900", "done": False, "run": "r1", "step": 1, "queued": False}
+    state.save_cursor(bot, user, channel, saved)
+    assert state.mark_cursor_queued(bot, user, channel, saved)
+    assert state.cursor(bot, user, channel) == {**saved, "queued": True}
+    moved = {**saved, "before": "800", "step": 2, "queued": False}
+    state.save_cursor(bot, user, channel, saved)
+    state.save_cursor(bot, user, channel, moved)  # the next link ran before this link's mark
+    assert not state.mark_cursor_queued(bot, user, channel, saved)
+    assert state.cursor(bot, user, channel) == moved
+    state.forget_user(bot, user)
+    assert not state.mark_cursor_queued(bot, user, channel, moved)
+    assert state.cursor(bot, user, channel) is None
 
 
 def test_a_link_cut_off_before_queueing_its_next_link_is_redelivered_and_the_channel_goes_on(

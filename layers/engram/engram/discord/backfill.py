@@ -229,19 +229,20 @@ class Backfill:
     def _ran_already(self, job: BackfillJob, state: dict) -> None:
         """A link the cursor says ran, delivered again: a duplicate (dropped), or a redelivery of a link cut
         off after it saved the cursor."""
-        if state.get("done") and job.step == int(state["step"]) - 1:
-            # the channel's last link again: its earlier delivery saved the cursor and may have lost its
-            # count or the final message after it (a timeout); counting is once per channel, so a plain
-            # duplicate adds nothing
+        if job.step != int(state["step"]) - 1:
+            log.info("dropping a duplicate backfill job (%s step %d)", job.channel, job.step)
+            return
+        # the link just before the cursor again: its earlier delivery saved the cursor and may have been cut
+        # off after it; a plain duplicate of it adds nothing
+        if state.get("done"):
+            # the channel's last link: it may have lost its count or the final message (counting is once
+            # per channel)
             self._count(job, int(state.get("stored", 0)), finished=True)
-            return
-        if not state.get("done") and job.step == int(state["step"]) - 1:
-            # the link before the cursor again: its earlier delivery saved the cursor and counted, and may
-            # have been cut off before its next link was queued (the channel would stop there); a second
-            # next link reads the same pages and stores nothing twice
-            self.core.queue.send(job.model_copy(update={"step": job.step + 1}))
-            return
-        log.info("dropping a duplicate backfill job (%s step %d)", job.channel, job.step)
+        elif not state.get("queued"):
+            # it counted, and was cut off before its next link was queued (the channel would stop there).
+            # Once queued, the cursor says so: a duplicate queueing another would start a second chain
+            # beside the first, doubling with every duplicate of its own links
+            self._queue_next(job, state)
 
     def _move_on(self, job: BackfillJob, state: dict, stored: int) -> None:
         """Save where the channel's backfill stands and queue its next page, or count it finished."""
@@ -250,14 +251,21 @@ class Backfill:
         if state.get("done"):
             # what the last link stored: counted by its redelivery if its count was lost
             state["stored"] = stored
+        state["queued"] = False
         self.state.save_cursor(self.bot, job.user, job.channel, state)
         if not state.get("done"):
             # counted before the next link is queued: a delivery cut off between the two is redelivered,
             # and queues it (above)
             self._count(job, stored, finished=False)
-            self.core.queue.send(job.model_copy(update={"step": job.step + 1}))  # more: a fresh invocation
+            self._queue_next(job, state)
             return
         self._count(job, stored, finished=True)
+
+    def _queue_next(self, job: BackfillJob, state: dict) -> None:
+        """The channel's next link (a fresh invocation), then the cursor marked: it is queued (unless the
+        link has run and moved it on meanwhile)."""
+        self.core.queue.send(job.model_copy(update={"step": job.step + 1}))
+        self.state.mark_cursor_queued(self.bot, job.user, job.channel, state)
 
     def _count(self, job: BackfillJob, stored: int, finished: bool) -> None:
         """Add to the run's count; the job that finishes the last channel sends the one final message.

@@ -385,6 +385,12 @@ class StateStore:
     def save_cursor(self, bot: str, user: str, channel: str, state: dict[str, Any]) -> None:
         self._guard(lambda: StateItem(keys.cursors_pk(bot, user), channel, data=state).save())
 
+    def mark_cursor_queued(self, bot: str, user: str, channel: str, saved: dict[str, Any]) -> bool:
+        """The cursor marked: its next link is queued. Only while it is still the one `saved` (the next link
+        may have moved it on already, a forget deleted it): False when it is not."""
+        item = StateItem(keys.cursors_pk(bot, user), channel, data={**saved, "queued": True})
+        return attempt(lambda: item.save(condition=StateItem.data == saved))
+
     def channel_newest(self, bot: str, channel: str) -> str | None:
         """The newest message id seen in a channel (where catch-up starts)."""
         return self.channel_seen(bot, channel).get("newest")
