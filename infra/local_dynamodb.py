@@ -126,18 +126,23 @@ class LocalDynamoDB:
             return self._compacted.wait(timeout_s)
 
     def _answers(self, process: subprocess.Popen[str], deadline: float) -> bool:
-        """True once ListTables answers (the LevelDB store opened); False if it never does."""
-        # dynalite opens LevelDB lazily: a held lock shows as a 500 on the first call, not at start
+        """True once a DescribeTable answers (the LevelDB store opened); False if it never does."""
+        # dynalite opens LevelDB lazily: a held lock shows as a 500 on the first call, not at start. Not
+        # ListTables: dynalite walks every key of its table list for it, which took 6 s a call beside
+        # 1,000,000 records (past this probe's 2 s, so the stack never started); a table that does not
+        # exist answers 400 as soon as the store is open
         headers = {
-            "X-Amz-Target": "DynamoDB_20120810.ListTables",
+            "X-Amz-Target": "DynamoDB_20120810.DescribeTable",
             "Content-Type": "application/x-amz-json-1.0",
             "Authorization": "AWS4-HMAC-SHA256 Credential=local/20260101/us-east-1/dynamodb/aws4_request, "
             "SignedHeaders=host, Signature=0",
             "X-Amz-Date": "20260101T000000Z",
         }
+        body = b'{"TableName": "engram-start-probe"}'
         while time.monotonic() < deadline and process.poll() is None:
             try:
-                if httpx.post(self.endpoint, content=b"{}", headers=headers, timeout=2).status_code == 200:
+                answer = httpx.post(self.endpoint, content=body, headers=headers, timeout=2)
+                if answer.status_code == 200 or "ResourceNotFoundException" in answer.text:
                     return True
             except httpx.HTTPError:
                 pass
