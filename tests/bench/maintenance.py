@@ -92,90 +92,54 @@ def load(n: int) -> None:
         list(pool.map(chunk, range(0, n, 5_000)))
 
 
-class JobClock:
-    """Each job the worker function runs: its kind and how long it took."""
+class Watch:
+    """A function of a module or class wrapped while a phase runs, whichever object calls it (`seen` is
+    told of each call: its arguments and how long it took); put back by `close`. Absent (an index without
+    inline merges), nothing is watched."""
 
-    def __init__(self):
-        from engram import worker
+    def __init__(self, owner, name: str, seen):
+        self._owner, self._name = owner, name
+        self._original = original = getattr(owner, name, None)
 
-        self.times: list[tuple[float, str]] = []
-        self._worker, self._run = worker, worker._run
-
-        def timed(job, context):
+        def watched(*args):
             start = time.perf_counter()
             try:
-                return self._run(job, context)
+                return original(*args)
             finally:
-                parts = (
-                    job.kind,
-                    getattr(job, "action", ""),
-                    getattr(job, "part", ""),
-                    getattr(job, "step", ""),
-                )
-                name = " ".join(p for p in parts if p)
-                self.times.append((time.perf_counter() - start, name))
+                seen(args, time.perf_counter() - start)
 
-        worker._run = timed
+        if original is not None:
+            setattr(owner, name, watched)
 
-    def close(self) -> list[tuple[float, str]]:
-        self._worker._run = self._run
-        return self.times
+    def close(self) -> None:
+        if self._original is not None:
+            setattr(self._owner, self._name, self._original)
 
 
-class VectorWrites:
-    """Dense vectors written into existing points (re-embedding's Qdrant updates), counted per point and
-    name, whichever index object the worker holds."""
-
-    def __init__(self, index_class):
-        self.count, self._class, self._set = 0, index_class, index_class.set_vectors
-        writes = self
-
-        def counted(index, words, dense):
-            writes.count += sum(len(vectors) for vectors in dense.values())
-            return writes._set(index, words, dense)
-
-        index_class.set_vectors = counted
-
-    def close(self) -> int:
-        self._class.set_vectors = self._set
-        return self.count
-
-
-class Merges:
-    """The embedded engine's inline merges (EdgeIndex.optimize, every 5,000 writes), each timed: a part of
-    the jobs' time that grows with the segments a merge rewrites."""
-
-    def __init__(self, index_class):
-        self.times: list[float] = []
-        self._class, self._optimize = index_class, getattr(index_class, "optimize", None)
-        merges = self
-
-        def timed(index):
-            start = time.perf_counter()
-            try:
-                return merges._optimize(index)
-            finally:
-                merges.times.append(time.perf_counter() - start)
-
-        if self._optimize is not None:
-            index_class.optimize = timed
-
-    def close(self) -> dict:
-        if self._optimize is not None:
-            self._class.optimize = self._optimize
-        return {
-            "merges": len(self.times),
-            "merge_s": round(sum(self.times), 1),
-            "longest_merge_s": round(max(self.times, default=0.0), 2),
-        }
+def _job_name(job) -> str:
+    """A job's kind, action, part and step: what the timings are grouped by."""
+    parts = (job.kind, getattr(job, "action", ""), getattr(job, "part", ""), getattr(job, "step", ""))
+    return " ".join(p for p in parts if p)
 
 
 def phase(name: str, n: int, stack, start, done) -> dict:
     """Start a phase, run every job it queues, and say what it took."""
+    from engram import worker
     from tests.bench.discord_costs import settle
 
     index_class = type(stack.engine.service.index)
-    clock, writes, merges = JobClock(), VectorWrites(index_class), Merges(index_class)
+    times: list[tuple[float, str]] = []  # each job the worker function ran: how long, and what
+    merge_times: list[float] = []  # the embedded engine's inline merges (every 5,000 writes)
+    written = Counter()  # dense vectors written into existing points (re-embedding's Qdrant updates)
+    watches = [
+        Watch(worker, "_run", lambda args, took: times.append((took, _job_name(args[0])))),
+        Watch(index_class, "optimize", lambda args, took: merge_times.append(took)),
+        Watch(
+            index_class,
+            "set_vectors",
+            lambda args, took: written.update(vectors=sum(len(v) for v in args[2].values())),
+        ),
+    ]
     began = time.perf_counter()
     try:
         start()
@@ -184,7 +148,8 @@ def phase(name: str, n: int, stack, start, done) -> dict:
             time.sleep(1)
             settle(stack)
     finally:
-        times, written, merged = clock.close(), writes.close(), merges.close()
+        for watch in watches:
+            watch.close()
     took = time.perf_counter() - began
     longest, what = max(times) if times else (0.0, "")
     kinds = Counter(w for _, w in times)
@@ -200,8 +165,10 @@ def phase(name: str, n: int, stack, start, done) -> dict:
         "work_s_by_kind": {k: round(sum(t for t, w in times if w == k), 1) for k in kinds},
         "wall_s": round(took, 1),
         "records_per_s": round(n / took) if took else None,
-        "vector_writes_per_record": round(written / n, 2),
-        **merged,
+        "vector_writes_per_record": round(written["vectors"] / n, 2),
+        "merges": len(merge_times),
+        "merge_s": round(sum(merge_times), 1),
+        "longest_merge_s": round(max(merge_times, default=0.0), 2),
     }
 
 
@@ -242,11 +209,8 @@ def run(
     from tests.support import HashEmbedder
 
     data_dir = data or Path(tempfile.mkdtemp(prefix="engram-maintenance-"))
-    if "rebuild" not in phases:
-        # the directory was rebuilt and counted by its rebuild phase: the stack's check at start (a whole
-        # reconcile of the records, in a thread) would run beside the jobs measured
-        LocalStack._keep_index = lambda stack: None
-    stack = LocalStack(  # no timers: the jobs measured are the ones queued here
+    kind = LocalStack if "rebuild" in phases else _rebuilt_stack()
+    stack = kind(  # no timers: the jobs measured are the ones queued here
         data_dir, port=0, api_key=KEY, embedder=HashEmbedder(dim=64), sweep_every_s=10**9, poll=False
     ).start()
     api = httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=120)
@@ -267,6 +231,18 @@ def run(
     assert all(r["points"] == n for r in out if "points" in r), out
     assert all(r["with_vectors"] == n for r in out if "with_vectors" in r), out
     return out
+
+
+def _rebuilt_stack():
+    """The local stack on a directory its rebuild phase counted: without the check at start (a whole
+    reconcile of the records, in a thread), which would run beside the jobs measured."""
+    from infra.local_stack import LocalStack
+
+    class Rebuilt(LocalStack):
+        def _keep_index(self) -> None:
+            pass
+
+    return Rebuilt
 
 
 def _rebuild(n: int, stack, api) -> dict:
