@@ -57,7 +57,7 @@ PURGE_AFTER_S = 2.0
 class LocalStack:
     """Everything `make run` starts, startable from tests too."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - every option a test can set; to become one LocalStackOptions value
         self,
         data_dir: Path,
         host: str = "127.0.0.1",

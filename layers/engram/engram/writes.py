@@ -79,7 +79,7 @@ class MemoryWrites:
         queued): their words are dropped, whatever path brings them (tombstones, read at write time)."""
         return {u for u, at in self.state.forgotten(bot, {u for u in users if u}).items() if at >= origin}
 
-    def add_fact(
+    def add_fact(  # noqa: PLR0913 - keyword-only scopes and times; to become one typed fact to add
         self,
         bot: str,
         text: str,

@@ -3,7 +3,8 @@ responses, bearer key, the same identity headers as the proxy)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -20,6 +21,8 @@ from .memory import Turn
 from .projects import ChatFacts
 from .runtime import Proxy
 
+T = TypeVar("T")
+
 INSTRUCTIONS = (
     "engram already recalls relevant memories automatically before every turn and stores durable facts "
     "after it. Reach for these tools only when that is not enough: to search for something the automatic "
@@ -28,54 +31,64 @@ INSTRUCTIONS = (
 )
 
 
+def _identity(proxy: Proxy, headers: Mapping[str, str]) -> tuple[str, str | None]:
+    """(user, conversation) from LibreChat's request headers; a tool error when the user is missing or a
+    placeholder was left unresolved (every user of the install would share one memory)."""
+    s = proxy.settings
+    user = headers.get(s.user_header)
+    if not user or not user.strip():
+        raise ToolError(f"the {s.user_header} header is required")
+    conversation = headers.get(s.conversation_header)
+    for header, value in ((s.user_header, user), (s.conversation_header, conversation)):
+        if librechat.unresolved(value):
+            raise ToolError(
+                f"the {header} header is {value!r}: LibreChat left its placeholder unresolved; set it "
+                "under the MCP server's requestHeaders in librechat.yaml"
+            )
+    return user, conversation
+
+
+async def turn_of(proxy: Proxy, ctx: Context) -> Turn:
+    """The turn a tool call belongs to: its user, chat and the chat's project."""
+    user, conversation = _identity(proxy, ctx.headers or {})
+    chat = await run_in_threadpool(proxy.projects.chat, user, conversation) if conversation else ChatFacts()
+    return Turn(
+        user=user,
+        conversation=conversation,
+        project=chat.project,
+        authorized=True,
+        project_name=chat.project_name,
+    )
+
+
+async def call(fn: Callable[..., T], *args: Any) -> T:
+    """A memory rule off the event loop; its anticipated failures reach the client (and the model) as a
+    tool error with the reason."""
+    try:
+        return await run_in_threadpool(fn, *args)
+    except EngramError as exc:
+        raise ToolError(exc.message) from exc
+
+
 def build_mcp_server(proxy_factory: Callable[[], Proxy]) -> MCPServer:
     """The MCP server with engram's memory tools."""
     server = MCPServer(name="engram", instructions=INSTRUCTIONS, version=__version__)
 
-    async def turn_of(ctx: Context) -> tuple[Proxy, Turn]:
+    async def proxy_and_turn(ctx: Context) -> tuple[Proxy, Turn]:
         proxy = proxy_factory()
-        headers = ctx.headers or {}
-        user = headers.get(proxy.settings.user_header)
-        if not user or not user.strip():
-            raise ToolError(f"the {proxy.settings.user_header} header is required")
-        conversation = headers.get(proxy.settings.conversation_header)
-        for header, value in (
-            (proxy.settings.user_header, user),
-            (proxy.settings.conversation_header, conversation),
-        ):
-            if librechat.unresolved(value):  # every user of the install would share one memory
-                raise ToolError(
-                    f"the {header} header is {value!r}: LibreChat left its placeholder unresolved; set it "
-                    "under the MCP server's requestHeaders in librechat.yaml"
-                )
-        chat = (
-            await run_in_threadpool(proxy.projects.chat, user, conversation) if conversation else ChatFacts()
-        )
-        return proxy, Turn(
-            user=user,
-            conversation=conversation,
-            project=chat.project,
-            authorized=True,
-            project_name=chat.project_name,
-        )
-
-    async def call(fn, *args):
-        try:
-            return await run_in_threadpool(fn, *args)
-        except EngramError as exc:  # anticipated: the client (and the model) read the reason
-            raise ToolError(exc.message) from exc
+        return proxy, await turn_of(proxy, ctx)
 
     @server.tool()
     async def search_memory(query: str, ctx: Context, limit: int = 10) -> str:
         """Search this user's memories by words and meaning (scoped like automatic recall)."""
-        proxy, turn = await turn_of(ctx)
+        proxy, turn = await proxy_and_turn(ctx)
         found = await call(proxy.memory.search, turn, query, max(1, min(limit, 50)))
         return "\n".join(f"{format_memory_id(m.id)}: {m.text}" for m in found) or "Nothing found."
 
     @server.tool()
     async def save_memory(text: str, ctx: Context) -> str:
         """Store a memory now (one fact, at most 1,000 characters)."""
-        proxy, turn = await turn_of(ctx)
+        proxy, turn = await proxy_and_turn(ctx)
         memory, created = await call(proxy.memory.save, turn, text)
         return (
             f"{'Saved' if created else 'Already remembered'} as {format_memory_id(memory.id)}: {memory.text}"
@@ -85,14 +98,14 @@ def build_mcp_server(proxy_factory: Callable[[], Proxy]) -> MCPServer:
     async def update_memory(id: str, text: str, ctx: Context) -> str:
         """Correct one of this user's memories (id like mem:12); if it now says what another says, they
         merge."""
-        proxy, turn = await turn_of(ctx)
+        proxy, turn = await proxy_and_turn(ctx)
         memory = await call(proxy.memory.update, turn, id, text)
         return f"{format_memory_id(memory.id)} now says: {memory.text}"
 
     @server.tool()
     async def forget_memory(id: str, ctx: Context) -> str:
         """Delete one of this user's memories (id like mem:12)."""
-        proxy, turn = await turn_of(ctx)
+        proxy, turn = await proxy_and_turn(ctx)
         memory = await call(proxy.memory.forget, turn, id)
         return f"Forgot {format_memory_id(memory.id)}: {memory.text}"
 
@@ -100,7 +113,7 @@ def build_mcp_server(proxy_factory: Callable[[], Proxy]) -> MCPServer:
     async def forget_me(confirm: bool, ctx: Context) -> str:
         """Forget everything engram keeps about this user (every memory, settings, anything queued), for
         good; needs confirm=true. The same forget as the Memory API's and Discord's."""
-        proxy, turn = await turn_of(ctx)
+        proxy, turn = await proxy_and_turn(ctx)
         if confirm is not True:
             return "Nothing forgotten: call forget_me with confirm=true to forget everything about you."
         return await call(proxy.memory.forget_me, turn)
@@ -108,13 +121,13 @@ def build_mcp_server(proxy_factory: Callable[[], Proxy]) -> MCPServer:
     @server.tool()
     async def memory_status(ctx: Context) -> str:
         """Whether automatic memory is on for this chat, why, and the chat's project."""
-        proxy, turn = await turn_of(ctx)
+        proxy, turn = await proxy_and_turn(ctx)
         return await call(proxy.memory.status, turn)
 
     @server.tool()
     async def set_memory_enabled(enabled: bool, ctx: Context) -> str:
         """Turn automatic memory on or off for this chat."""
-        proxy, turn = await turn_of(ctx)
+        proxy, turn = await proxy_and_turn(ctx)
         if not turn.conversation:
             raise ToolError(f"the {proxy.settings.conversation_header} header is required")
         await call(proxy.memory.set_enabled, turn, enabled)

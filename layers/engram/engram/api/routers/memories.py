@@ -35,7 +35,7 @@ NOT_FOUND: dict[int | str, dict[str, Any]] = {
 
 
 @router.get("/v1/bots/{bot}/memories", response_model=MemoryList, response_model_exclude_unset=True)
-def list_memories(
+def list_memories(  # noqa: PLR0913 - FastAPI's query parameters; to become one query model
     bot: Bot,
     access: Reader,
     response: Response,

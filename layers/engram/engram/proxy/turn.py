@@ -1,0 +1,340 @@
+"""A chat turn through the proxy, as a pipeline: resolve (the upstream and the caller's key) → read (the
+body) → classify (a side call, a /memory command, or a turn of a chat) → context (the chat's project, the
+date, the recalled memories placed at the user's message) → relay (the extraction queued once the answer is
+complete). Each step is a function of this module; `chat_turn` runs them in order."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+
+from ..errors import EngramError
+from ..jobs import ExtractJob
+from ..text import scrub
+from . import librechat, wire
+from .memory import Turn, datetime_block, explicit_fact, is_command
+from .projects import ChatFacts
+from .relay import After, Door, Reading, error, open_door, relay, speak, timed
+from .runtime import Proxy
+from .settings import ProxySettings
+from .telemetry import TurnTrace
+
+log = logging.getLogger(__name__)
+
+CHAT_PATHS: dict[wire.Api, str] = {"openai": "v1/chat/completions", "anthropic": "v1/messages"}
+
+
+@dataclass(frozen=True)
+class Said:
+    """What a chat request says, read once: who and where (LibreChat's headers), the body with the
+    commands of earlier turns taken out, and the turn's own words (no prepended file, no tool result)."""
+
+    user: str | None
+    conversation: str | None
+    model: str
+    body: dict[str, Any]
+    inherited: bool | None  # the memory setting the chat's history set (a fork carries it)
+    index: int  # where the turn's user message is in `body["messages"]`
+    said: str
+    tool_round: bool
+
+    @property
+    def last(self) -> str:
+        """The turn's words as engram reads them (queries, extraction); the upstream gets the body as sent."""
+        return scrub(self.said)
+
+    @property
+    def stream(self) -> bool:
+        return self.body.get("stream") is True
+
+    def is_command(self, prefix: str) -> bool:
+        return not self.tool_round and is_command(self.last, prefix)
+
+
+def parse_chat_body(raw: bytes) -> dict[str, Any] | None:
+    """The request body when it is a JSON object with a `messages` list, else None."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) and isinstance(body.get("messages"), list) else None
+
+
+def unresolved_identity(s: ProxySettings, request: Request, api: wire.Api) -> Response | None:
+    """A refusal for identity headers LibreChat sent empty or with its placeholder unresolved: taken as an
+    identity, every user of such an install would share one memory."""
+    for header, placeholder in (
+        (s.user_header, "{{LIBRECHAT_USER_ID}}"),
+        (s.conversation_header, "{{LIBRECHAT_BODY_CONVERSATIONID}}"),
+    ):
+        value = request.headers.get(header)
+        if value is not None and (not value.strip() or librechat.unresolved(value)):
+            return error(
+                400,
+                "invalid_identity",
+                f"the {header} header is {value!r}: LibreChat sent it empty or with its placeholder "
+                f"unresolved. Set it under the endpoint's headers in librechat.yaml as {placeholder!r}, "
+                "on a LibreChat version that fills it in for every request (title calls of some versions "
+                "did not: LibreChat issues #8931, #14580); engram stores nothing under it.",
+                api,
+            )
+    return None
+
+
+def read_turn(s: ProxySettings, request: Request, body: dict[str, Any]) -> Said:
+    """Classify's input: the identity headers and the turn's words."""
+    stripped = librechat.without_commands(body, s.command_prefix, is_command)
+    index, said = librechat.user_turn(stripped)
+    return Said(
+        user=request.headers.get(s.user_header) or None,
+        conversation=request.headers.get(s.conversation_header) or None,
+        model=scrub(str(body.get("model") or "")),
+        body=stripped,
+        inherited=librechat.setting_in_history(body, s.command_prefix, is_command),
+        index=index,
+        said=said,
+        tool_round=librechat.in_tool_round(stripped),
+    )
+
+
+PASS = "pass"  # relayed untouched: not a turn engram reads
+
+
+def classify(door: Door, request: Request, api: wire.Api, raw: bytes) -> Said | Response | str:
+    """A chat call as one of: PASS (another wire format on this route, or a side call of LibreChat's: a
+    title, a summary), a refusal (no messages, an unresolved identity header), or what its turn says."""
+    if door.upstream.api != api:  # an OpenAI route on an Anthropic upstream (or back): not ours to reshape
+        return PASS
+    body = parse_chat_body(raw)
+    if body is None:
+        return error(400, "invalid", "the request body must be a JSON object with a `messages` list", api)
+    s = door.proxy.settings
+    refused = unresolved_identity(s, request, api) if door.authorized else None
+    if refused is not None:
+        return refused
+    kind = librechat.side_call(body, s.side_call_markers)
+    if kind is not None:  # LibreChat asking about the chat (a title, a summary), not the user speaking
+        log.info("a LibreChat side call (%s) passed through untouched", kind)
+        return PASS
+    return read_turn(s, request, body)
+
+
+async def chat_turn(proxy: Proxy, name: str, request: Request, api: wire.Api) -> Response:
+    """One OpenAI or Anthropic chat call: passed through untouched where it is not a turn of a LibreChat
+    chat (another wire format, a side call, no conversation id), answered by engram where it is a /memory
+    command, else relayed with the date and the recalled memories and its extraction queued after."""
+    door = open_door(proxy, name, request, api)
+    if not isinstance(door, Door):
+        return door
+    raw = await request.body()
+    said = classify(door, request, api, raw)
+    if isinstance(said, Response):
+        return said
+    if not isinstance(said, Said):
+        return await relay(door, request, CHAT_PATHS[api], raw)
+    command = said.is_command(proxy.settings.command_prefix)
+    if command and not said.conversation:  # answered, never sent to the model, even without the headers
+        turn = Turn(user=said.user, conversation=None, project=None, authorized=door.authorized)
+        return await answer_command(door, api, said, turn)
+    # /memory commands never call a model, so they are never traced
+    trace = (
+        TurnTrace()
+        if command
+        else proxy.telemetry.turn(
+            conversation=said.conversation, user=said.user, upstream=door.upstream.name, model=said.model
+        )
+    )
+    if not said.conversation:  # not a LibreChat chat (no conversation id): untouched
+        return await relay(door, request, CHAT_PATHS[api], raw, Reading(api, None, trace, said.model))
+    return await chat_in_context(door, request, api, said, trace)
+
+
+async def answer_command(door: Door, api: wire.Api, said: Said, turn: Turn) -> Response:
+    """A /memory command, answered by engram in the caller's wire format."""
+    answer = await run_in_threadpool(door.proxy.memory.command, turn, said.said)
+    return speak(api, said.model, answer or "", said.stream, said.body)
+
+
+async def chat_facts(proxy: Proxy, said: Said, trace: TurnTrace) -> ChatFacts:
+    """The chat's project and LibreChat's own settings for it; memory's context failing never fails the
+    turn."""
+    user, conversation = said.user, said.conversation
+    if not conversation:  # not a chat of LibreChat's: nothing to resolve
+        return ChatFacts()
+    try:
+        with trace.span("resolve-context"):
+            return await timed(
+                proxy, "project", lambda: proxy.projects.chat(user, conversation) if user else ChatFacts()
+            )
+    except Exception:
+        log.exception("project lookup failed; answering without a project")
+        return ChatFacts()
+
+
+async def resolve_turn(door: Door, said: Said, trace: TurnTrace) -> tuple[Turn, ChatFacts]:
+    """Who and where the turn is (its chat's project and LibreChat's settings for it); a fork's chat takes
+    the memory setting its history set."""
+    proxy = door.proxy
+    chat = await chat_facts(proxy, said, trace)
+    turn = Turn(
+        user=said.user,
+        conversation=said.conversation,
+        project=chat.project,
+        authorized=door.authorized,
+        project_name=chat.project_name,
+    )
+    if said.inherited is not None and door.authorized:
+        await run_in_threadpool(proxy.memory.inherit, turn, said.inherited)
+    return turn, chat
+
+
+async def chat_in_context(
+    door: Door, request: Request, api: wire.Api, said: Said, trace: TurnTrace
+) -> Response:
+    """A turn of a LibreChat chat: its context resolved, then a command answered or the turn relayed with
+    the date and the memories it recalls."""
+    proxy = door.proxy
+    started = time.perf_counter()
+    turn, chat = await resolve_turn(door, said, trace)
+    project_ms = (time.perf_counter() - started) * 1000
+    if said.is_command(proxy.settings.command_prefix):
+        return await answer_command(door, api, said, turn)
+    keep, block = await memory_for_turn(proxy, turn, said, chat, trace)
+    _note_if_slow(proxy, said, started, project_ms)
+    out = outgoing_body(door, api, said, block)
+    after = extraction_after(door, turn, said, trace) if keep else None
+    reading = Reading(api, after, trace, said.model)
+    return await relay(door, request, CHAT_PATHS[api], json.dumps(out).encode(), reading)
+
+
+async def memory_for_turn(
+    proxy: Proxy, turn: Turn, said: Said, chat: ChatFacts, trace: TurnTrace
+) -> tuple[bool, str]:
+    """(whether to keep what this turn says, the block to place at its user message)."""
+    # LibreChat's own opt-outs: personalization memories off means no memory at all; a temporary chat is
+    # deleted by LibreChat, so nothing is kept from it (what is remembered may still be recalled)
+    turn_key = (said.conversation, hashlib.sha256(said.said.encode("utf-8", "surrogatepass")).hexdigest())
+    # the same words again in the same chat, not in a tool round: LibreChat's regenerate (extracted once)
+    regenerated = not said.tool_round and turn_key in proxy.turn_started
+    memory_on, block = await turn_block(proxy, turn, said, turn_key, trace, chat.memories_off)
+    return memory_on and not chat.temporary and not regenerated, block
+
+
+def outgoing_body(door: Door, api: wire.Api, said: Said, block: str) -> dict[str, Any]:
+    """The body sent upstream: the turn's block placed at its user message; an OpenAI stream asks for its
+    usage where the upstream is told to (the trace's token counts)."""
+    out = librechat.place_block(api, said.body, said.index, block) if block else dict(said.body)
+    if said.stream and api == "openai" and door.upstream.forceIncludeUsage:
+        out["stream_options"] = {**(said.body.get("stream_options") or {}), "include_usage": True}
+    return out
+
+
+def _note_if_slow(proxy: Proxy, said: Said, started: float, project_ms: float) -> None:
+    spent = (time.perf_counter() - started) * 1000
+    if spent > proxy.settings.slow_call_ms:
+        phases = {"project": round(project_ms, 1), "settingsAndRecall": round(spent - project_ms, 1)}
+        log.warning(
+            "memory added %d ms to a chat turn before the model was called: %s (slowest phase: %s)",
+            spent,
+            json.dumps(phases),
+            max(phases, key=lambda phase: phases[phase]),
+            extra={"phases": phases, "conversation": said.conversation},
+        )
+
+
+def extraction_after(door: Door, turn: Turn, said: Said, trace: TurnTrace) -> After | None:
+    """What queues the turn's extraction once the answer is complete, or None when the write mode keeps
+    nothing of this turn."""
+    s, last = door.proxy.settings, said.last
+    if s.write_mode == "off" or not last:
+        return None
+    mode = "explicit" if s.write_mode == "explicit" else "llm"
+    if mode != "llm" and not explicit_fact(last):
+        return None
+
+    def after(text: str) -> None:
+        if not text.strip():  # tool calls only: the answer comes after the tool rounds
+            return
+        with trace.span("memory-write", mode=mode):
+            queue_extraction(door.proxy, turn, door.upstream.name, said.model, mode, last, text)
+
+    return after
+
+
+async def turn_block(
+    proxy: Proxy,
+    turn: Turn,
+    said: Said,
+    key: tuple[str | None, str],
+    trace: TurnTrace,
+    memories_off: bool = False,
+) -> tuple[bool, str]:
+    """(memory on for this chat, the block to place at the turn's user message: the date and the recalled
+    memories). A tool round tells the time its turn started (and its recall is the cached one within the
+    recall cache's TTL), so the block stays the same byte for byte across the rounds of one turn."""
+    s = proxy.settings
+    if not said.tool_round or key not in proxy.turn_started:
+        proxy.turn_started[key] = datetime_block()
+    memory_on = False
+    blocks = [proxy.turn_started[key]] if s.datetime_enabled else []
+    try:
+        memory_on = await _memory_on(proxy, turn, memories_off)
+        if memory_on and s.recall_enabled:
+            blocks += await _recalled(proxy, turn, said.body, trace)
+    except EngramError as exc:  # memory failing never fails the turn
+        log.warning("memory unavailable, answering without it: %s", exc.message)
+    except Exception:
+        log.exception("memory failed, answering without it")
+    return memory_on, "\n\n".join(blocks)
+
+
+async def _memory_on(proxy: Proxy, turn: Turn, memories_off: bool) -> bool:
+    """Whether engram's memory is on for this chat: the caller showed engram's key, a user is named,
+    LibreChat's own memories are not off, and the user's settings for the chat say on."""
+    if not (turn.authorized and turn.user) or memories_off:
+        return False
+    enabled, _ = await run_in_threadpool(proxy.memory.enabled, turn)
+    return enabled
+
+
+async def _recalled(proxy: Proxy, turn: Turn, body: dict[str, Any], trace: TurnTrace) -> list[str]:
+    """The memories block recalled for the chat's latest user turns ([] when there is none)."""
+    s = proxy.settings
+    turns = [librechat.own_text(t) for t in wire.user_turns(body)]
+    query = scrub("\n".join([t for t in turns if t][-s.query_message_count :]))
+    if not query.strip() and s.recall_mode == "relevant":
+        return []
+    with trace.span("recall", mode=s.recall_mode) as span:
+        block, found = await timed(proxy, "recall", lambda: proxy.memory.context(turn, query))
+        span.update(metadata={"results": found})
+    return [block] if block else []
+
+
+def queue_extraction(
+    proxy: Proxy, turn: Turn, upstream: str, model: str, mode: str, user_text: str, assistant_text: str
+) -> None:
+    """Hand the exchange to the worker; a queue failure costs the memory, never the reply."""
+    try:
+        job = ExtractJob(
+            bot=proxy.settings.bot,
+            user=turn.user,
+            conversation=turn.conversation,
+            project=turn.project,
+            upstream=upstream,
+            model=model or None,
+            mode=mode,
+            user_text=user_text[:20_000],
+            assistant_text=assistant_text[:20_000],
+            queued_at=turn.received_at,  # a forget that landed while the answer streamed wins
+        )
+        proxy.engine.queue.send(job)
+    except Exception:
+        log.exception("could not queue memory extraction")
