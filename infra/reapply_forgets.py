@@ -18,10 +18,10 @@ from datetime import datetime
 
 def reapply(dynamodb_client, from_table: str, service, since_ms: int = 0) -> list[tuple[str, str, dict]]:
     """Forget again, in the bound stack, everyone the old table's tombstones name (since `since_ms`)."""
-    from engram.store import StateStore
+    from engram.store.state import Tombstones
 
     done = []
-    for bot, user, at in StateStore.tombstones_in_table(dynamodb_client, from_table):
+    for bot, user, at in Tombstones.in_table(dynamodb_client, from_table):
         if at >= since_ms:
             done.append((bot, user, service.forget_user(bot, user)))
     return done

@@ -109,10 +109,14 @@ class _Marks:
 class _NoForgets:
     """The state side of reads: no forget is under way in a benchmark (the reads ask before every one)."""
 
-    def forgets_under_way(self, bot):
+    @property
+    def tombstones(self):
+        return self
+
+    def under_way(self, bot):
         return {}
 
-    def forgotten(self, bot, users):
+    def when(self, bot, users):
         return {}
 
 

@@ -31,7 +31,9 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
 
 import httpx  # noqa: E402
 
+from engram.bookkeeping import ForgetUnderWay  # noqa: E402
 from engram.store import StateStore  # noqa: E402
+from engram.store.state import Tombstones  # noqa: E402
 from tests.bench.leaveout import speaker_id  # noqa: E402
 from tests.bench.locomo import KS, ask, evaluate, load, score  # noqa: E402
 
@@ -628,11 +630,17 @@ class PrecomputedEmbedder:
         return [self.vectors[t] for t in texts]
 
 
+class _NoTombstones(Tombstones):
+    def under_way(self, bot: str) -> dict[str, ForgetUnderWay]:
+        return {}
+
+
 class NoForgetsUnderWay(StateStore):
     """The state of a bench with no table: nothing is being forgotten."""
 
-    def forgets_under_way(self, bot: str) -> dict[str, tuple[int, int]]:
-        return {}
+    def __init__(self) -> None:
+        super().__init__()
+        self.tombstones = _NoTombstones()
 
 
 def bench_recall(sizes: list[int], embedder, queries: int, with_client_mode: bool) -> dict:

@@ -203,7 +203,7 @@ def consents(servers: int, users: int) -> None:
     state = StateStore()
     for i in range(users):
         spread = sorted({server((i * 7919 + k * 104_729) % servers) for k in range(SERVERS_EACH)})
-        state.give_consent(APP, user(i), 1, guilds=spread)
+        state.consents.give(APP, user(i), 1, guilds=spread)
 
 
 def settle(stack) -> None:
@@ -272,14 +272,14 @@ def configuration(servers: int, users: int) -> list[dict]:
                 settle(stack),
             ),
         )
-        while not StateStore().roster_mark(APP).get("built"):  # an installation's first ticks build it
+        while not StateStore().roster.mark(APP).built:  # an installation's first ticks build it
             tick(stack)
         tick(stack)  # every channel the newcomer wrote in is read once
         measure("quiet tick", lambda: tick(stack))
         # BUSY opted-in people each write one message, in servers the next tick visits
-        mark = StateStore().roster_mark(APP)
-        ahead = StateStore().roster_page(APP, mark.get("after"), BUSY)
-        ahead += StateStore().roster_page(APP, None, BUSY - len(ahead))
+        mark = StateStore().roster.mark(APP)
+        ahead = StateStore().roster.page(APP, mark.after, BUSY)
+        ahead += StateStore().roster.page(APP, None, BUSY - len(ahead))
         writers = [user(i) for i in range(min(users, len(ahead)))]
         for n, who in enumerate(writers):
             i = int(ahead[n]) - int(server(0))

@@ -9,6 +9,7 @@ import httpx
 import pytest
 from nacl.signing import SigningKey
 
+from engram.bookkeeping import Cursor
 from engram.discord.settings import DiscordSettings
 from engram.errors import Unavailable
 from engram.vectors import Scope
@@ -298,18 +299,18 @@ def test_the_queued_mark_never_moves_a_cursor_back_nor_writes_back_one_a_forget_
     """A link marks its cursor "queued" after sending the next link, which may have run and moved the
     cursor on by then (the worker runs links side by side), or a forget may have deleted it."""
     state, bot, user, channel = stack.discord.backfills.state, stack.discord.backfills.bot, "1999", C11
-    saved = {"before": "900", "done": False, "run": "r1", "step": 1, "queued": False}
-    state.save_cursor(bot, user, channel, saved)
-    assert state.mark_cursor_queued(bot, user, channel, saved)
-    assert state.cursor(bot, user, channel) == {**saved, "queued": True}
-    moved = {**saved, "before": "800", "step": 2, "queued": False}
-    state.save_cursor(bot, user, channel, saved)
-    state.save_cursor(bot, user, channel, moved)  # the next link ran before this link's mark
-    assert not state.mark_cursor_queued(bot, user, channel, saved)
-    assert state.cursor(bot, user, channel) == moved
+    saved = Cursor(before="900", done=False, run="r1", step=1, queued=False)
+    state.cursors.save(bot, user, channel, saved)
+    assert state.cursors.mark_queued(bot, user, channel, saved)
+    assert state.cursors.get(bot, user, channel) == saved.moved(queued=True)
+    moved = saved.moved(before="800", step=2, queued=False)
+    state.cursors.save(bot, user, channel, saved)
+    state.cursors.save(bot, user, channel, moved)  # the next link ran before this link's mark
+    assert not state.cursors.mark_queued(bot, user, channel, saved)
+    assert state.cursors.get(bot, user, channel) == moved
     state.forget_user(bot, user)
-    assert not state.mark_cursor_queued(bot, user, channel, moved)
-    assert state.cursor(bot, user, channel) is None
+    assert not state.cursors.mark_queued(bot, user, channel, moved)
+    assert state.cursors.get(bot, user, channel) is None
 
 
 def test_a_link_cut_off_before_queueing_its_next_link_is_redelivered_and_the_channel_goes_on(
@@ -334,9 +335,9 @@ def test_a_link_cut_off_before_queueing_its_next_link_is_redelivered_and_the_cha
 
         monkeypatch.setattr(queue, "send", send_timing_out_once)
         interact(stack, memory_cmd("remember", BOB, token=token))
-        assert wait_until(lambda: failed and backfills.state.backfill_run(backfills.bot, BOB)["left"] <= 1)
+        assert wait_until(lambda: failed and backfills.state.backfills.get(backfills.bot, BOB).left <= 1)
         time.sleep(0.5)  # nothing else is running: the run waits for the channel
-        assert backfills.state.backfill_run(backfills.bot, BOB)["left"] == 1
+        assert backfills.state.backfills.get(backfills.bot, BOB).left == 1
 
         assert finals(discord, token) == []
         run_job(failed[0])  # the redelivery
@@ -359,7 +360,7 @@ def test_a_last_link_cut_off_after_its_cursor_counts_and_speaks_on_redelivery_an
     stack, token = discord_stack(tmp_path, local_embedder, discord), f"tok-lost-{lost[0]}"
     try:
         backfills, client = stack.discord.backfills, stack.discord.core.client
-        edit, count = client.edit_original, backfills.state.count_backfill
+        edit, count = client.edit_original, backfills.state.backfills.count
         run_job, failed = recording_failures(backfills, monkeypatch)
 
         def edit_timing_out_once(to, content):
@@ -373,11 +374,11 @@ def test_a_last_link_cut_off_after_its_cursor_counts_and_speaks_on_redelivery_an
             return count(bot, user, run, channel, stored, finished)
 
         if lost == "count":
-            monkeypatch.setattr(backfills.state, "count_backfill", count_timing_out_once)
+            monkeypatch.setattr(backfills.state.backfills, "count", count_timing_out_once)
         else:
             monkeypatch.setattr(client, "edit_original", edit_timing_out_once)
         interact(stack, memory_cmd("remember", BOB, token=token))
-        assert wait_until(lambda: failed and backfills.state.backfill_run(backfills.bot, BOB)["left"] <= 1)
+        assert wait_until(lambda: failed and backfills.state.backfills.get(backfills.bot, BOB).left <= 1)
         time.sleep(0.5)  # nothing else is running: the run waits for the failed link
 
         assert finals(discord, token) == []

@@ -575,7 +575,7 @@ def test_a_catch_up_job_reads_consent_only_for_the_people_on_its_page(stack, dis
     remembered(stack, discord)
     state = stack.discord.core.state
     for n in range(300):  # others opted in elsewhere: nothing a page of this channel needs
-        state.give_consent(APP_ID, f"77{n:05d}", at=1, guilds=["1100000000000000999"])
+        state.consents.give(APP_ID, f"77{n:05d}", at=1, guilds=["1100000000000000999"])
     stack.discord.catch_up.catch_up(channels=[(G2, C21)])  # the backfill's page, read once
     bob = {"id": BOB, "username": "bob"}
     new = discord.add(C21, {"id": ALICE, "username": "alice"}, "the ferry leaves at noon", timestamp=_now())

@@ -79,8 +79,8 @@ def test_remember_looks_through_the_bots_servers_a_page_a_job(stack, discord):
     members = asked(discord, 0, f"/members/{ALICE}")
     assert len(members) == SERVERS - 1 and not any(server(0) in r for r in members)
     state = StateStore()
-    assert sorted(state.consent(APP_ID, ALICE)["guilds"]) == sorted(server(i) for i in range(HERS))
-    assert sorted(state.roster_page(APP_ID, None, 100)) == sorted(server(i) for i in range(HERS))
+    assert sorted(state.consents.get(APP_ID, ALICE).guilds or ()) == sorted(server(i) for i in range(HERS))
+    assert sorted(state.roster.page(APP_ID, None, 100)) == sorted(server(i) for i in range(HERS))
     status = interact(stack, memory_cmd("status", ALICE)).json()["data"]["content"]
     assert "Backfill: complete." in status
 
@@ -134,14 +134,14 @@ def test_a_roster_missing_from_an_older_installation_is_built_from_its_consents(
     first tick puts their servers in the roster (the latter: every server of the bot) and visits them."""
     StateItem(*keys.consent(APP_ID, ALICE), value=1, data={"consentedAt": 1, "guilds": [server(3)]}).save()
     StateItem(*keys.consent(APP_ID, BOB), value=1, data={"consentedAt": 1}).save()
-    assert StateStore().roster_page(APP_ID, None, 100) == []
+    assert StateStore().roster.page(APP_ID, None, 100) == []
     since = len(discord.requests)
     stack.engine.queue.send(DiscordJob(action="catchup"))
     stack.settle()
-    roster = StateStore().roster_page(APP_ID, None, 100)
+    roster = StateStore().roster.page(APP_ID, None, 100)
     assert sorted(roster) == sorted(server(i) for i in range(SERVERS))  # Bob's names none: every server
     assert len(asked(discord, since, "GET /users/@me/guilds")) == 1  # every server, once, in one page
-    assert StateStore().roster_mark(APP_ID)["built"] is True
+    assert StateStore().roster.mark(APP_ID).built is True
     visits = Counter(
         r.split("/")[2] for r in asked(discord, since, "/channels") if r.startswith("GET /guilds/")
     )
@@ -152,15 +152,15 @@ def test_a_roster_missing_from_an_older_installation_is_built_from_its_consents(
 
 
 def test_a_server_the_bot_left_leaves_the_roster(stack, discord):
-    StateStore().give_consent(APP_ID, ALICE, 1, guilds=[server(1), server(2)])
+    StateStore().consents.give(APP_ID, ALICE, 1, guilds=[server(1), server(2)])
     del discord.channels[server(2)]  # Discord: 404 Unknown Guild
     stack.engine.queue.send(DiscordJob(action="catchup"))
     stack.settle()
-    assert StateStore().roster_page(APP_ID, None, 100) == [server(1)]
+    assert StateStore().roster.page(APP_ID, None, 100) == [server(1)]
 
 
 def test_an_ask_in_a_server_joined_after_opting_in_adds_it_to_the_roster(stack, discord):
-    StateStore().give_consent(APP_ID, ALICE, 1, guilds=[server(1)])
+    StateStore().consents.give(APP_ID, ALICE, 1, guilds=[server(1)])
     interact(
         stack,
         command(
@@ -172,4 +172,4 @@ def test_an_ask_in_a_server_joined_after_opting_in_adds_it_to_the_roster(stack, 
             options=[{"name": "prompt", "type": 3, "value": "what did I say?"}],
         ),
     )
-    assert wait_until(lambda: server(5) in StateStore().roster_page(APP_ID, None, 100), timeout_s=60)
+    assert wait_until(lambda: server(5) in StateStore().roster.page(APP_ID, None, 100), timeout_s=60)

@@ -32,7 +32,7 @@ from tests.fake_discord import C11, C12, C21, T14
 endpoint, api, token, n = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 bind_tables(Settings(memories_table="rl-memories", state_table="rl-state", dynamodb_endpoint=endpoint))
 state = StateStore()
-limits = RateLimits(global_limit=shared_global(lambda w, k, e: state.take_rate_slot("900", w, k, e)),
+limits = RateLimits(global_limit=shared_global(lambda w, k, e: state.limits.take_rate_slot("900", w, k, e)),
                     max_sleep_s=5)
 client = DiscordClient(api, token, "900", limits=limits)
 print("ready", flush=True)

@@ -23,13 +23,13 @@ FREEZE_DIR = Path(__file__).resolve().parents[1] / "freeze_point"
 # Where the forget is frozen, in the order a forget reaches them: the first in the HTTP door's own call,
 # the others in the forget the next start resumes (counts are per process).
 STEPS = [
-    "engram.store.state:StateStore.begin_forget:1",  # marked under way, no tombstone yet
-    "engram.store.state:StateStore.mark_forgotten:1",  # tombstone, consent and vectors still there
+    "engram.store.state.forgets:Tombstones.begin:1",  # marked under way, no tombstone yet
+    "engram.store.state.forgets:Tombstones.mark:1",  # tombstone, consent and vectors still there
     "engram.vectors.edge:EdgeIndex.delete_scope:1",  # their points gone, records and contexts not
     "engram.store.records:RecordStore.clear_context:20",  # half of the contexts quoting them cleared
     "engram.store.records:RecordStore.delete:60",  # 6,000 of their records deleted
     "engram.store.records:RecordStore.drop_claims:1",  # records gone, the last vector pass not run
-    "engram.store.state:StateStore.end_forget:1:before",  # everything done but the mark
+    "engram.store.state.forgets:Tombstones.end:1:before",  # everything done but the mark
 ]
 
 

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from engram.bookkeeping import Cursor
 from engram.errors import Forgotten
 from engram.service import ChatMessage
 from engram.store import now_ms
@@ -30,12 +31,12 @@ def test_forget_user_reaches_the_contexts_of_other_people_and_every_state_kind(s
             ChatMessage(source_id="b1", text="noted", user="bob", thread="t", created_at=2000),
         ],
     )
-    service.state.give_consent("bot1", "alice", 1)
-    service.state.start_backfill_run("bot1", "alice", "run1", 3, 1)
-    service.state.save_cursor("bot1", "alice", "c1", {"before": "5"})
-    service.state.keep_token("bot1", "alice", "run1", "tok", now_ms() // 1000 + 900)
-    service.state.take_export_slot("bot1", "alice", now_ms(), 600)
-    service.state.set_chat_setting("bot1", "alice", "conv-1", False)
+    service.state.consents.give("bot1", "alice", 1)
+    service.state.backfills.start("bot1", "alice", "run1", 3, 1)
+    service.state.cursors.save("bot1", "alice", "c1", Cursor(before="5"))
+    service.state.backfills.keep_token("bot1", "alice", "run1", "tok", now_ms() // 1000 + 900)
+    service.state.limits.take_export_slot("bot1", "alice", now_ms(), 600)
+    service.state.chat_settings.set("bot1", "alice", "conv-1", False)
     assert "vexmorrow" in everything(aws)
     bob = service.search("bot1", "vexmorrow", kind="message")
     assert [m.source_id for m in bob][:2] == [
@@ -59,7 +60,7 @@ def test_forget_user_reaches_the_contexts_of_other_people_and_every_state_kind(s
     assert service.search("bot1", "vexmorrow", kind="message") == []
     assert [m.text for m in service.list("bot1", kind="message")] == ["noted"]
     assert service.records.get("bot1", bob[1].id).context is None
-    assert service.state.forgotten("bot1", ["alice", "bob"]).keys() == {"alice"}
+    assert service.state.tombstones.when("bot1", ["alice", "bob"]).keys() == {"alice"}
 
 
 def test_writes_asked_for_before_a_forget_are_refused_and_new_ones_are_not(service):
@@ -90,7 +91,7 @@ def test_a_write_racing_a_forget_is_taken_back(service, monkeypatch):
 
     def create_then_forget(records):
         written = original(records)
-        service.state.mark_forgotten("bot1", "alice", now_ms())
+        service.state.tombstones.mark("bot1", "alice", now_ms())
         return written
 
     monkeypatch.setattr(service.records, "create_many", create_then_forget)
@@ -103,7 +104,7 @@ def test_a_write_racing_a_forget_is_taken_back(service, monkeypatch):
 def test_an_interrupted_forget_is_finished_by_the_next_index_pass(service, engine):
     memory, _ = service.add_fact("bot1", "Alice keeps bees.", user="alice")
     # a forget that stopped after its tombstone and the vectors: the record is still there, unindexed
-    service.state.mark_forgotten("bot1", "alice", now_ms())
+    service.state.tombstones.mark("bot1", "alice", now_ms())
     service.index.delete([memory.id])
     engine.keeper.reconcile("bot1")
     assert service.records.get("bot1", memory.id) is None and service.index.count(Scope(bot="bot1")) == 0
@@ -210,7 +211,7 @@ def test_a_rebuild_clears_a_context_whose_author_was_forgotten(service, aws):
     )
     bob = service.by_source("bot1", "b1")
     # what a forget cut off before its contexts step leaves: the tombstone, and Bob's context still quoting
-    service.state.mark_forgotten("bot1", "alice", now_ms())
+    service.state.tombstones.mark("bot1", "alice", now_ms())
     service.records.drop_carriers("bot1", "alice", [bob.id])
     service.indexer.fill_vectors("bot1", [bob.id])
     assert service.records.get("bot1", bob.id).context is None
@@ -237,9 +238,9 @@ def test_a_forget_clears_replies_to_them_and_the_windows_ids_of_their_messages(s
             ),
         ],
     )
-    service.state.note_recent("bot1", "c1", [("9001", 1, "", now_ms() // 1000 + 600)], now_ms())
+    service.state.channels.note_recent("bot1", "c1", [("9001", 1, "", now_ms() // 1000 + 600)], now_ms())
     service.forget_user("bot1", "alice")
     bob = service.by_source("bot1", "9002")
     assert bob is not None and bob.content == {"channelId": "c1"} and bob.text == "see you there"
-    assert service.state.recent("bot1", "c1", now_ms() // 1000) == {}
+    assert service.state.channels.recent("bot1", "c1", now_ms() // 1000) == {}
     assert "9001" not in everything(aws)  # no id of her message in any item's key or value

@@ -287,9 +287,9 @@ def test_forget_with_index_down_hides_the_user_at_once_and_a_retry_finishes_it(s
     assert service.list("bot1", user="alice") == []
     assert [m.user for m in service.list("bot1")] == ["bob"]
     assert [m.user for m in service.search("bot1", "likes chess")] == ["bob"]
-    assert engine.service.state.forgets_under_way("bot1").keys() == {"alice"}
+    assert engine.service.state.tombstones.under_way("bot1").keys() == {"alice"}
     assert service.forget_user("bot1", "alice")["facts"] == 1
-    assert engine.service.state.forgets_under_way("bot1") == {}
+    assert engine.service.state.tombstones.under_way("bot1") == {}
 
 
 @pytest.mark.parametrize("name", ["", "a b", "x" * 200, "../etc", "bot\n"])
@@ -373,7 +373,7 @@ def test_thread_context_comes_from_the_previous_message_even_across_batches(serv
     # an older message arriving late does not move the thread's tail back
     service.add_messages("bot1", [ChatMessage(source_id="a0", text="Hi!", thread="c1", created_at=500)])
     tail = service.records.thread_tails("bot1", ["c1"])["c1"]
-    assert tail["text"] == "It took two weeks."
+    assert tail.text == "It took two weeks."
     # the context's words make the reply findable by what it answers
     assert service.search("bot1", "paint", kind="message")[0].source_id in {"a1", "a2"}
     assert "a2" in {m.source_id for m in service.search("bot1", "paint", kind="message", limit=2)}
@@ -554,7 +554,7 @@ def test_a_forget_past_its_budget_answers_what_is_left_and_jobs_finish_it(servic
     assert {m.user for m in service.search("bot1", "Alice's note number")} <= {"bob"}
     # the job it queued finishes it; the sweep resumes a forget whose job was lost (a crash) as well
     SqsPoller(aws["sqs"], aws["queue_url"], load_function_handler("worker"), "us-east-1").drain()
-    assert engine.service.state.forgets_under_way("bot1") == {}
+    assert engine.service.state.tombstones.under_way("bot1") == {}
     assert service.records.iter_user("bot1", "alice") == []
     service.add_fact("bot1", "Carol rows.", user="carol")
     assert service.forget_user("bot1", "carol", budget_s=0)["left"] == 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from engram.bookkeeping import ChannelSeen
 from engram.domain import ChatMessage
 from engram.store import spread as spread_module
 from engram.store.keys import (
@@ -63,7 +64,7 @@ def new_process(service, monkeypatch=None) -> None:
     service.records.tail_keys = spread_module.tail_keys()
     if monkeypatch is not None:
         monkeypatch.setattr(
-            type(service.state), "channel_keys", spread_module.PlainKey(channels_pk, move_channel)
+            type(service.state.channels), "spread_keys", spread_module.PlainKey(channels_pk, move_channel)
         )
 
 
@@ -229,24 +230,24 @@ def test_thread_tails_under_the_plain_key_give_their_context_and_a_forget_reache
     assert sorted(pk for pk, _ in items_under(aws, thread_pk("bot1"))["c1"]) == sorted(
         [thread_pk("bot1"), thread_tail_pk("bot1", "c1")]
     )
-    assert service.records.thread_tails("bot1", ["c1"])["c1"]["text"] == "Thanks, I will be there."
+    assert service.records.thread_tails("bot1", ["c1"])["c1"].text == "Thanks, I will be there."
     # an older message stored late does not move the tail back
     say(service, "a0", "Is there a ferry?", "carol", 500)
-    assert service.records.thread_tails("bot1", ["c1"])["c1"]["text"] == "Thanks, I will be there."
+    assert service.records.thread_tails("bot1", ["c1"])["c1"].text == "Thanks, I will be there."
 
     # a forget of alice drops her words under the plain key, though a newer tail stands beside them
     service.forget_user("bot1", "alice")
     assert "ferry leaves" not in str(items_under(aws, thread_pk("bot1")))
     assert "museum" not in str(items_under(aws, thread_pk("bot1")))
-    assert service.records.thread_tails("bot1", ["c1"])["c1"]["text"] == "Thanks, I will be there."
+    assert service.records.thread_tails("bot1", ["c1"])["c1"].text == "Thanks, I will be there."
 
 
 def test_the_spread_pass_moves_tails_and_channel_states_keeping_the_newer_of_each(engine, aws, monkeypatch):
     service, state = engine.service, engine.service.state
     say(service, "a1", "Old words in c1.", "alice", 1_000)
     say(service, "a2", "Words in c2.", "alice", 1_000, thread="c2")
-    state.see_channel("bot1", "ch1", newest="100", storedAt=5_000, windowAt=7_000)
-    state.see_channel("bot1", "ch2", newest="300")
+    state.channels.see("bot1", "ch1", ChannelSeen(newest="100", stored_at=5_000, window_at=7_000))
+    state.channels.see("bot1", "ch2", ChannelSeen(newest="300"))
     to_plain(aws, thread_pk("bot1"))
     to_plain(aws, channels_pk("bot1"))
     new_process(service, monkeypatch)
@@ -254,12 +255,12 @@ def test_the_spread_pass_moves_tails_and_channel_states_keeping_the_newer_of_eac
 
     # a newer tail and newer channel state beside the plain ones; older parts of neither win
     say(service, "b1", "New words in c1.", "bob", 2_000)
-    assert state.channel_seen("bot1", "ch1") == {"newest": "100", "storedAt": 5_000, "windowAt": 7_000}
-    state.see_channel("bot1", "ch1", newest="90", storedAt=6_000)
-    assert state.channel_seen("bot1", "ch1") == {"newest": "100", "storedAt": 6_000, "windowAt": 7_000}
-    assert state.channels_seen("bot1", ["ch1", "ch2", "ch3"]) == {
-        "ch1": {"newest": "100", "storedAt": 6_000, "windowAt": 7_000},
-        "ch2": {"newest": "300"},
+    assert state.channels.seen("bot1", "ch1") == ChannelSeen("100", stored_at=5_000, window_at=7_000)
+    state.channels.see("bot1", "ch1", ChannelSeen(newest="90", stored_at=6_000))
+    assert state.channels.seen("bot1", "ch1") == ChannelSeen("100", stored_at=6_000, window_at=7_000)
+    assert state.channels.seen_many("bot1", ["ch1", "ch2", "ch3"]) == {
+        "ch1": ChannelSeen("100", stored_at=6_000, window_at=7_000),
+        "ch2": ChannelSeen("300"),
     }
 
     assert queue_stamps(engine) == 1
@@ -271,7 +272,7 @@ def test_the_spread_pass_moves_tails_and_channel_states_keeping_the_newer_of_eac
         "c2": [thread_tail_pk("bot1", "c2")],
     }
     moved = service.records.thread_tails("bot1", ["c1", "c2"])
-    assert {t: (d["text"], d["at"], d["user"]) for t, d in moved.items()} == {
+    assert {t: (d.text, d.at, d.user) for t, d in moved.items()} == {
         "c1": ("New words in c1.", 2_000, "bob"),
         "c2": ("Words in c2.", 1_000, "alice"),
     }
@@ -281,11 +282,11 @@ def test_the_spread_pass_moves_tails_and_channel_states_keeping_the_newer_of_eac
         "ch2": [channel_seen("bot1", "ch2")[0]],
     }
     new_process(service, monkeypatch)
-    assert service.state.channels_seen("bot1", ["ch1", "ch2"]) == {
-        "ch1": {"newest": "100", "storedAt": 6_000, "windowAt": 7_000},
-        "ch2": {"newest": "300"},
+    assert service.state.channels.seen_many("bot1", ["ch1", "ch2"]) == {
+        "ch1": ChannelSeen("100", stored_at=6_000, window_at=7_000),
+        "ch2": ChannelSeen("300"),
     }
-    assert service.state.channel_keys.plain_checks == 1 and queue_stamps(engine) == 0
+    assert service.state.channels.spread_keys.plain_checks == 1 and queue_stamps(engine) == 0
 
 
 def test_a_claim_an_older_version_writes_under_the_plain_key_during_a_deploy_is_found_within_the_hour(

@@ -236,10 +236,14 @@ def test_x_ray_keeps_only_the_host_of_an_outgoing_request():
 def test_window_re_reads_are_ordered_to_the_millisecond_and_older_second_stamps_still_read():
     """Two ticks in one second must still tell which quiet channel was re-read last (CI saw one channel
     re-read twice while the other waited); stamps written in seconds before are read as seconds."""
+    from engram.bookkeeping import ChannelSeen
     from engram.discord.catchup import _window_at_ms
 
-    assert _window_at_ms({"windowAt": 1_764_000_000}) == 1_764_000_000_000
-    assert _window_at_ms({"windowAt": 1_764_000_000_123}) == 1_764_000_000_123
-    assert _window_at_ms({}) == 0
-    read_first, read_after = {"windowAt": 1_764_000_000_100}, {"windowAt": 1_764_000_000_900}
+    assert _window_at_ms(ChannelSeen(window_at=1_764_000_000)) == 1_764_000_000_000
+    assert _window_at_ms(ChannelSeen(window_at=1_764_000_000_123)) == 1_764_000_000_123
+    assert _window_at_ms(ChannelSeen()) == 0
+    read_first, read_after = (
+        ChannelSeen(window_at=1_764_000_000_100),
+        ChannelSeen(window_at=1_764_000_000_900),
+    )
     assert sorted([read_after, read_first], key=_window_at_ms) == [read_first, read_after]

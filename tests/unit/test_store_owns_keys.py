@@ -108,6 +108,35 @@ def test_no_module_outside_the_store_holds_a_table_model_by_any_path():
     assert offences == []
 
 
+def store_classes():
+    """Every store class the rest of engram is handed: the record store, its line reads, and each state
+    store by concern."""
+    import inspect
+
+    import engram.store.state as state
+    from engram.store import LineReads, RecordStore
+
+    concern = [getattr(state, name) for name in state.__all__ if inspect.isclass(getattr(state, name))]
+    return [RecordStore, LineReads, *[c for c in concern if not _is_protocol(c)]]
+
+
+def _is_protocol(cls) -> bool:
+    return bool(getattr(cls, "_is_protocol", False))
+
+
+def public_hints():
+    """(store, method, argument or 'return', type) of every public method of every store."""
+    import inspect
+    import typing
+
+    for store in store_classes():
+        for name, method in inspect.getmembers(store, inspect.isfunction):
+            if name.startswith("_") and name != "__init__":
+                continue
+            for arg, hint in typing.get_type_hints(method).items():
+                yield store.__name__, name, arg, hint
+
+
 def test_the_store_hands_out_and_takes_back_domain_objects_only():
     """No public method of the stores takes or returns a pynamodb model: outside the store, a memory is a
     Record (a plain dataclass whose attribute writes change nothing in DynamoDB), never a row."""
@@ -116,24 +145,35 @@ def test_the_store_hands_out_and_takes_back_domain_objects_only():
 
     from pynamodb.models import Model
 
-    from engram.store import Record, RecordStore, StateStore
+    from engram.store import Record
 
     def mentions_model(hint) -> bool:
         if inspect.isclass(hint) and issubclass(hint, Model):
             return True
         return any(mentions_model(arg) for arg in typing.get_args(hint))
 
-    offences = []
-    for store in (RecordStore, StateStore):
-        for name, method in inspect.getmembers(store, inspect.isfunction):
-            if name.startswith("_") and name != "__init__":
-                continue
-            hints = typing.get_type_hints(method)
-            offences += [
-                f"{store.__name__}.{name}: {arg}" for arg, hint in hints.items() if mentions_model(hint)
-            ]
+    offences = [f"{s}.{m}: {a}" for s, m, a, hint in public_hints() if mentions_model(hint)]
     assert offences == []
     assert not issubclass(Record, Model) and Record.__slots__  # a plain object: no attribute is a column
+
+
+def test_the_stores_hand_out_typed_values_never_any_object_or_an_untyped_dict():
+    """What crosses the store boundary says what it holds: no `Any`, no `object`, no dict without its
+    types (a dict whose keys live only in a docstring was how callers came to index camelCase keys)."""
+    import typing
+    from typing import Any
+
+    def untyped(hint) -> bool:
+        if hint is Any or hint is object or hint is dict:
+            return True
+        if typing.get_origin(hint) is dict and not typing.get_args(hint):
+            return True
+        return any(untyped(arg) for arg in typing.get_args(hint))
+
+    classes = {c.__name__ for c in store_classes()}
+    assert {"StateStore", "Consents", "BackfillRuns", "Cursors", "Channels", "Tombstones"} <= classes
+    offences = [f"{s}.{m}({a}): {hint}" for s, m, a, hint in public_hints() if untyped(hint)]
+    assert offences == []
 
 
 def test_nothing_outside_the_store_builds_a_key():

@@ -7,10 +7,10 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
+from .bookkeeping import EmbeddingSettings
 from .config import Settings
 from .embedders import NoEmbedder, own_vector_name, vector_name
 from .errors import EmbedderUnavailable, InvalidInput
@@ -26,15 +26,6 @@ PAGE = 500
 # well inside the worker's 180 s. Shorter than a rebuild's 40 s step, as a page is longer (a model's embeds,
 # and each vector mixed into the points around it): at 50,000 records one page took up to ~17 s here.
 STEP_S = 30.0
-
-
-class EmbeddingSettings(BaseModel):
-    """Where vectors come from."""
-
-    embedder: Literal["local", "remote", "off"] = "local"
-    embeddingProvider: str | None = None
-    embeddingModel: str | None = None
-    messageVectors: int = Field(8000, ge=0, le=100_000)
 
 
 @dataclass
@@ -125,8 +116,7 @@ class EmbeddingManager:
         """The stored settings (defaults until someone changes them), refreshed every ttl_s."""
         with self._lock:
             if not self._loaded_at or time.monotonic() - self._loaded_at > self.ttl_s:
-                data = self.service.state.embedding_settings()
-                stored = EmbeddingSettings(**data) if data is not None else self.defaults
+                stored = self.service.state.embedder_settings.get() or self.defaults
                 if stored != self._current:
                     self._apply(stored)
                 self._current, self._loaded_at = stored, time.monotonic()
@@ -167,7 +157,7 @@ class EmbeddingManager:
                     raise EmbedderUnavailable("it answered with no vector")
             except EmbedderUnavailable as exc:
                 raise InvalidInput(_explain(exc, chosen)) from exc
-        self.service.state.save_embedding_settings(chosen.model_dump())
+        self.service.state.embedder_settings.save(chosen)
         with self._lock:
             self._apply(chosen, embedder)
             self._current, self._loaded_at = chosen, time.monotonic()
@@ -196,7 +186,7 @@ class EmbeddingManager:
             # the second pass: points are searched by their own meaning until it has mixed them
             "mixing": name is not None
             and has_vectors
-            and self.service.state.reembed_left(_run_of(name, "mix")) > 0,
+            and self.service.state.reembeds.left(_run_of(name, "mix")) > 0,
         }
 
     def _answers(self) -> bool:
@@ -242,7 +232,7 @@ class EmbeddingManager:
             before, page = page, following if ahead else self._page(job, job.after_id)
         chain = f"{job.bot}#{job.phase}" + ("" if job.shard is None else f"#{job.shard}")
         run, state = _run_of(job.vector, job.step), self.service.state
-        ended = state.end_reembed_chain(run, chain)
+        ended = state.reembeds.end_chain(run, chain)
         if ended is None or ended.left != 0 or ended.followed:
             return
         # the pass is over: what follows is done by its last chain, or by that chain's redelivery when its
@@ -252,7 +242,7 @@ class EmbeddingManager:
             self._plan(job.vector, "mix")
         else:
             self._finish(job.vector)
-        state.mark_reembed_followed(run)
+        state.reembeds.mark_followed(run)
 
     def _page(self, job: ReembedJob, after_id: int | None) -> list[Record]:
         """The chain's next page, newest first, below `after_id`."""
@@ -294,8 +284,8 @@ class EmbeddingManager:
             self._finish(vector)
             return
         if step == "vectors":  # an earlier re-embed's second pass for this model, cut off, is not this one's
-            self.service.state.start_reembed(_run_of(vector, "mix"), 0)
-        self.service.state.start_reembed(_run_of(vector, step), len(chains))
+            self.service.state.reembeds.start(_run_of(vector, "mix"), 0)
+        self.service.state.reembeds.start(_run_of(vector, step), len(chains))
         self.queue.send_many(chains)
 
     def _finish(self, vector: str) -> None:

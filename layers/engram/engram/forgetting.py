@@ -92,7 +92,7 @@ class Forgetting:
             else max(1, len(self.records.iter_user(bot, user)))
         )
         if left:
-            self.state.begin_forget(bot, user, at, now_ms())
+            self.state.tombstones.begin(bot, user, at, now_ms())
             self.writes.queue.send(ForgetJob(bot=bot, user=user, at=at))
             log.info("forget of a user continues in a job", extra={"bot": bot, "left": left})
             return tally.outcome(left)
@@ -105,18 +105,18 @@ class Forgetting:
                 hook(bot, user)
             except Exception:  # a cache that cannot be cleared must not undo a forget; tombstones cover it
                 log.exception("a forget hook failed")
-        self.state.end_forget(bot, user, at)
+        self.state.tombstones.end(bot, user, at)
         return tally.outcome(0)
 
     def _begin(self, bot: str, user: str, at: int) -> int:
         """Mark the forget under way, then leave its tombstone; a later forget already under way or
         recorded wins (its time covers this one's)."""
         self.records.register_bot(bot)  # the sweep finds forgets under way by bot
-        under_way = self.state.forgets_under_way(bot).get(user)
+        under_way = self.state.tombstones.under_way(bot).get(user)
         at = max(at, under_way[0]) if under_way else at
-        self.state.begin_forget(bot, user, at, now_ms())
-        if self.state.forgotten(bot, {user}).get(user, -1) < at:
-            self.state.mark_forgotten(bot, user, at)
+        self.state.tombstones.begin(bot, user, at, now_ms())
+        if self.state.tombstones.when(bot, {user}).get(user, -1) < at:
+            self.state.tombstones.mark(bot, user, at)
         return at
 
     def _release_contexts(self, bot: str, user: str, at: int, deadline: float, tally: Tally) -> bool:
@@ -174,7 +174,7 @@ class Forgetting:
             self.records.delete(doomed)
             self.records.drop_thread_tails(bot, _threads(doomed), user=user)
             for channel, messages in _by_channel(doomed).items():  # the edit/delete window's ids of them
-                self.state.drop_recent(bot, channel, messages)
+                self.state.channels.drop_recent(bot, channel, messages)
             facts = sum(1 for r in doomed if r.kind == "fact")
             tally.facts += facts
             tally.messages += len(doomed) - facts
@@ -185,7 +185,7 @@ class Forgetting:
         many. The sweep runs this, and the local stack at every start."""
         now, resumed = now_ms(), 0
         for bot in self.records.bots():
-            for user, (at, touched) in self.state.forgets_under_way(bot).items():
+            for user, (at, touched) in self.state.tombstones.under_way(bot).items():
                 if now - touched >= stalled_ms:
                     self.writes.queue.send(ForgetJob(bot=bot, user=user, at=at))
                     resumed += 1

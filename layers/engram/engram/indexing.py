@@ -204,7 +204,7 @@ class Indexer:
         reach = self.window_turns if own_windows_only else 2 * self.window_turns
         lines = self.records.line_around(records, reach, reads, beside)
         users = {r.user for line in lines.values() for r in line if r.user}
-        gone = self.state.forgotten(records[0].bot, users) if users else {}
+        gone = self.state.tombstones.when(records[0].bot, users) if users else {}
         leaving = {int(r.id) for r in records} if removed else set()
         out = {
             name: [
@@ -228,7 +228,7 @@ class Indexer:
         everyone = [r for line in lines.values() for r in line if r.user]
         if not everyone:
             return False
-        gone = self.state.forgotten(everyone[0].bot, {r.user for r in everyone if r.user})
+        gone = self.state.tombstones.when(everyone[0].bot, {r.user for r in everyone if r.user})
         return any(r.user in gone and gone[r.user] >= r.arrived for r in everyone)
 
     def _around(self, line: list[Record], at: int) -> list[Record]:
@@ -511,7 +511,7 @@ class Indexer:
         if not records:
             return records
         authors = {r.context_author for r in records if r.context and r.context_author}
-        gone = self.state.forgotten(records[0].bot, {r.user for r in records if r.user} | authors)
+        gone = self.state.tombstones.when(records[0].bot, {r.user for r in records if r.user} | authors)
         if not gone:
             return records
         # compared with when engram received each record, not the time its caller gave it (a re-remembered
@@ -532,7 +532,7 @@ class Indexer:
         ended without them left is deleted here."""
         if not left:
             return
-        under_way = self.state.forgets_under_way(left[0].bot)
+        under_way = self.state.tombstones.under_way(left[0].bot)
         left = [r for r in left if r.user not in under_way]
         if left:
             log.warning("finishing an interrupted forget: %d records", len(left))
@@ -627,7 +627,7 @@ class Indexer:
         waiting = [r for r in self.unforgotten(list(self.records.batch_get(bot, ids).values())) if r.pending]
         complete = self.index_records(waiting)
         if complete < len(waiting):  # the embedder is down: these go back to the sweep, which queues them
-            self.state.lower_sweep_mark(bot, min(int(r.id) for r in waiting) - 1)
+            self.state.marks.lower_sweep_mark(bot, min(int(r.id) for r in waiting) - 1)
         return complete
 
     def sweep(self, batch: int = 100, grace_ms: int = 60_000, requeue_ms: int = REQUEUE_MS) -> int:
@@ -639,7 +639,7 @@ class Indexer:
         queued = 0
         now = now_ms()
         for bot in self.records.bots_with_pending():
-            mark = self.state.sweep_mark(bot)
+            mark = self.state.marks.sweep_mark(bot)
             after, since = mark if mark is not None and now - mark[1] < requeue_ms else (None, now)
             ids = self.records.pending_ids(bot, SWEEP_LIMIT, after=after)
             through, held_back = after, None
@@ -652,7 +652,7 @@ class Indexer:
             if held_back is not None:  # its own write may still fail: the next sweep looks again from it
                 through = max(held_back - 1, after or 0) or None
             if through is not None and through != after:
-                self.state.set_sweep_mark(bot, through, since)
+                self.state.marks.set_sweep_mark(bot, through, since)
         return queued
 
     def _queue_due(self, bot: str, chunk: list[int], cutoff: int) -> tuple[int, int | None]:

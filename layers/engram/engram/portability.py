@@ -112,7 +112,7 @@ def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict
             # An export must not bring the forgotten back. When a line was written is only what the export
             # says (a line dated in the future would pass any date check), so a forgotten user's lines are
             # refused whatever their date, and a context quoting a forgotten user is left out
-            gone = service.state.forgotten(bot, {u for u in (line.userId, line.contextUserId) if u})
+            gone = service.state.tombstones.when(bot, {u for u in (line.userId, line.contextUserId) if u})
             if line.userId in gone:
                 raise Forgotten(f"its user {line.userId!r} was forgotten; an import does not bring them back")
             if line.contextUserId in gone:

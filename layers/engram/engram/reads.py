@@ -4,7 +4,9 @@ words scan of the records when the index is down."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
+from .bookkeeping import ForgetUnderWay
 from .domain import FALLBACK_READ, FALLBACK_SCAN, Found, Memory, check_limit, check_name, required_name
 from .errors import IndexUnavailable, InvalidInput, NotFound
 from .indexing import Indexer
@@ -23,7 +25,7 @@ LIST_ROUNDS = 5
 class Hidden:
     """The users whose forget is under way ({user: forget time}), and the test of a record or hit."""
 
-    def __init__(self, under_way: dict[str, tuple[int, int]]) -> None:
+    def __init__(self, under_way: Mapping[str, ForgetUnderWay]) -> None:
         self.users = {user: at for user, (at, _) in under_way.items()}
 
     def __bool__(self) -> bool:
@@ -67,7 +69,7 @@ class MemoryReads:
     def hider(self, bot: str | None) -> Hidden:
         """What a read of this bot must not show: the records of users whose forget is under way (received
         before it), and records whose context quotes them. One small strongly consistent query per read."""
-        return Hidden(self.state.forgets_under_way(bot) if bot else {})
+        return Hidden(self.state.tombstones.under_way(bot) if bot else {})
 
     @property
     def dense_name(self) -> str | None:

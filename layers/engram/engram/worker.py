@@ -110,7 +110,7 @@ def _stamp(engine, job: IndexMaintenanceJob) -> None:
 def _plain_keys(engine) -> list:
     """The kinds of state item once kept under one key per bot (store/spread.py)."""
     service = engine.service
-    return [service.records.claim_keys, service.records.tail_keys, service.state.channel_keys]
+    return [service.records.claim_keys, service.records.tail_keys, service.state.channels.spread_keys]
 
 
 def _spread(engine, job: IndexMaintenanceJob) -> None:

@@ -77,7 +77,9 @@ class MemoryWrites:
     def refused(self, bot: str, users: Iterable[str | None], origin: int) -> set[str]:
         """Which of these users were forgotten at or after `origin` (when the write was made, asked for or
         queued): their words are dropped, whatever path brings them (tombstones, read at write time)."""
-        return {u for u, at in self.state.forgotten(bot, {u for u in users if u}).items() if at >= origin}
+        return {
+            u for u, at in self.state.tombstones.when(bot, {u for u in users if u}).items() if at >= origin
+        }
 
     def add_fact(  # noqa: PLR0913 - keyword-only scopes and times; to become one typed fact to add
         self,
@@ -329,10 +331,7 @@ class MemoryWrites:
         in the batch by time, else the newest one stored) — with whose words it is and which record."""
         threads = [m.thread for m in messages if m.thread] if stored_tails else []
         tails = (
-            {
-                t: (d.get("text"), d.get("user"), d.get("id"))
-                for t, d in self.records.thread_tails(bot, threads).items()
-            }
+            {t: (d.text, d.user, d.id) for t, d in self.records.thread_tails(bot, threads).items()}
             if threads
             else {}
         )
@@ -355,9 +354,9 @@ class MemoryWrites:
         if not window_ms:
             return None, None, None
         previous = self.records.thread_tails(bot, [tail]).get(tail)
-        if not previous or not previous.get("text") or abs(created - int(previous.get("at", 0))) > window_ms:
+        if not previous or not previous.text or abs(created - previous.at) > window_ms:
             return None, None, None
-        return str(previous["text"])[:MAX_CONTEXT_CHARS], previous.get("user"), previous.get("id")
+        return previous.text[:MAX_CONTEXT_CHARS], previous.user, previous.id
 
     def _advance_threads(self, bot: str, written: list[Record]) -> None:
         newest: dict[str, Record] = {}
@@ -411,7 +410,7 @@ class MemoryWrites:
             return self._merge_into(record, dup.memory_id)
         self.release_words(bot, [record])
         self.indexer.index_or_defer(bot, [record])
-        self.state.note_change(bot, now_ms())
+        self.state.marks.note_change(bot, now_ms())
         return Memory.from_record(record)
 
     def edit_message(
@@ -428,14 +427,14 @@ class MemoryWrites:
             return None
         self.release_words(bot, [record])  # the old words leave the contexts and the tail that quote them
         self.indexer.index_or_defer(bot, [record])
-        self.state.note_change(bot, now_ms())
+        self.state.marks.note_change(bot, now_ms())
         return Memory.from_record(record)
 
     def _merge_into(self, changed: Record, other_id: int) -> Memory:
         other = self._wait_for(changed.bot, other_id)
         self._delete_records([changed])
         self.release_words(changed.bot, [changed])
-        self.state.note_change(changed.bot, now_ms())
+        self.state.marks.note_change(changed.bot, now_ms())
         return other
 
     def remove(self, bot: str, memory_id: int) -> None:
@@ -445,7 +444,7 @@ class MemoryWrites:
             raise NotFound(f"bot {bot!r} has no memory {format_memory_id(memory_id)}")
         self._delete_records([record])
         self.release_words(bot, [record])
-        self.state.note_change(bot, now_ms())
+        self.state.marks.note_change(bot, now_ms())
 
     def _delete_records(self, records: list[Record]) -> None:
         # Vectors first: if Qdrant is down nothing is deleted and the caller hears 503,

@@ -52,11 +52,13 @@ class Ask:
 
     def _consent(self, job: DiscordJob) -> bool:
         """Whether the asker opted in; a server they joined after opting in is added to their consent."""
-        consent = self.state.consent(self.bot, job.need("user"))
+        consent = self.state.consents.get(self.bot, job.need("user"))
         if consent is None:
             return False
-        if job.need("guild") and job.need("guild") not in consent.get("guilds", [job.need("guild")]):
-            self.state.add_consent_guilds(self.bot, job.need("user"), [job.need("guild")])
+        if job.need("guild") and job.need("guild") not in (
+            consent.guilds if consent.guilds is not None else [job.need("guild")]
+        ):
+            self.state.consents.add_guilds(self.bot, job.need("user"), [job.need("guild")])
         return True
 
     def _store(self, job: DiscordJob, message: ChatMessage) -> None:
@@ -145,7 +147,7 @@ class Ask:
         authors = {
             str((m.get("author") or {}).get("id")) for m in recent if (m.get("author") or {}).get("id")
         }
-        opted_in = self.state.consenting(self.bot, authors - {self.settings.application_id}) | {
+        opted_in = self.state.consents.consenting(self.bot, authors - {self.settings.application_id}) | {
             job.need("user")
         }
         out = []

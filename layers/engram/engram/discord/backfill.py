@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import Any
 
+from ..bookkeeping import Cursor, RunCount
 from ..jobs import BackfillJob, DiscordJob
 from ..store import now_ms
 from .core import TOKEN_LIFETIME_MS, DiscordCore
@@ -51,9 +53,9 @@ class Backfill:
             log.info("dropping a remember asked for before the user was forgotten")
             return
         consented_at = now_ms()
-        self.state.give_consent(self.bot, user, consented_at, guilds=here)
+        self.state.consents.give(self.bot, user, consented_at, guilds=here)
         run = uuid.uuid4().hex[:12]
-        self.state.start_backfill_run(self.bot, user, run, len(channels), job.issued_at, planning=1)
+        self.state.backfills.start(self.bot, user, run, len(channels), job.issued_at, planning=1)
         self._keep_token(user, run, job.token, job.issued_at)
         if self.service.refused(self.bot, {user}, job.issued_at):  # a forget landed meanwhile: it wins
             self.state.forget_user(self.bot, user)
@@ -92,8 +94,8 @@ class Backfill:
             return
         more = len(page) == limit
         nxt = [job.model_copy(update={"after": page[-1]["id"]})] if more else []
-        self.state.add_consent_guilds(self.bot, user, theirs)
-        counted = self.state.plan_backfill(
+        self.state.consents.add_guilds(self.bot, user, theirs)
+        counted = self.state.backfills.plan(
             self.bot, user, run, f"servers#{job.after or 0}", 0, len(theirs) + len(nxt)
         )
         if not self._running(user, run):  # forgotten meanwhile: nothing more is queued
@@ -117,7 +119,7 @@ class Backfill:
         except RateLimited as limited:
             self.core.queue.send(job, delay_s=int(limited.retry_after) + 1)
             return
-        counted = self.state.plan_backfill(self.bot, user, run, f"server#{guild}", len(channels), 0)
+        counted = self.state.backfills.plan(self.bot, user, run, f"server#{guild}", len(channels), 0)
         if not self._running(user, run):
             return
         self._queue_backfills(user, run, job.issued_at, channels)
@@ -131,8 +133,8 @@ class Backfill:
 
     def _running(self, user: str, run: str) -> bool:
         """Whether `run` is still the user's backfill (not replaced by a newer remember, not forgotten)."""
-        current = self.state.backfill_run(self.bot, user)
-        return current is not None and current.get("run") == run and self.core.consented(user)
+        current = self.state.backfills.get(self.bot, user)
+        return current is not None and current.run == run and self.core.consented(user)
 
     def _queue_backfills(self, user: str, run: str, origin: int, channels: list[tuple[str, str]]) -> None:
         self.core.queue.send_many(
@@ -159,7 +161,7 @@ class Backfill:
         except DiscordError as exc:
             log.warning("could not read the application's flags: %s", exc)
             return None
-        self.state.note_content_intent(self.bot, on, "flags", now_ms())
+        self.state.channels.note_content_intent(self.bot, on, "flags", now_ms())
         return on
 
     def _keep_token(self, user: str, run: str, token: str | None, issued_at: int) -> None:
@@ -167,11 +169,11 @@ class Backfill:
         minutes): its own item, with a TTL, never in the long-lived backfill record."""
         if token:
             expires = (issued_at or now_ms()) // 1000 + TOKEN_LIFETIME_MS // 1000
-            self.state.keep_token(self.bot, user, run, token, expires)
+            self.state.backfills.keep_token(self.bot, user, run, token, expires)
 
     def _token(self, user: str, run: str) -> str | None:
         """The run's interaction token if it is still valid (DynamoDB's TTL deletes late, dynalite never)."""
-        return self.state.token(self.bot, user, run, now_ms() // 1000)
+        return self.state.backfills.token(self.bot, user, run, now_ms() // 1000)
 
     def backfill(self, job: BackfillJob) -> None:
         """A few pages of one channel, older and older, checkpointed; continues itself until done.
@@ -186,116 +188,119 @@ class Backfill:
             self.core.thread_parents[job.channel] = job.parent_id
         if job.private:
             self.core.private_threads.add(job.channel)
-        state = self.state.cursor(self.bot, job.user, job.channel) or {
-            "before": None,
-            "done": False,
-        }
-        if state.get("run") == job.run and job.step < int(state.get("step", 0)):
-            self._ran_already(job, state)
+        cursor = self.state.cursors.get(self.bot, job.user, job.channel) or Cursor()
+        if cursor.run == job.run and job.step < (cursor.step or 0):
+            self._ran_already(job, cursor)
             return
-        state["run"] = job.run
-        stored = 0
-        if not state.get("done"):
-            for _ in range(self.settings.pages_per_job):
-                try:
-                    page = self.core.read_page(job.channel, before=state.get("before"))
-                except RateLimited as limited:  # delay this job on the queue; nothing is lost
-                    self.state.save_cursor(self.bot, job.user, job.channel, state)
-                    self._count(job, stored, finished=False)
-                    self.core.queue.send(job, delay_s=int(limited.retry_after) + 1)
-                    return
-                if page is None:  # no access: that channel is done, and skipped for a while
-                    state["done"] = True
-                    break
-                if not page and state.get("before") is None and job.last_message_id:
-                    # 200 [] for a channel that has messages: Read Message History is missing
-                    self.core.unreadable_now(
-                        job.channel, "no Read Message History (an empty history of a channel with messages)"
-                    )
-                    state["done"] = True
-                    break
-                if page:
-                    self._remember_newest(job.channel, page[0]["id"])
-                stored += self.core.store_messages(
-                    job.guild, job.channel, page, {job.user}, origin=job.origin or 0, backfill=True
-                )
-                if len(page) < 100:
-                    state["done"] = True
-                    break
-                state["before"] = page[-1]["id"]
-        state["step"] = job.step + 1
-        self._move_on(job, state, stored)
+        read, stored = self._read_pages(job, cursor.moved(run=job.run))
+        if read is None:  # rate limited: queued again, nothing lost
+            return
+        self._move_on(job, read.moved(step=job.step + 1), stored)
 
-    def _ran_already(self, job: BackfillJob, state: dict) -> None:
+    def _read_pages(self, job: BackfillJob, cursor: Cursor) -> tuple[Cursor | None, int]:
+        """Up to pages_per_job pages of the channel, older and older from the cursor: where it then stands
+        and how many messages were stored. (None, n) when Discord asked to wait: the cursor is saved, the
+        count made, and the job queued again after retry_after."""
+        stored = 0
+        for _ in range(self.settings.pages_per_job if not cursor.done else 0):
+            try:
+                page = self.core.read_page(job.channel, before=cursor.before)
+            except RateLimited as limited:  # delay this job on the queue; nothing is lost
+                self.state.cursors.save(self.bot, job.user, job.channel, cursor)
+                self._count(job, stored, finished=False)
+                self.core.queue.send(job, delay_s=int(limited.retry_after) + 1)
+                return None, stored
+            if page is None or self._no_history(job, cursor, page):  # that channel is done
+                return cursor.moved(done=True), stored
+            if page:
+                self._remember_newest(job.channel, page[0]["id"])
+            stored += self.core.store_messages(
+                job.guild, job.channel, page, {job.user}, origin=job.origin or 0, backfill=True
+            )
+            if len(page) < 100:
+                return cursor.moved(done=True), stored
+            cursor = cursor.moved(before=page[-1]["id"])
+        return cursor, stored
+
+    def _no_history(self, job: BackfillJob, cursor: Cursor, page: list[dict[str, Any]]) -> bool:
+        """200 [] for the newest page of a channel that has messages: Read Message History is missing (the
+        channel is marked unreadable, skipped for a while). A page Discord refused (None) was marked so by
+        read_page already."""
+        if page or cursor.before is not None or not job.last_message_id:
+            return False
+        self.core.unreadable_now(
+            job.channel, "no Read Message History (an empty history of a channel with messages)"
+        )
+        return True
+
+    def _ran_already(self, job: BackfillJob, cursor: Cursor) -> None:
         """A link the cursor says ran, delivered again: a duplicate (dropped), or a redelivery of a link cut
         off after it saved the cursor."""
-        if job.step != int(state["step"]) - 1:
+        if job.step != (cursor.step or 0) - 1:
             log.info("dropping a duplicate backfill job (%s step %d)", job.channel, job.step)
             return
         # the link just before the cursor again: its earlier delivery saved the cursor and may have been cut
         # off after it; a plain duplicate of it adds nothing
-        if state.get("done"):
+        if cursor.done:
             # the channel's last link: it may have lost its count or the final message (counting is once
             # per channel)
-            self._count(job, int(state.get("stored", 0)), finished=True)
-        elif not state.get("queued"):
+            self._count(job, cursor.stored or 0, finished=True)
+        elif not cursor.queued:
             # it counted, and was cut off before its next link was queued (the channel would stop there).
             # Once queued, the cursor says so: a duplicate queueing another would start a second chain
             # beside the first, doubling with every duplicate of its own links
-            self._queue_next(job, state)
+            self._queue_next(job, cursor)
 
-    def _move_on(self, job: BackfillJob, state: dict, stored: int) -> None:
+    def _move_on(self, job: BackfillJob, cursor: Cursor, stored: int) -> None:
         """Save where the channel's backfill stands and queue its next page, or count it finished."""
         if self.core.service.refused(self.bot, {job.user}, job.origin or 0):
             return  # forgotten while this page was read: no cursor naming them is written back
-        if state.get("done"):
-            # what the last link stored: counted by its redelivery if its count was lost
-            state["stored"] = stored
-        state["queued"] = False
-        self.state.save_cursor(self.bot, job.user, job.channel, state)
-        if not state.get("done"):
+        # when done: what the last link stored, counted by its redelivery if its count was lost
+        cursor = cursor.moved(stored=stored if cursor.done else cursor.stored, queued=False)
+        self.state.cursors.save(self.bot, job.user, job.channel, cursor)
+        if not cursor.done:
             # counted before the next link is queued: a delivery cut off between the two is redelivered,
             # and queues it (above)
             self._count(job, stored, finished=False)
-            self._queue_next(job, state)
+            self._queue_next(job, cursor)
             return
         self._count(job, stored, finished=True)
 
-    def _queue_next(self, job: BackfillJob, state: dict) -> None:
+    def _queue_next(self, job: BackfillJob, cursor: Cursor) -> None:
         """The channel's next link (a fresh invocation), then the cursor marked: it is queued (unless the
         link has run and moved it on meanwhile)."""
         self.core.queue.send(job.model_copy(update={"step": job.step + 1}))
-        self.state.mark_cursor_queued(self.bot, job.user, job.channel, state)
+        self.state.cursors.mark_queued(self.bot, job.user, job.channel, cursor)
 
     def _count(self, job: BackfillJob, stored: int, finished: bool) -> None:
         """Add to the run's count; the job that finishes the last channel sends the one final message.
         One conditional update, so a channel finished twice (a duplicate delivery) is counted once."""
-        run = self.state.count_backfill(self.bot, job.user, job.run, job.channel, stored, finished)
+        run = self.state.backfills.count(self.bot, job.user, job.run, job.channel, stored, finished)
         if finished:
             self._finished(job.user, job.run, run)
 
-    def _finished(self, user: str, run: str, counted: dict | None) -> None:
+    def _finished(self, user: str, run: str, counted: RunCount | None) -> None:
         """The one final message, once the run has nothing left (`counted`: this job's count, None when it
         was made already, by this job's earlier delivery or a duplicate). Sent by the job that claims it;
         a send that raises gives the claim back, so the job's redelivery sends it."""
-        if counted is not None and counted["left"] != 0:
+        if counted is not None and counted.left != 0:
             return
-        claimed = self.state.claim_final(self.bot, user, run)
+        claimed = self.state.backfills.claim_final(self.bot, user, run)
         if claimed is None:
             return
-        intent = self.state.content_intent(self.bot)
-        warning = " " + INTENT_OFF if intent is not None and not intent["on"] else ""
+        intent = self.state.channels.content_intent(self.bot)
+        warning = " " + INTENT_OFF if intent is not None and not intent.on else ""
         try:
             self.core.reply(
                 self._token(user, run),
-                int(claimed.get("issuedAt") or 0),
+                claimed.issued_at,
                 user,
-                f"Backfill complete: {claimed['count']} messages stored.{warning}",
+                f"Backfill complete: {claimed.count} messages stored.{warning}",
             )
         except BaseException:
-            self.state.release_final(self.bot, user, run)
+            self.state.backfills.release_final(self.bot, user, run)
             raise
 
     def _remember_newest(self, channel: str, message_id: str) -> None:
         """The newest message id seen per channel: where catch-up starts."""
-        self.state.remember_newest(self.bot, channel, message_id)
+        self.state.channels.remember_newest(self.bot, channel, message_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+from ..bookkeeping import ChannelSeen, RosterMark
 from ..jobs import DiscordJob
 from ..store import now_ms
 from .core import DiscordCore
@@ -35,17 +36,17 @@ class CatchUp:
         visited every (roster / DISCORD_GUILDS_PER_TICK) ticks."""
         if not self.core.anyone_consents():
             return 0
-        mark = self.state.roster_mark(self.bot)
-        if not mark.get("built"):
+        mark = self.state.roster.mark(self.bot)
+        if not mark.built:
             mark = self._build_roster(mark)
-        limit, after = self.settings.guilds_per_tick, mark.get("after")
-        guilds = self.state.roster_page(self.bot, after, limit)
+        limit, after = self.settings.guilds_per_tick, mark.after
+        guilds = self.state.roster.page(self.bot, after, limit)
         if len(guilds) < limit and after is not None:  # the roster's end: on from its start
-            again = self.state.roster_page(self.bot, None, limit - len(guilds))
+            again = self.state.roster.page(self.bot, None, limit - len(guilds))
             guilds += [g for g in again if g not in guilds]
-        turn = int(mark.get("turn") or 0)
+        turn = mark.turn
         last = guilds[-1] if guilds else None
-        self.state.set_roster_mark(self.bot, {**mark, "after": last, "turn": turn + 1})
+        self.state.roster.set_mark(self.bot, mark.moved(after=last, turn=turn + 1))
         shares = self._window_shares(len(guilds), turn)
         pages = range(0, len(guilds), SERVERS_PER_JOB)
         self.core.queue.send_many(
@@ -69,21 +70,21 @@ class CatchUp:
         each, extra = divmod(self.settings.window_budget, servers)
         return [each + int((i - turn) % servers < extra) for i in range(servers)]
 
-    def _build_roster(self, mark: dict) -> dict:
+    def _build_roster(self, mark: RosterMark) -> RosterMark:
         """Consents given before the roster existed: their servers into it, ROSTER_PAGES pages of
         ROSTER_PAGE a tick (the tick visits what the roster holds meanwhile). A consent that names no
         servers (older still) puts every server of the bot in, once."""
-        after = mark.get("consentsAfter")
+        after = mark.consents_after
         for _ in range(ROSTER_PAGES):
-            lists, after = self.state.consent_guilds_page(self.bot, after, ROSTER_PAGE)
+            lists, after = self.state.consents.guilds_page(self.bot, after, ROSTER_PAGE)
             guilds = {g for listed in lists if listed is not None for g in listed}
-            if None in lists and not mark.get("everyServer"):
+            if None in lists and not mark.every_server:
                 guilds |= {g["id"] for g in self.core.client.guilds()}
-                mark = {**mark, "everyServer": True}
-            self.state.add_to_roster(self.bot, sorted(guilds))
+                mark = mark.moved(every_server=True)
+            self.state.roster.add(self.bot, sorted(guilds))
             if after is None:
-                return {**mark, "built": True, "consentsAfter": None}
-        return {**mark, "consentsAfter": after}
+                return mark.moved(built=True, consents_after=None)
+        return mark.moved(consents_after=after)
 
     def catch_up_servers(self, job: DiscordJob) -> int:
         """A page of servers' visit (SERVERS_PER_JOB at most: 2 requests each, about a second at Discord's
@@ -93,16 +94,20 @@ class CatchUp:
         budget (those re-read longest ago first)."""
         channels = self._list_servers(job)
         fresh, due, _ = self.core.split_unreadable(channels)
-        seen = self.state.channels_seen(self.bot, [c for _, c in fresh])
+        seen = self.state.channels.seen_many(self.bot, [c for _, c in fresh])
         now = now_ms()
         moved = [
             (g, c)
             for g, c in fresh
-            if self._moved(self.core.last_message_ids.get(c), (seen.get(c) or {}).get("newest"))
+            if self._moved(self.core.last_message_ids.get(c), seen.get(c, ChannelSeen()).newest)
         ]
         held = set(moved)
-        quiet = [(g, c) for g, c in fresh if (g, c) not in held and self._window_due(seen.get(c) or {}, now)]
-        quiet.sort(key=lambda gc: _window_at_ms(seen.get(gc[1]) or {}))
+        quiet = [
+            (g, c)
+            for g, c in fresh
+            if (g, c) not in held and self._window_due(seen.get(c, ChannelSeen()), now)
+        ]
+        quiet.sort(key=lambda gc: _window_at_ms(seen.get(gc[1], ChannelSeen())))
         budget = self.settings.window_budget if job.budget is None else job.budget
         fresh = moved + quiet[:budget]
         self.core.queue.send_many(
@@ -138,7 +143,7 @@ class CatchUp:
                 if exc.status not in (403, 404):
                     raise
                 log.info("server %s is gone for the bot (%s): out of the roster", guild, exc.status)
-                self.state.drop_from_roster(self.bot, guild)
+                self.state.roster.drop(self.bot, guild)
         return channels
 
     @staticmethod
@@ -147,10 +152,10 @@ class CatchUp:
         channel without messages (resources/channel.mdx), so nothing to read there."""
         return listed is not None and (seen is None or int(listed) > int(seen))
 
-    def _window_due(self, seen: dict, now: int) -> bool:
+    def _window_due(self, seen: ChannelSeen, now: int) -> bool:
         """A quiet channel is re-read while it holds messages stored in the last WINDOW_DAYS, at most every
         `window_every_s`."""
-        stored_at = int(seen.get("storedAt") or 0)
+        stored_at = seen.stored_at or 0
         return (
             stored_at > now - WINDOW_DAYS * 86_400_000
             and _window_at_ms(seen) <= now - self.settings.window_every_s * 1000
@@ -172,12 +177,12 @@ class CatchUp:
             return 0
         stored = 0
         for guild, channel in channels:
-            newest = self.state.channel_newest(self.bot, channel)
+            newest = self.state.channels.newest(self.bot, channel)
             page = self.core.read_page(channel, limit=PAGE)
             if page is None:
                 continue
             if recheck:
-                self.state.readable_again(self.bot, channel)
+                self.state.channels.readable_again(self.bot, channel)
             if not page:
                 if newest is None and last_message_id:
                     self.core.unreadable_now(
@@ -187,12 +192,8 @@ class CatchUp:
             self.window.apply_window(guild, channel, page, whole=len(page) < PAGE)
             new = [m for m in page if newest is None or int(m["id"]) > int(newest)]
             stored += self.core.store_messages(guild, channel, new)  # consent of the page's people only
-            self.state.see_channel(
-                self.bot,
-                channel,
-                newest=max(page, key=lambda m: int(m["id"]))["id"],
-                windowAt=now_ms(),
-            )
+            newest_read = max(page, key=lambda m: int(m["id"]))["id"]
+            self.state.channels.see(self.bot, channel, ChannelSeen(newest=newest_read, window_at=now_ms()))
             oldest = min(page, key=lambda m: int(m["id"]))["id"]
             if len(page) == PAGE and (newest is None or int(oldest) > int(newest)):
                 # older unread messages remain (a new channel, or a burst of more than a page): bounded jobs
@@ -234,8 +235,8 @@ class CatchUp:
         return stored
 
 
-def _window_at_ms(seen: dict) -> int:
+def _window_at_ms(seen: ChannelSeen) -> int:
     """When a channel's window was last re-read, in ms. Kept in ms since two ticks in one second must still
     tell which channel was read last; values from before (seconds, below 10**11) are read as seconds."""
-    at = int(seen.get("windowAt") or 0)
+    at = seen.window_at or 0
     return at * 1000 if at < 10**11 else at

@@ -63,11 +63,11 @@ class DiscordCore:
 
     def consented(self, user: str) -> bool:
         """Whether a user has opted in (read now: a forget may have happened a moment ago)."""
-        return self.state.consent(self.bot, user) is not None
+        return self.state.consents.get(self.bot, user) is not None
 
     def anyone_consents(self) -> bool:
         """Whether anyone has opted in (one key read, however many have)."""
-        return self.state.anyone_consenting(self.bot)
+        return self.state.consents.anyone(self.bot)
 
     # ----- replies ------------------------------------------------------------------------------
 
@@ -139,10 +139,10 @@ class DiscordCore:
         """(channels to read, channels marked unreadable whose hour is up, how many stay skipped): a channel
         Discord refused is not asked again every tick (every 401/403/429 counts toward Discord's 10,000
         invalid requests per 10 minutes per IP)."""
-        marked = self.state.unreadable(self.bot, [c for _, c in channels])
+        marked = self.state.channels.unreadable(self.bot, [c for _, c in channels])
         now_s = now_ms() // 1000
         fresh = [(g, c) for g, c in channels if c not in marked]
-        due = [(g, c) for g, c in channels if c in marked and marked[c]["retryAt"] <= now_s]
+        due = [(g, c) for g, c in channels if c in marked and marked[c].retry_at <= now_s]
         return fresh, due, len(channels) - len(fresh) - len(due)
 
     def read_page(self, channel: str, **params) -> list[dict] | None:
@@ -162,7 +162,7 @@ class DiscordCore:
         # jittered (±20%): channels refused in one tick must not all come due in one later tick, a burst of
         # 403s toward Discord's invalid-request limit
         retry_s = int(UNREADABLE_RETRY_S * random.uniform(0.8, 1.2))
-        self.state.mark_unreadable(self.bot, channel, reason, now_ms() // 1000 + retry_s)
+        self.state.channels.mark_unreadable(self.bot, channel, reason, now_ms() // 1000 + retry_s)
 
     def store_messages(
         self,
@@ -185,7 +185,7 @@ class DiscordCore:
         page = [m for m in page if int(m.get("type") or 0) in PERSON_MESSAGE_TYPES]  # no system messages
         self._notice_missing_content(page)
         checked_at = now_ms()
-        users = self.state.consenting(self.bot, self._people(page) if users is None else set(users))
+        users = self.state.consents.consenting(self.bot, self._people(page) if users is None else set(users))
         if not users:
             return 0
         batch = [c for c in (self._chat_message(guild, channel, m, users) for m in page) if c is not None]
@@ -233,7 +233,7 @@ class DiscordCore:
         if len(others) >= EMPTY_PAGE_SIGN and not any(
             m.get("content") or m.get("attachments") or m.get("embeds") for m in others
         ):
-            self.state.note_content_intent(self.bot, False, "empty page", now_ms())
+            self.state.channels.note_content_intent(self.bot, False, "empty page", now_ms())
 
     def _people(self, page: list[dict]) -> set[str]:
         """Everyone a page's messages could be stored for: their authors, and whom the bot's own answer."""
@@ -303,4 +303,4 @@ class DiscordCore:
             entries.append((message["id"], int(memory_id), message.get("edited_timestamp") or "", expires))
             newest = max(newest, sent)
         if entries:
-            self.state.note_recent(self.bot, channel, entries, newest)
+            self.state.channels.note_recent(self.bot, channel, entries, newest)

@@ -37,25 +37,24 @@ class Export:
         now = now_ms()
         if self.core.service.refused(self.bot, {user}, job.issued_at):
             return  # forgotten since they asked: no export, and no export slot naming them
-        if not self.state.take_export_slot(self.bot, user, now, EXPORT_EVERY_S):
+        if not self.state.limits.take_export_slot(self.bot, user, now, EXPORT_EVERY_S):
             self.core.reply(job.token, job.issued_at, user, f"You asked for an export a moment ago. {limits}")
             return
         header = []
-        consent = self.state.consent(self.bot, user)
+        consent = self.state.consents.get(self.bot, user)
         if consent is not None:
-            header.append({"kind": "consent", **consent})
-        run = self.state.backfill_run(self.bot, user)
+            guilds = {"guilds": list(consent.guilds)} if consent.guilds is not None else {}
+            header.append({"kind": "consent", "value": 1, "consentedAt": consent.consented_at, **guilds})
+        run = self.state.backfills.get(self.bot, user)
         if run is not None:
             header.append(
                 {
                     "kind": "backfill",
-                    "value": run["left"],
-                    "channels": run.get("channels"),
-                    "issuedAt": run.get("issuedAt"),
+                    "value": run.left,
+                    "channels": run.channels,
+                    "issuedAt": run.issued_at,
                 }
             )
-        for entry in header:
-            entry.pop("token", None)
         out, count = bytearray(), 0
         for line in [json.dumps(h) + "\n" for h in header]:
             out += line.encode()
@@ -81,7 +80,7 @@ class Export:
                 "application/x-ndjson",
             )
         except DiscordError as exc:  # closed DMs (50007) and the like: said now, and the slot given back
-            self.state.release_export_slot(self.bot, user)
+            self.state.limits.release_export_slot(self.bot, user)
             self.core.reply(
                 job.token,
                 job.issued_at,

@@ -191,7 +191,7 @@ def seen_once(settings: DiscordSettings, window_s: int = 900) -> Callable[[str],
     def first_time(interaction_id: str) -> bool:
         from ..store import StateStore
 
-        return StateStore().first_sight(settings.bot, interaction_id, int(time.time()) + window_s)
+        return StateStore().limits.first_sight(settings.bot, interaction_id, int(time.time()) + window_s)
 
     return first_time
 
@@ -204,19 +204,18 @@ def consent_status(settings: DiscordSettings) -> Callable[[str], str]:
         from .intents import INTENT_OFF
 
         state = StateStore()
-        if state.consent(settings.bot, user) is None:
+        if state.consents.get(settings.bot, user) is None:
             return "Long-term memory is off for you. Use /memory remember to opt in."
         stored = RecordStore.count_user_of(settings.bot, user)
-        run = state.backfill_run(settings.bot, user)
+        run = state.backfills.get(settings.bot, user)
         if run is None:
             backfill = "Backfill: not started."
         else:
-            total, done = int(run.get("channels", 0)), int(run.get("done", 0))
-            progress = "complete" if run["left"] <= 0 else f"{done} of {total} channels done"
+            progress = "complete" if run.left <= 0 else f"{run.done} of {run.channels} channels done"
             backfill = f"Backfill: {progress}."
-        intent = state.content_intent(settings.bot)
-        warning = f" {INTENT_OFF}" if intent is not None and not intent["on"] else ""
-        unreadable = len(state.unreadable(settings.bot))
+        intent = state.channels.content_intent(settings.bot)
+        warning = f" {INTENT_OFF}" if intent is not None and not intent.on else ""
+        unreadable = len(state.channels.unreadable(settings.bot))
         unread = (
             f" Channels I may not read: {unreadable} (View Channel or Read Message History missing)."
             if unreadable

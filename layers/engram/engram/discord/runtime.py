@@ -23,7 +23,7 @@ def build_discord(settings: DiscordSettings, engine, transport=None, ollama=None
     bot = settings.bot
     # every process holding the bot's token counts toward Discord's one global limit: on Lambda (up to eight
     # worker functions at once) it is counted in DynamoDB; one local process counts it alone, exactly
-    shared = shared_global(lambda w, n, e: state.take_rate_slot(bot, w, n, e)) if on_lambda() else None
+    shared = shared_global(lambda w, n, e: state.limits.take_rate_slot(bot, w, n, e)) if on_lambda() else None
     limits = RateLimits(global_limit=shared, on_count=count)
     client = DiscordClient(
         settings.api_base,

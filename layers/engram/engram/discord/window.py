@@ -37,7 +37,7 @@ class Window:
         page with the messages stored from it: one gone from Discord is
         deleted (its words leave other contexts too), one edited takes its new text, attachments and
         vectors. `whole`: the page is the channel's entire history. Returns (edited, deleted)."""
-        watched = self.state.recent(self.bot, channel, now_ms() // 1000)
+        watched = self.state.channels.recent(self.bot, channel, now_ms() // 1000)
         if not watched:
             return 0, 0
         ids = [int(m["id"]) for m in page]
@@ -66,7 +66,7 @@ class Window:
                 renoted.append(message)
             else:
                 done.append(message_id)
-        self.state.drop_recent(self.bot, channel, done)
+        self.state.channels.drop_recent(self.bot, channel, done)
         if renoted:
             self.core.note_stored(channel, [(m, watched[m["id"]][0]) for m in renoted])
         if edited or deleted:

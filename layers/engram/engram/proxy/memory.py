@@ -135,8 +135,8 @@ class ChatMemory:
         (stamp, memories), hit = self.recall_cache.lookup(key, lambda: (now_ms(), load()))
         if hit:
             owners = (users | {m.user for m in memories}) - {None}
-            forgotten = self.state.forgotten(self.bot, owners).values()
-            if any(at >= stamp for at in forgotten) or self.state.last_change(self.bot) >= stamp:
+            forgotten = self.state.tombstones.when(self.bot, owners).values()
+            if any(at >= stamp for at in forgotten) or self.state.marks.last_change(self.bot) >= stamp:
                 self.recall_cache.discard(key)
                 stamp, memories = self.recall_cache.get_or(key, lambda: (now_ms(), load()))
         return memories
@@ -172,12 +172,12 @@ class ChatMemory:
     def _stored_settings(self, user: str) -> dict:
         """A user's memory settings ({conversation or None: on}), cached for a while."""
         return self.settings_cache.get_or(
-            ("settings", user), lambda: self.state.chat_settings(self.bot, user)
+            ("settings", user), lambda: self.state.chat_settings.of(self.bot, user)
         )
 
     def set_enabled(self, turn: Turn, enabled: bool | None, for_chat: bool = True) -> None:
         """Set (or with None, drop) the chat's or the user's default setting."""
-        self.state.set_chat_setting(
+        self.state.chat_settings.set(
             self.bot, turn.need_user(), turn.conversation if for_chat else None, enabled
         )
         self.settings_cache.discard(("settings", turn.user))

@@ -14,6 +14,7 @@ from typing import Any
 
 from pynamodb.expressions.update import Action
 
+from ..bookkeeping import JsonObject, ThreadTail
 from ..errors import Unavailable
 from . import keys
 from .budget import StepBudget
@@ -22,8 +23,8 @@ from .ids import IdMaker
 from .lines import LineReads, span_ids
 from .models import MemoryRecord, StateItem
 from .spread import claim_keys, tail_keys
-from .state import _batch_get as _batch_get_state
-from .state import _get as _get_state
+from .state._items import batch_get as _batch_get_state
+from .state._items import get as _get_state
 
 KINDS = ("fact", "message")
 
@@ -209,6 +210,16 @@ def new_record(
     )
 
 
+def _tail(data: dict[str, Any]) -> ThreadTail:
+    memory_id = data.get("id")
+    return ThreadTail(
+        text=data.get("text"),
+        at=int(data.get("at") or 0),
+        user=data.get("user"),
+        id=int(memory_id) if memory_id is not None else None,
+    )
+
+
 class RecordStore:
     """Reads and writes memory records. No transactions (the local DynamoDB has none): every multi-item
     change is a sequence of conditional single-item writes that a crash can stop anywhere safely."""
@@ -367,14 +378,14 @@ class RecordStore:
 
         return self._guard(bump)
 
-    def thread_tails(self, bot: str, threads: list[str]) -> dict[str, dict[str, Any]]:
-        """The newest stored message text of each thread: {"text", "at", "user", "id"}."""
+    def thread_tails(self, bot: str, threads: list[str]) -> dict[str, ThreadTail]:
+        """The newest stored message of each thread."""
         newest: dict[str, StateItem] = {}
         for item in self._tail_items(bot, threads):
             # under the spread key and the plain one until the spread pass: the newer one is the tail
             if item.sk not in newest or int(item.value or 0) > int(newest[item.sk].value or 0):
                 newest[item.sk] = item
-        return {t: item.data for t, item in newest.items()}
+        return {t: _tail(item.data or {}) for t, item in newest.items()}
 
     def _tail_items(self, bot: str, threads: list[str]) -> list[StateItem]:
         """Every tail item of these threads, under whichever of their keys."""
@@ -665,7 +676,7 @@ class RecordStore:
         if old_key and old_key != unique_key:
             self.release(record.bot, old_key, int(record.id))
 
-    def change_message(self, record: Record, text: str, content: dict[str, Any] | None) -> bool:
+    def change_message(self, record: Record, text: str, content: JsonObject | None) -> bool:
         """A chat message edited where it was written: new text and content, its point to be made again;
         False when the record is gone (forgotten or deleted meanwhile)."""
         stamp = now_ms()
@@ -869,7 +880,7 @@ class RecordStore:
         before: int | None,
         page_size: int,
         budget_s: float,
-        each: Callable[[list[Record]], object],
+        each: Callable[[list[Record]], None],
         shard: int | None = None,
     ) -> int | None:
         """One bounded step of a pass over a bot's records of a kind (under one of its keys with `shard`):

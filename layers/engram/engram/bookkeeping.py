@@ -1,0 +1,219 @@
+"""What engram keeps beside the memories, as typed values: a user's consent, a backfill run and its
+cursors, what catch-up knows of a channel, where the catch-up rotation stands, a re-embed pass's chains,
+a forget under way. The stores (engram.ports) hand these out; no one indexes a dict by a camelCase key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Literal, NamedTuple
+
+from pydantic import BaseModel, Field, JsonValue
+
+# A JSON object as it is stored (a chat message's content, with its attachments and reply)
+JsonObject = dict[str, JsonValue]
+
+
+class EmbeddingSettings(BaseModel):
+    """Where vectors come from (stored once a PATCH changed them; the environment's defaults before)."""
+
+    embedder: Literal["local", "remote", "off"] = "local"
+    embeddingProvider: str | None = None
+    embeddingModel: str | None = None
+    messageVectors: int = Field(8000, ge=0, le=100_000)
+
+
+@dataclass(frozen=True)
+class ThreadTail:
+    """A thread's newest stored message: its text, when (ms), whose words, and which record."""
+
+    text: str | None
+    at: int
+    user: str | None = None
+    id: int | None = None
+
+
+@dataclass(frozen=True)
+class Consent:
+    """A Discord user's opt-in: when, and the servers they are in (None for a consent given before engram
+    kept them)."""
+
+    consented_at: int
+    guilds: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class BackfillRun:
+    """A user's latest backfill run. `left` counts channels still to read and planning jobs still to run
+    (servers to look through); `channels` the channels found so far, `done` those finished; `count` the
+    messages stored."""
+
+    run: str
+    left: int
+    count: int
+    channels: int
+    done: int
+    issued_at: int = 0
+
+
+@dataclass(frozen=True)
+class RunCount:
+    """A backfill run right after a count was made in it: what is left, and how many messages so far."""
+
+    left: int
+    count: int
+    issued_at: int = 0
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a user's backfill of one channel stands: the oldest message read (`before`), whether the
+    channel is done, the run and the chain's next step, what its last link stored, and whether that next
+    link is queued (so a duplicate queues no second chain)."""
+
+    before: str | None = None
+    done: bool = False
+    run: str | None = None
+    step: int | None = None
+    stored: int | None = None
+    queued: bool | None = None
+
+    def moved(self, **changes: Any) -> Cursor:
+        return replace(self, **changes)
+
+    # Stored as one JSON map whose keys and their order are the store's condition (`mark_queued` writes
+    # only while the item still holds exactly what was saved): the order is fixed here, once.
+    def to_data(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"before": self.before, "done": self.done}
+        for name in ("run", "step", "stored", "queued"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> Cursor:
+        return cls(
+            before=data.get("before"),
+            done=bool(data.get("done")),
+            run=data.get("run"),
+            step=int(data["step"]) if data.get("step") is not None else None,
+            stored=int(data["stored"]) if data.get("stored") is not None else None,
+            queued=bool(data["queued"]) if "queued" in data else None,
+        )
+
+
+@dataclass(frozen=True)
+class ChannelSeen:
+    """What catch-up knows of a channel, each only once known: the newest message id seen, when the newest
+    message stored from it was stored (ms), and when its window was last read again (s)."""
+
+    newest: str | None = None
+    stored_at: int | None = None
+    window_at: int | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        names = (("newest", self.newest), ("storedAt", self.stored_at), ("windowAt", self.window_at))
+        return {name: value for name, value in names if value is not None}
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> ChannelSeen:
+        stored_at, window_at = data.get("storedAt"), data.get("windowAt")
+        return cls(
+            newest=data.get("newest"),
+            stored_at=int(stored_at) if stored_at is not None else None,
+            window_at=int(window_at) if window_at is not None else None,
+        )
+
+    def merged(self, other: ChannelSeen) -> ChannelSeen:
+        """Both as one: each the later of the two (none ever moves back)."""
+        return ChannelSeen(
+            newest=_later_id(self.newest, other.newest),
+            stored_at=_later(self.stored_at, other.stored_at),
+            window_at=_later(self.window_at, other.window_at),
+        )
+
+
+def _later(a: int | None, b: int | None) -> int | None:
+    if a is None or b is None:
+        return b if a is None else a
+    return a if int(a) >= int(b) else b
+
+
+def _later_id(a: str | None, b: str | None) -> str | None:
+    if a is None or b is None:
+        return b if a is None else a
+    return a if int(a) >= int(b) else b
+
+
+@dataclass(frozen=True)
+class RosterMark:
+    """Where the catch-up rotation stands: the last server visited, the tick's number, whether every
+    consent given before the roster existed is in it, and how far that was read."""
+
+    after: str | None = None
+    turn: int = 0
+    built: bool = False
+    consents_after: str | None = None
+    every_server: bool = False  # a consent naming no servers put every server of the bot in, once
+
+    def moved(self, **changes: Any) -> RosterMark:
+        return replace(self, **changes)
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "after": self.after,
+            "turn": self.turn,
+            "built": self.built,
+            "consentsAfter": self.consents_after,
+            "everyServer": self.every_server,
+        }
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> RosterMark:
+        return cls(
+            after=data.get("after"),
+            turn=int(data.get("turn") or 0),
+            built=bool(data.get("built")),
+            consents_after=data.get("consentsAfter"),
+            every_server=bool(data.get("everyServer")),
+        )
+
+
+@dataclass(frozen=True)
+class ContentIntent:
+    """Whether the app can read message text, how that was learnt (its flags, or a page of other people's
+    messages that all came back empty), and when (ms)."""
+
+    on: bool
+    how: str
+    at: int
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A channel Discord would not let the bot read: why, and when to try again (s)."""
+
+    reason: str
+    retry_at: int
+
+
+class ChainEnd(NamedTuple):
+    """A re-embed pass told that one of its chains is through."""
+
+    left: int  # chains still running
+    followed: bool  # what follows the pass's last chain was done
+
+
+class ForgetUnderWay(NamedTuple):
+    """A forget that has not finished: when it was made and when it last made progress (ms)."""
+
+    at: int
+    touched: int
+
+
+class Tombstone(NamedTuple):
+    """A forget recorded (its tombstone): whose, and when (ms)."""
+
+    bot: str
+    user: str
+    at: int

@@ -1,0 +1,82 @@
+"""Everything in StateTable that is not a record's bookkeeping, as small stores by concern, each handing
+out typed values (engram.bookkeeping): embedder and chat settings, re-embed runs, tombstones and forgets
+under way, Discord consent and the roster, backfill runs and cursors, channels, marks and limits.
+`StateStore` holds one of each, and deletes everything of a user's across them (`forget_user`)."""
+
+from __future__ import annotations
+
+from .. import keys
+from ..dynamo import guard
+from ..models import StateItem
+from .backfill import BackfillRuns, Cursors
+from .channels import Channels, move_channel
+from .consent import Consents, Roster
+from .forgets import ScanClient, Tombstones
+from .marks import Limits, Marks
+from .reembed import ReembedRuns
+from .settings import ChatSettingsStore, EmbedderSettingsStore
+
+__all__ = [
+    "BackfillRuns",
+    "Channels",
+    "ChatSettingsStore",
+    "Consents",
+    "Cursors",
+    "EmbedderSettingsStore",
+    "Limits",
+    "Marks",
+    "ReembedRuns",
+    "Roster",
+    "ScanClient",
+    "StateStore",
+    "Tombstones",
+    "move_channel",
+]
+
+
+class StateStore:
+    """The state stores, one of each concern; every key they use comes from `keys`."""
+
+    def __init__(self) -> None:
+        self.embedder_settings = EmbedderSettingsStore()
+        self.chat_settings = ChatSettingsStore()
+        self.reembeds = ReembedRuns()
+        self.tombstones = Tombstones()
+        self.roster = Roster()
+        self.consents = Consents(self.roster)
+        self.backfills = BackfillRuns()
+        self.cursors = Cursors()
+        self.channels = Channels()
+        self.marks = Marks()
+        self.limits = Limits()
+
+    def forget_user(self, bot: str, user: str) -> dict[str, int]:
+        """Delete every state item about a user of a bot: Discord consent, backfill run, export limit,
+        tokens and cursors; LibreChat memory settings. Returns how many of each kind went."""
+        discord = keys.discord_pk(bot)
+        singles = {
+            "consent": keys.consent(bot, user),
+            "backfill": keys.backfill_run(bot, user),
+            "exportLimit": keys.export_limit(bot, user),
+        }
+
+        def run() -> dict[str, int]:
+            out = {}
+            present = {(i.pk, i.sk) for i in StateItem.batch_get(list(singles.values()))}
+            groups = {
+                "tokens": list(StateItem.query(discord, StateItem.sk.startswith(keys.tokens_prefix(user)))),
+                "cursors": list(StateItem.query(keys.cursors_pk(bot, user))),
+                "chatSettings": list(StateItem.query(keys.chat_settings_pk(bot, user))),
+            }
+            with StateItem.batch_write() as batch:
+                for name, key in singles.items():
+                    out[name] = int(key in present)
+                    if key in present:
+                        batch.delete(StateItem(*key))
+                for name, items in groups.items():
+                    out[name] = len(items)
+                    for item in items:
+                        batch.delete(item)
+            return out
+
+        return guard(run)
