@@ -203,7 +203,8 @@ class LocalStack:
         def purge_index(bot: str, user: str) -> None:
             self._purge_wanted.set()
 
-        self.engine.service.forget_hooks += [drop_queued, compact_records, purge_index]
+        for hook in (drop_queued, compact_records, purge_index):
+            self.engine.service.on_forget(hook)
 
     def _start_workers(self, queues: dict[str, str]) -> None:
         """A poller per queue of a class of jobs on one worker handler, like the event source mappings on

@@ -146,11 +146,11 @@ def test_a_cached_recall_never_outlives_a_forget_made_by_another_instance(engine
     from engram.proxy.settings import ProxySettings
 
     service = engine.service
-    here = ChatMemory(ProxySettings(), service, ProjectResolver(None))
+    here = ChatMemory(ProxySettings(), service, ProjectResolver(None), engine.state)
     turn = Turn("alice", "conv-1", authorized=True)
     service.add_fact("librechat", "The user's locker code is vexmorrow.", user="alice")
     assert [m.text for m in here.recall(turn, "locker code")] == ["The user's locker code is vexmorrow."]
-    service.forget_hooks.clear()  # the forget runs elsewhere: nothing tells this instance's cache
+    # the forget runs elsewhere: nothing tells this instance's cache (it is registered with no service)
     service.forget_user("librechat", "alice")
     assert here.recall(turn, "locker code") == []
     assert here.recall_cache.hits >= 1  # it was a hit, refused by the tombstone, then recalled afresh

@@ -119,7 +119,10 @@ def test_no_scope_ever_sees_another_and_forget_leaves_nothing(service, steps, as
             )  # a message already stored, a memory already gone: never a 5xx
 
     chat = ChatMemory(
-        ProxySettings(LIBRECHAT_BOT=bot_of["b1"], MEMORY_RECALL_SCOPE="global"), service, ProjectResolver()
+        ProxySettings(LIBRECHAT_BOT=bot_of["b1"], MEMORY_RECALL_SCOPE="global"),
+        service,
+        ProjectResolver(),
+        service.state,
     )
     for b, user, server, project, kind, word in asked:
         bot = bot_of[b]

@@ -19,7 +19,7 @@ from engram.proxy.settings import ProxySettings
 def test_recall_modes_from_the_environment(engine, monkeypatch, mode):
     monkeypatch.setenv("MEMORY_RECALL_MODE", mode)
     monkeypatch.setenv("MEMORY_RECALL_LIMIT", "2")
-    chat = ChatMemory(Settings().proxy, engine.service, ProjectResolver(None))
+    chat = ChatMemory(Settings().proxy, engine.service, ProjectResolver(None), engine.state)
     turn = Turn(f"u-{mode}", "c", None, authorized=True)
     for text in (
         "The user's dog is called Biscuit.",
@@ -44,12 +44,16 @@ def test_recall_modes_from_the_environment(engine, monkeypatch, mode):
 
 
 def test_projectless_off_and_precedence(engine):
-    memory = ChatMemory(ProxySettings(MEMORY_PROJECTLESS="off"), engine.service, ProjectResolver(None))
+    memory = ChatMemory(
+        ProxySettings(MEMORY_PROJECTLESS="off"), engine.service, ProjectResolver(None), engine.state
+    )
     assert memory.enabled(Turn("u", "c", None)) == (
         False,
         "memory is off in chats outside a project (MEMORY_PROJECTLESS=off)",
     )
-    memory = ChatMemory(ProxySettings(MEMORY_DEFAULT_ENABLED="false"), engine.service, ProjectResolver(None))
+    memory = ChatMemory(
+        ProxySettings(MEMORY_DEFAULT_ENABLED="false"), engine.service, ProjectResolver(None), engine.state
+    )
     turn = Turn("u", "c", None, authorized=True)
     assert memory.enabled(turn) == (False, "the server default")
     memory.set_enabled(turn, True, for_chat=False)

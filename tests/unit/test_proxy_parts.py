@@ -13,6 +13,7 @@ from engram.proxy.memory import ChatMemory, Turn, datetime_block, explicit_fact,
 from engram.proxy.projects import ProjectResolver
 from engram.proxy.settings import ProxySettings
 from engram.service import Memory
+from engram.store.in_memory import InMemoryState
 from engram.vectors import Scope
 
 
@@ -319,5 +320,7 @@ def test_a_new_conversation_is_retried_once():
     ],
 )
 def test_recall_scope_follows_sharing_and_scope(env, turn, scope, boost):
-    memory = ChatMemory(ProxySettings(**env), service=None, projects=ProjectResolver(None))
+    memory = ChatMemory(
+        ProxySettings(**env), service=None, projects=ProjectResolver(None), state=InMemoryState()
+    )
     assert memory.scope(turn) == (scope, boost)

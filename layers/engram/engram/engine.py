@@ -11,7 +11,7 @@ from .embedders import build_embedder
 from .jobs import JobQueue, build_queue
 from .service import MemoryService
 from .singleton import ProcessSingleton
-from .store import RecordStore, bind_tables
+from .store import RecordStore, StateStore, bind_tables
 from .vectors import VectorIndex, build_index
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ class Engine:
     """Everything a handler needs."""
 
     settings: Settings
+    state: StateStore
     service: MemoryService
     queue: JobQueue
     embedding: EmbeddingManager
@@ -66,8 +67,10 @@ def build_engine(
     settings = _secret(settings)
     bind_tables(settings)
     queue = build_queue(settings, sqs_client)
+    state = StateStore()
     service = MemoryService(
         records=RecordStore(),
+        state=state,
         index=index if index is not None else build_index(settings),
         embedder=embedder if embedder is not None else build_embedder(settings),
         queue=queue,
@@ -86,6 +89,7 @@ def build_engine(
 
     return Engine(
         settings=settings,
+        state=state,
         service=service,
         queue=queue,
         embedding=manager,

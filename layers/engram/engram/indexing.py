@@ -18,9 +18,10 @@ from .embedders import Embedder, NoEmbedder, own_vector_name, vector_name
 from .errors import EmbedderUnavailable, IndexUnavailable, Unavailable
 from .jobs import IndexJob, JobQueue
 from .observability import timed
+from .ports import StatePort
 from .retrieval import DEFAULT, Retrieval, date_words
 from .shapes import payload
-from .store import KINDS, LineReads, Record, RecordStore, StateStore, now_ms
+from .store import KINDS, LineReads, Record, RecordStore, now_ms
 from .vectors import IndexPoint, Scope, VectorIndex
 from .words import SparseVector, WordVectorizer
 
@@ -93,12 +94,12 @@ class Indexer:
         embedder: Embedder | NoEmbedder,
         queue: JobQueue,
         words: WordVectorizer,
+        state: StatePort,
         message_vector_chars: int = 8000,
         retrieval: Retrieval = DEFAULT,
-        state: StateStore | None = None,
     ):
         self.records = records
-        self.state = state or StateStore()
+        self.state = state
         self.retrieval = retrieval
         self.index = index
         self.embedder = embedder

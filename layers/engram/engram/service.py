@@ -12,9 +12,10 @@ from .embedders import Embedder, NoEmbedder
 from .forgetting import DOOR_BUDGET_S, ForgetHook, Forgetting
 from .indexing import Indexer
 from .jobs import JobQueue
+from .ports import StatePort
 from .reads import MemoryReads
 from .retrieval import DEFAULT, Retrieval
-from .store import RecordStore, StateStore
+from .store import RecordStore
 from .vectors import VectorIndex
 from .words import WordVectorizer
 from .writes import Added, MemoryWrites
@@ -33,17 +34,17 @@ class MemoryService:
         index: VectorIndex,
         embedder: Embedder | NoEmbedder,
         queue: JobQueue,
+        state: StatePort,
         retrieval: Retrieval = DEFAULT,
         message_vector_chars: int = 8000,
-        state: StateStore | None = None,
     ) -> None:
         self.records = records
-        self.state = state or StateStore()
+        self.state = state
         self.index = index
         self.queue = queue
         self.retrieval = retrieval
         # Called with (bot, user) after a forget: caches that could still serve the user drop them
-        self.forget_hooks: list[ForgetHook] = []
+        self._forget_hooks: list[ForgetHook] = []
         self.words = WordVectorizer(
             retrieval.k1,
             retrieval.b,
@@ -52,11 +53,11 @@ class MemoryService:
             window_weight=retrieval.words_window,
         )
         self.indexer = Indexer(
-            records, index, embedder, queue, self.words, message_vector_chars, retrieval, state=self.state
+            records, index, embedder, queue, self.words, self.state, message_vector_chars, retrieval
         )
         self.writes = MemoryWrites(records, self.state, index, self.indexer, queue, retrieval)
         self.reads = MemoryReads(records, self.state, index, self.indexer, self.words, retrieval)
-        self.forgetting = Forgetting(self.writes, self.forget_hooks)
+        self.forgetting = Forgetting(self.writes, self._forget_hooks)
         # writes
         self.refused = self.writes.refused
         self.add_fact = self.writes.add_fact
@@ -73,6 +74,11 @@ class MemoryService:
         self.search = self.reads.search
         self.recall = self.reads.recall
         self.similar = self.reads.similar
+
+    def on_forget(self, hook: ForgetHook) -> None:
+        """Call `hook(bot, user)` after every forget made in this process (caches that could still serve the
+        user drop them; the local stack purges its files)."""
+        self._forget_hooks.append(hook)
 
     def forget_user(
         self, bot: str, user: str, *, at: int | None = None, budget_s: float = DOOR_BUDGET_S

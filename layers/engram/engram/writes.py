@@ -23,12 +23,12 @@ from .domain import (
 from .errors import Forgotten, InvalidInput, NotFound, Unavailable
 from .indexing import Indexer
 from .jobs import IndexJob, JobQueue
+from .ports import StatePort
 from .retrieval import Retrieval
 from .store import (
     Duplicate,
     Record,
     RecordStore,
-    StateStore,
     fact_key,
     fact_tail,
     new_record,
@@ -61,7 +61,7 @@ class MemoryWrites:
     def __init__(
         self,
         records: RecordStore,
-        state: StateStore,
+        state: StatePort,
         index: VectorIndex,
         indexer: Indexer,
         queue: JobQueue,

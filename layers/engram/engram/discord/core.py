@@ -11,8 +11,9 @@ from collections.abc import Callable
 import httpx
 
 from ..jobs import JobQueue
+from ..ports import StatePort
 from ..service import ChatMessage, MemoryService
-from ..store import StateStore, now_ms
+from ..store import now_ms
 from .attachments import Interpreter, SafeFetcher
 from .rest import PERSON_MESSAGE_TYPES, DiscordClient, DiscordError, RateLimited
 from .settings import DiscordSettings
@@ -36,7 +37,7 @@ class DiscordCore:
         service: MemoryService,
         queue: JobQueue,
         client: DiscordClient,
-        state: StateStore,
+        state: StatePort,
         ollama: httpx.Client | None = None,
         interpreter: Interpreter | None = None,
     ) -> None:

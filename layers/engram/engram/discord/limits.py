@@ -107,7 +107,7 @@ class SharedGlobal:
 
 
 def shared_global(take_slot: Callable[[int, int, int], bool], window_s: float = 0.2) -> SharedGlobal:
-    """The global limit shared through `take_slot(window, limit, expires_s)` (StateStore.take_rate_slot):
+    """The global limit shared through `take_slot(window, limit, expires_s)` (Limits.take_rate_slot):
     windows of `window_s` sized so that no one-second span holds more than RateLimits.GLOBAL_PER_SECOND."""
     per_window = max(1, int(RateLimits.GLOBAL_PER_SECOND / (1 / window_s + 1)))
 

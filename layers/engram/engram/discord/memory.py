@@ -10,8 +10,8 @@ import httpx
 
 from ..forgetting import JOB_BUDGET_S
 from ..jobs import BackfillJob, DiscordJob, JobQueue
+from ..ports import StatePort
 from ..service import MemoryService
-from ..store import StateStore
 from .ask import Ask
 from .attachments import Interpreter
 from .backfill import Backfill
@@ -35,7 +35,7 @@ class DiscordMemory:
         service: MemoryService,
         queue: JobQueue,
         client: DiscordClient,
-        state: StateStore,
+        state: StatePort,
         ollama: httpx.Client | None = None,
         interpreter: Interpreter | None = None,
     ) -> None:

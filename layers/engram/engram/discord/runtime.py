@@ -6,7 +6,6 @@ from ..config import get_settings
 from ..engine import get_engine
 from ..observability import count
 from ..singleton import ProcessSingleton
-from ..store import StateStore
 from .limits import RateLimits, shared_global
 from .memory import DiscordMemory
 from .rest import DiscordClient
@@ -19,7 +18,7 @@ def on_lambda() -> bool:
 
 def build_discord(settings: DiscordSettings, engine, transport=None, ollama=None) -> DiscordMemory:
     """Discord memory on an engine; tests pass transports to reach their fakes."""
-    state = StateStore()
+    state = engine.state
     bot = settings.bot
     # every process holding the bot's token counts toward Discord's one global limit: on Lambda (up to eight
     # worker functions at once) it is counted in DynamoDB; one local process counts it alone, exactly

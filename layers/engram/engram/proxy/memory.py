@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from ..errors import EngramError, InvalidInput, NotFound
+from ..ports import StatePort
 from ..service import Memory, MemoryService
-from ..store import StateStore, now_ms
+from ..store import now_ms
 from ..text import format_memory_id, parse_memory_id
 from ..vectors import Scope
 from .cache import StatsCache
@@ -110,19 +111,17 @@ class ChatMemory:
         settings: ProxySettings,
         service: MemoryService,
         projects: ProjectResolver,
-        state: StateStore | None = None,
+        state: StatePort,
     ) -> None:
         self.settings = settings
         self.service = service
         self.projects = projects
         # the users' memory settings per chat, and the tombstones a cached recall is checked against
-        self.state = state or StateStore()
+        self.state = state
         self.recall_cache = StatsCache(settings.cache_recall_ttl_ms, settings.cache_max_entries)
         self.settings_cache = StatsCache(settings.cache_settings_ttl_ms, settings.cache_max_entries)
-        if service is not None:
-            service.forget_hooks.append(self._forgotten)
 
-    def _forgotten(self, bot: str, user: str) -> None:
+    def forgotten(self, bot: str, user: str) -> None:
         """A forget in this process: nothing cached may still serve that user."""
         self.forget_caches()
         self.settings_cache.discard(("settings", user))

@@ -92,10 +92,12 @@ def build_proxy(
         )
     timeout = httpx.Timeout(settings.upstream_timeout_s, connect=10.0)
     client = httpx.AsyncClient(timeout=timeout, transport=transport, follow_redirects=False)
+    memory = ChatMemory(settings, engine.service, projects, engine.state)
+    engine.service.on_forget(memory.forgotten)  # nothing cached here may still serve someone forgotten
     return Proxy(
         settings,
         engine,
-        ChatMemory(settings, engine.service, projects),
+        memory,
         projects,
         client,
         telemetry=telemetry or Telemetry.from_settings(settings),

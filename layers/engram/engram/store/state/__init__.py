@@ -5,6 +5,7 @@ under way, Discord consent and the roster, backfill runs and cursors, channels, 
 
 from __future__ import annotations
 
+from ...ports import StatePort
 from .. import keys
 from ..dynamo import guard
 from ..models import StateItem
@@ -80,3 +81,8 @@ class StateStore:
             return out
 
         return guard(run)
+
+
+def _conforms(state: StateStore) -> StatePort:
+    """mypy holds StateStore to engram.ports.StatePort here (a Protocol checked where it is used)."""
+    return state
