@@ -309,11 +309,11 @@ class LocalStack:
             log.exception("index purge failed")
 
     def _catchup_loop(self) -> None:
-        from engram.jobs import DiscordJob
+        from engram.jobs import CatchUpJob
 
         while not self._stop.wait(self.catchup_every_s):
             try:
-                self.engine.queue.send(DiscordJob(action="catchup"))
+                self.engine.queue.send(CatchUpJob())
             except Exception:
                 log.exception("could not queue the Discord catch-up")
 

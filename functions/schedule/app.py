@@ -2,7 +2,7 @@
 (only where Discord is set up: an application id)."""
 
 from engram.config import get_settings
-from engram.jobs import DiscordJob, SweepJob, build_queue
+from engram.jobs import CatchUpJob, SweepJob, build_queue
 from engram.observability import instrumented
 
 settings = get_settings()
@@ -15,7 +15,7 @@ def handler(event, context):
     if (event or {}).get("job") == "discord-catchup":
         if not settings.discord.application_id:
             return {"queued": None}
-        queue.send(DiscordJob(action="catchup"))
+        queue.send(CatchUpJob())
         return {"queued": "discord-catchup"}
     queue.send(SweepJob())
     return {"queued": "sweep"}

@@ -114,7 +114,7 @@ def bench_discord_costs(embedder, guilds: int = GUILDS, member_of: int = MEMBER_
 
     from engram.discord.rest import RateLimits
     from engram.discord.settings import DiscordSettings
-    from engram.jobs import DiscordJob
+    from engram.jobs import CatchUpJob, DiscordJob, RememberJob
     from engram.store import now_ms
     from infra.local_stack import LocalStack
     from tests.fake_discord import ALICE, APP_ID, TOKEN
@@ -155,9 +155,9 @@ def bench_discord_costs(embedder, guilds: int = GUILDS, member_of: int = MEMBER_
 
         run(
             "opt-in (remember + backfill)",
-            DiscordJob(action="remember", user=ALICE, token="bench", issued_at=now_ms()),
+            RememberJob(user=ALICE, token="bench", issued_at=now_ms()),
         )
-        run("catch-up tick, nothing new", DiscordJob(action="catchup"))
+        run("catch-up tick, nothing new", CatchUpJob())
 
         # one channel of each of the user's servers gets a message from them, written just now
         def activity():
@@ -171,10 +171,10 @@ def bench_discord_costs(embedder, guilds: int = GUILDS, member_of: int = MEMBER_
 
         run(
             f"catch-up tick, {member_of} channels with a new message",
-            DiscordJob(action="catchup"),
+            CatchUpJob(),
             before=activity,
         )
-        run("catch-up tick after that (windows re-read)", DiscordJob(action="catchup"))
+        run("catch-up tick after that (windows re-read)", CatchUpJob())
         return out
     finally:
         stack.stop()

@@ -464,11 +464,11 @@ def bench_backfill(embedder) -> dict:
     data_dir = Path(tempfile.mkdtemp(prefix="engram-bench-"))
     stack = LocalStack(data_dir, port=0, api_key=KEY, embedder=embedder, discord_settings=settings).start()
     try:
-        from engram.jobs import DiscordJob
+        from engram.jobs import RememberJob
         from engram.store import now_ms
 
         t0 = time.perf_counter()
-        stack.discord.run(DiscordJob(action="remember", user=ALICE, token="bench", issued_at=now_ms()))
+        stack.discord.run(RememberJob(user=ALICE, token="bench", issued_at=now_ms()))
         deadline = time.monotonic() + 600
         while (
             not any("Backfill complete" in s.get("content", "") for s in fake.sent)

@@ -214,9 +214,9 @@ def settle(stack) -> None:
 
 
 def tick(stack) -> None:
-    from engram.jobs import DiscordJob
+    from engram.jobs import CatchUpJob
 
-    stack.engine.queue.send(DiscordJob(action="catchup"))
+    stack.engine.queue.send(CatchUpJob())
     settle(stack)
 
 
@@ -226,7 +226,7 @@ def configuration(servers: int, users: int) -> list[dict]:
 
     from engram.discord.rest import RateLimits
     from engram.discord.settings import DiscordSettings
-    from engram.jobs import DiscordJob
+    from engram.jobs import RememberJob
     from engram.store import StateStore, now_ms
     from infra.local_stack import LocalStack
     from tests.fake_discord import TOKEN
@@ -266,9 +266,7 @@ def configuration(servers: int, users: int) -> list[dict]:
         measure(
             "opt-in",
             lambda: (
-                stack.engine.queue.send(
-                    DiscordJob(action="remember", user=NEWCOMER, guild=server(0), issued_at=now_ms())
-                ),
+                stack.engine.queue.send(RememberJob(user=NEWCOMER, guild=server(0), issued_at=now_ms())),
                 settle(stack),
             ),
         )

@@ -132,7 +132,7 @@ def test_an_answer_longer_than_a_message_comes_in_several(stack, discord):
 def test_channels_the_bot_may_not_read_are_recorded_skipped_and_shown(stack, discord):
     """A 403 channel and one without history (200 []) are read once, marked, and not asked again every
     catch-up tick (each refusal counts toward Discord's 10,000 invalid requests per 10 minutes); no DLQ."""
-    from engram.jobs import DiscordJob
+    from engram.jobs import CatchUpJob
 
     alice = {"id": ALICE, "username": "alice"}
     discord.channels[G1] += [
@@ -146,7 +146,7 @@ def test_channels_the_bot_may_not_read_are_recorded_skipped_and_shown(stack, dis
     discord.no_history.add("1110000000000000016")
     remembered(stack, discord)
     for _ in range(3):  # three catch-up ticks
-        stack.engine.queue.send(DiscordJob(action="catchup"))
+        stack.engine.queue.send(CatchUpJob())
         stack.poller.drain()
     assert (
         discord.history_reads.count("1110000000000000015") == 1
@@ -256,12 +256,12 @@ def test_archived_threads_forum_posts_and_voice_chat_are_read(stack, discord):
 
 def test_a_catch_up_tick_reads_only_channels_with_new_messages(stack, discord):
     """The channel list carries each channel's last_message_id: a quiet channel costs no job and no read."""
-    from engram.jobs import DiscordJob
+    from engram.jobs import CatchUpJob
 
     remembered(stack, discord)
 
     def tick():  # the jobs run on the stack's own pollers: wait until every one of them has run
-        stack.engine.queue.send(DiscordJob(action="catchup"))
+        stack.engine.queue.send(CatchUpJob())
         stack.settle()
 
     tick()  # a first tick reads what the backfill left
@@ -280,9 +280,9 @@ def _now() -> str:
 
 def tick(stack):
     """One catch-up tick, with every job it queues run (on the stack's own pollers too)."""
-    from engram.jobs import DiscordJob
+    from engram.jobs import CatchUpJob
 
-    stack.engine.queue.send(DiscordJob(action="catchup"))
+    stack.engine.queue.send(CatchUpJob())
     stack.settle()
 
 

@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from engram.jobs import DiscordJob
+from engram.jobs import CatchUpJob
 from engram.store import StateStore, keys
 from engram.store.models import StateItem
 from tests.fake_discord import ALICE, APP_ID, BOB, FakeDiscord
@@ -91,7 +91,7 @@ def test_a_tick_visits_a_page_of_the_roster_in_turn_in_batched_jobs_and_reads_no
     interact(stack, memory_cmd("remember", ALICE, token="tok-r") | {"guild_id": server(0)})
     assert wait_until(lambda: any("Backfill complete" in r for r in replies(discord, "tok-r")), timeout_s=90)
     stack.settle()
-    stack.engine.queue.send(DiscordJob(action="catchup"))  # the bot's first: builds the roster (one query)
+    stack.engine.queue.send(CatchUpJob())  # the bot's first: builds the roster (one query)
     stack.settle()
     batches: list[int] = []
     send_batch = stack.sqs.send_message_batch
@@ -114,7 +114,7 @@ def test_a_tick_visits_a_page_of_the_roster_in_turn_in_batched_jobs_and_reads_no
     monkeypatch.setattr(Connection, "_make_api_call", watched)
     for _ in range(2):
         since = len(discord.requests)
-        stack.engine.queue.send(DiscordJob(action="catchup"))
+        stack.engine.queue.send(CatchUpJob())
         stack.settle()
         visited.append(
             {r.split("/")[2] for r in asked(discord, since, "/channels") if r.startswith("GET /guilds/")}
@@ -136,7 +136,7 @@ def test_a_roster_missing_from_an_older_installation_is_built_from_its_consents(
     StateItem(*keys.consent(APP_ID, BOB), value=1, data={"consentedAt": 1}).save()
     assert StateStore().roster.page(APP_ID, None, 100) == []
     since = len(discord.requests)
-    stack.engine.queue.send(DiscordJob(action="catchup"))
+    stack.engine.queue.send(CatchUpJob())
     stack.settle()
     roster = StateStore().roster.page(APP_ID, None, 100)
     assert sorted(roster) == sorted(server(i) for i in range(SERVERS))  # Bob's names none: every server
@@ -154,7 +154,7 @@ def test_a_roster_missing_from_an_older_installation_is_built_from_its_consents(
 def test_a_server_the_bot_left_leaves_the_roster(stack, discord):
     StateStore().consents.give(APP_ID, ALICE, 1, guilds=[server(1), server(2)])
     del discord.channels[server(2)]  # Discord: 404 Unknown Guild
-    stack.engine.queue.send(DiscordJob(action="catchup"))
+    stack.engine.queue.send(CatchUpJob())
     stack.settle()
     assert StateStore().roster.page(APP_ID, None, 100) == [server(1)]
 

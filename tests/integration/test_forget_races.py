@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from engram.jobs import BackfillJob, DiscordJob, ExtractJob, IndexJob
+from engram.jobs import BackfillJob, CatchUpJob, ExportJob, ExtractJob, IndexJob, RememberJob
 from tests.fake_discord import ALICE, APP_ID, C21, G2, FakeDiscord
 from tests.fake_upstream import FakeUpstream
 from tests.integration.test_crash_recovery import environment, interact, memory_command
@@ -123,9 +123,7 @@ def test_a_remember_in_flight_or_retried_after_the_forget_does_not_opt_the_user_
     forget(stack, APP_ID, ALICE)
     discord.gate.release()
     # ... and the same remember delivered again later (a retry, a DLQ redrive)
-    send_job(
-        stack, DiscordJob(action="remember", user=ALICE, token="tok-old", issued_at=asked), "InteractiveQueue"
-    )
+    send_job(stack, RememberJob(user=ALICE, token="tok-old", issued_at=asked), "InteractiveQueue")
     stack.settle()  # every job that was queued has run: anything that would come back has by then
     assert "off for you" in status(stack)
     assert discord_messages(stack) == []
@@ -145,9 +143,9 @@ def test_a_backfill_link_and_a_catch_up_made_before_the_forget_store_nothing_aft
         BackfillJob(user=ALICE, guild=G2, channel=C21, run="the-run-before", step=0, origin=1),
         "JobsQueue",
     )
-    send_job(stack, DiscordJob(action="catchup", guild=G2, channel=C21, issued_at=1), "JobsQueue")
+    send_job(stack, CatchUpJob(guild=G2, channel=C21, issued_at=1), "JobsQueue")
     # and a /memory export asked for before the forget (issue 30, path 8: it wrote an export slot back)
-    send_job(stack, DiscordJob(action="export", user=ALICE, token="tok-x", issued_at=1), "InteractiveQueue")
+    send_job(stack, ExportJob(user=ALICE, token="tok-x", issued_at=1), "InteractiveQueue")
     stack.settle()  # every job that was queued has run: anything that would come back has by then
     assert discord_messages(stack) == []
     # no state item names her but the tombstone: no cursor the backfill link saved, no export slot

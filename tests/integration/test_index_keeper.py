@@ -85,7 +85,7 @@ def test_a_rebuild_job_runs_in_bounded_steps_that_carry_on_from_their_cursor(
     own jobs, in parallel, each a bounded step that queues its continuation, through real (moto) SQS and
     the worker function."""
     import engram.indexing
-    import engram.worker
+    import engram.upkeep
     from engram.jobs import IndexMaintenanceJob
     from engram.store import READ_SHARDS
     from infra.poller import SqsPoller, load_function_handler
@@ -102,7 +102,7 @@ def test_a_rebuild_job_runs_in_bounded_steps_that_carry_on_from_their_cursor(
             )
         ]
     )
-    monkeypatch.setattr(engram.worker, "MAINTENANCE_STEP_S", 0.0)  # one page a step
+    monkeypatch.setattr(engram.upkeep, "MAINTENANCE_STEP_S", 0.0)  # one page a step
     monkeypatch.setattr(engram.indexing, "PAGE", 20)  # ~56 messages a key: three pages, three steps
     steps = []
     send, send_many = engine.queue.send, engine.queue.send_many

@@ -12,7 +12,7 @@ from engram.jobs import SweepJob
 from engram.store import records as records_module
 from engram.store.keys import bot_of, scopes_ready, stamp_queued
 from engram.store.models import MemoryRecord, StateItem
-from engram.worker import queue_stamps
+from engram.upkeep import queue_stamps
 from infra.poller import SqsPoller, load_function_handler
 
 
@@ -109,7 +109,7 @@ def test_an_older_installation_is_stamped_in_bounded_jobs_and_lists_right_throug
 
     # the sweep queues one pass per bot, and not again while it runs
     monkeypatch.setattr(records_module, "STAMP_PAGE", 16)
-    monkeypatch.setattr("engram.worker.MAINTENANCE_STEP_S", 0.0)  # one page a job: many bounded steps
+    monkeypatch.setattr("engram.upkeep.MAINTENANCE_STEP_S", 0.0)  # one page a job: many bounded steps
     assert queue_stamps(engine) == 1
     assert queue_stamps(engine) == 0
     drain(aws)

@@ -24,7 +24,7 @@ from engram.store.keys import (
 )
 from engram.store.models import StateItem
 from engram.store.state import move_channel
-from engram.worker import queue_stamps
+from engram.upkeep import queue_stamps
 from infra.poller import SqsPoller, load_function_handler
 
 
@@ -111,7 +111,7 @@ def test_an_older_installation_refuses_duplicates_before_during_and_after_its_cl
     no_duplicates()  # before the pass: found under the plain key
     # the sweep queues one pass per bot with claims under its plain key, and not again while it runs
     monkeypatch.setattr(spread_module, "MOVE_PAGE", 4)
-    monkeypatch.setattr("engram.worker.MAINTENANCE_STEP_S", 0.0)  # one page a job: many bounded steps
+    monkeypatch.setattr("engram.upkeep.MAINTENANCE_STEP_S", 0.0)  # one page a job: many bounded steps
     assert queue_stamps(engine) == 1
     assert queue_stamps(engine) == 0
     # during: a move cut off after its spread write, before its plain delete

@@ -4,10 +4,13 @@ SendMessageBatch)."""
 
 from __future__ import annotations
 
+import json
+
 import boto3
+import pytest
 from moto import mock_aws
 
-from engram.jobs import DiscordJob, SqsQueue, parse_job
+from engram.jobs import CatchUpJob, SqsQueue, parse_job
 
 
 def test_many_jobs_go_ten_a_batch_and_every_one_arrives():
@@ -16,7 +19,7 @@ def test_many_jobs_go_ten_a_batch_and_every_one_arrives():
         url = sqs.create_queue(QueueName="jobs")["QueueUrl"]
         calls = []
         sqs.meta.events.register("before-call.sqs.SendMessageBatch", lambda **kw: calls.append(1))
-        jobs = [DiscordJob(action="catchup", guild=str(g)) for g in range(25)]
+        jobs = [CatchUpJob(guild=str(g)) for g in range(25)]
         SqsQueue(sqs, url).send_many(jobs)
         got = []
         while True:
@@ -53,7 +56,7 @@ class FailingSecond:
 
 def test_an_entry_sqs_failed_is_sent_again_on_its_own():
     client = FailingSecond()
-    SqsQueue(client, "url").send_many([DiscordJob(action="catchup", guild=g) for g in ("a", "b", "c")])
+    SqsQueue(client, "url").send_many([CatchUpJob(guild=g) for g in ("a", "b", "c")])
     assert client.batches == [["0", "1", "2"]] and client.single == ["b"]
 
 
@@ -77,3 +80,94 @@ def test_a_step_begins_no_page_that_would_end_past_its_budget():
     zero = StepBudget(0.0, lambda: now[0])
     zero.begin_page()
     assert not zero.another_fits()  # a budget of nothing: one page a step
+
+
+# ----- jobs by type ------------------------------------------------------------------------------------
+
+DISCORD_BODIES = {
+    # as the single DiscordJob model sent them before each action had its own: extra fields are ignored
+    "remember": {"user": "u1", "guild": "g1", "token": "t", "guilds": [], "recheck": False},
+    "forget": {"user": "u1", "token": "t", "private": False},
+    "export": {"user": "u1", "token": "t"},
+    "forget-message": {"user": "u1", "token": "t", "target_id": "m1"},
+    "ask": {
+        "user": "u1",
+        "guild": "g1",
+        "channel": "c1",
+        "prompt": "what did we decide?",
+        "app_permissions": 1,
+    },
+    "find-servers": {"user": "u1", "run": "r1", "guild": "g1", "after": "5"},
+    "plan-backfill": {"user": "u1", "run": "r1", "guild": "g2"},
+    "catchup": {"guilds": ["g1", "g2"], "budget": 3},
+}
+
+
+@pytest.mark.parametrize("action", sorted(DISCORD_BODIES))
+def test_each_discord_action_parses_to_its_own_model_from_the_body_sqs_holds(action):
+    from engram import jobs
+
+    body = json.dumps({"kind": "discord", "action": action, "issued_at": 7, **DISCORD_BODIES[action]})
+    job = parse_job(body)
+    assert type(job) in jobs.DISCORD_JOBS and job.action == action and job.issued_at == 7
+    assert parse_job(job.model_dump_json()) == job  # what it sends again reads back the same
+
+
+@pytest.mark.parametrize(
+    "action, missing",
+    [("forget-message", "target_id"), ("ask", "prompt"), ("plan-backfill", "guild"), ("find-servers", "run")],
+)
+def test_a_discord_job_without_what_its_action_needs_is_refused_when_read(action, missing):
+    from pydantic import ValidationError
+
+    body = {k: v for k, v in DISCORD_BODIES[action].items() if k != missing}
+    with pytest.raises(ValidationError):
+        parse_job(json.dumps({"kind": "discord", "action": action, **body}))
+
+
+def test_a_discord_job_of_an_unknown_action_is_refused():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        parse_job(json.dumps({"kind": "discord", "action": "dance", "user": "u1"}))
+
+
+def test_the_worker_has_a_handler_for_every_job_type_of_the_union():
+    import typing
+
+    from engram import jobs, worker
+
+    assert set(typing.get_args(jobs.AnyJob)) == set(worker.HANDLERS)
+
+
+def test_interactions_go_on_the_interactive_queue_and_the_rest_by_their_class():
+    from engram.jobs import (
+        AskJob,
+        BackfillJob,
+        CatchUpJob,
+        ExtractJob,
+        ForgetJob,
+        IndexJob,
+        IndexMaintenanceJob,
+        PlanBackfillJob,
+        RememberJob,
+        job_class,
+    )
+
+    assert job_class(AskJob(user="u", prompt="p")) == "interactive"
+    assert job_class(RememberJob(user="u")) == "interactive"
+    assert job_class(ForgetJob(bot="b", user="u", at=1)) == "interactive"
+    assert job_class(PlanBackfillJob(user="u", run="r", guild="g")) == "ingest"
+    assert job_class(CatchUpJob()) == "ingest"
+    assert job_class(BackfillJob(user="u", guild="g", channel="c", run="r")) == "ingest"
+    assert job_class(ExtractJob(bot="b", user="u", conversation="c", user_text="t")) == "extract"
+    assert job_class(IndexJob(bot="b", ids=[1])) == "index"
+    assert job_class(IndexMaintenanceJob(action="rebuild")) == "maintenance"
+
+
+def test_a_job_that_needs_a_server_it_was_not_given_says_which():
+    from engram.jobs import CatchUpJob
+
+    with pytest.raises(ValueError, match="catchup job without guild"):
+        CatchUpJob(channel="c1").need("guild")
+    assert CatchUpJob(guild="g1").need("guild") == "g1"

@@ -50,54 +50,125 @@ class ForgetJob(BaseModel):
     at: int  # when the forget was asked for: records received after it are a new remember's and stay
 
 
-class DiscordJob(BaseModel):
-    """Slow work for a Discord interaction: remember (plan a backfill), forget, ask, export, or catch up
-    (without a channel: fan out one catch-up job per readable channel; with one: that channel)."""
+class DiscordWork(BaseModel):
+    """What every Discord job carries: when it was asked for (a forget since then wins)."""
 
     kind: Literal["discord"] = "discord"
-    action: Literal[
-        "remember", "forget", "ask", "catchup", "export", "forget-message", "find-servers", "plan-backfill"
-    ]
-    user: str | None = None
+    issued_at: int = 0
+
+    def need(self, name: Literal["guild", "channel"]) -> str:
+        """A field this job cannot run without where Discord may leave it out (a DM has no server): a job
+        missing it is malformed (SQS retries it into the dead-letter queue, where it can be read)."""
+        value = getattr(self, name, None)
+        if not value:
+            raise ValueError(f"a {getattr(self, 'action', 'discord')} job without {name}")
+        return str(value)
+
+
+class _Interaction(DiscordWork):
+    """A slash or message command's slow part: who ran it, where, and the token its answer goes to."""
+
+    user: str
     guild: str | None = None
     channel: str | None = None
     token: str | None = None
     interaction_id: str | None = None
-    prompt: str | None = Field(None, max_length=6000)
-    issued_at: int = 0
-    target_id: str | None = None  # forget-message: the Discord message id
+    # the channel as the interaction gave it: a thread's parent and type (12: private thread), whose
+    # permissions apply to an answer there, and the bot's own permissions in it (no read it cannot make)
+    channel_type: int | None = None
+    parent_id: str | None = None
+    app_permissions: int | None = None
+
+
+class RememberJob(_Interaction):
+    """/memory remember: record consent and plan the user's backfill."""
+
+    action: Literal["remember"] = "remember"
+
+
+class ForgetMeJob(_Interaction):
+    """/memory forget: everything of the user, everywhere."""
+
+    action: Literal["forget"] = "forget"
+
+
+class ExportJob(_Interaction):
+    """/memory export: what engram keeps of the user, as a file."""
+
+    action: Literal["export"] = "export"
+
+
+class ForgetMessageJob(_Interaction):
+    """ "Forget this message": one stored message, if it is the user's."""
+
+    action: Literal["forget-message"] = "forget-message"
+    target_id: str  # the Discord message id
+
+
+class AskJob(_Interaction):
+    """/ask: answer from the server's memories everyone in the channel may read."""
+
+    action: Literal["ask"] = "ask"
+    prompt: str = Field(min_length=1, max_length=6000)
+
+
+class FindServersJob(DiscordWork):
+    """A remember's later step: a page of the bot's servers, from after `after`, checked for the user."""
+
+    action: Literal["find-servers"] = "find-servers"
+    user: str
+    run: str  # the backfill run it belongs to
+    guild: str | None = None  # the server the remember came from (already planned)
+    after: str | None = None
+
+
+class PlanBackfillJob(DiscordWork):
+    """A remember's later step: one server of the user's, its channels queued as backfill chains."""
+
+    action: Literal["plan-backfill"] = "plan-backfill"
+    user: str
+    run: str
+    guild: str
+
+
+class CatchUpJob(DiscordWork):
+    """Catch-up: without a server, a tick fanning out over the roster; with servers (`guilds`, or one
+    `guild`), their visit; with a channel, that channel's newest page (or, with `before`, a few pages of an
+    older gap)."""
+
+    action: Literal["catchup"] = "catchup"
+    guild: str | None = None
+    channel: str | None = None
     # catch-up of a channel marked unreadable, tried again: readable now means unmarked
     recheck: bool = False
     # the channel's newest message id when it was listed: history answering [] then means no permission
     last_message_id: str | None = None
     parent_id: str | None = None  # a thread's channel, stored with its messages (whose permissions apply)
-    channel_type: int | None = (
-        None  # /ask: the channel's type as the interaction gave it (12: private thread)
-    )
-    private: bool = False  # catch-up: the channel is a private thread
-    # /ask: the bot's own permissions in the channel, as the interaction gave them (no read it cannot make)
-    app_permissions: int | None = None
-    # catch-up of a gap older than the newest page (a new channel, or more than 100 new messages): paged
-    # backwards from `before` down to `until` (exclusive; None: the channel's first message), a few pages a
-    # job
+    private: bool = False  # the channel is a private thread
+    # a gap older than the newest page (a new channel, or more than 100 new messages): paged backwards
+    # from `before` down to `until` (exclusive; None: the channel's first message), a few pages a job
     before: str | None = None
     until: str | None = None
-    # catch-up of a server (a guild, no channel): how many of its quiet channels' windows this visit may
-    # re-read for edits and deletions (its share of the tick's DISCORD_WINDOW_BUDGET; None: the whole)
+    # a server's visit: how many of its quiet channels' windows it may re-read for edits and deletions
+    # (its share of the tick's DISCORD_WINDOW_BUDGET; None: the whole)
     budget: int | None = Field(None, ge=0)
-    guilds: list[str] = Field(default_factory=list, max_length=100)  # a catch-up of a page of servers
-    # a remember's later steps (find-servers: a page of the bot's servers, from after `after`, checked for
-    # the user; plan-backfill: one server of theirs, its channels queued): the backfill run they belong to
-    run: str | None = None
-    after: str | None = None
+    guilds: list[str] = Field(default_factory=list, max_length=100)  # a page of servers
 
-    def need(self, name: Literal["user", "guild", "channel", "prompt", "target_id", "run"]) -> str:
-        """A field this action cannot run without: a job missing it is malformed (SQS retries it into the
-        dead-letter queue, where it can be read)."""
-        value = getattr(self, name)
-        if not value:
-            raise ValueError(f"a {self.action} job without {name}")
-        return str(value)
+
+# One model per action, told apart by `action` within the jobs of kind "discord"
+DiscordJob = Annotated[
+    RememberJob
+    | ForgetMeJob
+    | ExportJob
+    | ForgetMessageJob
+    | AskJob
+    | FindServersJob
+    | PlanBackfillJob
+    | CatchUpJob,
+    Field(discriminator="action"),
+]
+INTERACTIONS = (RememberJob, ForgetMeJob, ExportJob, ForgetMessageJob, AskJob)
+DISCORD_JOBS = (*INTERACTIONS, FindServersJob, PlanBackfillJob, CatchUpJob)
 
 
 class BackfillJob(BaseModel):
@@ -152,6 +223,24 @@ class IndexMaintenanceJob(BaseModel):
     cursor: int | None = None
 
 
+AnyJob = (
+    IndexJob
+    | SweepJob
+    | ExtractJob
+    | ForgetJob
+    | RememberJob
+    | ForgetMeJob
+    | ExportJob
+    | ForgetMessageJob
+    | AskJob
+    | FindServersJob
+    | PlanBackfillJob
+    | CatchUpJob
+    | BackfillJob
+    | ReembedJob
+    | IndexMaintenanceJob
+)
+# Told apart by `kind`, and Discord's jobs by `action` within their kind (SQS bodies keep their shape)
 Job = Annotated[
     IndexJob
     | SweepJob
@@ -163,10 +252,10 @@ Job = Annotated[
     | IndexMaintenanceJob,
     Field(discriminator="kind"),
 ]
-_JOB = TypeAdapter(Job)
+_JOB: TypeAdapter[AnyJob] = TypeAdapter(Job)
 
 
-def parse_job(body: str):
+def parse_job(body: str) -> AnyJob:
     """A job from an SQS message body (raises pydantic.ValidationError on a malformed one)."""
     return _JOB.validate_json(body)
 
@@ -225,7 +314,6 @@ class DroppingQueue:
             self.send(job)
 
 
-INTERACTIVE_ACTIONS = ("remember", "forget", "ask", "export", "forget-message")
 # Each class of job has its own queue, and so its own pollers and concurrency on AWS (template.yaml): an
 # /ask never waits behind a backfill, an extraction behind a re-embed, a turn's vectors behind a rebuild.
 QUEUE_OF_CLASS = {
@@ -239,7 +327,7 @@ QUEUE_OF_CLASS = {
 
 def is_interactive(job: BaseModel) -> bool:
     """Whether someone is waiting on this job's answer (it goes on the interactive queue)."""
-    return isinstance(job, DiscordJob) and job.action in INTERACTIVE_ACTIONS
+    return isinstance(job, INTERACTIONS)
 
 
 def job_class(job: BaseModel) -> str:

@@ -9,7 +9,7 @@ import logging
 import httpx
 
 from ..domain import MAX_MESSAGE_CHARS
-from ..jobs import DiscordJob
+from ..jobs import AskJob
 from ..service import ChatMessage, Memory
 from ..vectors import Scope
 from .catchup import CatchUp
@@ -28,7 +28,7 @@ class Ask:
         self.state, self.service = core.state, core.service
         self.catch_up = catch_up
 
-    def ask(self, job: DiscordJob) -> None:
+    def ask(self, job: AskJob) -> None:
         """Answer with memory: recent channel messages as rolling context, the top-K memories of the
         same server as one system message (full stored JSON), the answer posted and stored."""
         consented = self._consent(job)
@@ -50,33 +50,33 @@ class Ask:
         if consented and posted and posted.get("id"):
             self._store(job, self._answer_message(job, posted["id"], answer, drew_on))
 
-    def _consent(self, job: DiscordJob) -> bool:
+    def _consent(self, job: AskJob) -> bool:
         """Whether the asker opted in; a server they joined after opting in is added to their consent."""
-        consent = self.state.consents.get(self.bot, job.need("user"))
+        consent = self.state.consents.get(self.bot, job.user)
         if consent is None:
             return False
         if job.need("guild") and job.need("guild") not in (
             consent.guilds if consent.guilds is not None else [job.need("guild")]
         ):
-            self.state.consents.add_guilds(self.bot, job.need("user"), [job.need("guild")])
+            self.state.consents.add_guilds(self.bot, job.user, [job.need("guild")])
         return True
 
-    def _store(self, job: DiscordJob, message: ChatMessage) -> None:
+    def _store(self, job: AskJob, message: ChatMessage) -> None:
         """Store the prompt or the answer (refused if the user was forgotten since /ask)."""
         self.service.add_messages(self.bot, [message], origin=job.issued_at or 0)
 
     @staticmethod
-    def _prompt_message(job: DiscordJob) -> ChatMessage:
+    def _prompt_message(job: AskJob) -> ChatMessage:
         return ChatMessage(
             source_id=f"interaction-{job.interaction_id}",
-            text=job.need("prompt"),
+            text=job.prompt,
             user=job.user,
             server=job.need("guild"),
             thread=job.need("channel"),
             created_at=job.issued_at or None,
             content={
                 "authorId": job.user,
-                "message": job.need("prompt"),
+                "message": job.prompt,
                 "channelId": job.need("channel"),
                 "serverId": job.need("guild"),
                 "viaCommand": "/ask",
@@ -84,9 +84,7 @@ class Ask:
             },
         )
 
-    def _answer_message(
-        self, job: DiscordJob, message_id: str, answer: str, drew_on: set[str]
-    ) -> ChatMessage:
+    def _answer_message(self, job: AskJob, message_id: str, answer: str, drew_on: set[str]) -> ChatMessage:
         """The answer as the asker's record; `drewOn` names whose words the model was given (memories and
         the rolling context), so a forget of any of them removes the answer (engram.forgetting)."""
         whole = answer[:MAX_MESSAGE_CHARS]
@@ -109,7 +107,7 @@ class Ask:
             },
         )
 
-    def _chat(self, job: DiscordJob, drew_on: set[str]) -> list[dict[str, str]]:
+    def _chat(self, job: AskJob, drew_on: set[str]) -> list[dict[str, str]]:
         """The model's messages: the readable memories as data, the channel's recent messages, the prompt;
         whose words they are is added to `drew_on`."""
         messages = []
@@ -125,16 +123,16 @@ class Ask:
                 }
             )
         messages.extend(self._rolling_context(job, drew_on))
-        messages.append({"role": "user", "content": job.need("prompt")})
+        messages.append({"role": "user", "content": job.prompt})
         return messages
 
     @staticmethod
-    def _may_read(job: DiscordJob) -> bool:
+    def _may_read(job: AskJob) -> bool:
         """Whether the bot may read the channel's history, as the interaction's `app_permissions` say: a
         read Discord would refuse is a 403 toward the invalid-request limit, so it is not made."""
         return job.app_permissions is None or job.app_permissions & VIEW_AND_HISTORY == VIEW_AND_HISTORY
 
-    def _rolling_context(self, job: DiscordJob, drew_on: set[str]) -> list[dict[str, str]]:
+    def _rolling_context(self, job: AskJob, drew_on: set[str]) -> list[dict[str, str]]:
         """The channel's recent messages, oldest first: the bot's as the assistant, others by name. Only the
         words of people who opted in (and the asker's) are sent: the others' are left out."""
         if not self._may_read(job):
@@ -148,7 +146,7 @@ class Ask:
             str((m.get("author") or {}).get("id")) for m in recent if (m.get("author") or {}).get("id")
         }
         opted_in = self.state.consents.consenting(self.bot, authors - {self.settings.application_id}) | {
-            job.need("user")
+            job.user
         }
         out = []
         for m in reversed(recent):
@@ -175,7 +173,7 @@ class Ask:
             log.warning("the chat model failed: %s", exc)
             return None
 
-    def _post(self, job: DiscordJob, answer: str) -> dict | None:
+    def _post(self, job: AskJob, answer: str) -> dict | None:
         """Post the answer; Discord takes 2,000 characters a message, so the rest go as followups."""
         parts = split_message(answer)
         posted = self.core.reply(job.token, job.issued_at, job.user, parts[0])
@@ -188,13 +186,13 @@ class Ask:
                 break
         return posted
 
-    def readable_memories(self, job: DiscordJob) -> list[Memory]:
+    def readable_memories(self, job: AskJob) -> list[Memory]:
         """The server's best memories for the prompt that everyone who sees the answer's channel may read
         (engram.discord.visibility): asked for five times over, kept in order; none when Discord cannot say
         who may read what."""
         k = self.settings.top_k
         found = self.service.recall(
-            Scope(bot=self.bot, kind="message", server=job.need("guild")), job.need("prompt"), k * 5
+            Scope(bot=self.bot, kind="message", server=job.need("guild")), job.prompt, k * 5
         )
         channels: set[str] = set()
         parents: dict[str, str] = {}
@@ -219,7 +217,7 @@ class Ask:
         return [m for m in found if (m.content or {}).get("channelId") in allowed][:k]
 
 
-def _where(job: DiscordJob) -> dict[str, object]:
+def _where(job: AskJob) -> dict[str, object]:
     """What a stored /ask prompt or answer keeps of a thread it was said in: its parent channel, and that it
     was private (its words then reach no one outside it: engram.discord.visibility)."""
     out: dict[str, object] = {}

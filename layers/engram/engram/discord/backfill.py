@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 from ..bookkeeping import Cursor, RunCount
-from ..jobs import BackfillJob, DiscordJob
+from ..jobs import BackfillJob, FindServersJob, PlanBackfillJob, RememberJob
 from ..store import now_ms
 from .core import TOKEN_LIFETIME_MS, DiscordCore
 from .intents import INTENT_OFF, has_content_intent
@@ -24,20 +24,17 @@ class Backfill:
         self.bot, self.settings = core.bot, core.settings
         self.state, self.service = core.state, core.service
 
-    def remember(self, job: DiscordJob) -> None:
+    def remember(self, job: RememberJob) -> None:
         """Record consent (global per user) and start the backfill: the server the command came from at
         once (the interaction says the user is in it: no membership request), the bot's other servers in
         bounded find-servers jobs (a page of servers each, checked for the user's membership), each server
         of theirs in a plan-backfill job that queues its channels. A remember asked for before the user's
         last forget (a retry, a DLQ redrive) is dropped: only a new /memory remember opts them back in."""
-        user = job.need("user")
+        user = job.user
         here = [job.guild] if job.guild else []
-        try:
+        try:  # a 429 here sends the job back to the queue (DiscordMemory.run): nothing is written yet
             channels, skipped = self._channels_of(here)
             intent = self.check_content_intent()
-        except RateLimited as limited:  # delay this job on the queue; never sleep in Lambda
-            self.core.queue.send(job, delay_s=int(limited.retry_after) + 1)
-            return
         except DiscordError as exc:  # answered now, not after the queue's retries outlive the token
             log.warning("remember could not list the channels: %s", exc)
             self.core.reply(
@@ -62,9 +59,7 @@ class Backfill:
             log.info("a remember undone: the user was forgotten while it ran")
             return
         self._queue_backfills(user, run, consented_at, channels)
-        self.core.queue.send(
-            DiscordJob(action="find-servers", user=user, guild=job.guild, run=run, issued_at=consented_at)
-        )
+        self.core.queue.send(FindServersJob(user=user, guild=job.guild, run=run, issued_at=consented_at))
         warning = "" if intent is not False else " " + INTENT_OFF
         unread = (
             f" ({skipped} more I may not read are skipped; /memory status counts them)" if skipped else ""
@@ -78,20 +73,17 @@ class Backfill:
             f"{unread}{warning}",
         )
 
-    def find_servers(self, job: DiscordJob) -> None:
+    def find_servers(self, job: FindServersJob) -> None:
         """A page of the bot's servers (DISCORD_GUILDS_PER_JOB, one request) checked for the user (one Get
         Guild Member each): each server of theirs gets a plan-backfill job, and the next page a job of its
         own. Bounded by the page, however many servers the bot is in."""
-        user, run = job.need("user"), job.need("run")
+        user, run = job.user, job.run
         if not self._running(user, run):
             return
         limit = self.settings.guilds_per_job
-        try:
-            page = self.core.client.guilds_page(job.after or "0", limit)
-            theirs = self.core.member_guilds([g["id"] for g in page if g["id"] != job.guild], user)
-        except RateLimited as limited:
-            self.core.queue.send(job, delay_s=int(limited.retry_after) + 1)
-            return
+        # a 429 sends the job back to the queue (DiscordMemory.run): nothing is written before these reads
+        page = self.core.client.guilds_page(job.after or "0", limit)
+        theirs = self.core.member_guilds([g["id"] for g in page if g["id"] != job.guild], user)
         more = len(page) == limit
         nxt = [job.model_copy(update={"after": page[-1]["id"]})] if more else []
         self.state.consents.add_guilds(self.bot, user, theirs)
@@ -102,23 +94,16 @@ class Backfill:
             return
         # queued after the run counts them (a redelivery, once counted, queues them again: each is
         # idempotent), so the run cannot look finished while they wait
-        plans = [
-            DiscordJob(action="plan-backfill", user=user, guild=g, run=run, issued_at=job.issued_at)
-            for g in theirs
-        ]
-        self.core.queue.send_many(plans + nxt)
+        plans = [PlanBackfillJob(user=user, guild=g, run=run, issued_at=job.issued_at) for g in theirs]
+        self.core.queue.send_many([*plans, *nxt])
         self._finished(user, run, counted)
 
-    def plan_backfill(self, job: DiscordJob) -> None:
+    def plan_backfill(self, job: PlanBackfillJob) -> None:
         """One server of the user's: its readable channels (archived threads too), each a backfill chain."""
-        user, run, guild = job.need("user"), job.need("run"), job.need("guild")
+        user, run, guild = job.user, job.run, job.guild
         if not self._running(user, run):
             return
-        try:
-            channels, _ = self._channels_of([guild])
-        except RateLimited as limited:
-            self.core.queue.send(job, delay_s=int(limited.retry_after) + 1)
-            return
+        channels, _ = self._channels_of([guild])  # a 429 here: back to the queue, nothing written yet
         counted = self.state.backfills.plan(self.bot, user, run, f"server#{guild}", len(channels), 0)
         if not self._running(user, run):
             return
@@ -193,23 +178,20 @@ class Backfill:
             self._ran_already(job, cursor)
             return
         read, stored = self._read_pages(job, cursor.moved(run=job.run))
-        if read is None:  # rate limited: queued again, nothing lost
-            return
         self._move_on(job, read.moved(step=job.step + 1), stored)
 
-    def _read_pages(self, job: BackfillJob, cursor: Cursor) -> tuple[Cursor | None, int]:
+    def _read_pages(self, job: BackfillJob, cursor: Cursor) -> tuple[Cursor, int]:
         """Up to pages_per_job pages of the channel, older and older from the cursor: where it then stands
-        and how many messages were stored. (None, n) when Discord asked to wait: the cursor is saved, the
-        count made, and the job queued again after retry_after."""
+        and how many messages were stored. When Discord asks to wait, the cursor is saved and the count made
+        before RateLimited goes up (the job waits on the queue: DiscordMemory.backfill)."""
         stored = 0
         for _ in range(self.settings.pages_per_job if not cursor.done else 0):
             try:
                 page = self.core.read_page(job.channel, before=cursor.before)
-            except RateLimited as limited:  # delay this job on the queue; nothing is lost
+            except RateLimited:  # where it stands saved and counted; the job waits on the queue
                 self.state.cursors.save(self.bot, job.user, job.channel, cursor)
                 self._count(job, stored, finished=False)
-                self.core.queue.send(job, delay_s=int(limited.retry_after) + 1)
-                return None, stored
+                raise
             if page is None or self._no_history(job, cursor, page):  # that channel is done
                 return cursor.moved(done=True), stored
             if page:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from ..bookkeeping import ChannelSeen, RosterMark
-from ..jobs import DiscordJob
+from ..jobs import CatchUpJob
 from ..store import now_ms
 from .core import DiscordCore
 from .rest import DiscordError, RateLimited
@@ -28,7 +28,7 @@ class CatchUp:
         self.state, self.service = core.state, core.service
         self.window = window
 
-    def fan_out_catch_up(self, job: DiscordJob) -> int:
+    def fan_out_catch_up(self, job: CatchUpJob) -> int:
         """A tick: catch-up jobs of SERVERS_PER_JOB servers each for the next DISCORD_GUILDS_PER_TICK servers
         of the roster (the servers someone opted in is in), in turn from where the last tick stopped,
         queued ten a request.
@@ -51,8 +51,7 @@ class CatchUp:
         pages = range(0, len(guilds), SERVERS_PER_JOB)
         self.core.queue.send_many(
             [
-                DiscordJob(
-                    action="catchup",
+                CatchUpJob(
                     guilds=guilds[at : at + SERVERS_PER_JOB],
                     issued_at=job.issued_at,
                     budget=sum(shares[at : at + SERVERS_PER_JOB]),
@@ -86,7 +85,7 @@ class CatchUp:
                 return mark.moved(built=True, consents_after=None)
         return mark.moved(consents_after=after)
 
-    def catch_up_servers(self, job: DiscordJob) -> int:
+    def catch_up_servers(self, job: CatchUpJob) -> int:
         """A page of servers' visit (SERVERS_PER_JOB at most: 2 requests each, about a second at Discord's
         50 a second): their channels and active threads listed, then one catch-up job per channel that
         moved (the listing carries each channel's last_message_id, so a quiet channel costs no job and no
@@ -112,8 +111,7 @@ class CatchUp:
         fresh = moved + quiet[:budget]
         self.core.queue.send_many(
             [
-                DiscordJob(
-                    action="catchup",
+                CatchUpJob(
                     guild=g,
                     channel=channel,
                     issued_at=job.issued_at,
@@ -127,7 +125,7 @@ class CatchUp:
         )
         return len(fresh) + len(due)
 
-    def _list_servers(self, job: DiscordJob) -> list[tuple[str, str]]:
+    def _list_servers(self, job: CatchUpJob) -> list[tuple[str, str]]:
         """The channels of the job's servers; a server the bot left (403/404) leaves the roster, and a 429
         queues the servers not yet listed again, after its retry_after."""
         guilds = job.guilds or [job.need("guild")]
@@ -137,7 +135,7 @@ class CatchUp:
                 channels += self.core.readable_channels([guild])
             except RateLimited as limited:
                 rest = job.model_copy(update={"guild": None, "guilds": guilds[n:]})
-                self.core.queue.send(rest, delay_s=int(limited.retry_after) + 1)
+                self.core.queue.send(rest, delay_s=limited.delay_s)
                 return channels
             except DiscordError as exc:
                 if exc.status not in (403, 404):
@@ -198,8 +196,7 @@ class CatchUp:
             if len(page) == PAGE and (newest is None or int(oldest) > int(newest)):
                 # older unread messages remain (a new channel, or a burst of more than a page): bounded jobs
                 self.core.queue.send(
-                    DiscordJob(
-                        action="catchup",
+                    CatchUpJob(
                         guild=guild,
                         channel=channel,
                         before=oldest,
@@ -211,7 +208,7 @@ class CatchUp:
                 )
         return stored
 
-    def catch_up_gap(self, job: DiscordJob) -> int:
+    def catch_up_gap(self, job: CatchUpJob) -> int:
         """A few pages of a catch-up gap, older and older from `before` down to `until`; continues itself."""
         if not self.core.anyone_consents():
             return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
-from ..jobs import DiscordJob
+from ..jobs import ExportJob
 from ..store import now_ms
 from .core import DiscordCore
 from .rest import DiscordError
@@ -23,12 +23,12 @@ class Export:
         self.bot, self.settings = core.bot, core.settings
         self.state, self.service = core.state, core.service
 
-    def export(self, job: DiscordJob) -> None:
+    def export(self, job: ExportJob) -> None:
         """Everything stored about the user — consent, backfill state, every memory — as an NDJSON file by
         DM, at most once per EXPORT_EVERY_S and up to EXPORT_MAX_BYTES."""
         from ..portability import export_lines
 
-        user = job.need("user")
+        user = job.user
 
         limits = (
             f"Limits: one export every {EXPORT_EVERY_S // 60} minutes, files up to "

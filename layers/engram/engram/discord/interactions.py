@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ..jobs import DiscordJob, JobQueue
+from ..jobs import AskJob, ExportJob, ForgetMeJob, ForgetMessageJob, JobQueue, RememberJob
 from ..text import NAME_PATTERN, encodable
 from .settings import DiscordSettings
 from .verify import verify_request
@@ -22,6 +22,14 @@ PONG, CHANNEL_MESSAGE, DEFERRED = 1, 4, 5
 MESSAGE_COMMAND = 3
 FORGET_THIS_MESSAGE = "Forget this message"
 EPHEMERAL = 64
+
+
+# /memory's subcommands answered later, by a job
+MEMORY_COMMANDS: dict[str, type[RememberJob | ForgetMeJob | ExportJob]] = {
+    "remember": RememberJob,
+    "forget": ForgetMeJob,
+    "export": ExportJob,
+}
 
 
 def _message(content: str, ephemeral: bool = True) -> dict:
@@ -158,14 +166,14 @@ def _command(
     if data.type == MESSAGE_COMMAND and data.name == FORGET_THIS_MESSAGE:
         if not data.target_id:
             return 400, {"error": "a message command needs its target message"}
-        queue().send(DiscordJob(action="forget-message", target_id=data.target_id, **job))
+        queue().send(ForgetMessageJob(target_id=data.target_id, **job))
         return 200, {"type": DEFERRED, "data": {"flags": EPHEMERAL}}
     if data.name == "memory" and data.options:
         sub = data.options[0].name
         if sub == "status":
             return 200, _message(status(user.id))
-        if sub in ("remember", "forget", "export"):
-            queue().send(DiscordJob(action=sub, **job))
+        if sub in MEMORY_COMMANDS:
+            queue().send(MEMORY_COMMANDS[sub](**job))
             return 200, {"type": DEFERRED, "data": {"flags": EPHEMERAL}}
     if data.name == "ask":
         return _ask(data, job, queue)
@@ -180,7 +188,7 @@ def _ask(data: _Data, job: dict[str, Any], queue: Callable[[], JobQueue]) -> Ans
         return 400, {"error": "the prompt contains a lone surrogate (an invalid Unicode character)"}
     if not job["guild"]:
         return 200, _message("/ask works in a server channel, where its memories live.")
-    queue().send(DiscordJob(action="ask", prompt=prompt[:6000], **job))
+    queue().send(AskJob(prompt=prompt[:6000], **job))
     return 200, {"type": DEFERRED}
 
 

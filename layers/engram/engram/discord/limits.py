@@ -34,6 +34,11 @@ class RateLimited(Exception):
         self.retry_after = retry_after
         self.is_global = is_global
 
+    @property
+    def delay_s(self) -> int:
+        """How long a job waits on the queue before it is tried again: past the retry_after."""
+        return int(self.retry_after) + 1
+
 
 def major(path: str) -> str:
     """The route's major parameter as a path prefix ("/channels/123", "/webhooks/900/<token>"), or "" for

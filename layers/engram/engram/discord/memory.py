@@ -5,11 +5,26 @@ composes the parts and runs one job."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
 from ..forgetting import JOB_BUDGET_S
-from ..jobs import BackfillJob, DiscordJob, JobQueue
+from ..jobs import (
+    AskJob,
+    BackfillJob,
+    CatchUpJob,
+    DiscordWork,
+    ExportJob,
+    FindServersJob,
+    ForgetMeJob,
+    ForgetMessageJob,
+    JobQueue,
+    PlanBackfillJob,
+    RememberJob,
+)
 from ..ports import StatePort
 from ..service import MemoryService
 from .ask import Ask
@@ -23,6 +38,15 @@ from .settings import DiscordSettings
 from .window import Window
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Route:
+    """How a type of Discord job is run: its handler, and whether a 429 sends the job back to the queue
+    for retry_after (nothing of it done yet that cannot be done again) rather than failing it."""
+
+    handle: Callable[[Any], None]
+    waits_out_limits: bool = False
 
 
 class DiscordMemory:
@@ -47,6 +71,16 @@ class DiscordMemory:
         self.catch_up = CatchUp(self.core, self.window)
         self.exports = Export(self.core)
         self.asks = Ask(self.core, self.catch_up)
+        self._routes: dict[type[DiscordWork], _Route] = {
+            RememberJob: _Route(self.backfills.remember, waits_out_limits=True),
+            ForgetMeJob: _Route(self.forget),
+            AskJob: _Route(self.asks.ask),
+            ExportJob: _Route(self.exports.export),
+            ForgetMessageJob: _Route(self.forget_message),
+            FindServersJob: _Route(self.backfills.find_servers, waits_out_limits=True),
+            PlanBackfillJob: _Route(self.backfills.plan_backfill, waits_out_limits=True),
+            CatchUpJob: _Route(self.catch_up_job, waits_out_limits=True),
+        }
 
     @property
     def settings(self) -> DiscordSettings:
@@ -56,57 +90,55 @@ class DiscordMemory:
     def bot(self) -> str:
         return self.core.bot
 
-    def run(self, job: DiscordJob) -> None:
-        """One interaction's slow part."""
-        if job.action == "remember":
-            self.backfills.remember(job)
-        elif job.action == "forget":
-            self.forget(job)
-        elif job.action == "ask":
-            self.asks.ask(job)
-        elif job.action == "export":
-            self.exports.export(job)
-        elif job.action == "forget-message":
-            self.forget_message(job)
-        elif job.action == "find-servers":
-            self.backfills.find_servers(job)
-        elif job.action == "plan-backfill":
-            self.backfills.plan_backfill(job)
-        elif job.action == "catchup" and job.channel:
-            self.catch_up_channel(job)
-        elif job.action == "catchup" and (job.guild or job.guilds):
-            self.catch_up.catch_up_servers(job)
-        elif job.action == "catchup":
-            self.catch_up.fan_out_catch_up(job)
+    def run(self, job: DiscordWork) -> None:
+        """One Discord job, by its type. Where Discord asks to wait (429) before the job has done anything
+        that cannot be done again, the job goes back on the queue for retry_after (never a sleep in
+        Lambda); elsewhere the 429 fails the job and SQS retries it."""
+        route = self._routes[type(job)]
+        try:
+            route.handle(job)
+        except RateLimited as limited:
+            if not route.waits_out_limits:
+                raise
+            self.core.queue.send(job, delay_s=limited.delay_s)
 
     def backfill(self, job: BackfillJob) -> None:
-        """A link of a user's backfill of one channel."""
-        self.backfills.backfill(job)
+        """A link of a user's backfill of one channel (a 429 saves its cursor, then waits on the queue)."""
+        try:
+            self.backfills.backfill(job)
+        except RateLimited as limited:
+            self.core.queue.send(job, delay_s=limited.delay_s)
 
-    def catch_up_channel(self, job: DiscordJob) -> None:
+    def catch_up_job(self, job: CatchUpJob) -> None:
+        """A tick's fan-out over the roster, a page of servers' visit, or one channel's catch-up."""
+        if job.channel:
+            self.catch_up_channel(job)
+        elif job.guild or job.guilds:
+            self.catch_up.catch_up_servers(job)
+        else:
+            self.catch_up.fan_out_catch_up(job)
+
+    def catch_up_channel(self, job: CatchUpJob) -> None:
         """One channel's catch-up (or a few pages of its gap)."""
         if job.parent_id and job.channel:
             self.core.thread_parents[job.channel] = job.parent_id
         if job.private and job.channel:
             self.core.private_threads.add(job.channel)
-        try:
-            if job.before:
-                self.catch_up.catch_up_gap(job)
-            else:
-                self.catch_up.catch_up(
-                    [(job.need("guild"), job.need("channel"))],
-                    recheck=job.recheck,
-                    last_message_id=job.last_message_id,
-                )
-        except RateLimited as limited:  # delay this channel's job on the queue; never sleep in Lambda
-            self.core.queue.send(job, delay_s=int(limited.retry_after) + 1)
+        if job.before:
+            self.catch_up.catch_up_gap(job)
+        else:
+            self.catch_up.catch_up(
+                [(job.need("guild"), job.need("channel"))],
+                recheck=job.recheck,
+                last_message_id=job.last_message_id,
+            )
 
-    def forget_message(self, job: DiscordJob) -> None:
+    def forget_message(self, job: ForgetMessageJob) -> None:
         """The "Forget this message" command: one stored message gone at once, if it is the user's (theirs,
         or the bot's reply attributed to them). Works without the Message Content intent: it needs only
         the message id."""
         service = self.core.service
-        memory = service.by_source(self.bot, job.need("target_id"))
+        memory = service.by_source(self.bot, job.target_id)
         if memory is None:
             said = "I don't remember that message."
         elif memory.user != job.user:
@@ -116,9 +148,9 @@ class DiscordMemory:
             said = "Forgotten: I no longer remember that message."
         self.core.reply(job.token, job.issued_at, job.user, said)
 
-    def forget(self, job: DiscordJob) -> None:
+    def forget(self, job: ForgetMeJob) -> None:
         """Delete everything of the user, everywhere: the same forget_user the Memory API runs."""
-        deleted = self.core.service.forget_user(self.bot, job.need("user"), budget_s=JOB_BUDGET_S)
+        deleted = self.core.service.forget_user(self.bot, job.user, budget_s=JOB_BUDGET_S)
         said = (
             f"Forgotten: {deleted['messages']} messages and {deleted['facts']} facts deleted, "
             "and your consent removed."
