@@ -127,7 +127,7 @@ def speaker_id(speaker: str) -> str:
 
 def records_of(conv: Conversation, kind: str, settings, first_id: int) -> list:
     """The conversation's turns as engram would store them under one protocol."""
-    from engram.service import MAX_CONTEXT_CHARS
+    from engram.domain import MAX_CONTEXT_CHARS
     from engram.store import Record
 
     bot = f"locomo-{conv.sample_id}"

@@ -6,19 +6,25 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+import httpx
 from pydantic import ValidationError
 
 from .bookkeeping import EmbeddingSettings
 from .config import Settings
-from .embedders import NoEmbedder, own_vector_name, vector_name
+from .embedders import Embedder, NoEmbedder, own_vector_name, vector_name
 from .errors import EmbedderUnavailable, InvalidInput
 from .jobs import JobQueue, ReembedJob
 from .service import MemoryService
 from .store import READ_SHARDS, LineReads, Record, StepBudget
 from .text import check_json
 from .vectors import Scope
+
+if TYPE_CHECKING:
+    from .proxy.settings import Upstream
 
 log = logging.getLogger(__name__)
 PAGE = 500
@@ -33,10 +39,10 @@ class Providers:
     """The embedders that can be named: the local model, Ollama, and UPSTREAMS entries."""
 
     settings: Settings
-    upstreams: dict  # name -> (baseUrl, apiKey)
-    transport: object = None
+    upstreams: dict[str, Any]  # name -> (baseUrl, apiKey)
+    transport: httpx.BaseTransport | None = None
 
-    def build(self, chosen: EmbeddingSettings):
+    def build(self, chosen: EmbeddingSettings) -> Embedder | NoEmbedder:
         """The embedder chosen settings describe, or InvalidInput saying what is missing."""
         if chosen.embedder == "off":
             return NoEmbedder()
@@ -122,12 +128,12 @@ class EmbeddingManager:
                 self._current, self._loaded_at = stored, time.monotonic()
             return self._current
 
-    def _apply(self, chosen: EmbeddingSettings, embedder=None) -> None:
+    def _apply(self, chosen: EmbeddingSettings, embedder: Embedder | NoEmbedder | None = None) -> None:
         embedder = embedder or self.providers.build(chosen)
         self.service.indexer.embedder = embedder
         self.service.indexer.message_vector_chars = chosen.messageVectors
 
-    def change(self, patch: dict) -> EmbeddingSettings:
+    def change(self, patch: dict[str, Any]) -> EmbeddingSettings:
         """Apply a PATCH: only what it names changes; a new model must embed a test string first."""
         check_json("settings", patch)
         allowed = set(EmbeddingSettings.model_fields)
@@ -168,13 +174,16 @@ class EmbeddingManager:
 
     # ----- progress --------------------------------------------------------------------------------
 
-    def progress(self) -> dict:
+    def progress(self) -> dict[str, Any]:
         """Counts from the index (exact counts on indexed payload fields, no scans of the records)."""
         self.current()
         name = self.service.dense_name
         index = self.service.index
         healthy = name is not None and self._answers()
-        count = lambda kind, dense=None: index.count(Scope(bot=None, kind=kind), dense=dense)  # noqa: E731
+
+        def count(kind: str, dense: str | None = None) -> int:
+            return index.count(Scope(bot=None, kind=kind), dense=dense)
+
         has_vectors = name is not None and name in index.dense_names()
         return {
             "model": getattr(self.service.embedder, "model", None) if healthy else None,
@@ -317,7 +326,9 @@ def defaults_from(settings: Settings) -> EmbeddingSettings:
     return EmbeddingSettings(embedder="local")
 
 
-def providers_from(settings: Settings, upstreams=(), transport=None) -> Providers:
+def providers_from(
+    settings: Settings, upstreams: Sequence[Upstream] = (), transport: httpx.BaseTransport | None = None
+) -> Providers:
     """Ollama, the UPSTREAMS entries, and ENGRAM_REMOTE_EMBEDDINGS_URL as `default`."""
     named = {u.name: (u.baseUrl, u.apiKey) for u in upstreams}
     if settings.remote_embeddings_url:

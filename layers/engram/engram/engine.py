@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .config import Settings, get_settings
-from .embedders import build_embedder
+from .embedders import Embedder, NoEmbedder, build_embedder
 from .jobs import JobQueue, build_queue
 from .service import MemoryService
 from .singleton import ProcessSingleton
@@ -61,7 +61,10 @@ def _secret(settings: Settings) -> Settings:
 
 
 def build_engine(
-    settings: Settings, index: VectorIndex | None = None, embedder=None, sqs_client=None
+    settings: Settings,
+    index: VectorIndex | None = None,
+    embedder: Embedder | NoEmbedder | None = None,
+    sqs_client: Any = None,
 ) -> Engine:
     """Build an engine; tests pass their own index, embedder or SQS client."""
     settings = _secret(settings)

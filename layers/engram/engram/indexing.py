@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from .embedders import Embedder, NoEmbedder, own_vector_name, vector_name
 from .errors import EmbedderUnavailable, IndexUnavailable, Unavailable
@@ -78,9 +79,9 @@ def _label(action: str) -> str:
     return "rebuilding" if action == "rebuild" else "reconciling"
 
 
-def is_warm(embedder) -> bool:
+def is_warm(embedder: Embedder | NoEmbedder) -> bool:
     """Whether the embedder answers without loading a model first (remote ones always do)."""
-    return getattr(embedder, "warm", True)
+    return bool(getattr(embedder, "warm", True))
 
 
 class Indexer:
@@ -398,13 +399,13 @@ class Indexer:
 
     def _meanings(
         self, records: list[Record], lines: dict[str, list[Record]], held: _Held
-    ) -> dict[int, dict]:
+    ) -> dict[int, dict[str, Any]]:
         """Each record's dense vectors as its point stores them: its own, and (mixing) the searched one
         mixed with its window's (`held.owns` holds the records' own vectors and their neighbours')."""
         name = self.dense_name
         if name is None:
             return {}
-        out: dict[int, dict] = {}
+        out: dict[int, dict[str, Any]] = {}
         for r in records:
             memory_id = int(r.id)
             own = held.owns.get(memory_id)
@@ -684,7 +685,7 @@ class Progress:
     started_ms: int | None = None
     finished_ms: int | None = None
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
@@ -832,13 +833,13 @@ class IndexKeeper:
         self.indexer.rewindow(lined, with_self=True)
         return lined
 
-    def reconcile(self, bot: str | None = None) -> dict:
+    def reconcile(self, bot: str | None = None) -> dict[str, Any]:
         """Both ways, for one bot or all: orphan points deleted, missing points written again."""
         return self._pass("reconciling", bot, lambda b: (self.reconcile_points(b), self.reconcile_records(b)))
 
     # ----- rebuild ------------------------------------------------------------------------------------
 
-    def rebuild(self, bot: str | None = None) -> dict:
+    def rebuild(self, bot: str | None = None) -> dict[str, Any]:
         """Write every record's point again from DynamoDB (the collection may be empty or gone)."""
 
         def one(b: str) -> None:
@@ -854,7 +855,7 @@ class IndexKeeper:
             return False
         return any(self.indexer.records.page(b, k, None, 1) for b in self.bots() for k in KINDS)
 
-    def _pass(self, action: str, bot: str | None, run: Callable[[str], object]) -> dict:
+    def _pass(self, action: str, bot: str | None, run: Callable[[str], object]) -> dict[str, Any]:
         with self._lock:
             self.progress = Progress(action=action, started_ms=now_ms(), parts_left=sum(self._parts.values()))
             try:

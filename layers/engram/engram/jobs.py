@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Annotated, Literal, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, TypeAdapter
+
+if TYPE_CHECKING:
+    from .config import Settings
 
 
 class IndexJob(BaseModel):
@@ -276,7 +279,7 @@ SQS_BATCH = 10  # the most entries one SendMessageBatch takes
 class SqsQueue:
     """Jobs as SQS messages (standard queue with a DLQ behind it)."""
 
-    def __init__(self, client, queue_url: str):
+    def __init__(self, client: Any, queue_url: str) -> None:
         self._client = client
         self.queue_url = queue_url
 
@@ -302,7 +305,7 @@ class SqsQueue:
 class DroppingQueue:
     """No queue configured: jobs are dropped, and the sweep finds their records later."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.dropped: list[str] = []
 
     def send(self, job: BaseModel, delay_s: int = 0) -> None:
@@ -366,7 +369,7 @@ class RoutedQueue:
             queue.send_many(batch)
 
 
-def build_queue(settings, sqs_client=None) -> JobQueue:
+def build_queue(settings: Settings, sqs_client: Any = None) -> JobQueue:
     """SQS when a queue URL is configured (each class of job on its own queue where one is configured),
     else a queue that drops (the sweep recovers)."""
     if not settings.jobs_queue_url:

@@ -9,6 +9,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from functools import lru_cache
+from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
@@ -56,7 +57,7 @@ def host_only_urls() -> None:
         return
     original = Entity.put_http_meta
 
-    def put_http_meta(self, key, value):
+    def put_http_meta(self: Any, key: str, value: Any) -> Any:
         if key == http.URL and isinstance(value, str):
             parts = urlsplit(value)
             value = f"{parts.scheme}://{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
@@ -72,7 +73,7 @@ def _engram_logs_as_json() -> None:
     copy_config_to_registered_loggers(source_logger=logger, include={"engram"})
 
 
-def instrumented(handler: Callable) -> Callable:
+def instrumented(handler: Callable[..., Any]) -> Callable[..., Any]:
     """A Lambda handler with the Lambda context in every log line, an X-Ray trace, and its metrics
     (a cold start counted) flushed at the end of each invocation."""
     from .config import get_settings

@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
-from .domain import required_name
+from .domain import check_name, required_name
 from .errors import EngramError, Forgotten, InvalidInput
-from .service import ChatMessage, MemoryService, check_name
+from .service import ChatMessage, MemoryService
 from .shapes import export_line
 from .store import KINDS
 

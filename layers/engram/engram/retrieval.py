@@ -108,7 +108,9 @@ def feedback_query(query: SparseVector, hits: list[Hit], settings: Retrieval) ->
     return SparseVector(indices, [weights[i] for i in indices])
 
 
-def feedback_vector(dense: tuple[str, list[float]] | None, hits: list[Hit], settings: Retrieval):
+def feedback_vector(
+    dense: tuple[str, list[float]] | None, hits: list[Hit], settings: Retrieval
+) -> tuple[str, list[float]] | None:
     """The query's meaning moved towards its top hits' (Rocchio), or None without their vectors."""
     if dense is None or not settings.feedback_dense:
         return None

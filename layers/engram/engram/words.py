@@ -187,7 +187,8 @@ def _stemmer() -> Stemmer.Stemmer:
 def terms(text: str) -> list[str]:
     """Lower-cased, stop-word-free, stemmed terms of a text, in order."""
     words = [w for w in _TOKEN.findall(text.casefold()) if w not in STOPWORDS and len(w) < 40]
-    return _stemmer().stemWords(words)
+    stemmed: list[str] = _stemmer().stemWords(words)
+    return stemmed
 
 
 def term_index(term: str) -> int:

@@ -17,7 +17,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY, RequestBodyLimitMiddleware
-from starlette.types import Receive, Scope, Send
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
 from ..engine import Engine, get_engine
@@ -50,14 +51,17 @@ class AdminKeyBeforeBody:
     FastAPI reads and parses a body before it runs a route's dependencies."""
 
     def __init__(
-        self, app, expected_key: Callable[[], str | None], reader_key: Callable[[str], bool] | None = None
-    ):
+        self,
+        app: ASGIApp,
+        expected_key: Callable[[], str | None],
+        reader_key: Callable[[str], bool] | None = None,
+    ) -> None:
         self.app = app
         self.expected_key = expected_key
         # A GET has no body to protect: a reader's key (the proxy key) goes on to the route, which decides.
         self.reader_key = reader_key
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"].startswith("/v1/"):
             scheme, _, token = (Headers(scope=scope).get("authorization") or "").partition(" ")
             try:
@@ -80,7 +84,7 @@ class AdminKeyBeforeBody:
         await self.app(scope, receive, send)
 
 
-def too_large(scope) -> str:
+def too_large(scope: Scope) -> str:
     """The 413 message, naming the limit of the route (in the scope while the limit is in force)."""
     limit = scope.get(MAX_BODY_SIZE_SCOPE_KEY)
     return (
@@ -94,16 +98,16 @@ class JsonTooLarge:
     """Starlette's body limit answers a too-long content-length with 413 in plain text from inside the
     route; engram answers every error as {"error": {...}}, naming the limit."""
 
-    def __init__(self, app):
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         replacing = False
 
-        async def send_json(message):
+        async def send_json(message: Message) -> None:
             nonlocal replacing
             if (
                 message["type"] == "http.response.start"
@@ -160,11 +164,11 @@ def _describe(exc: RequestValidationError) -> str:
     return "; ".join(parts)
 
 
-def _openapi(app: FastAPI) -> Callable[[], dict]:
+def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
     """The document as the server answers: validation errors are 400 with engram's error body (FastAPI
     documents 422 on every route)."""
 
-    def build() -> dict:
+    def build() -> dict[str, Any]:
         if app.openapi_schema:
             return app.openapi_schema
         doc = get_openapi(
@@ -193,8 +197,8 @@ def _openapi(app: FastAPI) -> Callable[[], dict]:
 
 def create_app(
     engine_factory: Callable[[], Engine] = get_engine,
-    proxy_factory: Callable | None = None,
-    discord_settings_factory: Callable | None = None,
+    proxy_factory: Callable[..., Any] | None = None,
+    discord_settings_factory: Callable[..., Any] | None = None,
 ) -> FastAPI:
     """The Memory API app, with the LibreChat proxy and MCP endpoint mounted when `proxy_factory` is
     given; factories are looked up per request so tests and the local stack can wire them."""
@@ -222,24 +226,24 @@ def create_app(
     app.add_middleware(JsonTooLarge)
 
     @app.exception_handler(EngramError)
-    async def engram_error(_: Request, exc: EngramError):
+    async def engram_error(_: Request, exc: EngramError) -> Response:
         if exc.status >= 500:
             log.warning("%s: %s", exc.code, exc.message)
         return error_response(exc.status, exc.code, exc.message)
 
     @app.exception_handler(RequestValidationError)
-    async def validation_error(_: Request, exc: RequestValidationError):
+    async def validation_error(_: Request, exc: RequestValidationError) -> Response:
         return error_response(400, "invalid", _describe(exc))
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException):
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 413:  # a body that streamed past the limit (no content-length to refuse it by)
             return error_response(413, "too_large", too_large(request.scope))
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "error")
         return error_response(exc.status_code, code, str(exc.detail))
 
     @app.exception_handler(Exception)
-    async def unexpected(_: Request, exc: Exception):  # a bug: say so without details, log them
+    async def unexpected(_: Request, exc: Exception) -> Response:  # a bug: say so without details, log them
         log.exception("unexpected error")
         return error_response(500, "internal", "something went wrong inside engram; it has been logged")
 
@@ -265,7 +269,7 @@ def create_app(
     if proxy_factory is not None:
         from ..proxy.routes import proxy_router
 
-        def build_mcp():
+        def build_mcp() -> ASGIApp:
             from ..proxy.mcp_tools import MCPEndpoint
 
             return RequestBodyLimitMiddleware(MCPEndpoint(proxy_factory), max_body_size=MCP_BODY)

@@ -42,7 +42,7 @@ def error_response(status: int, code: str, message: str) -> JSONResponse:
 
 def engine(request: Request) -> Engine:
     """The process's engine, with embedder settings another process may have changed."""
-    eng = request.app.state.engine_factory()
+    eng: Engine = request.app.state.engine_factory()
     eng.refresh()
     return eng
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
@@ -92,7 +92,7 @@ class MessageIn(BaseModel):
 
     @field_validator("createdAt")
     @classmethod
-    def _in_range(cls, value):
+    def _in_range(cls, value: datetime | None) -> datetime | None:
         if value is None:
             return value
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+from typing import Any
 
 import httpx
 
@@ -173,7 +174,7 @@ class Ask:
             log.warning("the chat model failed: %s", exc)
             return None
 
-    def _post(self, job: AskJob, answer: str) -> dict | None:
+    def _post(self, job: AskJob, answer: str) -> dict[str, Any] | None:
         """Post the answer; Discord takes 2,000 characters a message, so the rest go as followups."""
         parts = split_message(answer)
         posted = self.core.reply(job.token, job.issued_at, job.user, parts[0])

@@ -9,10 +9,12 @@ import logging
 import re
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import httpcore
 import httpx
+from httpcore import NetworkStream
 from httpcore._backends.sync import SyncBackend
 
 log = logging.getLogger(__name__)
@@ -36,11 +38,18 @@ class GuardedBackend(SyncBackend):
     """Resolves the host itself and connects only to a public address it checked: no private,
     loopback or link-local targets, and no window for DNS to change its answer in between."""
 
-    def __init__(self, resolve: Callable = socket.getaddrinfo, allow: list[str] | None = None):
+    def __init__(self, resolve: Callable[..., Any] = socket.getaddrinfo, allow: list[str] | None = None):
         self.resolve = resolve
         self.allow = [ipaddress.ip_network(n) for n in (allow or [])]
 
-    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> NetworkStream:
         try:
             infos = self.resolve(host, port, type=socket.SOCK_STREAM)
         except OSError as exc:
@@ -63,7 +72,7 @@ class SafeFetcher:
         max_bytes: int = 2_000_000,
         timeout_s: float = 5.0,
         max_redirects: int = 3,
-        resolve: Callable = socket.getaddrinfo,
+        resolve: Callable[..., Any] = socket.getaddrinfo,
         allow: list[str] | None = None,
         total_s: float = 10.0,
     ):
@@ -140,7 +149,7 @@ class Interpreter:
             max_links,
         )
 
-    def attachments(self, message: dict) -> list[dict]:
+    def attachments(self, message: dict[str, Any]) -> list[dict[str, Any]]:
         """Described images (vision on) and fetched links; failures are recorded, never raised."""
         out = []
         for item in message.get("attachments", []):
@@ -180,7 +189,7 @@ class Interpreter:
             log.info("image not described: %s", exc)
             return None
 
-    def _web(self, url: str) -> dict:
+    def _web(self, url: str) -> dict[str, Any]:
         entry: dict[str, str | None] = {"type": "web", "url": url}
         try:
             final, content_type, body = self.fetcher.fetch(url)

@@ -7,6 +7,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 
@@ -72,7 +73,9 @@ class DiscordCore:
 
     # ----- replies ------------------------------------------------------------------------------
 
-    def reply(self, job_token: str | None, issued_at: int, user: str | None, content: str) -> dict | None:
+    def reply(
+        self, job_token: str | None, issued_at: int, user: str | None, content: str
+    ) -> dict[str, Any] | None:
         """Edit the deferred response while the token lives; after that, or when Discord says the token is
         gone (404, 10015 Unknown Webhook: a cold start past 3 s invalidates it), a DM with the bot token. A
         short 429 is waited out: an answer is not dropped for it."""
@@ -95,7 +98,7 @@ class DiscordCore:
             log.warning("could not deliver a reply: %s", exc)
         return None
 
-    def deliver(self, send: Callable[[], dict | None]) -> dict | None:
+    def deliver(self, send: Callable[[], dict[str, Any] | None]) -> dict[str, Any] | None:
         """Send an answer, waiting out 429s of up to REPLY_WAIT_S (three tries): a job that holds a finished
         answer should not be retried for it (the answer would come by DM ~18 minutes later)."""
         for attempt in range(3):
@@ -136,7 +139,7 @@ class DiscordCore:
         except DiscordError as exc:
             return exc.status != 404
 
-    def split_unreadable(self, channels: list[tuple[str, str]]) -> tuple[list, list, int]:
+    def split_unreadable(self, channels: list[tuple[str, str]]) -> tuple[list[Any], list[Any], int]:
         """(channels to read, channels marked unreadable whose hour is up, how many stay skipped): a channel
         Discord refused is not asked again every tick (every 401/403/429 counts toward Discord's 10,000
         invalid requests per 10 minutes per IP)."""
@@ -146,11 +149,13 @@ class DiscordCore:
         due = [(g, c) for g, c in channels if c in marked and marked[c].retry_at <= now_s]
         return fresh, due, len(channels) - len(fresh) - len(due)
 
-    def read_page(self, channel: str, **params) -> list[dict] | None:
+    def read_page(
+        self, channel: str, before: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]] | None:
         """A page of a channel's history, or None when Discord refuses it (403, 404): then the channel is
         marked unreadable, to be skipped, never failed (a failure would retry it into the DLQ every tick)."""
         try:
-            return self.client.messages(channel, **params)
+            return self.client.messages(channel, before=before, limit=limit)
         except DiscordError as exc:
             if exc.status not in (403, 404):
                 raise
@@ -169,7 +174,7 @@ class DiscordCore:
         self,
         guild: str,
         channel: str,
-        page: list[dict],
+        page: list[dict[str, Any]],
         users: set[str] | None = None,
         origin: int | None = None,
         backfill: bool = False,
@@ -199,7 +204,9 @@ class DiscordCore:
         self.note_stored(channel, [(by_id[f.source_id], f.id) for f in fresh if f.source_id in by_id])
         return created
 
-    def _chat_message(self, guild: str, channel: str, message: dict, users: set[str]) -> ChatMessage | None:
+    def _chat_message(
+        self, guild: str, channel: str, message: dict[str, Any], users: set[str]
+    ) -> ChatMessage | None:
         """A message as engram stores it, if it is a consenting user's (or the bot's answer to one) and
         holds something: text, or images a vision model can describe."""
         owner, saved_by = self._owner(message, users)
@@ -222,7 +229,7 @@ class DiscordCore:
             content=self.content_of(guild, channel, message),
         )
 
-    def _notice_missing_content(self, page: list[dict]) -> None:
+    def _notice_missing_content(self, page: list[dict[str, Any]]) -> None:
         """A page of other people's messages that all came back empty (no text, attachments or embeds):
         the sign of a missing Message Content intent, noted for /memory status and the backfill's reply."""
         others = [
@@ -236,7 +243,7 @@ class DiscordCore:
         ):
             self.state.channels.note_content_intent(self.bot, False, "empty page", now_ms())
 
-    def _people(self, page: list[dict]) -> set[str]:
+    def _people(self, page: list[dict[str, Any]]) -> set[str]:
         """Everyone a page's messages could be stored for: their authors, and whom the bot's own answer."""
         people = set()
         for message in page:
@@ -249,7 +256,7 @@ class DiscordCore:
             people.add(((message.get("referenced_message") or {}).get("author") or {}).get("id"))
         return {str(p) for p in people if p}
 
-    def _owner(self, message: dict, users: set[str]) -> tuple[str | None, str]:
+    def _owner(self, message: dict[str, Any], users: set[str]) -> tuple[str | None, str]:
         author = message.get("author") or {}
         if author.get("id") == self.settings.application_id:
             for source in (message.get("interaction_metadata") or {}, message.get("interaction") or {}):
@@ -262,7 +269,7 @@ class DiscordCore:
             return None, "user"
         return author["id"], "user"
 
-    def content_of(self, guild: str, channel: str, message: dict) -> dict:
+    def content_of(self, guild: str, channel: str, message: dict[str, Any]) -> dict[str, Any]:
         # No roles: a message read over REST carries no member object (resources/message.mdx: `member` only
         # on Gateway events), so there is nothing true to store. A reply keeps which message it answers and
         # whose it was — ids only, never that message's text, which is someone else's words.
@@ -291,7 +298,7 @@ class DiscordCore:
             }
         return content
 
-    def note_stored(self, channel: str, stored: list[tuple[dict, int]]) -> None:
+    def note_stored(self, channel: str, stored: list[tuple[dict[str, Any], int]]) -> None:
         """Watch messages just stored (or edited) from a channel, (message, record id), while they are young
         enough for the window."""
         horizon = now_ms() - WINDOW_DAYS * 86_400_000

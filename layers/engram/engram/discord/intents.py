@@ -13,8 +13,9 @@ INTENT_OFF = (
 )
 
 
-def has_content_intent(application: dict) -> bool:
+def has_content_intent(application: dict[str, object]) -> bool:
     """Whether the application's flags grant it the Message Content intent."""
-    return bool(
-        int(application.get("flags") or 0) & (GATEWAY_MESSAGE_CONTENT | GATEWAY_MESSAGE_CONTENT_LIMITED)
+    flags = application.get("flags")
+    return isinstance(flags, int) and bool(
+        flags & (GATEWAY_MESSAGE_CONTENT | GATEWAY_MESSAGE_CONTENT_LIMITED)
     )

@@ -32,7 +32,7 @@ MEMORY_COMMANDS: dict[str, type[RememberJob | ForgetMeJob | ExportJob]] = {
 }
 
 
-def _message(content: str, ephemeral: bool = True) -> dict:
+def _message(content: str, ephemeral: bool = True) -> dict[str, Any]:
     data: dict[str, object] = {"content": content, "allowed_mentions": {"parse": []}}
     if ephemeral:
         data["flags"] = EPHEMERAL

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,14 @@ class RateLimits:
         wait = self.global_limit.admit()
         return None if wait is None else self._wait_or_raise(wait, is_global=True)
 
-    def after(self, method: str, path: str, status: int, headers, retry_after: float | None = None) -> None:
+    def after(
+        self,
+        method: str,
+        path: str,
+        status: int,
+        headers: Mapping[str, str],
+        retry_after: float | None = None,
+    ) -> None:
         """Learn from an answer: the route's bucket and whether it is used up (X-RateLimit-*), a 429's scope
         and a global stop; 429s and other 4xx counted."""
         bucket = headers.get("x-ratelimit-bucket")

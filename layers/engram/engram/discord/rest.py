@@ -5,6 +5,7 @@ themselves: engram.discord.limits)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 
@@ -35,7 +36,7 @@ VIEW_AND_HISTORY = (1 << 10) | (1 << 16)
 MANAGE_THREADS = 1 << 34
 
 
-def archived_kinds(channel: dict, own: int | None) -> list[str]:
+def archived_kinds(channel: dict[str, Any], own: int | None) -> list[str]:
     """Which archived-thread listings a channel can answer (resources/channel.mdx): public ones under text,
     announcement, forum and media channels with Read Message History; private ones only under text channels
     (the only type that has them), with Manage Threads too. `own`: the bot's permissions there (None:
@@ -59,10 +60,10 @@ class DiscordClient:
         api_base: str,
         bot_token: str | None,
         application_id: str | None,
-        transport=None,
+        transport: httpx.BaseTransport | None = None,
         timeout_s: float = 10.0,
         limits: RateLimits | None = None,
-    ):
+    ) -> None:
         headers = {"User-Agent": "DiscordBot (https://github.com/engram, 1.0)"}
         if bot_token:
             headers["Authorization"] = f"Bot {bot_token}"
@@ -72,7 +73,17 @@ class DiscordClient:
             base_url=api_base.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport
         )
 
-    def _call(self, method: str, path: str, auth: bool = True, **kwargs):
+    def _object(self, method: str, path: str, auth: bool = True, **kwargs: Any) -> dict[str, Any]:
+        """A call answered with a JSON object ({} for an empty answer)."""
+        answer = self._call(method, path, auth, **kwargs)
+        return answer if isinstance(answer, dict) else {}
+
+    def _objects(self, method: str, path: str, **kwargs: Any) -> list[dict[str, Any]]:
+        """A call answered with a JSON list of objects."""
+        answer = self._call(method, path, True, **kwargs)
+        return [o for o in answer if isinstance(o, dict)] if isinstance(answer, list) else []
+
+    def _call(self, method: str, path: str, auth: bool = True, **kwargs: Any) -> Any:
         headers = None if auth else {"Authorization": ""}
         self.limits.before(method, path)
         response = self._http.request(method, path, headers=headers, **kwargs)
@@ -92,11 +103,11 @@ class DiscordClient:
             raise DiscordError(response.status_code, response.text)
         return response.json() if response.content else None
 
-    def application(self) -> dict:
+    def application(self) -> dict[str, Any]:
         """The application itself (`GET /applications/@me`): its flags say which privileged intents it has."""
-        return self._call("GET", "/applications/@me")
+        return self._object("GET", "/applications/@me")
 
-    def guilds(self) -> list[dict]:
+    def guilds(self) -> list[dict[str, Any]]:
         """Every guild the bot is in (paginated by id: one request per 200)."""
         out, after = [], "0"
         while True:
@@ -106,12 +117,12 @@ class DiscordClient:
                 return out
             after = page[-1]["id"]
 
-    def guilds_page(self, after: str, limit: int) -> list[dict]:
+    def guilds_page(self, after: str, limit: int) -> list[dict[str, Any]]:
         """Up to `limit` (≤ 200) guilds of the bot with ids above `after`, by id (resources/user.mdx, Get
         Current User Guilds)."""
-        return self._call("GET", "/users/@me/guilds", params={"limit": limit, "after": after})
+        return self._objects("GET", "/users/@me/guilds", params={"limit": limit, "after": after})
 
-    def readable_channels(self, guild_id: str, archived: bool = False) -> list[dict]:
+    def readable_channels(self, guild_id: str, archived: bool = False) -> list[dict[str, Any]]:
         """A guild's channels that hold messages (text, announcement, voice and stage chat) and its active
         threads (forum and media posts among them); with `archived`, the archived threads too — asked for
         only where Discord could answer (topics/rate-limits.mdx: every 403 counts toward the invalid-request
@@ -134,7 +145,7 @@ class DiscordClient:
                 out.append(c)
         return out
 
-    def _own_permissions(self, guild_id: str, channels: list[dict]) -> dict[str, int] | None:
+    def _own_permissions(self, guild_id: str, channels: list[dict[str, Any]]) -> dict[str, int] | None:
         """The bot's own permissions in each channel (its roles from Get Guild Member with its own id), or
         None when Discord would not say (then every listing is tried, as before)."""
         from .visibility import Guild, permissions
@@ -149,11 +160,11 @@ class DiscordClient:
         )
         return {c["id"]: permissions(guild, c["id"], own, str(self.application_id)) for c in channels}
 
-    def archived_threads(self, channel_id: str, kind: str = "public") -> list[dict]:
+    def archived_threads(self, channel_id: str, kind: str = "public") -> list[dict[str, Any]]:
         """A channel's archived threads of one kind (public, or private: those need Manage Threads),
         paged by archive time (resources/channel.mdx). A refusal (any 4xx but a 429) leaves them out; it
         never fails the listing it is part of."""
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
         before = None
         while True:
             params = {"limit": 100, **({"before": before} if before else {})}
@@ -172,50 +183,53 @@ class DiscordClient:
                 break
         return out
 
-    def roles(self, guild_id: str) -> list[dict]:
+    def roles(self, guild_id: str) -> list[dict[str, Any]]:
         """The guild's roles with their permissions (@everyone's id is the guild's)."""
-        return self._call("GET", f"/guilds/{guild_id}/roles")
+        return self._objects("GET", f"/guilds/{guild_id}/roles")
 
-    def all_channels(self, guild_id: str) -> list[dict]:
+    def all_channels(self, guild_id: str) -> list[dict[str, Any]]:
         """Every channel of the guild, with its permission overwrites."""
-        return self._call("GET", f"/guilds/{guild_id}/channels")
+        return self._objects("GET", f"/guilds/{guild_id}/channels")
 
-    def active_threads(self, guild_id: str) -> list[dict]:
+    def active_threads(self, guild_id: str) -> list[dict[str, Any]]:
         """The guild's active threads (each names its parent channel)."""
-        return (self._call("GET", f"/guilds/{guild_id}/threads/active") or {}).get("threads", [])
+        threads = self._object("GET", f"/guilds/{guild_id}/threads/active").get("threads")
+        return [t for t in threads if isinstance(t, dict)] if isinstance(threads, list) else []
 
-    def member(self, guild_id: str, user_id: str) -> dict:
+    def member(self, guild_id: str, user_id: str) -> dict[str, Any]:
         """One member of the guild (their roles)."""
-        return self._call("GET", f"/guilds/{guild_id}/members/{user_id}")
+        return self._object("GET", f"/guilds/{guild_id}/members/{user_id}")
 
     def messages(
         self, channel_id: str, before: str | None = None, after: str | None = None, limit: int = 100
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         """Up to `limit` messages, newest first (Discord's order)."""
         params: dict[str, str | int] = {"limit": limit}
         if before:
             params["before"] = before
         if after:
             params["after"] = after
-        return self._call("GET", f"/channels/{channel_id}/messages", params=params)
+        return self._objects("GET", f"/channels/{channel_id}/messages", params=params)
 
-    def edit_original(self, token: str, content: str) -> dict:
+    def edit_original(self, token: str, content: str) -> dict[str, Any]:
         """Edit the deferred interaction response (the token lives 15 minutes)."""
-        return self._call(
+        return self._object(
             "PATCH",
             f"/webhooks/{self.application_id}/{token}/messages/@original",
             json={"content": content[:2000], "allowed_mentions": {"parse": []}},
             auth=False,
         )
 
-    def followup(self, token: str, content: str, ephemeral: bool = False) -> dict:
+    def followup(self, token: str, content: str, ephemeral: bool = False) -> dict[str, Any]:
         """A followup message on an interaction."""
         body: dict[str, object] = {"content": content[:2000], "allowed_mentions": {"parse": []}}
         if ephemeral:
             body["flags"] = 64
-        return self._call("POST", f"/webhooks/{self.application_id}/{token}", json=body, auth=False)
+        return self._object("POST", f"/webhooks/{self.application_id}/{token}", json=body, auth=False)
 
-    def direct_file(self, user_id: str, content: str, filename: str, data: bytes, media_type: str) -> dict:
+    def direct_file(
+        self, user_id: str, content: str, filename: str, data: bytes, media_type: str
+    ) -> dict[str, Any]:
         """A DM carrying one attachment (multipart: the message as payload_json, the file as files[0])."""
         channel = self._call("POST", "/users/@me/channels", json={"recipient_id": user_id})
         payload = {
@@ -223,17 +237,17 @@ class DiscordClient:
             "allowed_mentions": {"parse": []},
             "attachments": [{"id": 0, "filename": filename}],
         }
-        return self._call(
+        return self._object(
             "POST",
             f"/channels/{channel['id']}/messages",
             data={"payload_json": json.dumps(payload)},
             files={"files[0]": (filename, data, media_type)},
         )
 
-    def direct_message(self, user_id: str, content: str) -> dict:
+    def direct_message(self, user_id: str, content: str) -> dict[str, Any]:
         """A DM with the bot token: the way to answer after the interaction token has expired."""
         channel = self._call("POST", "/users/@me/channels", json={"recipient_id": user_id})
-        return self._call(
+        return self._object(
             "POST",
             f"/channels/{channel['id']}/messages",
             json={"content": content[:2000], "allowed_mentions": {"parse": []}},

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import httpx
+
 from ..config import get_settings
-from ..engine import get_engine
+from ..engine import Engine, get_engine
 from ..observability import count
 from ..singleton import ProcessSingleton
 from .limits import RateLimits, shared_global
@@ -16,7 +18,12 @@ def on_lambda() -> bool:
     return get_settings().runtime.on_lambda
 
 
-def build_discord(settings: DiscordSettings, engine, transport=None, ollama=None) -> DiscordMemory:
+def build_discord(
+    settings: DiscordSettings,
+    engine: Engine,
+    transport: httpx.BaseTransport | None = None,
+    ollama: httpx.Client | None = None,
+) -> DiscordMemory:
     """Discord memory on an engine; tests pass transports to reach their fakes."""
     state = engine.state
     bot = settings.bot

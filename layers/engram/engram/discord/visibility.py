@@ -17,7 +17,9 @@ names are checked one by one with their own roles. When the walk would be too la
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 VIEW_CHANNEL = 1 << 10
 READ_MESSAGE_HISTORY = 1 << 16
@@ -37,7 +39,7 @@ class Undecidable(Exception):
     """Who may read a channel cannot be worked out; the caller treats it as nobody."""
 
 
-def _bits(value) -> int:
+def _bits(value: int | str | None) -> int:
     return int(value or 0)
 
 
@@ -49,7 +51,7 @@ class Guild:
 
     id: str
     roles: dict[str, int]
-    overwrites: dict[str, list[dict]]
+    overwrites: dict[str, list[dict[str, Any]]]
     parents: dict[str, str] = field(default_factory=dict)
     member_roles: dict[str, list[str]] = field(default_factory=dict)
     types: dict[str, int] = field(default_factory=dict)
@@ -196,12 +198,23 @@ def readable_by_everyone_who_sees(guild: Guild, answer_channel: str, memory_chan
         return False
 
 
+class DiscordReader(Protocol):
+    """What reading a guild's permissions asks of Discord's REST client (engram.discord.rest)."""
+
+    def roles(self, guild_id: str) -> list[dict[str, Any]]: ...
+    def all_channels(self, guild_id: str) -> list[dict[str, Any]]: ...
+    def active_threads(self, guild_id: str) -> list[dict[str, Any]]: ...
+    def member(self, guild_id: str, user_id: str) -> dict[str, Any]: ...
+
+
 class Visibility:
     """Guild permission data from Discord, cached for a short while (roles and overwrites change rarely;
     a minute is as long as a revoked permission can still let a memory through). A Discord error is never
     cached: the next /ask asks again."""
 
-    def __init__(self, client, ttl_s: float = 60.0, clock=time.monotonic):
+    def __init__(
+        self, client: DiscordReader, ttl_s: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.client, self.ttl_s, self.clock = client, ttl_s, clock
         self._cache: dict[str, tuple[float, Guild]] = {}
 
@@ -247,7 +260,7 @@ class Visibility:
         memory_channels: set[str],
         parents: dict[str, str] | None = None,
         private: set[str] | None = None,
-        answer: dict | None = None,
+        answer: dict[str, Any] | None = None,
     ) -> set[str]:
         """Which of these channels' memories may go into an answer posted in `answer_channel`. `parents` and
         `private`: threads' channels and which are private, as stored with their memories (for threads no

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound
 from ..store import now_ms
@@ -32,7 +32,9 @@ class Window:
         self.bot, self.settings = core.bot, core.settings
         self.state, self.service = core.state, core.service
 
-    def apply_window(self, guild: str, channel: str, page: list[dict], whole: bool) -> tuple[int, int]:
+    def apply_window(
+        self, guild: str, channel: str, page: list[dict[str, Any]], whole: bool
+    ) -> tuple[int, int]:
         """(The caller notes the re-read's time with the channel's newest id.) Compare the channel's newest
         page with the messages stored from it: one gone from Discord is
         deleted (its words leave other contexts too), one edited takes its new text, attachments and
@@ -73,7 +75,7 @@ class Window:
             log.info("window of %s: %d edited, %d deleted", channel, edited, deleted)
         return edited, deleted
 
-    def _apply_edit(self, guild: str, channel: str, memory_id: int, message: dict) -> bool:
+    def _apply_edit(self, guild: str, channel: str, memory_id: int, message: dict[str, Any]) -> bool:
         """Give a stored message its edited text and attachments; False when there is nothing to keep
         (it is no longer stored). A message whose content came back empty is left as it is: without the
         Message Content intent every message of others looks empty, which is no edit."""

@@ -6,6 +6,8 @@ import re
 from collections.abc import Sequence
 from typing import Protocol
 
+import httpx
+
 from ..config import Settings
 from ..errors import EmbedderUnavailable, InvalidInput
 
@@ -55,7 +57,9 @@ def local_embedder(model: str, threads: int = 0) -> Embedder:
     raise InvalidInput(f"no local model {model!r} (there are {LOCAL_MODEL!r} and {E5_MODEL!r})")
 
 
-def build_embedder(settings: Settings, http_transport=None) -> Embedder | NoEmbedder:
+def build_embedder(
+    settings: Settings, http_transport: httpx.BaseTransport | None = None
+) -> Embedder | NoEmbedder:
     """The embedder the settings name."""
     kind = settings.embedder
     if kind == "off":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 from ..errors import EmbedderUnavailable
 
@@ -29,7 +30,7 @@ class E5Embedder:
         """Whether the model is loaded (well under a second; a write never waits for it regardless)."""
         return self._model is not None
 
-    def load(self):
+    def load(self) -> Any:
         """Load the model once; later calls return it."""
         with self._lock:
             if self._model is None:

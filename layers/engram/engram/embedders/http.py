@@ -36,9 +36,9 @@ class OllamaEmbedder:
         model: str,
         timeout_s: float = 10.0,
         batch_size: int = 64,
-        transport=None,
+        transport: httpx.BaseTransport | None = None,
         bulk_url: str | None = None,
-    ):
+    ) -> None:
         self.model = model
         self.batch_size = batch_size
         self._client = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout_s, transport=transport)
@@ -80,9 +80,9 @@ class OpenAIEmbedder:
         api_key: str | None = None,
         timeout_s: float = 10.0,
         batch_size: int = 128,
-        transport=None,
+        transport: httpx.BaseTransport | None = None,
         provider: str = "remote",
-    ):
+    ) -> None:
         self.provider = provider
         self.model = model
         self.batch_size = batch_size

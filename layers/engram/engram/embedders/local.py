@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 from ..errors import EmbedderUnavailable
 
@@ -34,7 +35,7 @@ class LocalEmbedder:
         """Whether the model is loaded (a write never waits for it: its vector follows by a job)."""
         return self._model is not None
 
-    def load(self):
+    def load(self) -> Any:
         """Load the model once (about 3 s); later calls return it."""
         with self._lock:
             if self._model is None:
@@ -81,4 +82,5 @@ class LocalEmbedder:
         finally:
             with self._busy_lock:
                 self._busy -= 1
-        return vectors.tolist()
+        out: list[list[float]] = vectors.tolist()
+        return out

@@ -15,7 +15,7 @@ class StatsCache:
     """A bounded TTL cache that counts its hits and misses."""
 
     def __init__(self, ttl_ms: int, max_entries: int):
-        self._cache: TTLCache = TTLCache(maxsize=max(1, max_entries), ttl=max(ttl_ms, 1) / 1000)
+        self._cache: TTLCache[Any, Any] = TTLCache(maxsize=max(1, max_entries), ttl=max(ttl_ms, 1) / 1000)
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -47,7 +47,7 @@ class StatsCache:
         with self._lock:
             self._cache.clear()
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         """Hits, misses, size and hit rate."""
         total = self.hits + self.misses
         return {

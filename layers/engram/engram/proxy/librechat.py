@@ -15,6 +15,7 @@ Sources (LibreChat's own code; copied shapes, no code):
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from .wire import Api, content_text
@@ -34,6 +35,10 @@ MEMORY_AGENT_TOOLS = {"set_memory", "delete_memory"}
 TITLE_FIELDS = {"title", "language"}
 PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}|\$\{[^{}]*\}")
 FILE_CONTEXT = re.compile(r"\AAttached document\(s\):\n```md\n.*?\n```\n?", re.DOTALL)
+
+
+# Whether a text is a /memory command under a prefix (engram.proxy.memory.is_command)
+IsCommand = Callable[[str, str], bool]
 
 
 def unresolved(value: str | None) -> bool:
@@ -129,7 +134,7 @@ def in_tool_round(body: dict[str, Any]) -> bool:
     )
 
 
-def without_commands(body: dict[str, Any], prefix: str, is_command) -> dict[str, Any]:
+def without_commands(body: dict[str, Any], prefix: str, is_command: IsCommand) -> dict[str, Any]:
     """The request without the /memory commands in its history and engram's answers to them: LibreChat
     stores both as messages and sends them back on every later turn. The newest message is left as sent."""
     messages = body.get("messages")
@@ -160,7 +165,7 @@ SETTING_ANSWERS = {
 }
 
 
-def setting_in_history(body: dict[str, Any], prefix: str, is_command) -> bool | None:
+def setting_in_history(body: dict[str, Any], prefix: str, is_command: IsCommand) -> bool | None:
     """The chat setting the history's last /memory on|off|reset set, by engram's answer to it (a command
     that was refused or failed set nothing), or None. A chat LibreChat forks or duplicates gets a new
     conversation id but a copy of the history (LibreChat api/server/utils/import/fork.js clones the messages

@@ -12,6 +12,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
 
 from .. import __version__
 from ..errors import EngramError
@@ -146,7 +147,7 @@ class MCPEndpoint:
         # API Gateway and Function URL hosts vary; the bearer key is what keeps strangers out.
         self.security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}

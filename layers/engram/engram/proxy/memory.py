@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from ..errors import EngramError, InvalidInput, NotFound
 from ..ports import StatePort
@@ -126,19 +128,21 @@ class ChatMemory:
         self.forget_caches()
         self.settings_cache.discard(("settings", user))
 
-    def _cached(self, key, users: set, load) -> list[Memory]:
+    def _cached(
+        self, key: tuple[Any, ...], users: set[str | None], load: Callable[[], list[Memory]]
+    ) -> list[Memory]:
         """A recall through the cache that never outlives a forget, a removal or a change, whichever
         instance made it: a hit is served only if none of the users it could show (the asker, the memories'
         owners) was forgotten and no memory of the bot was removed or changed since it was cached — a read
         of their tombstones and of the bot's last change."""
         (stamp, memories), hit = self.recall_cache.lookup(key, lambda: (now_ms(), load()))
         if hit:
-            owners = (users | {m.user for m in memories}) - {None}
+            owners = {u for u in users | {m.user for m in memories} if u is not None}
             forgotten = self.state.tombstones.when(self.bot, owners).values()
             if any(at >= stamp for at in forgotten) or self.state.marks.last_change(self.bot) >= stamp:
                 self.recall_cache.discard(key)
                 stamp, memories = self.recall_cache.get_or(key, lambda: (now_ms(), load()))
-        return memories
+        return list(memories)
 
     @property
     def bot(self) -> str:
@@ -168,11 +172,12 @@ class ChatMemory:
         if self._stored_settings(turn.user).get(turn.conversation) is None:
             self.set_enabled(turn, enabled)
 
-    def _stored_settings(self, user: str) -> dict:
+    def _stored_settings(self, user: str) -> dict[str | None, bool]:
         """A user's memory settings ({conversation or None: on}), cached for a while."""
-        return self.settings_cache.get_or(
+        held: dict[str | None, bool] = self.settings_cache.get_or(
             ("settings", user), lambda: self.state.chat_settings.of(self.bot, user)
         )
+        return held
 
     def set_enabled(self, turn: Turn, enabled: bool | None, for_chat: bool = True) -> None:
         """Set (or with None, drop) the chat's or the user's default setting."""
@@ -197,7 +202,7 @@ class ChatMemory:
         scope, boost = self.scope(turn)
         k = self.settings.recall_limit
 
-        def load():
+        def load() -> list[Memory]:
             found = self.service.recall(scope, query, k * 2 if boost else k)
             if boost:
                 top = max((m.score or 0) for m in found) if found else 0

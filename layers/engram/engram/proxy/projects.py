@@ -33,7 +33,9 @@ class ProjectResolver:
     """Looks up what LibreChat records about a conversation; no project means projectless (or Mongo
     unavailable)."""
 
-    def __init__(self, database=None, cache: StatsCache | None = None, retry_delay_s: float = 0.3):
+    def __init__(
+        self, database: Any = None, cache: StatsCache | None = None, retry_delay_s: float = 0.3
+    ) -> None:
         self.db = database
         self.cache = cache or StatsCache(300_000, 5000)
         self.retry_delay_s = retry_delay_s
@@ -65,9 +67,9 @@ class ProjectResolver:
         if facts is _UNKNOWN:  # not written yet or Mongo failed: don't remember that for long
             self.cache.discard(key)
             return ChatFacts()
-        return facts
+        return facts if isinstance(facts, ChatFacts) else ChatFacts()
 
-    def _lookup(self, user: str, conversation: str, retry: bool):
+    def _lookup(self, user: str, conversation: str, retry: bool) -> ChatFacts | _Unknown:
         self.lookups += 1
         fields = {"chatProjectId": 1, "isTemporary": 1, "expiredAt": 1}
         try:
@@ -122,7 +124,7 @@ class ProjectResolver:
 
 
 class _Unknown:
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "UNKNOWN"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from cachetools import TTLCache
@@ -16,6 +17,9 @@ from .memory import ChatMemory
 from .projects import ProjectResolver
 from .settings import ProxySettings, get_proxy_settings
 from .telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from .extract import Extractor
 
 
 @dataclass
@@ -40,7 +44,7 @@ class Counters:
             ) as metric:
                 metric.add_dimension(name="outcome", value="ok" if ok else "error")
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {
             p: {"calls": n, "errors": self.errors.get(p, 0), "maxMs": self.max_ms.get(p, 0.0)}
             for p, n in self.calls.items()
@@ -64,9 +68,9 @@ class Proxy:
     turn_started: TTLCache[tuple[str | None, str], str] = field(
         default_factory=lambda: TTLCache(maxsize=10_000, ttl=900)
     )
-    _extractor: object = None
+    _extractor: Extractor | None = None
 
-    def extractor(self):
+    def extractor(self) -> Extractor:
         """The post-turn extractor (built on first use: only workers need it)."""
         if self._extractor is None:
             from .extract import Extractor
@@ -80,7 +84,11 @@ class Proxy:
 
 
 def build_proxy(
-    settings: ProxySettings, engine: Engine, mongo_database=None, transport=None, telemetry=None
+    settings: ProxySettings,
+    engine: Engine,
+    mongo_database: Any = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    telemetry: Telemetry | None = None,
 ) -> Proxy:
     """Build the proxy; tests pass a mongomock database, their own transport and telemetry."""
     project_cache = StatsCache(settings.cache_project_ttl_ms, settings.cache_max_entries)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..observability import timed
@@ -29,11 +30,11 @@ class _Nothing:
 class TurnTrace:
     """The observations of one turn."""
 
-    def __init__(self, root=None):
+    def __init__(self, root: Any = None) -> None:
         self.root = root
 
     @contextlib.contextmanager
-    def span(self, name: str, **metadata: Any):
+    def span(self, name: str, **metadata: Any) -> Iterator[Any]:
         """Time a phase of the turn as a child span (and as a metric on Lambda)."""
         if self.root is None:
             with timed(name):
@@ -49,14 +50,14 @@ class TurnTrace:
         finally:
             span.end()
 
-    def generation(self, model: str):
+    def generation(self, model: str) -> Any:
         """The upstream call; end it with end_generation()."""
         if self.root is None:
             return _Nothing()
         return self.root.start_observation(name="upstream", as_type="generation", model=model or None)
 
     @staticmethod
-    def usage(api: str, usage: dict | None) -> dict[str, int] | None:
+    def usage(api: str, usage: dict[str, Any] | None) -> dict[str, int] | None:
         """Token usage in Langfuse's shape from either wire format."""
         if not usage:
             return None
@@ -83,8 +84,8 @@ class Telemetry:
         secret_key: str | None = None,
         base_url: str | None = None,
         environment: str | None = None,
-        span_exporter=None,
-    ):
+        span_exporter: Any = None,
+    ) -> None:
         self.client = None
         if public_key and secret_key:
             try:

@@ -24,7 +24,7 @@ def content_text(content: Any) -> str:
     return ""
 
 
-def user_turns(body: dict) -> list[str]:
+def user_turns(body: dict[str, Any]) -> list[str]:
     """The text of every user message, oldest first (tool results and empty turns left out)."""
     out = []
     for message in body.get("messages") or []:
@@ -35,7 +35,7 @@ def user_turns(body: dict) -> list[str]:
     return out
 
 
-def last_user_text(body: dict) -> str:
+def last_user_text(body: dict[str, Any]) -> str:
     """The newest user message's text ('' when the last message is not from the user)."""
     messages = body.get("messages") or []
     if messages and isinstance(messages[-1], dict) and messages[-1].get("role") == "user":
@@ -46,7 +46,7 @@ def last_user_text(body: dict) -> str:
 # ----- replies the proxy speaks itself (/memory commands) ------------------------------------------
 
 
-def reply_json(api: Api, model: str, text: str) -> dict:
+def reply_json(api: Api, model: str, text: str) -> dict[str, Any]:
     """A complete non-streaming reply in the caller's format."""
     if api == "openai":
         return {
@@ -76,7 +76,7 @@ def reply_json(api: Api, model: str, text: str) -> dict:
     }
 
 
-def _sse(data: dict | str, event: str | None = None) -> bytes:
+def _sse(data: dict[str, Any] | str, event: str | None = None) -> bytes:
     payload = data if isinstance(data, str) else json.dumps(data)
     return (f"event: {event}\n" if event else "").encode() + f"data: {payload}\n\n".encode()
 
@@ -136,7 +136,7 @@ def reply_stream(api: Api, model: str, text: str, include_usage: bool = False) -
 # ----- reading the assistant's text from what the upstream sent ---------------------------------
 
 
-def reply_text(api: Api, body: dict) -> str:
+def reply_text(api: Api, body: dict[str, Any]) -> str:
     """The assistant's text in a non-streaming reply."""
     if api == "openai":
         choices = body.get("choices") or []
@@ -151,7 +151,7 @@ class StreamCapture:
         self.api = api
         self._buffer = b""
         self.parts: list[str] = []
-        self.usage: dict | None = None
+        self.usage: dict[str, Any] | None = None
         self.finished = False  # the provider's end-of-stream event has been seen
 
     def feed(self, chunk: bytes) -> None:

@@ -5,13 +5,24 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any, TypeVar
 
 import qdrant_edge as qe
 
 from ..errors import IndexUnavailable
 from ..words import SparseVector
 from . import TIE_MARGIN, WORDS, Fusion, Hit, IndexPoint, Scope, fuse
+
+T = TypeVar("T")
+
+
+def _query(shard: Any, request: Any) -> list[Any]:
+    found: list[Any] = shard.query(request)
+    return found
+
 
 _KEYWORD_FIELDS = ("bot", "kind", "server", "project", "user")
 
@@ -26,7 +37,7 @@ def _sparse(vector: SparseVector) -> qe.SparseVector:
     return qe.SparseVector(vector.indices, vector.values)
 
 
-def _dense_of(vector, names: list[str] | None) -> list[float] | None:
+def _dense_of(vector: Any, names: list[str] | None) -> list[float] | None:
     """The one named dense vector a point came back with, if it was asked for and has it."""
     if not names or not isinstance(vector, dict) or names[0] not in vector:
         return None
@@ -148,7 +159,7 @@ class EdgeIndex:
             self._writes_since_optimize = 0
             return kept
 
-    def _run(self, fn):
+    def _run(self, fn: Callable[[Any], T]) -> T:
         with self._lock:
             try:
                 return fn(self._shard)
@@ -196,7 +207,7 @@ class EdgeIndex:
 
     def set_vectors(self, words: dict[int, SparseVector], dense: dict[str, dict[int, list[float]]]) -> None:
         """Replace words and named dense vectors of existing points in one update."""
-        by_point: dict[int, dict] = {i: {WORDS: _sparse(v)} for i, v in words.items()}
+        by_point: dict[int, dict[str, Any]] = {i: {WORDS: _sparse(v)} for i, v in words.items()}
         for name, vectors in dense.items():
             for i, v in vectors.items():
                 by_point.setdefault(i, {})[name] = v
@@ -227,8 +238,8 @@ class EdgeIndex:
         """Delete every point in a scope; returns how many there were."""
         flt = _filter(scope)
 
-        def run(shard):
-            n = shard.count(qe.CountRequest(exact=True, filter=flt))
+        def run(shard: Any) -> int:
+            n = int(shard.count(qe.CountRequest(exact=True, filter=flt)))
             shard.update(qe.UpdateOperation.delete_points_by_filter(flt))
             return n
 
@@ -239,9 +250,17 @@ class EdgeIndex:
         flt = _filter(scope)
         if dense:
             flt = qe.Filter(must=[flt, qe.HasVectorCondition(dense)])
-        return self._run(lambda s: s.count(qe.CountRequest(exact=True, filter=flt)))
+        return int(self._run(lambda s: s.count(qe.CountRequest(exact=True, filter=flt))))
 
-    def search(self, scope, words, dense, limit, fusion: Fusion, with_vector: bool = False) -> list[Hit]:
+    def search(
+        self,
+        scope: Scope,
+        words: SparseVector | None,
+        dense: tuple[str, list[float]] | None,
+        limit: int,
+        fusion: Fusion,
+        with_vector: bool = False,
+    ) -> list[Hit]:
         """Each side's best (words, meaning) as ids and scores, fused here (see `fuse`), then the
         payloads (and asked-for vectors) of just the hits returned."""
         flt = _filter(scope)
@@ -258,7 +277,7 @@ class EdgeIndex:
             request = qe.QueryRequest(
                 limit=size, query=query, filter=flt, with_payload=False, with_vector=False
             )
-            points = self._run(lambda s, r=request: s.query(r))
+            points: list[Any] = self._run(partial(_query, request=request))
             out.append(([Hit(int(p.id), float(p.score), {}) for p in points], weight))
         hits = fuse(out, fusion, limit)
         names = [dense[0]] if with_vector and dense is not None else None

@@ -19,7 +19,7 @@ from . import SCOPE_FIELDS, TIE_MARGIN, WORDS, Fusion, Hit, IndexPoint, Scope, f
 
 # Every search is filtered by bot: its index is the tenant one (its points stored together); kind has two
 # values, so a graph per value would be a second global graph (none is built for it)
-KEYWORD_INDEX: dict[str, dict] = {
+KEYWORD_INDEX: dict[str, dict[str, Any]] = {
     "bot": {"type": "keyword", "is_tenant": True},
     "kind": {"type": "keyword", "enable_hnsw": False},
     "server": {"type": "keyword"},
@@ -28,17 +28,17 @@ KEYWORD_INDEX: dict[str, dict] = {
 }
 
 
-def _named(point: dict, name: str | None) -> list[float] | None:
+def _named(point: dict[str, Any], name: str | None) -> list[float] | None:
     """The named dense vector a retrieved point came back with, if it was asked for."""
     vector = point.get("vector")
     return vector.get(name) if name and isinstance(vector, dict) else None
 
 
-def _filter(scope: Scope) -> dict:
+def _filter(scope: Scope) -> dict[str, Any]:
     return {"must": [{"key": k, "match": {"value": v}} for k, v in scope.conditions().items()]}
 
 
-def _sparse(vector: SparseVector) -> dict:
+def _sparse(vector: SparseVector) -> dict[str, Any]:
     return {"indices": list(vector.indices), "values": list(vector.values)}
 
 
@@ -76,7 +76,7 @@ class QdrantServerIndex:
 
     # ----- the wire --------------------------------------------------------------------------------
 
-    def _request(self, method: str, path: str, body: dict | None = None, wait: bool = False) -> Any:
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None, wait: bool = False) -> Any:
         """One REST call; its `result`. Every failure (refused, timed out, 4xx/5xx) is IndexUnavailable."""
         try:
             response = self.client.request(
@@ -102,7 +102,7 @@ class QdrantServerIndex:
                 f"Qdrant answered something that is not JSON: {response.text[:200]}"
             ) from exc
 
-    def _call(self, method: str, path: str, body: dict | None = None, wait: bool = False) -> Any:
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None, wait: bool = False) -> Any:
         if not self._collection_ready:
             with self._ready_lock:
                 if not self._collection_ready:
@@ -122,7 +122,7 @@ class QdrantServerIndex:
         integer = {"type": "integer", "lookup": False, "range": True, "enable_hnsw": False}
         self._request("PUT", "/index", {"field_name": "createdAt", "field_schema": integer}, wait=True)
 
-    def collection_config(self) -> dict:
+    def collection_config(self) -> dict[str, Any]:
         """A new collection as Qdrant's multitenancy guide sets one up (every search is filtered by bot
         and narrower keys): no global graph (m 0) but one per value of each keyword field (payload_m 16);
         int8 copies of the vectors in RAM for the search, the originals and the payloads on disk; shards
@@ -173,7 +173,7 @@ class QdrantServerIndex:
 
     def set_vectors(self, words: dict[int, SparseVector], dense: dict[str, dict[int, list[float]]]) -> None:
         """Replace words and named dense vectors of existing points in one request."""
-        by_point: dict[int, dict] = {i: {WORDS: _sparse(v)} for i, v in words.items()}
+        by_point: dict[int, dict[str, Any]] = {i: {WORDS: _sparse(v)} for i, v in words.items()}
         for name, vectors in dense.items():
             for i, v in vectors.items():
                 by_point.setdefault(i, {})[name] = list(v)
@@ -212,12 +212,20 @@ class QdrantServerIndex:
             flt = {"must": [flt, {"has_vector": dense}]}
         return int(self._call("POST", "/points/count", {"filter": flt, "exact": True})["count"])
 
-    def search(self, scope, words, dense, limit, fusion: Fusion, with_vector: bool = False) -> list[Hit]:
+    def search(
+        self,
+        scope: Scope,
+        words: SparseVector | None,
+        dense: tuple[str, list[float]] | None,
+        limit: int,
+        fusion: Fusion,
+        with_vector: bool = False,
+    ) -> list[Hit]:
         """Each side's best (words, meaning) as ids and scores in one batch request, fused here (see
         `fuse`), then the payloads (and asked-for vectors) of just the hits returned: a leg's 60 candidates
         with their texts and vectors were 0.3-0.5 MB a search, through the VPC's NAT."""
         flt = _filter(scope)
-        legs = []
+        legs: list[tuple[dict[str, Any], float]] = []
         if words is not None and words.indices:
             legs.append(({"query": _sparse(words), "using": WORDS}, fusion.words_weight))
         if dense is not None:

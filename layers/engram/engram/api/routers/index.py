@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 
@@ -18,7 +18,7 @@ def maintain_index(
     action: Literal["reconcile", "rebuild"],
     eng: Admin,
     bot: Annotated[str | None, Query(pattern=NAME_PATTERN)] = None,
-) -> dict:
+) -> dict[str, Any]:
     """Queue a reconcile (points without a record deleted, records without a point written again) or a
     rebuild (every point written again from DynamoDB), for one bot or every bot. Both read every record
     of the bots named: see the README for what that costs on AWS."""
@@ -27,6 +27,6 @@ def maintain_index(
 
 
 @router.get("/v1/index")
-def index_status(eng: Admin) -> dict:
+def index_status(eng: Admin) -> dict[str, Any]:
     """What the last (or the running) reconcile or rebuild in this process has done."""
     return eng.keeper.progress.as_json()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request, Response
@@ -55,7 +56,7 @@ def list_memories(  # noqa: PLR0913 - FastAPI's query parameters; to become one 
             description="Page on: only memories older than this one (the last id of a page).",
         ),
     ] = None,
-) -> dict:
+) -> dict[str, Any]:
     """List a bot's memories newest first (page on with `before`), or search them when `query` is given.
     The proxy key may read its own bot's memories here."""
     access.check(bot)
@@ -70,7 +71,7 @@ def list_memories(  # noqa: PLR0913 - FastAPI's query parameters; to become one 
 
 
 @router.get("/v1/bots", response_model=BotList)
-def list_bots(access: Reader) -> dict:
+def list_bots(access: Reader) -> dict[str, Any]:
     """Every bot that has memories (for the proxy key: its own bot)."""
     bots = access.engine.service.bots()
     return {"bots": bots if access.bots is None else sorted(access.bots)}
@@ -84,7 +85,7 @@ def list_bots(access: Reader) -> dict:
     responses={200: {"model": MemoryOut, "description": "The same text was already remembered"}},
     max_body_size=SMALL_BODY,
 )
-def add_memory(bot: Bot, body: NewMemory, eng: Admin, response: Response) -> dict:
+def add_memory(bot: Bot, body: NewMemory, eng: Admin, response: Response) -> dict[str, Any]:
     """Add a fact; the same text in other case or spacing answers 200 with the memory already there."""
     memory, created = eng.service.add_fact(
         bot, body.text, user=body.userId, server=body.serverId, project=body.project, saved_by="owner"
@@ -94,7 +95,7 @@ def add_memory(bot: Bot, body: NewMemory, eng: Admin, response: Response) -> dic
 
 
 @router.post("/v1/bots/{bot}/messages", response_model=MessageBatchResult, max_body_size=MESSAGES_BODY)
-def add_messages(bot: Bot, body: MessageBatch, eng: Admin) -> dict:
+def add_messages(bot: Bot, body: MessageBatch, eng: Admin) -> dict[str, Any]:
     """Store chat messages (kind `message`) in one batch; a message id already stored is not stored again."""
     messages = [
         ChatMessage(
@@ -121,7 +122,7 @@ def add_messages(bot: Bot, body: MessageBatch, eng: Admin) -> dict:
     response_model_exclude_unset=True,
     responses=NOT_FOUND,
 )
-def get_memory(bot: Bot, memory_id: MemoryId, access: Reader) -> dict:
+def get_memory(bot: Bot, memory_id: MemoryId, access: Reader) -> dict[str, Any]:
     """One memory by id (`12` or `mem:12`)."""
     access.check(bot)
     return access.engine.service.get(bot, parse_memory_id(memory_id)).to_json()
@@ -134,7 +135,7 @@ def get_memory(bot: Bot, memory_id: MemoryId, access: Reader) -> dict:
     responses=NOT_FOUND,
     max_body_size=SMALL_BODY,
 )
-def change_memory(bot: Bot, memory_id: MemoryId, body: MemoryChange, eng: Admin) -> dict:
+def change_memory(bot: Bot, memory_id: MemoryId, body: MemoryChange, eng: Admin) -> dict[str, Any]:
     """Change a memory's text; if it now says what another says, that other memory stands and comes back."""
     return eng.service.update(bot, parse_memory_id(memory_id), body.text).to_json()
 
@@ -159,7 +160,7 @@ def remove_memory(bot: Bot, memory_id: MemoryId, eng: Admin) -> Response:
 )
 def forget_user(
     bot: Bot, user_id: Annotated[str, Path(pattern=NAME_PATTERN)], eng: Admin, response: Response
-) -> dict:
+) -> dict[str, Any]:
     """Forget a user everywhere (the same call as Discord's /memory forget): their records and vectors, the
     contexts of others' records that quote them, consent, backfill state, tokens, settings; and a tombstone,
     so nothing queued before the forget can store anything of theirs after it. A large user is answered at
@@ -191,7 +192,7 @@ def export_memories(bot: Bot, access: Reader, userId: Name = None) -> StreamingR
     lines = export_lines(access.engine.service, bot, userId)
     first = next(lines, None)  # bad names and an unreachable DynamoDB answer as errors, not a cut stream
 
-    def stream():
+    def stream() -> Iterator[str]:
         if first is not None:
             yield first
             yield from lines
@@ -210,7 +211,7 @@ def export_memories(bot: Bot, access: Reader, userId: Name = None) -> StreamingR
     max_body_size=MESSAGES_BODY,
     openapi_extra={"requestBody": {"required": True, "content": {NDJSON: {"schema": {"type": "string"}}}}},
 )
-async def import_memories(bot: Bot, request: Request, eng: Admin) -> dict:
+async def import_memories(bot: Bot, request: Request, eng: Admin) -> dict[str, Any]:
     """Store an export (NDJSON) into this bot: facts fold into the memory already there, messages already
     stored by source id are skipped; a bad line is reported by number and nothing of it is stored.
     Vectors are made by jobs after the answer."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials
@@ -15,7 +15,7 @@ router = APIRouter(tags=["ops"])
 
 
 @router.get("/livez", response_model=Health)
-def livez() -> dict:
+def livez() -> dict[str, Any]:
     """The process is up: touches no dependency (the Lambda Web Adapter's readiness check)."""
     return {"ok": True}
 
@@ -23,7 +23,7 @@ def livez() -> dict:
 @router.get("/healthz", response_model=Health)
 def healthz(
     request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Security(ADMIN_KEY)]
-) -> dict:
+) -> dict[str, Any]:
     """Liveness for anyone. With the admin key also the embedder, the last error, and (with the proxy)
     the upstream names, cache stats, MongoDB's state and per-phase call counters; strangers learn
     nothing about what engram talks to."""
