@@ -28,7 +28,7 @@ STEPS = [
     "engram.vectors.edge:EdgeIndex.delete_scope:1",  # their points gone, records and contexts not
     "engram.store.records:RecordStore.clear_context:20",  # half of the contexts quoting them cleared
     "engram.store.records:RecordStore.delete:60",  # 6,000 of their records deleted
-    "engram.store.records:RecordStore.drop_claims:1",  # records gone, the last vector pass not run
+    "engram.store.claims:Claims.drop:1",  # records gone, the last vector pass not run
     "engram.store.state.forgets:Tombstones.end:1:before",  # everything done but the mark
 ]
 

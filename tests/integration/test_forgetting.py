@@ -212,7 +212,7 @@ def test_a_rebuild_clears_a_context_whose_author_was_forgotten(service, aws):
     bob = service.by_source("bot1", "b1")
     # what a forget cut off before its contexts step leaves: the tombstone, and Bob's context still quoting
     service.state.tombstones.mark("bot1", "alice", now_ms())
-    service.records.drop_carriers("bot1", "alice", [bob.id])
+    service.records.carriers.drop("bot1", "alice", [bob.id])
     service.indexer.fill_vectors("bot1", [bob.id])
     assert service.records.get("bot1", bob.id).context is None
     from engram.embedders import NoEmbedder

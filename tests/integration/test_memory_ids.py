@@ -8,10 +8,10 @@ import time
 import pytest
 
 from engram.errors import Unavailable
+from engram.store import RecordStore, new_record
 from engram.store.ids import EPOCH_MS, IdMaker, made_at_ms
 from engram.store.keys import SPREAD_FROM_ID, bot_of, source_key
 from engram.store.models import MemoryRecord
-from engram.store.records import RecordStore, new_record
 
 
 def same_worker(store: RecordStore) -> RecordStore:
@@ -45,7 +45,7 @@ def test_an_id_taken_by_another_process_is_refused_and_nothing_is_overwritten(en
         second.create_many([clash])
     assert first.get("bot1", kept.id).text == "the first writer's words"
     # the refused record's claim is given back: the next try (a new id) stores it
-    assert first.find_unique("bot1", source_key("m2")) is None
+    assert first.claims.find_unique("bot1", source_key("m2")) is None
     retry = message(second, "the second writer's words", "m2")
     assert second.create_many([retry]) == [retry] and retry.id > kept.id
 

@@ -87,7 +87,7 @@ def make_old(bot: str) -> None:
 
 def new_process(service) -> None:
     """What a new process knows of the ready marks: nothing yet (the store reads them again)."""
-    service.records._scoped.clear()
+    service.records.scopes.forget_known()
     service.records._bots.clear()
 
 

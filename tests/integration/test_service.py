@@ -123,7 +123,7 @@ def test_the_words_fallback_reads_a_bounded_number_of_records(service, engine, m
     assert len(found()) == 3  # the small server's three, read alone
     # a bot older than byScope: its kind is walked, newest first, and the walk stops at 1,000 read
     StateItem(*scopes_ready("bot1", "message")).delete()
-    service.records._scoped.clear()
+    service.records.scopes.forget_known()
     scanned = []
     call = Connection._make_api_call
 
@@ -372,7 +372,7 @@ def test_thread_context_comes_from_the_previous_message_even_across_batches(serv
     assert service.records.get("bot1", later[0].id).context == "Yes, a sunrise over the lake."
     # an older message arriving late does not move the thread's tail back
     service.add_messages("bot1", [ChatMessage(source_id="a0", text="Hi!", thread="c1", created_at=500)])
-    tail = service.records.thread_tails("bot1", ["c1"])["c1"]
+    tail = service.records.tails.of("bot1", ["c1"])["c1"]
     assert tail.text == "It took two weeks."
     # the context's words make the reply findable by what it answers
     assert service.search("bot1", "paint", kind="message")[0].source_id in {"a1", "a2"}
@@ -399,11 +399,11 @@ def test_forget_releases_the_claims_a_crash_left_in_the_user_s_name_and_no_one_e
     from engram.store import fact_key, source_key
 
     kept, _ = service.add_fact("bot1", "Alice's fact that stays until the forget.", user="alice")
-    service.records.claim("bot1", source_key("crash-msg"), 777001, "alice")  # records never landed
-    service.records.claim("bot1", fact_key("s1", None, "alice", "Half-written fact."), 777002, "alice")
-    service.records.claim("bot1", source_key("bob-crash-msg"), 777003, "bob")
+    service.records.claims.claim("bot1", source_key("crash-msg"), 777001, "alice")  # records never landed
+    service.records.claims.claim("bot1", fact_key("s1", None, "alice", "Half-written fact."), 777002, "alice")
+    service.records.claims.claim("bot1", source_key("bob-crash-msg"), 777003, "bob")
     # a claim whose record holds it is not stale: only the crash's leftovers are
-    assert sorted(service.records.stale_claims("bot1", "alice")) == sorted(
+    assert sorted(service.records.claims.stale("bot1", "alice")) == sorted(
         [source_key("crash-msg"), fact_key("s1", None, "alice", "Half-written fact.")]
     )
     kept_key = service.records.get("bot1", kept.id).unique_key

@@ -60,8 +60,8 @@ def make_old(aws, bot: str) -> None:
 
 def new_process(service, monkeypatch=None) -> None:
     """What a new process knows of the plain keys: nothing yet (it asks again)."""
-    service.records.claim_keys = spread_module.claim_keys()
-    service.records.tail_keys = spread_module.tail_keys()
+    service.records.claims.claim_keys = spread_module.claim_keys()
+    service.records.tails.tail_keys = spread_module.tail_keys()
     if monkeypatch is not None:
         monkeypatch.setattr(
             type(service.state.channels), "spread_keys", spread_module.PlainKey(channels_pk, move_channel)
@@ -78,14 +78,14 @@ def test_claims_spread_over_the_bot_s_claim_keys_and_none_lands_on_the_plain_key
     assert pks == {claim_pk("bot1", key) for key in held}
     assert len(pks) == SPREAD_SHARDS  # 201 claims over 16 keys: every key takes some
     # one query of the plain key a process, then never again (nothing is written there)
-    checks = service.records.claim_keys.plain_checks
+    checks = service.records.claims.claim_keys.plain_checks
     store(service, "bot1", 20, start=200)
-    assert service.records.claim_keys.plain_checks == checks == 1
+    assert service.records.claims.claim_keys.plain_checks == checks == 1
     # a duplicate is still refused, through the spread key
     again = service.add_messages("bot1", [ChatMessage("m3", "message number 3 about boats", user="a")])
     assert (
         again.created == 0
-        and again.memories[0].id == service.records.find_unique("bot1", source_key("m3")).id
+        and again.memories[0].id == service.records.claims.find_unique("bot1", source_key("m3")).id
     )
     assert len(claims_of(aws, "bot1")) == 221
 
@@ -106,7 +106,7 @@ def test_an_older_installation_refuses_duplicates_before_during_and_after_its_cl
         store(service, "bot1", 30)  # the same source ids: nothing new
         assert service.add_messages("bot1", [ChatMessage("m7", "message number 7 about boats")]).created == 0
         assert len(service.list("bot1", "message", 100)) == records_before
-        assert service.records.find_unique("bot1", source_key("m7")) is not None
+        assert service.records.claims.find_unique("bot1", source_key("m7")) is not None
 
     no_duplicates()  # before the pass: found under the plain key
     # the sweep queues one pass per bot with claims under its plain key, and not again while it runs
@@ -127,7 +127,7 @@ def test_an_older_installation_refuses_duplicates_before_during_and_after_its_cl
     new_process(service)
     no_duplicates()
     no_duplicates()
-    assert service.records.claim_keys.plain_checks == 1
+    assert service.records.claims.claim_keys.plain_checks == 1
     assert queue_stamps(engine) == 0
 
 
@@ -144,7 +144,7 @@ def test_a_stale_claim_under_the_plain_key_is_taken_over_under_the_spread_key(se
     other = fact_key(None, None, None, "Being written right now.")
     StateItem(unique_pk("bot1"), other, memory_id=525252, value=now_ms()).save()
     new_process(service)
-    assert service.records.claim("bot1", other, 1) == 525252
+    assert service.records.claims.claim("bot1", other, 1) == 525252
 
 
 def test_a_forget_releases_the_user_s_claims_under_either_key(service, aws):
@@ -153,7 +153,7 @@ def test_a_forget_releases_the_user_s_claims_under_either_key(service, aws):
     make_old(aws, "bot1")
     new_process(service)
     store(service, "bot1", 5, start=10, user="alice")  # spread claims beside the plain ones
-    service.records.claim("bot1", source_key("crash-msg"), 777001, "alice")  # its record never landed
+    service.records.claims.claim("bot1", source_key("crash-msg"), 777001, "alice")  # its record never landed
     deleted = service.forget_user("bot1", "alice")
     assert deleted["claims"] == 1
     left = claims_of(aws, "bot1")
@@ -167,7 +167,7 @@ def test_a_move_step_cut_off_anywhere_loses_no_claim(service, aws, monkeypatch, 
     make_old(aws, "bot1")
     new_process(service)
     before = {k: items[0][1] for k, items in claims_of(aws, "bot1").items()}
-    keys = service.records.claim_keys
+    keys = service.records.claims.claim_keys
     original = keys._move
 
     def cut(bot, item):
@@ -230,16 +230,16 @@ def test_thread_tails_under_the_plain_key_give_their_context_and_a_forget_reache
     assert sorted(pk for pk, _ in items_under(aws, thread_pk("bot1"))["c1"]) == sorted(
         [thread_pk("bot1"), thread_tail_pk("bot1", "c1")]
     )
-    assert service.records.thread_tails("bot1", ["c1"])["c1"].text == "Thanks, I will be there."
+    assert service.records.tails.of("bot1", ["c1"])["c1"].text == "Thanks, I will be there."
     # an older message stored late does not move the tail back
     say(service, "a0", "Is there a ferry?", "carol", 500)
-    assert service.records.thread_tails("bot1", ["c1"])["c1"].text == "Thanks, I will be there."
+    assert service.records.tails.of("bot1", ["c1"])["c1"].text == "Thanks, I will be there."
 
     # a forget of alice drops her words under the plain key, though a newer tail stands beside them
     service.forget_user("bot1", "alice")
     assert "ferry leaves" not in str(items_under(aws, thread_pk("bot1")))
     assert "museum" not in str(items_under(aws, thread_pk("bot1")))
-    assert service.records.thread_tails("bot1", ["c1"])["c1"].text == "Thanks, I will be there."
+    assert service.records.tails.of("bot1", ["c1"])["c1"].text == "Thanks, I will be there."
 
 
 def test_the_spread_pass_moves_tails_and_channel_states_keeping_the_newer_of_each(engine, aws, monkeypatch):
@@ -271,7 +271,7 @@ def test_the_spread_pass_moves_tails_and_channel_states_keeping_the_newer_of_eac
         "c1": [thread_tail_pk("bot1", "c1")],
         "c2": [thread_tail_pk("bot1", "c2")],
     }
-    moved = service.records.thread_tails("bot1", ["c1", "c2"])
+    moved = service.records.tails.of("bot1", ["c1", "c2"])
     assert {t: (d.text, d.at, d.user) for t, d in moved.items()} == {
         "c1": ("New words in c1.", 2_000, "bob"),
         "c2": ("Words in c2.", 1_000, "alice"),
@@ -296,16 +296,18 @@ def test_a_claim_an_older_version_writes_under_the_plain_key_during_a_deploy_is_
     after a new process found that key empty is looked for again once "none left" is an hour old — the
     duplicate refused, and the sweep's pass queued again — rather than never."""
     now = [1_000.0]
-    service.records.claim_keys = spread_module.PlainKey(unique_pk, spread_module.move_claim, lambda: now[0])
+    service.records.claims.claim_keys = spread_module.PlainKey(
+        unique_pk, spread_module.move_claim, lambda: now[0]
+    )
     store(service, "bot1", 3)
-    assert service.records.claim_keys.plain_checks == 1  # found empty
+    assert service.records.claims.claim_keys.plain_checks == 1  # found empty
     old, _ = service.add_fact("bot1", "Sails on Sundays.", user="a")
     make_old(aws, "bot1")  # as the old code would have written its claims (the fact's among them)
     now[0] += 60  # a minute on: "none left" is trusted, and the old claim is not looked for
-    assert not service.records.claim_keys.plain_left("bot1")
+    assert not service.records.claims.claim_keys.plain_left("bot1")
     now[0] += 3600
     again, created = service.add_fact("bot1", "sails on SUNDAYS.", user="a")
     assert not created and again.id == old.id
-    assert service.records.claim_keys.plain_checks == 2
+    assert service.records.claims.claim_keys.plain_checks == 2
     # and the spread pass moves it: the sweep sees a plain key with something left
-    assert service.records.claim_keys.plain_left("bot1")
+    assert service.records.claims.claim_keys.plain_left("bot1")

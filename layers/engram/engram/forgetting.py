@@ -96,8 +96,8 @@ class Forgetting:
             self.writes.queue.send(ForgetJob(bot=bot, user=user, at=at))
             log.info("forget of a user continues in a job", extra={"bot": bot, "left": left})
             return tally.outcome(left)
-        claims = self.records.stale_claims(bot, user)  # leftovers of a crash between a claim and its record
-        self.records.drop_claims(bot, claims)
+        claims = self.records.claims.stale(bot, user)  # leftovers of a crash between a claim and its record
+        self.records.claims.drop(bot, claims)
         tally.claims = len(claims)
         tally.vectors += self.writes.index.delete_scope(Scope(bot=bot, user=user))
         for hook in list(self.hooks):
@@ -122,13 +122,13 @@ class Forgetting:
     def _release_contexts(self, bot: str, user: str, at: int, deadline: float, tally: Tally) -> bool:
         """Clear the contexts that quote the user (their points made again), a chunk at a time; False when
         time ran out first."""
-        carrier_ids = self.records.carriers(bot, user)
+        carrier_ids = self.records.carriers.of(bot, user)
         for start in range(0, len(carrier_ids), READ):
             if time.monotonic() > deadline:
                 return False
             chunk = carrier_ids[start : start + READ]
             self._release_chunk(bot, user, at, chunk, tally)
-            self.records.drop_carriers(bot, user, chunk)
+            self.records.carriers.drop(bot, user, chunk)
         return True
 
     def _release_chunk(self, bot: str, user: str, at: int, chunk: list[int], tally: Tally) -> None:
@@ -172,7 +172,7 @@ class Forgetting:
             # records still there and does it again
             self.writes.indexer.rewindow(doomed, removed=True)
             self.records.delete(doomed)
-            self.records.drop_thread_tails(bot, _threads(doomed), user=user)
+            self.records.tails.drop(bot, _threads(doomed), user=user)
             for channel, messages in _by_channel(doomed).items():  # the edit/delete window's ids of them
                 self.state.channels.drop_recent(bot, channel, messages)
             facts = sum(1 for r in doomed if r.kind == "fact")

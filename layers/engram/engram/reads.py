@@ -83,7 +83,7 @@ class MemoryReads:
 
     def by_source(self, bot: str, source_id: str) -> Memory | None:
         """The chat message stored under a source message id (a Discord message id), or None."""
-        record = self.records.find_unique(bot, source_key(source_id))
+        record = self.records.claims.find_unique(bot, source_key(source_id))
         if record is None or self.hider(bot).record(record):
             return None
         return Memory.from_record(record)

@@ -68,7 +68,7 @@ def _stamp(engine: Engine, job: IndexMaintenanceJob) -> None:
     if job.bot is None:
         return
     if job.part is None:
-        for kind in records.unscoped().get(job.bot, []):
+        for kind in records.scopes.unscoped().get(job.bot, []):
             engine.queue.send(job.model_copy(update={"part": kind}))
         return
     if job.part == "points":
@@ -76,7 +76,7 @@ def _stamp(engine: Engine, job: IndexMaintenanceJob) -> None:
     cursor = records.stamp_scopes(job.bot, job.part, job.cursor, budget_s=MAINTENANCE_STEP_S)
     logger.info("scope stamp", extra={"bot": job.bot, "part": job.part, "done": cursor is None})
     if cursor is None:
-        records.mark_scopes_ready(job.bot, job.part)
+        records.scopes.mark_ready(job.bot, job.part)
     else:
         engine.queue.send(job.model_copy(update={"cursor": cursor}))
 
@@ -84,7 +84,11 @@ def _stamp(engine: Engine, job: IndexMaintenanceJob) -> None:
 def _plain_keys(engine: Engine) -> list[PlainKey]:
     """The kinds of state item once kept under one key per bot (store/spread.py)."""
     service = engine.service
-    return [service.records.claim_keys, service.records.tail_keys, engine.state.channels.spread_keys]
+    return [
+        service.records.claims.claim_keys,
+        service.records.tails.tail_keys,
+        engine.state.channels.spread_keys,
+    ]
 
 
 def _spread(engine: Engine, job: IndexMaintenanceJob) -> None:
@@ -107,13 +111,13 @@ def queue_stamps(engine: Engine) -> int:
     queued."""
     records = engine.service.records
     queued = 0
-    for bot in records.unscoped():
-        if records.claim_stamp(bot, again_after_ms=STAMP_AGAIN_MS):
+    for bot in records.scopes.unscoped():
+        if records.scopes.claim_stamp(bot, again_after_ms=STAMP_AGAIN_MS):
             engine.queue.send(IndexMaintenanceJob(action="stamp", bot=bot))
             queued += 1
     for bot in records.bots():
         moving = any(kind.plain_left(bot) for kind in _plain_keys(engine))
-        if moving and records.claim_spread_pass(bot, again_after_ms=STAMP_AGAIN_MS):
+        if moving and records.scopes.claim_spread_pass(bot, again_after_ms=STAMP_AGAIN_MS):
             engine.queue.send(IndexMaintenanceJob(action="spread", bot=bot))
             queued += 1
     return queued

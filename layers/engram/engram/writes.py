@@ -109,7 +109,7 @@ class MemoryWrites:
         if user and self.refused(bot, {user}, origin):
             raise Forgotten(f"user {user!r} was forgotten after this was asked for; it is not stored")
         key = fact_key(server, project, user, text)
-        existing = self.records.find_unique(bot, key)
+        existing = self.records.claims.find_unique(bot, key)
         if existing is not None:
             return Memory.from_record(existing), False
         stamp = now_ms()
@@ -138,9 +138,9 @@ class MemoryWrites:
             self.records.create(record)
         except Duplicate as dup:  # someone added the same text a moment ago
             return self._wait_for(bot, dup.memory_id), False
-        self.records.note_carriers([record])
+        self.records.carriers.note([record])
         if self.retrieval.fact_context_minutes:
-            self.records.advance_thread_tail(bot, tail, created, text[:MAX_CONTEXT_CHARS], user, memory_id)
+            self.records.tails.advance(bot, tail, created, text[:MAX_CONTEXT_CHARS], user, memory_id)
         if user and self.refused(bot, {user}, origin):  # a forget landed while we wrote: it wins
             self._undo(bot, [record])
             raise Forgotten(f"user {user!r} was forgotten while this was stored; it is not stored")
@@ -167,7 +167,7 @@ class MemoryWrites:
         origin = origin if origin is not None else now_ms()
         messages = self._without_forgotten(bot, messages, origin)
         keys = [source_key(m.source_id) for m in messages]
-        known = self.records.find_uniques(bot, keys)
+        known = self.records.claims.find_uniques(bot, keys)
         records = self._new_records(
             bot, [m for m, k in zip(messages, keys, strict=True) if k not in known], stored_tails
         )
@@ -267,7 +267,7 @@ class MemoryWrites:
         by_key = {r.unique_key: r for r in kept}
         missing = [k for k in keys if k not in by_key and k not in known]
         if missing:  # lost a race to a concurrent import of the same messages
-            known.update(self.records.find_uniques(bot, missing))
+            known.update(self.records.claims.find_uniques(bot, missing))
         stored = self.records.batch_get(bot, [known[k] for k in keys if k in known])
         memories, fresh = [], []
         for key in keys:
@@ -283,7 +283,7 @@ class MemoryWrites:
         let a forget that landed meanwhile win (its user's records go, contexts quoting them are cleared).
         Returns the records that stay. The tails move before the tombstones are read: a forget that lands
         after that read finds the tails already written, and one before it has them taken back here."""
-        self.records.note_carriers(written)
+        self.records.carriers.note(written)
         self._advance_threads(bot, written)
         gone = self.refused(
             bot, {r.user for r in written} | {r.context_author for r in written if r.context}, origin
@@ -308,7 +308,7 @@ class MemoryWrites:
                 for t in (r.thread, fact_tail(r.server, r.project, r.user) if r.kind == "fact" else None)
                 if t
             ]
-            self.records.drop_thread_tails(bot, threads, memory_id=int(r.id))
+            self.records.tails.drop(bot, threads, memory_id=int(r.id))
 
     def _index(self, bot: str, records: list[Record], defer: bool) -> None:
         """Points now (the usual write), or by an index job (bulk imports: the answer does not wait)."""
@@ -331,7 +331,7 @@ class MemoryWrites:
         in the batch by time, else the newest one stored) — with whose words it is and which record."""
         threads = [m.thread for m in messages if m.thread] if stored_tails else []
         tails = (
-            {t: (d.text, d.user, d.id) for t, d in self.records.thread_tails(bot, threads).items()}
+            {t: (d.text, d.user, d.id) for t, d in self.records.tails.of(bot, threads).items()}
             if threads
             else {}
         )
@@ -353,7 +353,7 @@ class MemoryWrites:
         window_ms = self.retrieval.fact_context_minutes * 60_000
         if not window_ms:
             return None, None, None
-        previous = self.records.thread_tails(bot, [tail]).get(tail)
+        previous = self.records.tails.of(bot, [tail]).get(tail)
         if not previous or not previous.text or abs(created - previous.at) > window_ms:
             return None, None, None
         return previous.text[:MAX_CONTEXT_CHARS], previous.user, previous.id
@@ -368,7 +368,7 @@ class MemoryWrites:
             ):
                 newest[r.thread] = r
         for thread, r in newest.items():
-            self.records.advance_thread_tail(
+            self.records.tails.advance(
                 bot, thread, int(r.created_at), r.text[:MAX_CONTEXT_CHARS], r.user, int(r.id)
             )
 
@@ -401,7 +401,7 @@ class MemoryWrites:
             key = record.unique_key or ""
         if record.text == text:
             return Memory.from_record(record)
-        holder = self.records.find_unique(bot, key) if key != record.unique_key else None
+        holder = self.records.claims.find_unique(bot, key) if key != record.unique_key else None
         if holder is not None and int(holder.id) != memory_id:
             return self._merge_into(record, int(holder.id))
         try:
@@ -460,11 +460,11 @@ class MemoryWrites:
         hold them are dropped. Returns how many contexts were cleared."""
         notes: dict[str | None, list[int]] = {}
         if author is not None:
-            carrier_ids = self.records.carriers(bot, author)
+            carrier_ids = self.records.carriers.of(bot, author)
             notes[author] = carrier_ids
         else:
             for r in records:
-                notes.setdefault(r.user, []).extend(self.records.carriers(bot, r.user, source=int(r.id)))
+                notes.setdefault(r.user, []).extend(self.records.carriers.of(bot, r.user, source=int(r.id)))
             carrier_ids = [i for ids in notes.values() for i in ids]
         cleared = []
         for start in range(0, len(carrier_ids), 100):
@@ -478,14 +478,14 @@ class MemoryWrites:
         for start in range(0, len(cleared), 100):
             self.indexer.index_or_defer(bot, cleared[start : start + 100])
         for who, ids in notes.items():
-            self.records.drop_carriers(bot, who, ids)
+            self.records.carriers.drop(bot, who, ids)
         for r in records:
             threads = [
                 t
                 for t in (r.thread, fact_tail(r.server, r.project, r.user) if r.kind == "fact" else None)
                 if t
             ]
-            self.records.drop_thread_tails(bot, threads, user=author, memory_id=int(r.id))
+            self.records.tails.drop(bot, threads, user=author, memory_id=int(r.id))
         return len(cleared)
 
 

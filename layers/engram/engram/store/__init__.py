@@ -5,17 +5,17 @@ from .budget import StepBudget
 from .keys import READ_SHARDS, fact_key, fact_tail, source_key
 from .lines import LineReads
 from .models import bind_tables
-from .records import (
+from .record import (
     CLAIM_IN_FLIGHT_MS,
     KINDS,
     Duplicate,
     Record,
-    RecordStore,
     drew_on,
     new_record,
     now_ms,
     reply_author,
 )
+from .records import RecordStore
 from .state import StateStore
 
 __all__ = [
