@@ -6,9 +6,8 @@ import base64
 import json
 from functools import lru_cache
 
-from engram.config import get_settings
+from engram.config import get_discord_settings, get_settings
 from engram.discord.interactions import consent_status, handle_interaction, seen_once
-from engram.discord.settings import get_discord_settings
 from engram.observability import instrumented, timed
 
 settings = get_discord_settings()

@@ -23,8 +23,7 @@ def interactions(aws, monkeypatch):
     monkeypatch.setenv("ENGRAM_JOBS_QUEUE_URL", aws["queue_url"])
     monkeypatch.setenv("ENGRAM_MEMORIES_TABLE", "t-memories")
     monkeypatch.setenv("ENGRAM_STATE_TABLE", "t-state")
-    from engram.config import get_settings
-    from engram.discord.settings import get_discord_settings
+    from engram.config import get_discord_settings, get_settings
 
     get_settings.cache_clear()
     get_discord_settings.cache_clear()

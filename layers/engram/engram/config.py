@@ -13,7 +13,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .discord.settings import DiscordSettings
-from .proxy.settings import ProxySettings
+from .proxy.settings import ProxySettings, with_secrets
 
 
 class _Sections(PydanticBaseSettingsSource):
@@ -114,3 +114,15 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """The process-wide settings, validated on first use."""
     return Settings()
+
+
+@lru_cache(maxsize=1)
+def get_discord_settings() -> DiscordSettings:
+    """The process's Discord settings: the section of the one settings tree (no secret is fetched here)."""
+    return get_settings().discord
+
+
+@lru_cache(maxsize=1)
+def get_proxy_settings() -> ProxySettings:
+    """The process's proxy settings: the section of the one settings tree, secrets fetched from SSM."""
+    return with_secrets(get_settings().proxy)

@@ -82,7 +82,7 @@ def build_engine(
 
     upstreams: list[Upstream] = []
     try:
-        from .proxy.settings import get_proxy_settings
+        from .config import get_proxy_settings
 
         upstreams = get_proxy_settings().upstreams
     except Exception:  # no proxy configured: Ollama and ENGRAM_REMOTE_EMBEDDINGS_URL only

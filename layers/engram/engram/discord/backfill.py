@@ -7,8 +7,8 @@ import uuid
 from typing import Any
 
 from ..bookkeeping import Cursor, RunCount
+from ..clock import now_ms
 from ..jobs import BackfillJob, FindServersJob, PlanBackfillJob, RememberJob
-from ..store import now_ms
 from .core import TOKEN_LIFETIME_MS, DiscordCore
 from .intents import INTENT_OFF, has_content_intent
 from .rest import DiscordError, RateLimited

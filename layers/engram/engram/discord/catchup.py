@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 
 from ..bookkeeping import ChannelSeen, RosterMark
+from ..clock import now_ms
 from ..jobs import CatchUpJob
-from ..store import now_ms
 from .core import DiscordCore
 from .rest import DiscordError, RateLimited
 from .window import WINDOW_DAYS, Window

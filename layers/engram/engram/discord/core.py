@@ -11,10 +11,10 @@ from typing import Any
 
 import httpx
 
+from ..clock import now_ms
 from ..jobs import JobQueue
 from ..ports import StatePort
 from ..service import ChatMessage, MemoryService
-from ..store import now_ms
 from .attachments import Interpreter, SafeFetcher
 from .rest import PERSON_MESSAGE_TYPES, DiscordClient, DiscordError, RateLimited
 from .settings import DiscordSettings

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import logging
 
+from ..clock import now_ms
 from ..jobs import ExportJob
-from ..store import now_ms
 from .core import DiscordCore
 from .rest import DiscordError
 

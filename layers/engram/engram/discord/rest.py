@@ -9,17 +9,11 @@ from typing import Any
 
 import httpx
 
+from .errors import DiscordError
 from .limits import RateLimited, RateLimits
+from .visibility import Guild, permissions
 
 __all__ = ["DiscordClient", "DiscordError", "RateLimited", "RateLimits"]
-
-
-class DiscordError(Exception):
-    """Discord answered with an error other than a rate limit."""
-
-    def __init__(self, status: int, text: str):
-        super().__init__(f"Discord answered {status}: {text[:200]}")
-        self.status = status
 
 
 # resources/channel.mdx, channel types: text (0), announcement (5), and the text chat of voice (2) and stage
@@ -148,8 +142,6 @@ class DiscordClient:
     def _own_permissions(self, guild_id: str, channels: list[dict[str, Any]]) -> dict[str, int] | None:
         """The bot's own permissions in each channel (its roles from Get Guild Member with its own id), or
         None when Discord would not say (then every listing is tried, as before)."""
-        from .visibility import Guild, permissions
-
         try:
             roles = {r["id"]: int(r.get("permissions") or 0) for r in self.roles(guild_id)}
             own = set(self.member(guild_id, str(self.application_id)).get("roles") or [])

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import httpx
 
-from ..config import get_settings
+from ..config import get_discord_settings, get_settings
 from ..engine import Engine, get_engine
 from ..observability import count
 from ..singleton import ProcessSingleton
 from .limits import RateLimits, shared_global
 from .memory import DiscordMemory
 from .rest import DiscordClient
-from .settings import DiscordSettings, get_discord_settings
+from .settings import DiscordSettings
 
 
 def on_lambda() -> bool:

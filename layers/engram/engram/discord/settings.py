@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -75,11 +74,3 @@ class DiscordSettings(BaseModel):
                 log.warning("no Discord bot token: %s does not exist", self.bot_token_parameter)
                 return None
             raise
-
-
-@lru_cache(maxsize=1)
-def get_discord_settings() -> DiscordSettings:
-    """The process's Discord settings: the section of the one settings tree (no secret is fetched here)."""
-    from ..config import get_settings
-
-    return get_settings().discord

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .errors import DiscordError
+
 VIEW_CHANNEL = 1 << 10
 READ_MESSAGE_HISTORY = 1 << 16
 CONNECT = 1 << 20
@@ -244,8 +246,6 @@ class Visibility:
     def _roles_of(self, guild_id: str, member: str) -> list[str]:
         """A member's roles; [] for one who left (404, 10007 Unknown Member: their overwrite can show them
         nothing now). Any other error propagates: not knowing is not "no roles"."""
-        from .rest import DiscordError
-
         try:
             return list(self.client.member(guild_id, member).get("roles") or [])
         except DiscordError as exc:

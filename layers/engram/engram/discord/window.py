@@ -6,8 +6,8 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ..clock import now_ms
 from ..errors import NotFound
-from ..store import now_ms
 
 if TYPE_CHECKING:
     from .core import DiscordCore

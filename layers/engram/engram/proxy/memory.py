@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..clock import now_ms
 from ..errors import EngramError, InvalidInput, NotFound
 from ..ports import StatePort
 from ..service import Memory, MemoryService
-from ..store import now_ms
 from ..text import format_memory_id, parse_memory_id
 from ..vectors import Scope
 from .cache import StatsCache

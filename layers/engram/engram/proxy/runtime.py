@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from cachetools import TTLCache
 
+from ..config import get_proxy_settings
 from ..config import get_settings as engine_settings
 from ..engine import Engine, get_engine
 from ..keys import key_matches
@@ -15,7 +16,7 @@ from ..singleton import ProcessSingleton
 from .cache import StatsCache
 from .memory import ChatMemory
 from .projects import ProjectResolver
-from .settings import ProxySettings, get_proxy_settings
+from .settings import ProxySettings
 from .telemetry import Telemetry
 
 if TYPE_CHECKING:

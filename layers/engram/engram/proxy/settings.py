@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -155,11 +154,3 @@ def with_secrets(settings: ProxySettings) -> ProxySettings:
     if not fetched:
         return settings
     return ProxySettings.model_validate({**settings.model_dump(), **fetched})
-
-
-@lru_cache(maxsize=1)
-def get_proxy_settings() -> ProxySettings:
-    """The process's proxy settings: the section of the one settings tree, secrets fetched from SSM."""
-    from ..config import get_settings
-
-    return with_secrets(get_settings().proxy)

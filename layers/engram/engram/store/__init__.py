@@ -1,6 +1,7 @@
 """The one owner of DynamoDB: every item kind is read and written here, its keys built in `keys`.
 Nothing outside this package imports pynamodb or builds a key (tests/unit/test_store_owns_keys.py)."""
 
+from ..clock import now_ms
 from .budget import StepBudget
 from .keys import READ_SHARDS, fact_key, fact_tail, source_key
 from .lines import LineReads
@@ -12,7 +13,6 @@ from .record import (
     Record,
     drew_on,
     new_record,
-    now_ms,
     reply_author,
 )
 from .records import RecordStore

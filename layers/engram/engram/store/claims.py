@@ -9,11 +9,12 @@ from __future__ import annotations
 from functools import partial
 from typing import Protocol
 
+from ..clock import now_ms
 from ..errors import Unavailable
 from . import keys
 from .dynamo import attempt, guard
 from .models import StateItem
-from .record import CLAIM_IN_FLIGHT_MS, Record, now_ms
+from .record import CLAIM_IN_FLIGHT_MS, Record
 from .spread import claim_keys
 from .state._items import batch_get as _batch_get_state
 from .state._items import get as _get_state

@@ -4,7 +4,6 @@ table's rows: only this package knows the rows."""
 from __future__ import annotations
 
 import heapq
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,16 +11,12 @@ from typing import Any
 from pynamodb.expressions.update import Action
 
 from ..bookkeeping import ThreadTail
+from ..clock import now_ms
 from . import keys
 from .dynamo import update_if_exists
 from .models import MemoryRecord
 
 KINDS = ("fact", "message")
-
-
-def now_ms() -> int:
-    """Wall-clock time in epoch milliseconds, how records keep time."""
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True, slots=True)

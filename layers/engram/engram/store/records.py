@@ -12,6 +12,7 @@ from itertools import islice
 from pynamodb.expressions.update import Action
 
 from ..bookkeeping import JsonObject
+from ..clock import now_ms
 from ..errors import Unavailable
 from . import keys
 from .budget import StepBudget
@@ -32,7 +33,6 @@ from .record import (
     _record,
     _row,
     _update_if_exists,
-    now_ms,
 )
 from .scoping import ScopeMarks
 from .threads import Carriers, ThreadTails

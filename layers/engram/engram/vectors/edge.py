@@ -14,7 +14,7 @@ import qdrant_edge as qe
 
 from ..errors import IndexUnavailable
 from ..words import SparseVector
-from . import TIE_MARGIN, WORDS, Fusion, Hit, IndexPoint, Scope, fuse
+from .base import TIE_MARGIN, WORDS, Fusion, Hit, IndexPoint, Scope, fuse
 
 T = TypeVar("T")
 

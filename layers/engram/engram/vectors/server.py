@@ -15,7 +15,7 @@ import httpx
 
 from ..errors import IndexUnavailable
 from ..words import SparseVector
-from . import SCOPE_FIELDS, TIE_MARGIN, WORDS, Fusion, Hit, IndexPoint, Scope, fuse
+from .base import SCOPE_FIELDS, TIE_MARGIN, WORDS, Fusion, Hit, IndexPoint, Scope, fuse
 
 # Every search is filtered by bot: its index is the tenant one (its points stored together); kind has two
 # values, so a graph per value would be a second global graph (none is built for it)

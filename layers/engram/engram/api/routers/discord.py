@@ -14,8 +14,8 @@ router = APIRouter(include_in_schema=False)
 @router.post("/discord/interactions", max_body_size=SMALL_BODY)
 async def discord_interactions(request: Request) -> JSONResponse:
     """Verify, answer PING, defer commands to the worker (a signed body is all the key there is)."""
+    from ...config import get_discord_settings
     from ...discord.interactions import consent_status, handle_interaction, seen_once
-    from ...discord.settings import get_discord_settings
 
     factory = request.app.state.discord_settings_factory or get_discord_settings
     settings = factory()
