@@ -10,7 +10,7 @@ import pytest
 from engram.embedders import own_vector_name
 from engram.embedding import Providers
 from engram.errors import InvalidInput
-from engram.indexing import _mean, _mix
+from engram.line_windows import _mean, _mix
 from engram.service import ChatMessage
 from infra.poller import SqsPoller, load_function_handler
 

@@ -1,7 +1,7 @@
 """The index is derived data: reconcile finds orphans and missing points both ways, rebuild restores a
 lost index from the records; on both index engines."""
 
-from engram.indexing import IndexKeeper
+from engram.keeper import IndexKeeper
 from engram.service import ChatMessage
 from engram.vectors import IndexPoint, Scope
 from engram.words import SparseVector
@@ -84,7 +84,7 @@ def test_a_rebuild_job_runs_in_bounded_steps_that_carry_on_from_their_cursor(
     restarted from zero; each part (facts and messages, a part per key of each; points) now runs in its
     own jobs, in parallel, each a bounded step that queues its continuation, through real (moto) SQS and
     the worker function."""
-    import engram.indexing
+    import engram.keeper
     import engram.upkeep
     from engram.jobs import IndexMaintenanceJob
     from engram.store import READ_SHARDS
@@ -103,7 +103,7 @@ def test_a_rebuild_job_runs_in_bounded_steps_that_carry_on_from_their_cursor(
         ]
     )
     monkeypatch.setattr(engram.upkeep, "MAINTENANCE_STEP_S", 0.0)  # one page a step
-    monkeypatch.setattr(engram.indexing, "PAGE", 20)  # ~56 messages a key: three pages, three steps
+    monkeypatch.setattr(engram.keeper, "PAGE", 20)  # ~56 messages a key: three pages, three steps
     steps = []
     send, send_many = engine.queue.send, engine.queue.send_many
     monkeypatch.setattr(engine.queue, "send", lambda job, **kw: (steps.append(job), send(job, **kw))[1])

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-import engram.indexing
+import engram.keeper
 from engram.embedders import NoEmbedder
 from engram.service import ChatMessage
 from engram.store import READ_SHARDS
@@ -125,7 +125,7 @@ def test_a_rebuild_through_shared_reads_writes_every_point_s_words_as_the_live_w
     assert set(live) >= {r.id for r in records}
     index.delete([r.id for r in records])
     written.clear()
-    monkeypatch.setattr(engram.indexing, "PAGE", 4)  # many pages a step, sharing its reads
+    monkeypatch.setattr(engram.keeper, "PAGE", 4)  # many pages a step, sharing its reads
     for shard in range(READ_SHARDS):
         assert engine.keeper.step("rebuild", BOT, "message", None, budget_s=600, shard=shard) is None
     assert index.count(Scope(bot=BOT)) == len(records)

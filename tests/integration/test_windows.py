@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from engram.embedders import own_vector_name
-from engram.indexing import _mean, _mix
+from engram.line_windows import _mean, _mix
 from engram.service import ChatMessage
 
 BOT = "windows"
@@ -197,7 +197,7 @@ def test_records_stored_before_windows_get_their_line_and_windows_at_the_next_re
     row its line, and it and the points around it their windows."""
     from dataclasses import replace
 
-    from engram.indexing import IndexKeeper
+    from engram.keeper import IndexKeeper
     from engram.store.keys import record_pk
     from engram.store.models import MemoryRecord
 

@@ -16,7 +16,7 @@ from .vectors import VectorIndex, build_index
 
 if TYPE_CHECKING:
     from .embedding import EmbeddingManager
-    from .indexing import IndexKeeper
+    from .keeper import IndexKeeper
     from .proxy.settings import Upstream
 
 
@@ -88,7 +88,7 @@ def build_engine(
     except Exception:  # no proxy configured: Ollama and ENGRAM_REMOTE_EMBEDDINGS_URL only
         pass
     manager = EmbeddingManager(service, queue, providers_from(settings, upstreams), defaults_from(settings))
-    from .indexing import IndexKeeper
+    from .keeper import IndexKeeper
 
     return Engine(
         settings=settings,
