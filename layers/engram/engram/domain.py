@@ -87,16 +87,7 @@ class ChatMessage:
             raise InvalidInput(f"message text must be a string of at most {MAX_MESSAGE_CHARS} characters")
         check_text("a message id", self.source_id)
         check_text(f"message {self.source_id!r} text", self.text)
-        check_json(f"message {self.source_id!r} content", self.content)
-        if self.content is not None:
-            size = len(
-                json.dumps(self.content, ensure_ascii=False, separators=(",", ":"), default=str).encode()
-            )
-            if size > MAX_CONTENT_BYTES:
-                limit = f"{MAX_CONTENT_BYTES:,}"
-                raise InvalidInput(
-                    f"message {self.source_id!r} content is {size:,} bytes as JSON; at most {limit}"
-                )
+        self._check_content()
         if not self.text.strip() and not self.content:
             raise InvalidInput(f"message {self.source_id} has no text and no content")
         (
@@ -107,12 +98,27 @@ class ChatMessage:
         check_name("threadId", self.thread)
         if self.saved_by not in ("bot", "owner", "user"):
             raise InvalidInput("savedBy must be bot, owner or user")
-        if self.context is not None:
-            if not isinstance(self.context, str) or len(self.context) > MAX_CONTEXT_CHARS:
-                raise InvalidInput(
-                    f"message {self.source_id!r} context must be at most {MAX_CONTEXT_CHARS} characters"
-                )
-            check_text(f"message {self.source_id!r} context", self.context)
+        self._check_context()
+
+    def _check_content(self) -> None:
+        check_json(f"message {self.source_id!r} content", self.content)
+        if self.content is None:
+            return
+        size = len(json.dumps(self.content, ensure_ascii=False, separators=(",", ":"), default=str).encode())
+        if size > MAX_CONTENT_BYTES:
+            limit = f"{MAX_CONTENT_BYTES:,}"
+            raise InvalidInput(
+                f"message {self.source_id!r} content is {size:,} bytes as JSON; at most {limit}"
+            )
+
+    def _check_context(self) -> None:
+        if self.context is None:
+            return
+        if not isinstance(self.context, str) or len(self.context) > MAX_CONTEXT_CHARS:
+            raise InvalidInput(
+                f"message {self.source_id!r} context must be at most {MAX_CONTEXT_CHARS} characters"
+            )
+        check_text(f"message {self.source_id!r} context", self.context)
 
 
 @dataclass(slots=True)

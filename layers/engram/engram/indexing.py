@@ -371,23 +371,28 @@ class Indexer:
         is still indexing them. A mark per bot keeps how far a pass has queued, so a lagging queue is not
         fed the same records every sweep; a pass begun `requeue_ms` ago starts again from the oldest
         (a job that long gone has run or dead-lettered: what still waits was lost)."""
-        queued = 0
         now = now_ms()
-        for bot in self.records.bots_with_pending():
-            mark = self.state.marks.sweep_mark(bot)
-            after, since = mark if mark is not None and now - mark[1] < requeue_ms else (None, now)
-            ids = self.records.pending_ids(bot, SWEEP_LIMIT, after=after)
-            through, held_back = after, None
-            for start in range(0, len(ids), batch):
-                chunk = ids[start : start + batch]
-                sent, young = self._queue_due(bot, chunk, now - grace_ms)
-                queued += sent
-                held_back = held_back or young
-                through = chunk[-1]
-            if held_back is not None:  # its own write may still fail: the next sweep looks again from it
-                through = max(held_back - 1, after or 0) or None
-            if through is not None and through != after:
-                self.state.marks.set_sweep_mark(bot, through, since)
+        return sum(
+            self._sweep_bot(bot, now, batch, grace_ms, requeue_ms) for bot in self.records.bots_with_pending()
+        )
+
+    def _sweep_bot(self, bot: str, now: int, batch: int, grace_ms: int, requeue_ms: int) -> int:
+        """One bot's share of the sweep, from its mark (or the oldest, for a pass begun too long ago)."""
+        queued = 0
+        mark = self.state.marks.sweep_mark(bot)
+        after, since = mark if mark is not None and now - mark[1] < requeue_ms else (None, now)
+        ids = self.records.pending_ids(bot, SWEEP_LIMIT, after=after)
+        through, held_back = after, None
+        for start in range(0, len(ids), batch):
+            chunk = ids[start : start + batch]
+            sent, young = self._queue_due(bot, chunk, now - grace_ms)
+            queued += sent
+            held_back = held_back or young
+            through = chunk[-1]
+        if held_back is not None:  # its own write may still fail: the next sweep looks again from it
+            through = max(held_back - 1, after or 0) or None
+        if through is not None and through != after:
+            self.state.marks.set_sweep_mark(bot, through, since)
         return queued
 
     def _queue_due(self, bot: str, chunk: list[int], cutoff: int) -> tuple[int, int | None]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 from ..clock import now_ms
 from ..jobs import ExportJob
@@ -23,6 +24,20 @@ class Export:
         self.bot, self.settings = core.bot, core.settings
         self.state, self.service = core.state, core.service
 
+    def _header(self, user: str) -> list[dict[str, Any]]:
+        """The export's first lines: the user's consent and their backfill run, as stored."""
+        header: list[dict[str, Any]] = []
+        consent = self.state.consents.get(self.bot, user)
+        if consent is not None:
+            guilds = {"guilds": list(consent.guilds)} if consent.guilds is not None else {}
+            header.append({"kind": "consent", "value": 1, "consentedAt": consent.consented_at, **guilds})
+        run = self.state.backfills.get(self.bot, user)
+        if run is not None:
+            header.append(
+                {"kind": "backfill", "value": run.left, "channels": run.channels, "issuedAt": run.issued_at}
+            )
+        return header
+
     def export(self, job: ExportJob) -> None:
         """Everything stored about the user — consent, backfill state, every memory — as an NDJSON file by
         DM, at most once per EXPORT_EVERY_S and up to EXPORT_MAX_BYTES."""
@@ -40,21 +55,7 @@ class Export:
         if not self.state.limits.take_export_slot(self.bot, user, now, EXPORT_EVERY_S):
             self.core.reply(job.token, job.issued_at, user, f"You asked for an export a moment ago. {limits}")
             return
-        header = []
-        consent = self.state.consents.get(self.bot, user)
-        if consent is not None:
-            guilds = {"guilds": list(consent.guilds)} if consent.guilds is not None else {}
-            header.append({"kind": "consent", "value": 1, "consentedAt": consent.consented_at, **guilds})
-        run = self.state.backfills.get(self.bot, user)
-        if run is not None:
-            header.append(
-                {
-                    "kind": "backfill",
-                    "value": run.left,
-                    "channels": run.channels,
-                    "issuedAt": run.issued_at,
-                }
-            )
+        header = self._header(user)
         out, count = bytearray(), 0
         for line in [json.dumps(h) + "\n" for h in header]:
             out += line.encode()

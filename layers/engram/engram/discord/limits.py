@@ -26,6 +26,11 @@ _COLLECTIONS = {"channels", "guilds", "messages", "members", "roles", "users", "
 _MAJOR_TWO = {"webhooks", "interactions"}  # {id}/{token}: both are the major parameter
 
 
+def _is_global(headers: Mapping[str, str]) -> bool:
+    """Whether a 429's headers say the bot's global limit was hit (every route waits)."""
+    return bool(headers.get("x-ratelimit-global")) or headers.get("x-ratelimit-scope") == "global"
+
+
 class RateLimited(Exception):
     """Discord said 429 (or would): try again after `retry_after` seconds."""
 
@@ -187,14 +192,28 @@ class RateLimits:
         now = self.clock()
         with self._lock:
             if bucket:
-                self._route_bucket[route(method, path)] = bucket
-                if headers.get("x-ratelimit-remaining") == "0" or status == 429:
-                    reset = headers.get("x-ratelimit-reset-after") or retry_after or 1
-                    self._exhausted_until[(bucket, major(path))] = now + float(reset)
-            if status == 429 and (
-                headers.get("x-ratelimit-global") or headers.get("x-ratelimit-scope") == "global"
-            ):
+                self._learn_bucket(method, path, status, headers, bucket, now, retry_after)
+            if status == 429 and _is_global(headers):
                 self._global_until = now + float(retry_after or headers.get("retry-after") or 1)
+        self._count(status, headers)
+
+    def _learn_bucket(
+        self,
+        method: str,
+        path: str,
+        status: int,
+        headers: Mapping[str, str],
+        bucket: str,
+        now: float,
+        retry_after: float | None,
+    ) -> None:
+        """The route's bucket, and until when it is used up (its major parameter's share of it)."""
+        self._route_bucket[route(method, path)] = bucket
+        if headers.get("x-ratelimit-remaining") == "0" or status == 429:
+            reset = headers.get("x-ratelimit-reset-after") or retry_after or 1
+            self._exhausted_until[(bucket, major(path))] = now + float(reset)
+
+    def _count(self, status: int, headers: Mapping[str, str]) -> None:
         if status == 429:
             scope = headers.get("x-ratelimit-scope") or "user"
             self.on_count(f"discord429{scope.title()}")

@@ -82,19 +82,19 @@ def permissions(guild: Guild, channel: str, roles: set[str], member: str | None 
     if base & ADMINISTRATOR:
         return ALL
     overwrites = {o["id"]: o for o in guild.overwrites.get(channel, [])}
-    everyone = overwrites.get(guild.id)
-    if everyone:
-        base = (base & ~_bits(everyone.get("deny"))) | _bits(everyone.get("allow"))
-    allow = deny = 0
-    for role in roles:
-        o = overwrites.get(role)
-        if o and int(o.get("type", 0)) == 0:
-            allow, deny = allow | _bits(o.get("allow")), deny | _bits(o.get("deny"))
-    base = (base & ~deny) | allow
-    own = overwrites.get(member) if member else None
-    if own and int(own.get("type", 1)) == 1:
-        base = (base & ~_bits(own.get("deny"))) | _bits(own.get("allow"))
-    return base
+    base = _overwritten(base, [overwrites.get(guild.id)], None)  # @everyone's (its id: the guild's)
+    base = _overwritten(base, [overwrites.get(role) for role in roles], 0)  # the roles', denies then allows
+    return _overwritten(base, [overwrites.get(member) if member else None], 1)  # the member's own
+
+
+def _overwritten(base: int, overwrites: list[dict[str, Any] | None], kind: int | None) -> int:
+    """Permissions after a set of channel overwrites of one kind (0 role, 1 member; None: whichever):
+    every deny, then every allow, of those present."""
+    present = [o for o in overwrites if o and (kind is None or int(o.get("type", kind)) == kind)]
+    deny = allow = 0
+    for o in present:
+        deny, allow = deny | _bits(o.get("deny")), allow | _bits(o.get("allow"))
+    return (base & ~deny) | allow
 
 
 def can_read(guild: Guild, channel: str, roles: set[str], member: str | None = None) -> bool:
@@ -155,27 +155,36 @@ def _in_channel(guild: Guild, channel: str, role_perms: int, allow: int, deny: i
 
 
 def _someone_sees_without_reading(guild: Guild, pair: _Pair) -> bool:
-    """Whether some member who can see the answer's channel cannot read the memory's."""
+    """Whether some member who can see the answer's channel cannot read the memory's: by their roles
+    alone, or by an overwrite naming them."""
     for perms, a_allow, a_deny, m_allow, m_deny in _role_sets(guild, pair):
-        sees = _in_channel(guild, pair.answer, perms, a_allow, a_deny) & pair.to_see_answer
-        reads = _in_channel(guild, pair.memory, perms, m_allow, m_deny) & pair.to_read_memory
-        if sees == pair.to_see_answer and reads != pair.to_read_memory:
+        sees = _in_channel(guild, pair.answer, perms, a_allow, a_deny)
+        reads = _in_channel(guild, pair.memory, perms, m_allow, m_deny)
+        if _sees_not_reads(pair, sees, reads):
             return True
-    named = {
-        o["id"]
-        for c in (pair.answer, pair.memory)
-        for o in guild.overwrites.get(c, [])
-        if int(o.get("type", 0)) == 1
-    }
-    for member in sorted(named):
-        if member not in guild.member_roles:
-            raise Undecidable(f"the roles of member {member} are unknown")
-        roles = set(guild.member_roles[member])
-        sees = permissions(guild, pair.answer, roles, member) & pair.to_see_answer
-        reads = permissions(guild, pair.memory, roles, member) & pair.to_read_memory
-        if sees == pair.to_see_answer and reads != pair.to_read_memory:
-            return True
-    return False
+    return any(_member_sees_not_reads(guild, pair, member) for member in _named_members(guild, pair))
+
+
+def _sees_not_reads(pair: _Pair, sees: int, reads: int) -> bool:
+    """Whether these permissions see the answer's channel but cannot read the memory's."""
+    seen = sees & pair.to_see_answer == pair.to_see_answer
+    return seen and reads & pair.to_read_memory != pair.to_read_memory
+
+
+def _named_members(guild: Guild, pair: _Pair) -> list[str]:
+    """The members an overwrite of either channel names, in order."""
+    channels = (pair.answer, pair.memory)
+    named = {o["id"] for c in channels for o in guild.overwrites.get(c, []) if int(o.get("type", 0)) == 1}
+    return sorted(named)
+
+
+def _member_sees_not_reads(guild: Guild, pair: _Pair, member: str) -> bool:
+    if member not in guild.member_roles:
+        raise Undecidable(f"the roles of member {member} are unknown")
+    roles = set(guild.member_roles[member])
+    sees = permissions(guild, pair.answer, roles, member)
+    reads = permissions(guild, pair.memory, roles, member)
+    return _sees_not_reads(pair, sees, reads)
 
 
 def readable_by_everyone_who_sees(guild: Guild, answer_channel: str, memory_channel: str) -> bool:

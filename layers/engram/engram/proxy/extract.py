@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from typing import Any
 
 import httpx
 
@@ -45,23 +46,28 @@ def parse_memories(text: str) -> list[str] | None:
     if not isinstance(text, str):
         return None
     body = re.sub(r"```(?:json)?", "", text)
-    candidates = []
-    start, end = body.find("{"), body.rfind("}")
-    if start != -1 and end > start:
-        candidates.append(body[start : end + 1])
-    start, end = body.find("["), body.rfind("]")
-    if start != -1 and end > start:
-        candidates.append(body[start : end + 1])
-    for candidate in candidates:
+    for candidate in _spans(body, "{}") + _spans(body, "[]"):
         for attempt in (candidate, _repair(candidate)):
-            try:
-                value = json.loads(attempt)
-            except ValueError:
-                continue
-            items = value.get("memories") if isinstance(value, dict) else value
-            if isinstance(items, list):
+            items = _memories_in(attempt)
+            if items is not None:
                 return [i.strip() for i in items if isinstance(i, str) and i.strip()]
     return None
+
+
+def _spans(body: str, brackets: str) -> list[str]:
+    """The text from the first opening bracket to the last closing one ([] when there is none)."""
+    start, end = body.find(brackets[0]), body.rfind(brackets[1])
+    return [body[start : end + 1]] if start != -1 and end > start else []
+
+
+def _memories_in(attempt: str) -> list[Any] | None:
+    """The list a JSON text holds: itself, or its `memories` (None: not JSON, or no list)."""
+    try:
+        value = json.loads(attempt)
+    except ValueError:
+        return None
+    items = value.get("memories") if isinstance(value, dict) else value
+    return items if isinstance(items, list) else None
 
 
 def _repair(candidate: str) -> str:
@@ -80,27 +86,28 @@ def _requote(text: str) -> str:
     out, quote = [], None
     for i, ch in enumerate(text):
         if quote is None:
-            if ch in "'\"":
-                before = text[:i].rstrip()[-1:] or "["
-                if ch == '"' or before in "[{,:":
-                    quote = ch
-                    out.append('"')
-                    continue
-            out.append(ch)
-            continue
-        if ch == quote:
-            after = text[i + 1 :].lstrip()[:1] or "]"
-            if quote == '"' or after in "]},:":
-                quote = None
-                out.append('"')
-                continue
-        if ch == '"' and quote == "'":
-            out.append('\\"')
-        elif ch == "\\" and quote == '"' and i + 1 < len(text):
-            out.append(ch)
+            quote = _opens(text, i, ch)
+            out.append('"' if quote else ch)
+        elif ch == quote and _closes(text, i, quote):
+            quote = None
+            out.append('"')
         else:
-            out.append(ch)
+            out.append('\\"' if ch == '"' and quote == "'" else ch)
     return "".join(out)
+
+
+def _opens(text: str, i: int, ch: str) -> str | None:
+    """The quote that opens a string at `text[i]`, if one does: a double quote always, a single one after
+    [ { , : (or at the start)."""
+    if ch == '"' or (ch == "'" and (text[:i].rstrip()[-1:] or "[") in "[{,:"):
+        return ch
+    return None
+
+
+def _closes(text: str, i: int, quote: str) -> bool:
+    """Whether the quote at `text[i]` closes its string: a double quote always, a single one before
+    ] } , : (or at the end)."""
+    return quote == '"' or (text[i + 1 :].lstrip()[:1] or "]") in "]},:"
 
 
 class Extractor:

@@ -88,22 +88,28 @@ def side_call(body: dict[str, Any], markers: tuple[str, ...] = ()) -> str | None
     it carries the conversation id like a turn does, but it is not the user speaking."""
     if MEMORY_AGENT_TOOLS & _tool_names(body):
         return "memory agent"
-    schemas = _schemas(body)
-    if (
-        schemas
-        and all(set(s.get("properties") or {}) <= TITLE_FIELDS for s in schemas)
-        and any("title" in (s.get("properties") or {}) for s in schemas)
-    ):
+    if _asks_for_a_title(_schemas(body)):
         return "title"
-    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
-    last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
-    text = content_text(last.get("content")).lstrip() if last else ""
+    text = _last_user_text(body)
     for opening, kind in SIDE_CALL_OPENINGS.items():
         if text.startswith(opening):
             return kind
     if any(marker and marker in text for marker in markers):
         return "configured"
     return None
+
+
+def _asks_for_a_title(schemas: list[dict[str, Any]]) -> bool:
+    """A structured title call: every schema offered holds title fields only, and one asks for a title."""
+    fields = [set(s.get("properties") or {}) for s in schemas]
+    return bool(fields) and all(f <= TITLE_FIELDS for f in fields) and any("title" in f for f in fields)
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    """The newest user message's text, leading white space dropped ('' when there is none)."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+    return content_text(last.get("content")).lstrip() if last else ""
 
 
 def user_turn(body: dict[str, Any]) -> tuple[int, str]:

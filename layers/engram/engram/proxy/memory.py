@@ -343,21 +343,25 @@ class ChatMemory:
 
     def _run_memory(self, turn: Turn, verb: str, rest: str) -> str | None:
         """save, search, forget <id>, forget everything; None for any other command."""
-        if verb == "save" and rest:
+        if not rest:
+            return None
+        if verb == "save":
             memory, created = self.save(turn, rest)
             said = "Saved" if created else "Already remembered"
             return f"{said} as {format_memory_id(memory.id)}: {memory.text}"
-        if verb == "search" and rest:
+        if verb == "search":
             found = self.search(turn, rest, 10)
-            if not found:
-                return "Nothing found."
-            return "\n".join(f"- {format_memory_id(m.id)}: {m.text}" for m in found)
-        if verb == "forget" and rest.lower() == "everything":
-            return self.forget_me(turn)
-        if verb == "forget" and rest:
-            memory = self.forget(turn, rest)
-            return f"Forgot {format_memory_id(memory.id)}: {memory.text}"
+            return "\n".join(f"- {format_memory_id(m.id)}: {m.text}" for m in found) or "Nothing found."
+        if verb == "forget":
+            return self._forget_said(turn, rest)
         return None
+
+    def _forget_said(self, turn: Turn, rest: str) -> str:
+        """/memory forget everything, or one memory by its id."""
+        if rest.lower() == "everything":
+            return self.forget_me(turn)
+        memory = self.forget(turn, rest)
+        return f"Forgot {format_memory_id(memory.id)}: {memory.text}"
 
     def _help(self) -> str:
         p = self.settings.command_prefix

@@ -144,6 +144,15 @@ def reply_text(api: Api, body: dict[str, Any]) -> str:
     return content_text(body.get("content"))
 
 
+def _json_object(data: bytes) -> dict[str, Any] | None:
+    """An SSE event's data as a JSON object (None: empty, not JSON, or not an object)."""
+    try:
+        event = json.loads(data) if data else None
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) else None
+
+
 class StreamCapture:
     """Follows an SSE stream chunk by chunk and keeps the assistant's text (and usage)."""
 
@@ -167,28 +176,31 @@ class StreamCapture:
         if data == b"[DONE]":
             self.finished = True
             return
-        if not data:
-            return
-        try:
-            event = json.loads(data)
-        except ValueError:
-            return
-        if not isinstance(event, dict):
+        event = _json_object(data)
+        if event is None:
             return
         if self.api == "openai":
-            for choice in event.get("choices") or []:
-                piece = (choice.get("delta") or {}).get("content")
-                if isinstance(piece, str):
-                    self.parts.append(piece)
-            if event.get("usage"):
-                self.usage = event["usage"]
-        elif event.get("type") == "content_block_delta":
+            self._openai(event)
+        else:
+            self._anthropic(event)
+
+    def _openai(self, event: dict[str, Any]) -> None:
+        for choice in event.get("choices") or []:
+            piece = (choice.get("delta") or {}).get("content")
+            if isinstance(piece, str):
+                self.parts.append(piece)
+        if event.get("usage"):
+            self.usage = event["usage"]
+
+    def _anthropic(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "content_block_delta":
             delta = event.get("delta") or {}
             if delta.get("type") == "text_delta":
                 self.parts.append(delta.get("text", ""))
-        elif event.get("type") == "message_delta" and event.get("usage"):
+        elif kind == "message_delta" and event.get("usage"):
             self.usage = event["usage"]
-        elif event.get("type") == "message_stop":
+        elif kind == "message_stop":
             self.finished = True
 
     @property

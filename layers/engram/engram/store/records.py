@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from itertools import islice
 
+from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
 from ..bookkeeping import JsonObject
@@ -36,6 +37,15 @@ from .record import (
 )
 from .scoping import ScopeMarks
 from .threads import Carriers, ThreadTails
+
+
+def _scope_filter(server: str | None, project: str | None) -> Condition | None:
+    """The filter narrowing a kind's listing to a server and a project (None: neither is named)."""
+    condition: Condition | None = None
+    for attr, value in ((MemoryRecord.server, server), (MemoryRecord.project, project)):
+        if value is not None:
+            condition = attr == value if condition is None else condition & (attr == value)
+    return condition
 
 
 class RecordStore:
@@ -406,11 +416,7 @@ class RecordStore:
                 scope, range_key_condition=below, scan_index_forward=False, page_size=min(limit, 500)
             )
             return self._guard(partial(self._newest_by_key, bot, rows, limit, kind, server, project))
-        condition = None
-        for attr, value in ((MemoryRecord.server, server), (MemoryRecord.project, project)):
-            if value is not None:
-                condition = attr == value if condition is None else condition & (attr == value)
-
+        condition = _scope_filter(server, project)
         # A filter is applied after a page is read: read full pages when one is set (a narrow scope would
         # walk the kind's index 50 items per round trip), each shard's first page within `read_at_most`
         shards = len(keys.bot_kinds(bot, kind))

@@ -88,13 +88,16 @@ def fuse(legs: list[tuple[list[Hit], float]], fusion: Fusion, limit: int) -> lis
     for n, (hits, weight) in enumerate(legs):
         top = ranked(hits, sides[1 - n])[:depth]
         for rank, (hit, part) in enumerate(zip(top, _parts(top, fusion), strict=True)):
-            scores[hit.id] = scores.get(hit.id, 0.0) + weight * (
-                part if part is not None else 1 / (fusion.k + rank)
-            )
-            if hit.id not in best or (hit.vector is not None and best[hit.id].vector is None):
-                best[hit.id] = hit
+            share = part if part is not None else 1 / (fusion.k + rank)
+            scores[hit.id] = scores.get(hit.id, 0.0) + weight * share
+            best[hit.id] = _fuller(best.get(hit.id), hit)
     fused = [Hit(i, score, best[i].payload, best[i].vector) for i, score in scores.items()]
     return ranked(fused)[:limit]
+
+
+def _fuller(held: Hit | None, hit: Hit) -> Hit:
+    """The hit to keep of two for one point: the first seen, unless only the second carries its vector."""
+    return hit if held is None or (hit.vector is not None and held.vector is None) else held
 
 
 def _parts(top: list[Hit], fusion: Fusion) -> list[float | None]:
