@@ -63,7 +63,8 @@ def test_nothing_asked_for_before_a_forget_is_stored_after_it(service, aws, monk
         else:
             _, user, kind, ago = step
             asked = clock["now"] - ago * 1000
-            word = f"canary{run}{n}"
+            # fixed width: a word must not be a prefix of a later one (canary…1 inside canary…12)
+            word = f"canary{run}{n:04d}"
             try:
                 if kind == "fact":
                     memory, _ = service.add_fact(bot, f"Note {word} from {user}.", user=user, origin=asked)
