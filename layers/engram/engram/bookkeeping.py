@@ -5,7 +5,7 @@ a forget under way. The stores (engram.ports) hand these out; no one indexes a d
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from pydantic import BaseModel, Field, JsonValue
 
@@ -127,19 +127,16 @@ class ChannelSeen:
     def merged(self, other: ChannelSeen) -> ChannelSeen:
         """Both as one: each the later of the two (none ever moves back)."""
         return ChannelSeen(
-            newest=_later_id(self.newest, other.newest),
+            newest=_later(self.newest, other.newest),
             stored_at=_later(self.stored_at, other.stored_at),
             window_at=_later(self.window_at, other.window_at),
         )
 
 
-def _later(a: int | None, b: int | None) -> int | None:
-    if a is None or b is None:
-        return b if a is None else a
-    return a if int(a) >= int(b) else b
+Stamp = TypeVar("Stamp", int, str)  # a time, or a Discord id (a snowflake: later is larger)
 
 
-def _later_id(a: str | None, b: str | None) -> str | None:
+def _later(a: Stamp | None, b: Stamp | None) -> Stamp | None:
     if a is None or b is None:
         return b if a is None else a
     return a if int(a) >= int(b) else b

@@ -30,11 +30,6 @@ SWEEP_LIMIT = 10_000
 REQUEUE_MS = 60 * 60_000
 
 
-def _label(action: str) -> str:
-    """What the progress calls a pass of a maintenance action."""
-    return "rebuilding" if action == "rebuild" else "reconciling"
-
-
 def is_warm(embedder: Embedder | NoEmbedder) -> bool:
     """Whether the embedder answers without loading a model first (remote ones always do)."""
     return bool(getattr(embedder, "warm", True))

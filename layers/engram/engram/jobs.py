@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, get_args
 
 from pydantic import BaseModel, Field, TypeAdapter
 
@@ -159,7 +159,7 @@ class CatchUpJob(DiscordWork):
 
 
 # One model per action, told apart by `action` within the jobs of kind "discord"
-DiscordJob = Annotated[
+DiscordAction = (
     RememberJob
     | ForgetMeJob
     | ExportJob
@@ -167,11 +167,11 @@ DiscordJob = Annotated[
     | AskJob
     | FindServersJob
     | PlanBackfillJob
-    | CatchUpJob,
-    Field(discriminator="action"),
-]
+    | CatchUpJob
+)
+DiscordJob = Annotated[DiscordAction, Field(discriminator="action")]
 INTERACTIONS = (RememberJob, ForgetMeJob, ExportJob, ForgetMessageJob, AskJob)
-DISCORD_JOBS = (*INTERACTIONS, FindServersJob, PlanBackfillJob, CatchUpJob)
+DISCORD_JOBS: tuple[type[DiscordWork], ...] = get_args(DiscordAction)
 
 
 class BackfillJob(BaseModel):
@@ -231,14 +231,7 @@ AnyJob = (
     | SweepJob
     | ExtractJob
     | ForgetJob
-    | RememberJob
-    | ForgetMeJob
-    | ExportJob
-    | ForgetMessageJob
-    | AskJob
-    | FindServersJob
-    | PlanBackfillJob
-    | CatchUpJob
+    | DiscordAction
     | BackfillJob
     | ReembedJob
     | IndexMaintenanceJob

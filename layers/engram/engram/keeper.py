@@ -12,12 +12,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .clock import now_ms
-from .indexing import Indexer, _label
+from .indexing import Indexer
 from .store import KINDS, LineReads, Record
 from .vectors import Scope
 
 log = logging.getLogger(__name__)
 PAGE = 200
+
+
+def _label(action: str) -> str:
+    """What the progress calls a pass of a maintenance action."""
+    return "rebuilding" if action == "rebuild" else "reconciling"
 
 
 @dataclass

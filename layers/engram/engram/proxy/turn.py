@@ -44,19 +44,13 @@ class Said:
     inherited: bool | None  # the memory setting the chat's history set (a fork carries it)
     index: int  # where the turn's user message is in `body["messages"]`
     said: str
+    last: str  # the turn's words as engram reads them (queries, extraction); the upstream gets `body`
     tool_round: bool
-
-    @property
-    def last(self) -> str:
-        """The turn's words as engram reads them (queries, extraction); the upstream gets the body as sent."""
-        return scrub(self.said)
+    command: bool  # a /memory command (never in a tool round): engram answers it, no model is called
 
     @property
     def stream(self) -> bool:
         return self.body.get("stream") is True
-
-    def is_command(self, prefix: str) -> bool:
-        return not self.tool_round and is_command(self.last, prefix)
 
 
 def parse_chat_body(raw: bytes) -> dict[str, Any] | None:
@@ -93,6 +87,7 @@ def read_turn(s: ProxySettings, request: Request, body: dict[str, Any]) -> Said:
     """Classify's input: the identity headers and the turn's words."""
     stripped = librechat.without_commands(body, s.command_prefix, is_command)
     index, said = librechat.user_turn(stripped)
+    last, tool_round = scrub(said), librechat.in_tool_round(stripped)
     return Said(
         user=request.headers.get(s.user_header) or None,
         conversation=request.headers.get(s.conversation_header) or None,
@@ -101,7 +96,9 @@ def read_turn(s: ProxySettings, request: Request, body: dict[str, Any]) -> Said:
         inherited=librechat.setting_in_history(body, s.command_prefix, is_command),
         index=index,
         said=said,
-        tool_round=librechat.in_tool_round(stripped),
+        last=last,
+        tool_round=tool_round,
+        command=not tool_round and is_command(last, s.command_prefix),
     )
 
 
@@ -140,7 +137,7 @@ async def chat_turn(proxy: Proxy, name: str, request: Request, api: wire.Api) ->
         return said
     if not isinstance(said, Said):
         return await relay(door, request, CHAT_PATHS[api], raw)
-    command = said.is_command(proxy.settings.command_prefix)
+    command = said.command
     if command and not said.conversation:  # answered, never sent to the model, even without the headers
         turn = Turn(user=said.user, conversation=None, project=None, authorized=door.authorized)
         return await answer_command(door, api, said, turn)
@@ -205,7 +202,7 @@ async def chat_in_context(
     started = time.perf_counter()
     turn, chat = await resolve_turn(door, said, trace)
     project_ms = (time.perf_counter() - started) * 1000
-    if said.is_command(proxy.settings.command_prefix):
+    if said.command:
         return await answer_command(door, api, said, turn)
     keep, block = await memory_for_turn(proxy, turn, said, chat, trace)
     _note_if_slow(proxy, said, started, project_ms)

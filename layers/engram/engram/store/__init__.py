@@ -3,11 +3,11 @@ Nothing outside this package imports pynamodb or builds a key (tests/unit/test_s
 
 from ..clock import now_ms
 from .budget import StepBudget
+from .claims import CLAIM_IN_FLIGHT_MS
 from .keys import READ_SHARDS, fact_key, fact_tail, source_key
 from .lines import LineReads
 from .models import bind_tables
 from .record import (
-    CLAIM_IN_FLIGHT_MS,
     KINDS,
     Duplicate,
     Record,

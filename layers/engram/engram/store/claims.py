@@ -14,12 +14,14 @@ from ..errors import Unavailable
 from . import keys
 from .dynamo import attempt, guard
 from .models import StateItem
-from .record import CLAIM_IN_FLIGHT_MS, Record
+from .record import Record
 from .spread import claim_keys
 from .state._items import batch_get as _batch_get_state
 from .state._items import get as _get_state
 
 _unique_pk = keys.unique_pk
+# A claim younger than this whose record is missing belongs to a write still in flight.
+CLAIM_IN_FLIGHT_MS = 30_000
 
 
 class RecordReader(Protocol):

@@ -10,7 +10,6 @@ from typing import Any
 
 from pynamodb.expressions.update import Action
 
-from ..bookkeeping import ThreadTail
 from ..clock import now_ms
 from . import keys
 from .dynamo import update_if_exists
@@ -24,12 +23,6 @@ class Duplicate(Exception):
     """A unique key is already held by another memory."""
 
     memory_id: int
-
-
-# A claim younger than this whose record is missing belongs to a write still in flight.
-CLAIM_IN_FLIGHT_MS = 30_000
-# Records read per page of a stamp pass (byScope keys given to records stored before it)
-STAMP_PAGE = 500
 
 
 _unique_pk = keys.unique_pk
@@ -192,14 +185,4 @@ def new_record(
         updated_at=updated_at,
         received_at=now_ms(),
         **fields,
-    )
-
-
-def _tail(data: dict[str, Any]) -> ThreadTail:
-    memory_id = data.get("id")
-    return ThreadTail(
-        text=data.get("text"),
-        at=int(data.get("at") or 0),
-        user=data.get("user"),
-        id=int(memory_id) if memory_id is not None else None,
     )

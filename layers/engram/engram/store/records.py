@@ -24,7 +24,6 @@ from .lines import LineReads, span_ids
 from .models import MemoryRecord, StateItem
 from .record import (
     KINDS,
-    STAMP_PAGE,
     Duplicate,
     Record,
     _key,
@@ -46,6 +45,10 @@ def _scope_filter(server: str | None, project: str | None) -> Condition | None:
         if value is not None:
             condition = attr == value if condition is None else condition & (attr == value)
     return condition
+
+
+# Records read per page of a stamp pass (byScope keys given to records stored before it)
+STAMP_PAGE = 500
 
 
 class RecordStore:

@@ -5,14 +5,25 @@ or a change reaches every record that carries someone's words."""
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 from ..bookkeeping import ThreadTail
 from . import keys
 from .dynamo import attempt, guard
 from .models import StateItem
-from .record import Record, _tail, drew_on, reply_author
+from .record import Record, drew_on, reply_author
 from .spread import tail_keys
 from .state._items import batch_get as _batch_get_state
+
+
+def _tail(data: dict[str, Any]) -> ThreadTail:
+    memory_id = data.get("id")
+    return ThreadTail(
+        text=data.get("text"),
+        at=int(data.get("at") or 0),
+        user=data.get("user"),
+        id=int(memory_id) if memory_id is not None else None,
+    )
 
 
 class ThreadTails:

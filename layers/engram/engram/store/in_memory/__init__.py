@@ -4,6 +4,8 @@ memory rules against these; nothing here touches a network or a file."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...ports import StatePort
 from ._core import (
     MemoryChatSettings,
@@ -54,6 +56,6 @@ class InMemoryState:
         return out
 
 
-def _conforms(state: InMemoryState) -> StatePort:
-    """mypy holds InMemoryState to engram.ports.StatePort here (a Protocol checked where it is used)."""
-    return state
+# mypy holds InMemoryState to engram.ports.StatePort here (a Protocol is checked where it is used)
+if TYPE_CHECKING:
+    _conforms: StatePort = InMemoryState()

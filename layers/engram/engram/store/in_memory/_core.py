@@ -11,8 +11,7 @@ from ...bookkeeping import (
     EmbeddingSettings,
     ForgetUnderWay,
 )
-
-FOLLOWED = "followed#"
+from ..state.reembed import FOLLOWED
 
 
 class MemoryEmbedderSettings:

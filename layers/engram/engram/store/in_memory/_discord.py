@@ -16,9 +16,7 @@ from ...bookkeeping import (
     Unreadable,
 )
 from .. import keys
-
-PLAN_PREFIX = "plan#"
-FINAL_SAID = "final#said"
+from ..state.backfill import FINAL_SAID, PLAN_PREFIX
 
 
 class MemoryRoster:

@@ -5,6 +5,8 @@ under way, Discord consent and the roster, backfill runs and cursors, channels, 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...ports import StatePort
 from .. import keys
 from ..dynamo import guard
@@ -83,6 +85,5 @@ class StateStore:
         return guard(run)
 
 
-def _conforms(state: StateStore) -> StatePort:
-    """mypy holds StateStore to engram.ports.StatePort here (a Protocol checked where it is used)."""
-    return state
+if TYPE_CHECKING:  # mypy holds StateStore to engram.ports.StatePort (a Protocol is checked where it is used)
+    _conforms: StatePort = StateStore()
