@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import re
@@ -168,3 +169,42 @@ def key_names(key: str, user: str) -> bool:
     """Whether a state key names the user as one of its parts (`discord#900#backfill#1001`, `token#1001#`):
     a substring test also matches a random interaction id that happens to hold the user's digits."""
     return user in re.split(r"[#:]", key)
+
+
+class HeldJobs:
+    """A jobs queue in memory for unit tests: what the rules send is held, as its SQS message body, until
+    `run` hands each to the worker's handler for its type (parsed from that body, as the worker parses
+    it); a job that fails stays held, as SQS keeps a message a handler raised on."""
+
+    def __init__(self) -> None:
+        self.bodies: list[str] = []
+        self.delays: list[int] = []
+
+    def send(self, job, delay_s: int = 0) -> None:
+        self.bodies.append(job.model_dump_json())
+        self.delays.append(delay_s)
+
+    def send_many(self, jobs) -> None:
+        for job in jobs:
+            self.send(job)
+
+    def kinds(self) -> list[str]:
+        from engram.jobs import parse_job
+
+        return [parse_job(body).kind for body in self.bodies]
+
+    def run(self, engine, limit: int = 1000) -> int:
+        """Run held jobs (and the jobs they queue) until none is left; returns how many ran."""
+        from engram.errors import Forgotten
+        from engram.jobs import parse_job
+        from engram.worker import HANDLERS
+
+        ran = 0
+        while self.bodies and ran < limit:
+            body = self.bodies.pop(0)
+            self.delays.pop(0)
+            job = parse_job(body)
+            with contextlib.suppress(Forgotten):  # the worker drops a forgotten user's job
+                HANDLERS[type(job)](engine, job)
+            ran += 1
+        return ran

@@ -22,22 +22,23 @@ def queue():
 
 
 @lru_cache(maxsize=1)
-def _bind_tables() -> None:
-    from engram.store import bind_tables
+def stores():
+    """The DynamoDB stores, made on the first request that reads one (a PING reads none)."""
+    from engram.store import RecordStore, StateStore, bind_tables
 
     bind_tables(get_settings())
+    return StateStore(), RecordStore()
 
 
 def status(user: str) -> str:
     """The /memory status answer, from DynamoDB."""
-    _bind_tables()
-    return consent_status(settings)(user)
+    state, records = stores()
+    return consent_status(settings, state, records)(user)
 
 
 def first_time(interaction_id: str) -> bool:
     """False for an interaction id already handled (a replayed request)."""
-    _bind_tables()
-    return seen_once(settings)(interaction_id)
+    return seen_once(settings, stores()[0].limits)(interaction_id)
 
 
 @instrumented

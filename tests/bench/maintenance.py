@@ -62,7 +62,7 @@ def load(n: int) -> None:
     """N message records, written in batches of 25 from 8 threads (the rows the store itself writes)."""
     from engram.store import RecordStore, new_record
     from engram.store.models import MemoryRecord
-    from engram.store.record import _row  # the store's own row for a record: what a backup holds
+    from engram.store.rows import _row  # the store's own row for a record: what a backup holds
 
     store, rng = RecordStore(), random.Random(32)
     store.register_bot(BOT)

@@ -817,7 +817,7 @@ def bench_backfill_vectors(stack, n: int) -> dict:
                 api.post(f"/v1/bots/{bot}/import", content=body).raise_for_status()
             stored = time.perf_counter() - t0
             deadline = time.monotonic() + 900
-            while stack.engine.service.records.pending_ids(bot, 1) and time.monotonic() < deadline:
+            while stack.engine.service.records.pending.ids(bot, 1) and time.monotonic() < deadline:
                 time.sleep(0.5)
             took = time.perf_counter() - t0
         finally:

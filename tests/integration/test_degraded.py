@@ -48,7 +48,7 @@ def test_embedder_down_then_back(flaky, api):
     )
     embedder.down = False
     # by meaning once the sweep has filled its vector (no shared word with the memory)
-    assert wait_until(lambda: not stack.engine.service.records.pending_ids("deg", 10))
+    assert wait_until(lambda: not stack.engine.service.records.pending.ids("deg", 10))
     found = api.get("/v1/bots/deg/memories", params={"query": "Who is a musician?", "limit": 1}).json()[
         "memories"
     ]
@@ -67,7 +67,7 @@ def test_index_down_then_back(flaky, api):
     r = api.delete(f"/v1/bots/deg2/memories/{added.json()['id']}")
     assert r.status_code == 503 and r.json()["error"]["code"] == "index_unavailable"
     index.down = False
-    assert wait_until(lambda: not stack.engine.service.records.pending_ids("deg2", 10))
+    assert wait_until(lambda: not stack.engine.service.records.pending.ids("deg2", 10))
     found = api.get(
         "/v1/bots/deg2/memories", params={"query": "Where can I find a way into the house?", "limit": 1}
     )

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engram.forgetting
+import engram.record
 import engram.store.claims
-import engram.store.record
 import engram.store.records
 import engram.writes
 from engram.errors import Forgotten
@@ -43,7 +43,7 @@ def test_nothing_asked_for_before_a_forget_is_stored_after_it(service, aws, monk
     clock = {"now": 10_000_000}
     monkeypatch.setattr(engram.forgetting, "now_ms", lambda: clock["now"])
     # records keep when they were received on the same clock: a forget deletes what arrived before it
-    for module in (engram.store.record, engram.store.records, engram.store.claims):
+    for module in (engram.record, engram.store.records, engram.store.claims):
         monkeypatch.setattr(module, "now_ms", lambda: clock["now"])
     last_forget: dict[str, int] = {}
     written: list[tuple[str, int, str, int]] = []  # (user, asked at, word, memory id)

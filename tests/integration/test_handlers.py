@@ -52,7 +52,7 @@ def test_worker_function_runs_the_sample_sweep(engine, aws):
     got = aws["sqs"].receive_message(QueueUrl=aws["queue_url"], MaxNumberOfMessages=10)
     jobs = [json.loads(m["Body"]) for m in got.get("Messages", [])]
     assert jobs == [{"kind": "index", "bot": "bot1", "ids": [stuck.id]}]
-    assert fresh.id not in engine.service.records.pending_ids("bot1", 10)
+    assert fresh.id not in engine.service.records.pending.ids("bot1", 10)
 
 
 def test_schedule_function_queues_a_sweep(aws, monkeypatch):

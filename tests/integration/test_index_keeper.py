@@ -135,9 +135,11 @@ def test_a_rebuild_writes_no_record_it_finds_whole_and_leaves_what_it_cannot_fin
     assert model and all(service.records.get("b6", f.id).vector_model == model for f in facts)
     marks = []
     for name in ("mark_indexed", "mark_pending"):
-        real = getattr(service.records, name)
+        real = getattr(service.records.pending, name)
         monkeypatch.setattr(
-            service.records, name, lambda r, *a, _real=real, _n=name: (marks.append(_n), _real(r, *a))[1]
+            service.records.pending,
+            name,
+            lambda r, *a, _real=real, _n=name: (marks.append(_n), _real(r, *a))[1],
         )
     keeper = IndexKeeper(service.indexer)
     service.index.delete_scope(Scope(bot="b6"))
@@ -149,7 +151,7 @@ def test_a_rebuild_writes_no_record_it_finds_whole_and_leaves_what_it_cannot_fin
     assert keeper.rebuild("b6")["error"] is None
     assert marks == ["mark_pending"] * 6  # words now; the meaning waits for the sweep
     assert service.index.count(Scope(bot="b6")) == 6 and service.index.count(Scope(bot="b6"), model) == 0
-    assert sorted(service.records.pending_ids("b6", 10)) == sorted(f.id for f in facts)
+    assert sorted(service.records.pending.ids("b6", 10)) == sorted(f.id for f in facts)
     service.indexer.embedder.down = False
     assert service.indexer.fill_vectors("b6", [f.id for f in facts]) == 6
-    assert service.index.count(Scope(bot="b6"), model) == 6 and service.records.pending_ids("b6", 10) == []
+    assert service.index.count(Scope(bot="b6"), model) == 6 and service.records.pending.ids("b6", 10) == []

@@ -79,6 +79,6 @@ def test_records_made_before_the_spread_keys_are_read_beside_the_new_ones(servic
     assert [r.id for r in records.page("bot1", "fact", None, 100, oldest_first=True)] == everyone[::-1]
     assert [m.id for m in service.list("bot1", "fact", 50, user="alice")] == everyone
     assert service.get("bot1", old[0].id).text == "Old fact 0." and service.get("bot1", new[0].id)
-    assert set(records.pending_ids("bot1", 100)) <= set(everyone)
+    assert set(records.pending.ids("bot1", 100)) <= set(everyone)
     service.forget_user("bot1", "alice")
     assert [r for r in MemoryRecord.scan() if bot_of(r.bot) == "bot1"] == []

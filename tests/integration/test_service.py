@@ -2,47 +2,10 @@
 
 import json
 
-import pytest
-
-from engram.errors import InvalidInput, NotFound, Unavailable
 from engram.store.keys import bot_of, claim_pk, is_claim_pk
 from engram.store.models import StateItem
 from engram.vectors import Scope
-
-
-def test_add_then_list_newest_first(service):
-    a, created_a = service.add_fact("bot1", "The owner drinks green tea.")
-    b, created_b = service.add_fact("bot1", "The owner has a dog named Rex.")
-    assert created_a and created_b
-    assert [m.id for m in service.list("bot1")] == [b.id, a.id]
-    assert service.list("bot1", limit=1)[0].id == b.id
-    assert a.to_json()["id"] == f"mem:{a.id}" and a.to_json()["savedBy"] == "owner"
-
-
-def test_same_text_in_other_case_or_spacing_answers_the_memory_already_there(service):
-    first, _ = service.add_fact("bot1", "The owner drinks green tea.")
-    again, created = service.add_fact("bot1", "  the OWNER   drinks green tea. ")
-    assert not created and again.id == first.id
-    assert len(service.list("bot1")) == 1
-
-
-def test_same_text_in_another_scope_is_another_memory(service):
-    a, _ = service.add_fact("bot1", "Likes tea.", user="u1")
-    b, created = service.add_fact("bot1", "Likes tea.", user="u2")
-    assert created and a.id != b.id
-
-
-@pytest.mark.parametrize("text", ["", "   ", "x" * 1001])
-def test_bad_text_is_refused_and_nothing_is_written(service, text):
-    with pytest.raises(InvalidInput):
-        service.add_fact("bot1", text)
-    assert service.list("bot1") == []
-
-
-@pytest.mark.parametrize("limit", [0, 501, -1, True])
-def test_limit_out_of_range_is_refused(service, limit):
-    with pytest.raises(InvalidInput):
-        service.list("bot1", limit=limit)
+from tests.rules.service import *  # noqa: F403 - the rules' own tests, run here on DynamoDB and both indexes
 
 
 def test_a_query_sharing_no_word_is_answered_by_the_dense_leg(service, embedder):
@@ -59,27 +22,19 @@ def test_a_query_sharing_no_word_is_answered_by_the_dense_leg(service, embedder)
     assert not words_only.meaning and tea.id not in [m.id for m in words_only]
 
 
-def test_search_with_embedder_down_answers_by_words(service, embedder):
-    tea, _ = service.add_fact("bot1", "The owner drinks green tea.")
-    embedder.down = True
-    found = service.search("bot1", "green tea")
-    assert [m.id for m in found] == [tea.id]
-    assert "down" in service.last_error
-
-
 def test_record_written_while_embedder_down_is_found_by_words_then_filled(service, embedder, engine, aws):
     embedder.down = True
     tea, created = service.add_fact("bot1", "The owner drinks green tea.")
     assert created
     assert service.search("bot1", "tea")[0].id == tea.id  # words at once
-    assert service.records.pending_ids("bot1", 10) == [tea.id]
+    assert service.records.pending.ids("bot1", 10) == [tea.id]
     embedder.down = False
     queued = service.indexer.sweep(grace_ms=0)
     assert queued == 1
     from infra.poller import SqsPoller, load_function_handler
 
     SqsPoller(aws["sqs"], aws["queue_url"], load_function_handler("worker"), "us-east-1").drain()
-    assert service.records.pending_ids("bot1", 10) == []
+    assert service.records.pending.ids("bot1", 10) == []
     assert service.records.get("bot1", tea.id).vector_model == service.dense_name
     assert service.search("bot1", "beverage")[0].id == tea.id  # by meaning now
 
@@ -98,7 +53,7 @@ def test_record_survives_index_down_and_is_indexed_later(service, engine, aws):
     # the deferred job was queued with a delay; the sweep finds the record regardless
     service.indexer.sweep(grace_ms=0)
     poller.drain()
-    assert service.records.pending_ids("bot1", 10) == []
+    assert service.records.pending.ids("bot1", 10) == []
     assert service.index.count(Scope(bot="bot1")) == 1
 
 
@@ -138,78 +93,6 @@ def test_the_words_fallback_reads_a_bounded_number_of_records(service, engine, m
     assert 800 <= sum(scanned) <= 1000  # of 1,203 (its 9 keys read in pages of 111, in turn)
     monkeypatch.setattr(engram.reads, "FALLBACK_READ", 10_000)
     assert len(found()) == 3  # read up to 10,000: the three are reached
-
-
-def test_update_changes_text_and_vectors(service):
-    m, _ = service.add_fact("bot1", "The owner drinks green tea.")
-    changed = service.update("bot1", m.id, "The owner drinks black coffee.")
-    assert changed.id == m.id and changed.text == "The owner drinks black coffee."
-    assert changed.updated_at >= m.updated_at
-    assert service.search("bot1", "coffee")[0].id == m.id
-    assert all("green" not in m.text for m in service.search("bot1", "green"))
-    # the old text is free again
-    again, created = service.add_fact("bot1", "The owner drinks green tea.")
-    assert created and again.id != m.id
-
-
-def test_update_to_what_another_says_merges_into_the_other(service):
-    tea, _ = service.add_fact("bot1", "The owner drinks green tea.")
-    coffee, _ = service.add_fact("bot1", "The owner drinks coffee.")
-    stands = service.update("bot1", coffee.id, "the owner drinks GREEN tea.")
-    assert stands.id == tea.id and stands.text == "The owner drinks green tea."
-    with pytest.raises(NotFound):
-        service.get("bot1", coffee.id)
-    assert [m.id for m in service.list("bot1")] == [tea.id]
-    assert service.index.count(Scope(bot="bot1")) == 1
-
-
-def test_update_and_remove_unknown_ids_are_not_found(service):
-    with pytest.raises(NotFound):
-        service.update("bot1", 999, "x")
-    with pytest.raises(NotFound):
-        service.remove("bot1", 999)
-
-
-def test_remove_deletes_from_both_stores(service):
-    m, _ = service.add_fact("bot1", "The owner drinks green tea.")
-    service.remove("bot1", m.id)
-    assert service.list("bot1") == []
-    assert service.search("bot1", "tea") == []
-    assert service.index.count(Scope(bot="bot1")) == 0
-    again, created = service.add_fact("bot1", "The owner drinks green tea.")
-    assert created
-
-
-def test_remove_with_index_down_changes_nothing(service, engine):
-    m, _ = service.add_fact("bot1", "The owner drinks green tea.")
-    engine.service.index.down = True
-    with pytest.raises(Unavailable):
-        service.remove("bot1", m.id)
-    engine.service.index.down = False
-    assert service.get("bot1", m.id).text == "The owner drinks green tea."
-
-
-def test_two_bots_never_see_each_other(service):
-    mine, _ = service.add_fact("bot1", "The owner drinks green tea.")
-    theirs, _ = service.add_fact("bot2", "The owner drinks green tea.")
-    assert mine.id != theirs.id
-    assert [m.id for m in service.search("bot1", "tea")] == [mine.id]
-    assert [m.id for m in service.list("bot2")] == [theirs.id]
-    with pytest.raises(NotFound):
-        service.get("bot2", mine.id)
-    with pytest.raises(NotFound):
-        service.remove("bot2", mine.id)
-
-
-def test_scope_filters_hold_on_hybrid_queries(service):
-    a, _ = service.add_fact("bot1", "Alice drinks tea.", user="alice", server="s1")
-    b, _ = service.add_fact("bot1", "Bob drinks tea.", user="bob", server="s2")
-    c, _ = service.add_fact("bot1", "Carol drinks tea.", project="p1")
-    assert [m.id for m in service.search("bot1", "tea drinks", user="alice")] == [a.id]
-    assert [m.id for m in service.search("bot1", "tea drinks", server="s2")] == [b.id]
-    assert [m.id for m in service.search("bot1", "tea drinks", project="p1")] == [c.id]
-    assert {m.id for m in service.search("bot1", "tea drinks")} == {a.id, b.id, c.id}
-    assert [m.id for m in service.list("bot1", user="bob")] == [b.id]
 
 
 def test_forget_leaves_nothing_behind_in_either_store(service, aws):
@@ -263,122 +146,6 @@ def test_forget_leaves_no_text_of_the_user_as_anyone_s_context(service, aws):
     assert "bees" not in state and "blue door" not in state and "Bob says hello." in state
 
 
-def test_a_fact_carries_its_author_s_previous_fact_as_context_when_recent(service):
-    first, _ = service.add_fact("bot1", "Caroline: I went to a support group yesterday.", user="caroline")
-    second, _ = service.add_fact("bot1", "Caroline: It was really powerful.", user="caroline")
-    other, _ = service.add_fact("bot1", "Melanie: That sounds great.", user="melanie")
-    later, _ = service.add_fact(
-        "bot1", "Caroline: Painting now.", user="caroline", created_at=second.created_at + 31 * 60_000
-    )
-    contexts = {m.id: service.records.get("bot1", m.id).context for m in (first, second, other, later)}
-    assert contexts == {first.id: None, second.id: first.text, other.id: None, later.id: None}
-    # the context is part of what the index knows: "support group" finds the reply that follows it too
-    assert second.id in [m.id for m in service.search("bot1", "support group", limit=3)]
-
-
-def test_forget_with_index_down_hides_the_user_at_once_and_a_retry_finishes_it(service, engine):
-    service.add_fact("bot1", "Alice likes chess.", user="alice")
-    service.add_fact("bot1", "Bob likes go.", user="bob")
-    engine.service.index.down = True
-    with pytest.raises(Unavailable):
-        service.forget_user("bot1", "alice")
-    engine.service.index.down = False
-    # the forget is under way: every read hides alice, though her record is still stored
-    assert service.list("bot1", user="alice") == []
-    assert [m.user for m in service.list("bot1")] == ["bob"]
-    assert [m.user for m in service.search("bot1", "likes chess")] == ["bob"]
-    assert engine.service.state.tombstones.under_way("bot1").keys() == {"alice"}
-    assert service.forget_user("bot1", "alice")["facts"] == 1
-    assert engine.service.state.tombstones.under_way("bot1") == {}
-
-
-@pytest.mark.parametrize("name", ["", "a b", "x" * 200, "../etc", "bot\n"])
-def test_bad_names_are_refused(service, name):
-    with pytest.raises(InvalidInput):
-        service.add_fact(name, "tea")
-    with pytest.raises(InvalidInput):
-        service.add_fact("bot1", "tea", user=name)
-
-
-def test_concurrent_adds_of_the_same_text_make_one_memory(service):
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(lambda _: service.add_fact("bot1", "Same text."), range(8)))
-    assert len({m.id for m, _ in results}) == 1
-    assert sum(created for _, created in results) == 1
-
-
-def test_messages_are_stored_once_by_source_id(service):
-    from engram.service import ChatMessage
-
-    batch = [
-        ChatMessage(source_id=f"d{i}", text=f"message number {i} about sailing", user="u1", server="g1")
-        for i in range(3)
-    ]
-    added = service.add_messages("bot1", batch)
-    memories, created = added.memories, added.created
-    assert created == 3 and [m.source_id for m in memories] == ["d0", "d1", "d2"]
-    added = service.add_messages("bot1", batch + [ChatMessage(source_id="d3", text="fourth about sailing")])
-    again, created_again = added.memories, added.created
-    assert created_again == 1
-    assert [m.id for m in again[:3]] == [m.id for m in memories]
-    assert len(service.list("bot1", kind="message")) == 4
-    assert service.list("bot1") == []  # facts by default
-    assert {m.source_id for m in service.search("bot1", "sailing", kind="message")} == {
-        "d0",
-        "d1",
-        "d2",
-        "d3",
-    }
-    gone = service.forget_user("bot1", "u1")
-    assert (gone["facts"], gone["messages"], gone["vectors"]) == (0, 3, 3)
-
-
-@pytest.mark.parametrize(
-    "kwargs",
-    [
-        {"source_id": "", "text": "x"},
-        {"source_id": "a", "text": ""},
-        {"source_id": "a", "text": "x" * 16001},
-        {"source_id": "a", "text": "x", "user": "a b"},
-    ],
-)
-def test_bad_messages_are_refused(kwargs):
-    from engram.service import ChatMessage
-
-    with pytest.raises(InvalidInput):
-        ChatMessage(**kwargs)
-
-
-def test_thread_context_comes_from_the_previous_message_even_across_batches(service):
-    from engram.service import ChatMessage
-
-    first = [
-        ChatMessage(source_id="a2", text="Yes, a sunrise over the lake.", thread="c1", created_at=2000),
-        ChatMessage(source_id="a1", text="Did you paint anything lately?", thread="c1", created_at=1000),
-        ChatMessage(source_id="x1", text="Unrelated channel.", thread="c2", created_at=1500),
-    ]
-    added = service.add_messages("bot1", first)
-    memories = added.memories
-    records = {m.source_id: service.records.get("bot1", m.id) for m in memories}
-    assert records["a1"].context is None
-    assert records["a2"].context == "Did you paint anything lately?"
-    assert records["x1"].context is None
-    added = service.add_messages(
-        "bot1", [ChatMessage(source_id="a3", text="It took two weeks.", thread="c1", created_at=3000)]
-    )
-    later = added.memories
-    assert service.records.get("bot1", later[0].id).context == "Yes, a sunrise over the lake."
-    # an older message arriving late does not move the thread's tail back
-    service.add_messages("bot1", [ChatMessage(source_id="a0", text="Hi!", thread="c1", created_at=500)])
-    tail = service.records.tails.of("bot1", ["c1"])["c1"]
-    assert tail.text == "It took two weeks."
-    # the context's words make the reply findable by what it answers
-    assert service.search("bot1", "paint", kind="message")[0].source_id in {"a1", "a2"}
-    assert "a2" in {m.source_id for m in service.search("bot1", "paint", kind="message", limit=2)}
-
-
 def test_a_claim_left_by_a_crash_is_taken_over(service):
     from engram.store import fact_key, now_ms
 
@@ -423,41 +190,6 @@ def test_forget_releases_the_claims_a_crash_left_in_the_user_s_name_and_no_one_e
     )
 
 
-def test_a_forget_landing_while_a_reply_is_written_leaves_no_quoted_words_in_its_vectors(
-    service, monkeypatch
-):
-    """Bob's reply is embedded ahead with Alice's message as its context while DynamoDB stores it; Alice is
-    forgotten before the write settles: the context is cleared, and the vectors made ahead with her words
-    are thrown away, not written into Bob's point."""
-    from engram.service import ChatMessage
-    from engram.vectors import Fusion
-
-    service.add_messages(
-        "bot1",
-        [ChatMessage(source_id="a1", text="My locker code is 4417 by the gym.", user="alice", thread="t1")],
-    )
-    create_many = service.records.create_many
-
-    def written_then_forgotten(records):
-        out = create_many(records)
-        service.forget_user("bot1", "alice")  # before _settle notes the carriers: it cannot find Bob's reply
-        return out
-
-    monkeypatch.setattr(service.records, "create_many", written_then_forgotten)
-    reply = ChatMessage(source_id="b1", text="Noted, see you there.", user="bob", thread="t1")
-    added = service.add_messages("bot1", [reply])
-    monkeypatch.undo()
-    record = service.records.get("bot1", added.memories[0].id)
-    assert record is not None and record.context is None
-    expected = service.indexer.dense_vectors([record])[record.id]
-    name = service.indexer.dense_name
-    hits = service.index.search(
-        Scope(bot="bot1", user="bob"), None, (name, expected), 1, Fusion(), with_vector=True
-    )
-    assert [h.id for h in hits] == [record.id]
-    assert hits[0].vector == pytest.approx(expected, abs=1e-5)
-
-
 def test_a_forget_landing_after_a_write_read_the_tombstones_leaves_no_thread_tail(service, monkeypatch):
     """The thread's tail (the next message's context) is written before the tombstones are read: a forget
     landing right after that read finds the tail and drops it, so the next message quotes nothing of hers."""
@@ -486,18 +218,6 @@ def test_a_forget_landing_after_a_write_read_the_tombstones_leaves_no_thread_tai
     assert service.records.get("bot1", added.memories[0].id).context is None
     tails = [i for i in StateItem.query("thread#bot1")]
     assert all("blue pot" not in json.dumps(i.attribute_values, default=str) for i in tails)
-
-
-def test_ties_come_back_in_the_same_order_every_time(service):
-    """Equal scores are ordered by id, newest first, so the same query always gives the same list."""
-    for i in range(12):
-        # one shared word, equal length, each its own author (no window of neighbours): equal word scores
-        service.add_fact("ties", f"apple number{i}", user=f"u{i}")
-    service.indexer.embedder.down = True  # words only: every hit scores the same
-    runs = [[m.id for m in service.search("ties", "apple", limit=5)] for _ in range(5)]
-    assert all(run == runs[0] for run in runs)
-    all_ids = [m.id for m in service.list("ties", limit=20)]
-    assert runs[0] == all_ids[:5]  # newest first among equals
 
 
 def test_two_builds_of_one_index_answer_in_one_order(tmp_path):
@@ -560,32 +280,3 @@ def test_a_forget_past_its_budget_answers_what_is_left_and_jobs_finish_it(servic
     assert service.forget_user("bot1", "carol", budget_s=0)["left"] == 1
     assert service.forgetting.resume_stalled(stalled_ms=0) == 1
     assert service.forgetting.resume_stalled() == 0  # moved just now: not stalled
-
-
-def test_the_sweep_queues_each_waiting_record_once_a_pass(service, embedder):
-    """Issue 32: a lagging queue is not fed the same records every sweep; a pass an hour old starts again
-    from the oldest (its jobs have run or dead-lettered: what still waits was lost)."""
-    embedder.down = True
-    service.add_fact("bot1", "The owner drinks green tea.")
-    assert service.indexer.sweep(grace_ms=0) == 1
-    assert service.indexer.sweep(grace_ms=0) == 0  # queued already
-    service.add_fact("bot1", "The garage code is 4417.")
-    assert service.indexer.sweep(grace_ms=0) == 1  # only the new one
-    assert service.indexer.sweep(grace_ms=0, requeue_ms=0) == 2
-
-
-def test_an_index_job_embeds_only_what_still_waits_and_hands_back_what_the_embedder_could_not(
-    service, embedder
-):
-    done, _ = service.add_fact("bot1", "The owner drinks green tea.")
-    calls = embedder.calls
-    assert service.indexer.fill_vectors("bot1", [done.id]) == 0  # finished by its own write: no embed
-    assert embedder.calls == calls
-    embedder.down = True
-    waiting, _ = service.add_fact("bot1", "The garage code is 4417.")
-    assert service.indexer.sweep(grace_ms=0) == 1
-    assert service.indexer.sweep(grace_ms=0) == 0  # queued already
-    assert (
-        service.indexer.fill_vectors("bot1", [done.id, waiting.id]) == 0
-    )  # its job: the embedder still down
-    assert service.indexer.sweep(grace_ms=0) == 1  # handed back to the sweep, which queues it again

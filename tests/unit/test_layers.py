@@ -15,13 +15,9 @@ CORE = ("engram.config", "engram.domain", "engram.bookkeeping", "engram.ports", 
 
 # (importer, imported package or module): why it is still allowed
 KNOWN = {
-    ("engram.discord.interactions", "engram.store"): "the lean interactions function answers /memory status "
-    "from the stores within Discord's 3 s, with no engine built",
     ("engram.config", "engram.discord"): "the Discord section of the settings tree: to become one flat "
     "BaseSettings",
     ("engram.config", "engram.proxy"): "the proxy section of the settings tree (and its secrets): likewise",
-    ("engram.domain", "engram.store"): "a Memory is made from the store's Record: Record to move into the "
-    "domain model",
 }
 
 

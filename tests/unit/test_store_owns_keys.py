@@ -27,9 +27,14 @@ KEY_PREFIXES = (
 )
 
 
+# The record names the line and the scope it is listed under (a fact's line is its author's facts in one
+# scope): index keys of the record's own row, deleted with it, read by the memory rules' windows
+RECORD = PACKAGE / "record.py"
+
+
 def modules():
     for path in sorted(PACKAGE.rglob("*.py")) + sorted(FUNCTIONS.rglob("*.py")):
-        if PACKAGE / "store" not in path.parents:
+        if PACKAGE / "store" not in path.parents and path != RECORD:
             yield path, ast.parse(path.read_text(), filename=str(path))
 
 
@@ -109,15 +114,31 @@ def test_no_module_outside_the_store_holds_a_table_model_by_any_path():
 
 
 def store_classes():
-    """Every store class the rest of engram is handed: the record store, its line reads, and each state
-    store by concern."""
+    """Every store class the rest of engram is handed, DynamoDB's and the in-memory ones: the record store,
+    its parts and line reads, and each state store by concern."""
     import inspect
 
+    import engram.store.in_memory._core as memory_core
+    import engram.store.in_memory._discord as memory_discord
+    import engram.store.in_memory._records as memory_records
+    import engram.store.in_memory._ties as memory_ties
     import engram.store.state as state
     from engram.store import LineReads, RecordStore
+    from engram.store.claims import Claims
+    from engram.store.in_memory import InMemoryState
+    from engram.store.pending import PendingMarks
+    from engram.store.scoping import ScopeMarks
+    from engram.store.threads import Carriers, ThreadTails
 
     concern = [getattr(state, name) for name in state.__all__ if inspect.isclass(getattr(state, name))]
-    return [RecordStore, LineReads, *[c for c in concern if not _is_protocol(c)]]
+    in_memory = [
+        c
+        for module in (memory_core, memory_discord, memory_records, memory_ties)
+        for name, c in vars(module).items()
+        if inspect.isclass(c) and c.__module__ == module.__name__ and not name.startswith("_Pass")
+    ]
+    dynamodb = [RecordStore, LineReads, Claims, ThreadTails, Carriers, ScopeMarks, PendingMarks]
+    return [*dynamodb, InMemoryState, *in_memory, *[c for c in concern if not _is_protocol(c)]]
 
 
 def _is_protocol(cls) -> bool:
@@ -172,6 +193,7 @@ def test_the_stores_hand_out_typed_values_never_any_object_or_an_untyped_dict():
 
     classes = {c.__name__ for c in store_classes()}
     assert {"StateStore", "Consents", "BackfillRuns", "Cursors", "Channels", "Tombstones"} <= classes
+    assert {"InMemoryRecords", "MemoryClaims", "InMemoryState", "Claims", "Carriers"} <= classes
     offences = [f"{s}.{m}({a}): {hint}" for s, m, a, hint in public_hints() if untyped(hint)]
     assert offences == []
 
@@ -203,8 +225,6 @@ def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_pe
         "record_pk",  # a record's partition key: it goes with the record
         "pending_key",  # a record's pending key: it goes with the record
         "pending_keys",
-        "record_line",  # a record's byLine key: it goes with the record
-        "record_scope",  # a record's byScope key (bot, kind, server or project): it goes with the record
         "unique_pk",
         "claim_pk",
         "is_claim_pk",
@@ -213,7 +233,6 @@ def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_pe
         "thread_pk",
         "thread_tail_pk",
         "spread_by",
-        "fact_tail",
         "carriers_pk",
         "carrier_sk",
         "consent",
@@ -252,4 +271,6 @@ def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_pe
         "record_shard",  # which shard an id goes to (a number)
         "bot_of",  # reads the bot from a spread key
     }
+    # a record's line (byLine) and scope (byScope) are named by the record itself (engram.record), and go
+    # with it; a fact line's tail is a thread tail, reached as every tail is
     assert builders == reached | nobody, builders ^ (reached | nobody)

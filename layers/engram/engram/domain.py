@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import InvalidInput
+from .record import Record
 from .shapes import api_json, from_payload
-from .store import Record
 from .text import NAME_PATTERN, check_json, check_text
 from .vectors import Hit
 

@@ -18,8 +18,9 @@ from .config import Settings
 from .embedders import Embedder, NoEmbedder, own_vector_name, vector_name
 from .errors import EmbedderUnavailable, InvalidInput
 from .jobs import JobQueue, ReembedJob
+from .ports import LineReader
 from .service import MemoryService
-from .store import READ_SHARDS, LineReads, Record, StepBudget
+from .store import READ_SHARDS, Record, StepBudget
 from .text import check_json
 from .vectors import Scope
 
@@ -221,7 +222,7 @@ class EmbeddingManager:
         if job.bot is None:
             self._plan(job.vector, job.step)
             return
-        budget, reads = StepBudget(STEP_S), LineReads()
+        budget, reads = StepBudget(STEP_S), self.service.records.line_reads()
         # the mix pass reads a page ahead: a page's windows lie mostly in the pages either side of it, so
         # each record is read once in a step, not again for its neighbours' windows
         ahead = job.step == "mix"
@@ -259,7 +260,7 @@ class EmbeddingManager:
         return self.service.records.page(job.bot, job.phase, after_id, PAGE, shard=job.shard)
 
     def _give_vectors(
-        self, job: ReembedJob, page: list[Record], reads: LineReads, beside: list[Record]
+        self, job: ReembedJob, page: list[Record], reads: LineReader, beside: list[Record]
     ) -> bool:
         """One page of a chain given the model's vectors (or mixed: `beside` are the pages either side);
         False when it could not be (the index or the embedder down): the page is queued again, to be tried

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .config import Settings, get_settings
 from .embedders import Embedder, NoEmbedder, build_embedder
 from .jobs import JobQueue, build_queue
+from .ports import RecordsPort, StatePort
 from .service import MemoryService
 from .singleton import ProcessSingleton
 from .store import RecordStore, StateStore, bind_tables
@@ -25,7 +26,7 @@ class Engine:
     """Everything a handler needs."""
 
     settings: Settings
-    state: StateStore
+    state: StatePort
     service: MemoryService
     queue: JobQueue
     embedding: EmbeddingManager
@@ -60,19 +61,25 @@ def _secret(settings: Settings) -> Settings:
     return settings
 
 
-def build_engine(
+def build_engine(  # noqa: PLR0913 - each a part a test or the local stack hands in instead of the default
     settings: Settings,
     index: VectorIndex | None = None,
     embedder: Embedder | NoEmbedder | None = None,
     sqs_client: Any = None,
+    *,
+    stores: tuple[RecordsPort, StatePort] | None = None,
+    queue: JobQueue | None = None,
 ) -> Engine:
-    """Build an engine; tests pass their own index, embedder or SQS client."""
+    """Build an engine: the DynamoDB stores, SQS and the index and embedder the settings name; tests pass
+    their own index, embedder, SQS client, or stores and queue (unit tests: the in-memory ones)."""
     settings = _secret(settings)
-    bind_tables(settings)
-    queue = build_queue(settings, sqs_client)
-    state = StateStore()
+    if stores is None:
+        bind_tables(settings)
+        stores = RecordStore(), StateStore()
+    records, state = stores
+    queue = queue if queue is not None else build_queue(settings, sqs_client)
     service = MemoryService(
-        records=RecordStore(),
+        records=records,
         state=state,
         index=index if index is not None else build_index(settings),
         embedder=embedder if embedder is not None else build_embedder(settings),

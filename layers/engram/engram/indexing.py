@@ -13,10 +13,10 @@ from .errors import EmbedderUnavailable, IndexUnavailable, Unavailable
 from .jobs import IndexJob, JobQueue
 from .line_windows import LineWindows, _Held, _mix
 from .observability import timed
-from .ports import StatePort
+from .ports import LineReader, RecordsPort, StatePort
 from .retrieval import DEFAULT, Retrieval
 from .shapes import payload
-from .store import LineReads, Record, RecordStore, now_ms
+from .store import Record, now_ms
 from .vectors import IndexPoint, VectorIndex
 from .words import WordVectorizer
 
@@ -41,7 +41,7 @@ class Indexer:
 
     def __init__(
         self,
-        records: RecordStore,
+        records: RecordsPort,
         index: VectorIndex,
         embedder: Embedder | NoEmbedder,
         queue: JobQueue,
@@ -149,7 +149,7 @@ class Indexer:
         return self._lined.rewindow(records, removed, with_self)
 
     def mix_own(
-        self, records: list[Record], reads: LineReads | None = None, beside: Sequence[Record] = ()
+        self, records: list[Record], reads: LineReader | None = None, beside: Sequence[Record] = ()
     ) -> int:
         """A re-embed's second pass over these records (see LineWindows.mix_own)."""
         return self._lined.mix_own(records, reads, beside)
@@ -166,7 +166,7 @@ class Indexer:
         records: list[Record],
         wait: bool = True,
         ahead: Future[dict[int, list[float]]] | None = None,
-        reads: LineReads | None = None,
+        reads: LineReader | None = None,
         whole_pass: bool = False,
     ) -> int:
         """Write the points of records (words always, meaning when the embedder answers; without
@@ -220,13 +220,13 @@ class Indexer:
     def _mark_written(self, records: list[Record], done: list[tuple[Record, str | None]]) -> int:
         """Mark the records whose points are complete (`done`, with their dense model) indexed, and the
         others pending; a record deleted meanwhile has its point taken back. Returns how many are complete."""
-        vanished = [int(r.id) for r in self.records.mark_indexed_many(done)]
+        vanished = [int(r.id) for r in self.records.pending.mark_indexed_many(done)]
         complete = len(done) - len(vanished)
         finished = {int(r.id) for r, _ in done}
         # a record marked indexed whose point is now incomplete (a rebuild with the embedder down) waits
         # for the sweep again; its step, retried from its cursor, covers a crash before this mark
         unmarked = [r for r in records if not r.pending and int(r.id) not in finished]
-        still = {int(r.id) for r in self.records.mark_pending_many(unmarked)}
+        still = {int(r.id) for r in self.records.pending.mark_pending_many(unmarked)}
         vanished += [int(r.id) for r in unmarked if int(r.id) not in still]
         if vanished:  # deleted while we embedded: take back the points we just wrote
             self.index.delete(vanished)
@@ -291,7 +291,7 @@ class Indexer:
         except Exception:
             log.exception("could not queue an index job for %d records", len(records))
 
-    def add_dense(self, records: list[Record], reads: LineReads | None = None) -> int:
+    def add_dense(self, records: list[Record], reads: LineReader | None = None) -> int:
         """Give existing points the current model's vector without touching their other models' vectors
         (re-embedding: a switch back reuses them); records still pending are indexed whole. Returns how
         many now have it (or need none). Which points have it is asked of the index, so re-embedding
@@ -368,7 +368,7 @@ class Indexer:
         (a job that long gone has run or dead-lettered: what still waits was lost)."""
         now = now_ms()
         return sum(
-            self._sweep_bot(bot, now, batch, grace_ms, requeue_ms) for bot in self.records.bots_with_pending()
+            self._sweep_bot(bot, now, batch, grace_ms, requeue_ms) for bot in self.records.pending.bots()
         )
 
     def _sweep_bot(self, bot: str, now: int, batch: int, grace_ms: int, requeue_ms: int) -> int:
@@ -376,7 +376,7 @@ class Indexer:
         queued = 0
         mark = self.state.marks.sweep_mark(bot)
         after, since = mark if mark is not None and now - mark[1] < requeue_ms else (None, now)
-        ids = self.records.pending_ids(bot, SWEEP_LIMIT, after=after)
+        ids = self.records.pending.ids(bot, SWEEP_LIMIT, after=after)
         through, held_back = after, None
         for start in range(0, len(ids), batch):
             chunk = ids[start : start + batch]

@@ -13,7 +13,8 @@ from typing import Any
 
 from .clock import now_ms
 from .indexing import Indexer
-from .store import KINDS, LineReads, Record
+from .ports import LineReader
+from .store import KINDS, Record
 from .vectors import Scope
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,7 @@ class IndexKeeper:
                 before = int(page[-1].id)
 
     def _reindex(
-        self, records: list[Record], reads: LineReads | None = None, whole_pass: bool = False
+        self, records: list[Record], reads: LineReader | None = None, whole_pass: bool = False
     ) -> None:
         """Write these records' points again (those left incomplete, the embedder down, are marked pending
         for the sweep; one deleted meanwhile has its point taken back); `whole_pass`: a rebuild's page."""
@@ -101,7 +102,7 @@ class IndexKeeper:
         windows."""
         return sum(self._reconcile_page(page) for page in self._pages(bot))
 
-    def _reconcile_page(self, page: list[Record], reads: LineReads | None = None) -> int:
+    def _reconcile_page(self, page: list[Record], reads: LineReader | None = None) -> int:
         indexed = [r for r in page if not r.pending]
         held = self.indexer.index.existing([int(r.id) for r in indexed])
         missing = [r for r in indexed if int(r.id) not in held]
@@ -161,7 +162,9 @@ class IndexKeeper:
                 if after is None or time.monotonic() >= deadline:
                     return after
 
-        reads = LineReads()  # the step's pages meet the same lines: each is read once for all of them
+        reads = (
+            self.indexer.records.line_reads()
+        )  # the step's pages meet the same lines: each is read once for all of them
 
         def one(page: list[Record]) -> None:
             self.progress.records += len(page)

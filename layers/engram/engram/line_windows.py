@@ -12,9 +12,9 @@ from typing import Any
 
 from .embedders import own_vector_name
 from .errors import IndexUnavailable
-from .ports import StatePort
+from .ports import LineReader, RecordsPort, StatePort
 from .retrieval import Retrieval, date_words
-from .store import LineReads, Record, RecordStore
+from .store import Record
 from .vectors import VectorIndex
 from .words import SparseVector, WordVectorizer
 
@@ -61,7 +61,7 @@ class LineWindows:
 
     def __init__(
         self,
-        records: RecordStore,
+        records: RecordsPort,
         state: StatePort,
         index: VectorIndex,
         retrieval: Callable[[], Retrieval],
@@ -90,7 +90,7 @@ class LineWindows:
         self,
         records: list[Record],
         removed: bool = False,
-        reads: LineReads | None = None,
+        reads: LineReader | None = None,
         own_windows_only: bool = False,
         beside: Sequence[Record] = (),
     ) -> dict[str, list[Record]]:
@@ -169,7 +169,7 @@ class LineWindows:
         return held
 
     def read_around(
-        self, records: list[Record], reads: LineReads | None = None, own_windows_only: bool = False
+        self, records: list[Record], reads: LineReader | None = None, own_windows_only: bool = False
     ) -> tuple[dict[str, list[Record]], _Held]:
         """A write's lines and what the index holds of them: read while its text is embedded."""
         lines = self.lines(records, reads=reads, own_windows_only=own_windows_only)
@@ -195,7 +195,7 @@ class LineWindows:
         return self.rewrite_around(records, self.lines(records, removed), with_self=with_self)
 
     def mix_own(
-        self, records: list[Record], reads: LineReads | None = None, beside: Sequence[Record] = ()
+        self, records: list[Record], reads: LineReader | None = None, beside: Sequence[Record] = ()
     ) -> int:
         """A re-embed's second pass: each of these records' searched meaning mixed again from its window's
         own vectors, which the first pass wrote for every record; the points around are mixed by their own

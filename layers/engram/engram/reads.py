@@ -11,9 +11,9 @@ from .domain import FALLBACK_READ, FALLBACK_SCAN, Found, Memory, check_limit, ch
 from .errors import IndexUnavailable, InvalidInput, NotFound
 from .indexing import Indexer
 from .observability import timed
-from .ports import StatePort
+from .ports import RecordsPort, StatePort
 from .retrieval import Retrieval, feedback_query, feedback_vector
-from .store import KINDS, Record, RecordStore, source_key
+from .store import KINDS, Record, source_key
 from .text import check_text, format_memory_id
 from .vectors import Hit, Scope, VectorIndex
 from .words import WordVectorizer
@@ -51,7 +51,7 @@ class MemoryReads:
 
     def __init__(
         self,
-        records: RecordStore,
+        records: RecordsPort,
         state: StatePort,
         index: VectorIndex,
         indexer: Indexer,

@@ -12,10 +12,9 @@ from .embedders import Embedder, NoEmbedder
 from .forgetting import DOOR_BUDGET_S, ForgetHook, Forgetting
 from .indexing import Indexer
 from .jobs import JobQueue
-from .ports import StatePort
+from .ports import RecordsPort, StatePort
 from .reads import MemoryReads
 from .retrieval import DEFAULT, Retrieval
-from .store import RecordStore
 from .vectors import VectorIndex
 from .words import WordVectorizer
 from .writes import Added, MemoryWrites
@@ -30,7 +29,7 @@ class MemoryService:
 
     def __init__(
         self,
-        records: RecordStore,
+        records: RecordsPort,
         index: VectorIndex,
         embedder: Embedder | NoEmbedder,
         queue: JobQueue,

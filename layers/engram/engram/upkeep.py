@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from .jobs import IndexMaintenanceJob
 from .observability import logger
+from .ports import SpreadPass
 from .store import KINDS, READ_SHARDS
-from .store.spread import PlainKey
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -81,14 +81,9 @@ def _stamp(engine: Engine, job: IndexMaintenanceJob) -> None:
         engine.queue.send(job.model_copy(update={"cursor": cursor}))
 
 
-def _plain_keys(engine: Engine) -> list[PlainKey]:
+def _plain_keys(engine: Engine) -> list[SpreadPass]:
     """The kinds of state item once kept under one key per bot (store/spread.py)."""
-    service = engine.service
-    return [
-        service.records.claims.claim_keys,
-        service.records.tails.tail_keys,
-        engine.state.channels.spread_keys,
-    ]
+    return [*engine.service.records.spread_passes(), *engine.state.spread_passes()]
 
 
 def _spread(engine: Engine, job: IndexMaintenanceJob) -> None:

@@ -23,12 +23,11 @@ from .domain import (
 from .errors import Forgotten, InvalidInput, NotFound, Unavailable
 from .indexing import Indexer
 from .jobs import IndexJob, JobQueue
-from .ports import StatePort
+from .ports import RecordsPort, StatePort
 from .retrieval import Retrieval
 from .store import (
     Duplicate,
     Record,
-    RecordStore,
     fact_key,
     fact_tail,
     new_record,
@@ -60,7 +59,7 @@ class MemoryWrites:
 
     def __init__(
         self,
-        records: RecordStore,
+        records: RecordsPort,
         state: StatePort,
         index: VectorIndex,
         indexer: Indexer,
@@ -106,8 +105,7 @@ class MemoryWrites:
         )
         text = clean_fact(text)
         origin = origin if origin is not None else now_ms()
-        if user and self.refused(bot, {user}, origin):
-            raise Forgotten(f"user {user!r} was forgotten after this was asked for; it is not stored")
+        self._refuse_forgotten(bot, user, origin, "after this was asked for")
         key = fact_key(server, project, user, text)
         existing = self.records.claims.find_unique(bot, key)
         if existing is not None:
@@ -141,11 +139,18 @@ class MemoryWrites:
         self.records.carriers.note([record])
         if self.retrieval.fact_context_minutes:
             self.records.tails.advance(bot, tail, created, text[:MAX_CONTEXT_CHARS], user, memory_id)
-        if user and self.refused(bot, {user}, origin):  # a forget landed while we wrote: it wins
+        try:  # a forget landed while we wrote: it wins
+            self._refuse_forgotten(bot, user, origin, "while this was stored")
+        except Forgotten:
             self._undo(bot, [record])
-            raise Forgotten(f"user {user!r} was forgotten while this was stored; it is not stored")
+            raise
         self._index(bot, [record], defer_vectors)
         return Memory.from_record(record), True
+
+    def _refuse_forgotten(self, bot: str, user: str | None, origin: int, when: str) -> None:
+        """Forgotten if the user was forgotten since `origin` (what a write asked for then may not store)."""
+        if user and self.refused(bot, {user}, origin):
+            raise Forgotten(f"user {user!r} was forgotten {when}; it is not stored")
 
     def add_messages(
         self,
@@ -264,19 +269,18 @@ class MemoryWrites:
 
     def _outcome(self, bot: str, keys: list[str], known: dict[str, int], kept: list[Record]) -> Added:
         """Every message's memory in input order: the ones written now, and the ones already there."""
-        by_key = {r.unique_key: r for r in kept}
+        by_key = {str(r.unique_key): r for r in kept}  # a message's record always holds its key
         missing = [k for k in keys if k not in by_key and k not in known]
         if missing:  # lost a race to a concurrent import of the same messages
             known.update(self.records.claims.find_uniques(bot, missing))
-        stored = self.records.batch_get(bot, [known[k] for k in keys if k in known])
-        memories, fresh = [], []
-        for key in keys:
-            if key in by_key:
-                memories.append(Memory.from_record(by_key[key]))
-                fresh.append(memories[-1])
-            elif known.get(key) in stored:
-                memories.append(Memory.from_record(stored[known[key]]))
-        return Added(memories, fresh)
+        every: dict[str, Record] = {**self._held(bot, known), **by_key}
+        memories = {k: Memory.from_record(every[k]) for k in keys if k in every}
+        return Added(list(memories.values()), [memories[k] for k in keys if k in by_key])
+
+    def _held(self, bot: str, known: dict[str, int]) -> dict[str, Record]:
+        """The records holding these unique keys, by key (those gone meanwhile left out)."""
+        stored = self.records.batch_get(bot, list(known.values()))
+        return {k: stored[i] for k, i in known.items() if i in stored}
 
     def _settle(self, bot: str, written: list[Record], origin: int) -> list[Record]:
         """After a batch is written: note whose words each context carries, move the thread tails on, and
@@ -285,15 +289,12 @@ class MemoryWrites:
         after that read finds the tails already written, and one before it has them taken back here."""
         self.records.carriers.note(written)
         self._advance_threads(bot, written)
-        gone = self.refused(
-            bot, {r.user for r in written} | {r.context_author for r in written if r.context}, origin
-        )
+        gone = self.refused(bot, {u for r in written for u in _whose_words(r)}, origin)
         kept = [r for r in written if r.user not in gone]
-        if gone:
-            self._undo(bot, [r for r in written if r.user in gone])
-            for r in kept:
-                if r.context and r.context_author in gone:
-                    self.records.clear_context(r)
+        self._undo(bot, [r for r in written if r.user in gone])
+        for r in kept:
+            if _quotes_any(r, gone):
+                self.records.clear_context(r)
         return kept
 
     def _undo(self, bot: str, records: list[Record]) -> None:
@@ -395,10 +396,7 @@ class MemoryWrites:
             if changed is None:
                 raise NotFound(f"bot {bot!r} has no memory {format_memory_id(memory_id)}")
             return changed
-        if record.kind == "fact":
-            key = fact_key(record.server, record.project, record.user, text)
-        else:
-            key = record.unique_key or ""
+        key = fact_key(record.server, record.project, record.user, text)  # a message went above: a fact
         if record.text == text:
             return Memory.from_record(record)
         holder = self.records.claims.find_unique(bot, key) if key != record.unique_key else None
@@ -499,3 +497,13 @@ def rewritten(content: Any, old: str, new: str) -> Any:
     if isinstance(content, dict):
         return {key: rewritten(value, old, new) for key, value in content.items()}
     return content
+
+
+def _whose_words(record: Record) -> list[str | None]:
+    """Whose words a record holds: its author's, and its context's author's."""
+    return [record.user, record.context_author] if record.context else [record.user]
+
+
+def _quotes_any(record: Record, users: set[str]) -> bool:
+    """Whether its context quotes one of these users."""
+    return bool(record.context) and record.context_author in users

@@ -62,26 +62,25 @@ class AdminKeyBeforeBody:
         self.reader_key = reader_key
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
-            scheme, _, token = (Headers(scope=scope).get("authorization") or "").partition(" ")
-            try:
-                expected = await run_in_threadpool(self.expected_key)
-            except EngramError as exc:
-                await error_response(exc.status, exc.code, exc.message)(scope, receive, send)
-                return
-            reader = self.reader_key if scope["method"] in ("GET", "HEAD") else None
-            if (
-                reader is not None
-                and scheme.lower() == "bearer"
-                and not key_matches(token, expected)
-                and await run_in_threadpool(reader, token)
-            ):
-                await self.app(scope, receive, send)
-                return
-            if scheme.lower() != "bearer" or not key_matches(token, expected):
-                await error_response(401, "unauthorized", NOT_ADMIN)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+        scheme, _, token = (Headers(scope=scope).get("authorization") or "").partition(" ")
+        try:
+            expected = await run_in_threadpool(self.expected_key)
+        except EngramError as exc:
+            await error_response(exc.status, exc.code, exc.message)(scope, receive, send)
+            return
+        bearer = scheme.lower() == "bearer"
+        if (bearer and key_matches(token, expected)) or (bearer and await self._reads_with(scope, token)):
+            await self.app(scope, receive, send)
+            return
+        await error_response(401, "unauthorized", NOT_ADMIN)(scope, receive, send)
+
+    async def _reads_with(self, scope: Scope, token: str) -> bool:
+        """Whether a GET (or HEAD) comes with a reader's key: the route decides what it may read."""
+        reader = self.reader_key if scope["method"] in ("GET", "HEAD") else None
+        return reader is not None and bool(await run_in_threadpool(reader, token))
 
 
 def too_large(scope: Scope) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -14,6 +14,9 @@ from ..jobs import AskJob, ExportJob, ForgetMeJob, ForgetMessageJob, JobQueue, R
 from ..text import NAME_PATTERN, encodable
 from .settings import DiscordSettings
 from .verify import verify_request
+
+if TYPE_CHECKING:
+    from ..ports import LimitsPort, RecordsPort, StatePort
 
 log = logging.getLogger(__name__)
 
@@ -150,18 +153,7 @@ def _command(
     body: Interaction, user: _User, queue: Callable[[], JobQueue], status: Callable[[str], str]
 ) -> Answer:
     """Answer a command now (status, a refusal) or defer it and queue its job."""
-    job: dict[str, Any] = dict(
-        user=user.id,
-        guild=body.guild_id,
-        channel=body.channel_id,
-        token=body.token,
-        interaction_id=body.id,
-        issued_at=int(time.time() * 1000),
-    )
-    if body.channel is not None:  # a thread's parent and type: whose permissions apply to an answer here
-        job.update(channel_type=body.channel.type, parent_id=body.channel.parent_id)
-    if body.app_permissions is not None:
-        job.update(app_permissions=int(body.app_permissions))
+    job = _job_fields(body, user)
     data = body.data or _Data(name="")
     if data.type == MESSAGE_COMMAND and data.name == FORGET_THIS_MESSAGE:
         if not data.target_id:
@@ -180,6 +172,23 @@ def _command(
     return 200, _message("I don't know that command.")
 
 
+def _job_fields(body: Interaction, user: _User) -> dict[str, Any]:
+    """What every job a command queues carries: who, where, the token to answer with, when."""
+    job: dict[str, Any] = dict(
+        user=user.id,
+        guild=body.guild_id,
+        channel=body.channel_id,
+        token=body.token,
+        interaction_id=body.id,
+        issued_at=int(time.time() * 1000),
+    )
+    if body.channel is not None:  # a thread's parent and type: whose permissions apply to an answer here
+        job.update(channel_type=body.channel.type, parent_id=body.channel.parent_id)
+    if body.app_permissions is not None:
+        job.update(app_permissions=int(body.app_permissions))
+    return job
+
+
 def _ask(data: _Data, job: dict[str, Any], queue: Callable[[], JobQueue]) -> Answer:
     prompt = next((o.value for o in data.options if o.name == "prompt"), None)
     if not isinstance(prompt, str) or not prompt.strip():
@@ -192,29 +201,25 @@ def _ask(data: _Data, job: dict[str, Any], queue: Callable[[], JobQueue]) -> Ans
     return 200, {"type": DEFERRED}
 
 
-def seen_once(settings: DiscordSettings, window_s: int = 900) -> Callable[[str], bool]:
+def seen_once(settings: DiscordSettings, limits: LimitsPort, window_s: int = 900) -> Callable[[str], bool]:
     """True the first time an interaction id is seen, False after: a conditional write of a short-lived
     record (expiresAt lets DynamoDB's TTL remove it once no signature for it could still be fresh)."""
 
     def first_time(interaction_id: str) -> bool:
-        from ..store import StateStore
-
-        return StateStore().limits.first_sight(settings.bot, interaction_id, int(time.time()) + window_s)
+        return limits.first_sight(settings.bot, interaction_id, int(time.time()) + window_s)
 
     return first_time
 
 
-def consent_status(settings: DiscordSettings) -> Callable[[str], str]:
-    """The status answer from DynamoDB alone (fast enough for the 3-second window)."""
+def consent_status(settings: DiscordSettings, state: StatePort, records: RecordsPort) -> Callable[[str], str]:
+    """The status answer from the stores alone (fast enough for the 3-second window: no engine is built)."""
 
     def status(user: str) -> str:
-        from ..store import RecordStore, StateStore
         from .intents import INTENT_OFF
 
-        state = StateStore()
         if state.consents.get(settings.bot, user) is None:
             return "Long-term memory is off for you. Use /memory remember to opt in."
-        stored = RecordStore.count_user_of(settings.bot, user)
+        stored = records.count_user(settings.bot, user)
         run = state.backfills.get(settings.bot, user)
         if run is None:
             backfill = "Backfill: not started."

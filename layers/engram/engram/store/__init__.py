@@ -2,19 +2,12 @@
 Nothing outside this package imports pynamodb or builds a key (tests/unit/test_store_owns_keys.py)."""
 
 from ..clock import now_ms
+from ..record import KINDS, Duplicate, Record, drew_on, fact_tail, new_record, reply_author
 from .budget import StepBudget
 from .claims import CLAIM_IN_FLIGHT_MS
-from .keys import READ_SHARDS, fact_key, fact_tail, source_key
+from .keys import READ_SHARDS, fact_key, source_key
 from .lines import LineReads
 from .models import bind_tables
-from .record import (
-    KINDS,
-    Duplicate,
-    Record,
-    drew_on,
-    new_record,
-    reply_author,
-)
 from .records import RecordStore
 from .state import StateStore
 

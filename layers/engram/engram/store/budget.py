@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class StepBudget:
@@ -24,3 +27,28 @@ class StepBudget:
         now = self._clock()
         self._longest = max(self._longest, now - self._began)
         return now + self._longest < self._deadline
+
+
+def walk_pages(
+    read: Callable[[int | None], Sequence[T]],
+    before: int | None,
+    page_size: int,
+    budget_s: float,
+    each: Callable[[list[T]], None],
+    position: Callable[[T], int],
+) -> int | None:
+    """One bounded step of a pass: pages read newest first from `before` (`read(before)`), each handed to
+    `each`, while another (as long as the longest so far) fits in `budget_s`; returns where the next step
+    starts (`position` of the last item read; None: the pass is done)."""
+    budget = StepBudget(budget_s)
+    while True:
+        budget.begin_page()
+        page = list(read(before))
+        if not page:
+            return None
+        each(page)
+        if len(page) < page_size:
+            return None
+        before = position(page[-1])
+        if not budget.another_fits():
+            return before

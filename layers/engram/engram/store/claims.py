@@ -11,10 +11,10 @@ from typing import Protocol
 
 from ..clock import now_ms
 from ..errors import Unavailable
+from ..record import Record
 from . import keys
 from .dynamo import attempt, guard
 from .models import StateItem
-from .record import Record
 from .spread import claim_keys
 from .state._items import batch_get as _batch_get_state
 from .state._items import get as _get_state

@@ -91,15 +91,6 @@ def pending_keys(bot: str) -> list[str]:
     return _every_shard(bot)
 
 
-def record_scope(bot: str, kind: str, server: str | None, project: str | None) -> str | None:
-    """The byScope index key: a record's server, or its project when it has no server (None: neither).
-    A record with both is listed under its server; a project's listing knows such records exist from
-    `mixed_scopes` (see RecordStore.newest)."""
-    if server:
-        return f"{bot}#{kind}#s:{server}"
-    return f"{bot}#{kind}#p:{project}" if project else None
-
-
 # ----- unique claims: which memory holds a fact's folded text or a message's source id ------------
 
 
@@ -185,21 +176,6 @@ def thread_pk(bot: str) -> str:
 def thread_tail_pk(bot: str, thread: str) -> str:
     """The partition key of a thread's tail (one write a stored message): one of SPREAD_SHARDS keys."""
     return spread_by(thread_pk(bot), thread)
-
-
-def record_line(
-    bot: str, kind: str, thread: str | None, server: str | None, project: str | None, user: str | None
-) -> str | None:
-    """The line a record's window is read along (byLine): its thread, or for a fact its author's facts in
-    the same scope; None for a message outside any thread."""
-    if kind == "fact":
-        return f"{bot}#{fact_tail(server, project, user)}"
-    return f"{bot}#{thread}" if thread else None
-
-
-def fact_tail(server: str | None, project: str | None, user: str | None) -> str:
-    """Where the newest fact of a scope is remembered ('#' never appears in a thread id)."""
-    return f"fact#{server or ''}#{project or ''}#{user or ''}"
 
 
 # ----- contexts: which records carry whose words ---------------------------------------------------

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pynamodb.expressions.condition import Condition
 
 from .models import MemoryRecord
+from .spans import windows_of
 
 # Rows read beyond what a page needs when a line is extended: the next pages of a step find them known.
 READ_AHEAD = 128
@@ -99,11 +100,7 @@ class LineReads:
         known rows are every row, in the windows' own order, so a position is exact)."""
         with self._lock:
             known = self._cover(line, min(c for c, _ in points), max(c for c, _ in points), reach)
-            rows, keep = known.rows, set[int]()
-            for point in points:
-                first = max(0, bisect.bisect_left(rows, point) - reach)
-                keep.update(range(first, min(len(rows), bisect.bisect_right(rows, point) + reach)))
-            return [rows[n][1] for n in sorted(keep)]
+            return windows_of(known.rows, points, reach)
 
     def _cover(self, line: str, low: int, high: int, reach: int) -> _Known:
         """What is known of a line, read on until it holds `low` to `high` and `reach` + 1 rows each side."""

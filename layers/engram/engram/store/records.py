@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from itertools import islice
+from typing import TYPE_CHECKING
 
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
@@ -15,17 +16,17 @@ from pynamodb.expressions.update import Action
 from ..bookkeeping import JsonObject
 from ..clock import now_ms
 from ..errors import Unavailable
+from ..ports import LineReader, RecordsPort, SpreadPass
+from ..record import KINDS, Duplicate, Record, record_scope
 from . import keys
-from .budget import StepBudget
+from .budget import walk_pages
 from .claims import Claims
 from .dynamo import attempt, guard
 from .ids import IdMaker
 from .lines import LineReads, span_ids
 from .models import MemoryRecord, StateItem
-from .record import (
-    KINDS,
-    Duplicate,
-    Record,
+from .pending import PendingMarks
+from .rows import (
     _key,
     _keys,
     _merged,
@@ -35,6 +36,7 @@ from .record import (
     _update_if_exists,
 )
 from .scoping import ScopeMarks
+from .spans import gather
 from .threads import Carriers, ThreadTails
 
 
@@ -64,6 +66,7 @@ class RecordStore:
         self.tails = ThreadTails()
         self.carriers = Carriers()
         self.scopes = ScopeMarks(self)
+        self.pending = PendingMarks(self, self._pool)
 
     _guard = staticmethod(guard)
 
@@ -108,11 +111,15 @@ class RecordStore:
         rows = self._guard(lambda: list(islice(_merged(queries, not oldest_first), limit)))
         return [_record(row) for row in rows]
 
+    def line_reads(self) -> LineReads:
+        """The byLine reads of one maintenance step: each line read once for all the step's pages."""
+        return LineReads()
+
     def line_around(
         self,
         records: list[Record],
         reach: int,
-        reads: LineReads | None = None,
+        reads: LineReader | None = None,
         beside: Sequence[Record] = (),
     ) -> dict[str, list[Record]]:
         """For each line (thread; a fact's author and scope) of these records, its records from `reach`
@@ -123,29 +130,19 @@ class RecordStore:
         of these (a page's records of a line lie far apart: the records between them are not read, and the
         line given holds gaps no window crosses; store/lines.py); `beside`: records the step read a moment
         ago (the pages either side of these), taken as they were read."""
-        points: dict[str, list[tuple[int, int]]] = {}
-        for r in records:
-            if r.line:
-                points.setdefault(r.line, []).append((int(r.created_at), int(r.id)))
-        if not points:
+        if not records:
             return {}
-        bot = records[0].bot
-        ids = {
-            line: self._guard(partial(self._line_ids, line, at, reach, reads)) for line, at in points.items()
-        }
-        # the records given are current: only their neighbours are read
-        found = {int(r.id): r for r in (*beside, *records)}
-        wanted = {i for line_ids in ids.values() for i in line_ids} - set(found)
-        found.update(self.batch_get(bot, sorted(wanted)) if wanted else {})
-        return {
-            line: sorted(
-                (found[i] for i in line_ids if i in found), key=lambda r: (int(r.created_at), int(r.id))
-            )
-            for line, line_ids in ids.items()
-        }
+        return gather(
+            records,
+            beside,
+            lambda line, at: self._guard(partial(self._line_ids, line, at, reach, reads)),
+            partial(self.batch_get, records[0].bot),
+        )
 
     @staticmethod
-    def _line_ids(line: str, points: list[tuple[int, int]], reach: int, reads: LineReads | None) -> list[int]:
+    def _line_ids(
+        line: str, points: list[tuple[int, int]], reach: int, reads: LineReader | None
+    ) -> list[int]:
         """A write's line read afresh, the span of its records and `reach` + 1 turns each side; a step's,
         the windows of its records only (store/lines.py)."""
         if reads is not None:
@@ -325,35 +322,6 @@ class RecordStore:
 
         self._guard(run)
 
-    def mark_indexed(self, record: Record, vector_model: str | None) -> bool:
-        """The record's point is written (with a dense vector of that model, when given);
-        False when the record no longer exists."""
-        marked = _update_if_exists(
-            record,
-            [
-                MemoryRecord.pending_bot.remove(),
-                MemoryRecord.vector_model.set(vector_model)
-                if vector_model
-                else MemoryRecord.vector_model.remove(),
-            ],
-        )
-        if marked:
-            record.pending, record.vector_model = False, vector_model
-        return marked
-
-    def mark_indexed_many(self, done: list[tuple[Record, str | None]]) -> list[Record]:
-        """mark_indexed for many records, several requests in flight; returns the records that no longer
-        exist. A record already marked so (a rebuild, a reconcile, a re-index of an indexed record) needs
-        no write: whether it still exists is read instead, a hundred keys a request."""
-        unchanged = [r for r, model in done if not r.pending and r.vector_model == model]
-        changed = [(r, model) for r, model in done if r.pending or r.vector_model != model]
-        marked = list(self._pool.map(lambda pair: self.mark_indexed(*pair), changed))
-        gone = [record for (record, _), ok in zip(changed, marked, strict=True) if not ok]
-        if unchanged:
-            present = self.existing(unchanged[0].bot, [int(r.id) for r in unchanged])
-            gone += [r for r in unchanged if int(r.id) not in present]
-        return gone
-
     def give_lines(self, records: list[Record]) -> list[Record]:
         """Records stored before windows get the line their window is read along (byLine); returns those
         that still exist."""
@@ -363,33 +331,6 @@ class RecordStore:
                 r.stored_line = r.line
                 lined.append(r)
         return lined
-
-    def mark_pending(self, record: Record) -> bool:
-        """The record still needs its point (or its dense vector) written; False when it no longer exists
-        (an update without the condition would write a stub of a deleted memory back)."""
-        if not _update_if_exists(record, [MemoryRecord.pending_bot.set(_pending_key(record))]):
-            return False
-        record.pending = True
-        return True
-
-    def mark_pending_many(self, records: list[Record]) -> list[Record]:
-        """mark_pending for each, several requests in flight (as mark_indexed_many); returns the records
-        that still exist."""
-        marked = list(self._pool.map(self.mark_pending, records))
-        return [r for r, still in zip(records, marked, strict=True) if still]
-
-    def pending_ids(self, bot: str, limit: int, after: int | None = None) -> list[int]:
-        """Ids of a bot's records waiting for vectors (above `after`), oldest first."""
-        condition = MemoryRecord.id > after if after else None
-        size = max(10, min(500, limit // 4 + 1))
-        queries = [
-            MemoryRecord.pending.query(key, condition, page_size=size) for key in keys.pending_keys(bot)
-        ]
-        return self._guard(lambda: [int(r.id) for r in islice(_merged(queries, newest_first=False), limit)])
-
-    def bots_with_pending(self) -> list[str]:
-        """Bots that have records waiting for vectors (a scan of the sparse index: small by design)."""
-        return self._guard(lambda: sorted({keys.bot_of(r.pending_bot) for r in MemoryRecord.pending.scan()}))
 
     def newest(
         self,
@@ -464,18 +405,14 @@ class RecordStore:
         """One bounded step of a pass over a bot's records of a kind (under one of its keys with `shard`):
         pages newest first from `before`, each handed to `each`, while another (as long as the longest so
         far) fits in `budget_s`; returns where the next step starts (None: the kind is done)."""
-        budget = StepBudget(budget_s)
-        while True:
-            budget.begin_page()
-            page = self.page(bot, kind, before, page_size, shard=shard)
-            if not page:
-                return None
-            each(page)
-            if len(page) < page_size:
-                return None
-            before = int(page[-1].id)
-            if not budget.another_fits():
-                return before
+        return walk_pages(
+            lambda cursor: self.page(bot, kind, cursor, page_size, shard=shard),
+            before,
+            page_size,
+            budget_s,
+            each,
+            lambda r: int(r.id),
+        )
 
     def _listed_scope(self, bot: str, kind: str, server: str | None, project: str | None) -> str | None:
         """The byScope key a scoped listing can read alone, if any: not before the bot's records all carry
@@ -485,7 +422,7 @@ class RecordStore:
         ready, mixed = self.scopes.state(bot, kind)
         if not ready or (not server and mixed):
             return None
-        return keys.record_scope(bot, kind, server, project)
+        return record_scope(bot, kind, server, project)
 
     @staticmethod
     def _newest_by_key(
@@ -526,8 +463,15 @@ class RecordStore:
         """Ids of every record of a bot attributed to a user."""
         return self._guard(lambda: [int(r.id) for r in MemoryRecord.by_user.query(keys.bot_user(bot, user))])
 
-    @staticmethod
-    def count_user_of(bot: str, user: str) -> int:
-        """How many records of a bot are attributed to a user (the user index, keys only); static, so the
-        lean interactions function needs no store object."""
-        return guard(lambda: MemoryRecord.by_user.count(keys.bot_user(bot, user)))
+    def count_user(self, bot: str, user: str) -> int:
+        """How many records of a bot are attributed to a user (the user index, keys only)."""
+        return self._guard(lambda: MemoryRecord.by_user.count(keys.bot_user(bot, user)))
+
+    def spread_passes(self) -> list[SpreadPass]:
+        """The kinds of item once kept under one key per bot that this store moves (store/spread.py)."""
+        return [self.claims.claim_keys, self.tails.tail_keys]
+
+
+# mypy holds RecordStore to engram.ports.RecordsPort here (a Protocol is checked where it is used)
+if TYPE_CHECKING:
+    _conforms: RecordsPort = RecordStore()

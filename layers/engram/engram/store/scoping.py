@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Protocol
 
 from ..clock import now_ms
+from ..record import KINDS, Record
 from . import keys
 from .dynamo import attempt, guard
 from .models import StateItem
-from .record import KINDS, Record
 
 
 class BotLister(Protocol):

@@ -8,10 +8,10 @@ from functools import partial
 from typing import Any
 
 from ..bookkeeping import ThreadTail
+from ..record import Record, carrier_notes
 from . import keys
 from .dynamo import attempt, guard
 from .models import StateItem
-from .record import Record, drew_on, reply_author
 from .spread import tail_keys
 from .state._items import batch_get as _batch_get_state
 
@@ -94,22 +94,7 @@ class Carriers:
     def note(self, records: list[Record]) -> None:
         """For every record whose context quotes someone else, an item under that author: so a forget, a
         delete or a change can find the records that carry those words."""
-        # an imported context knows its author but not always its source record: noted all the same
-        notes = [
-            (r.context_author, r)
-            for r in records
-            if r.context and (r.context_source is not None or r.context_author)
-        ]
-        # a reply names whom it answers (content.replyTo.authorId): a forget of them clears that too
-        notes += [
-            (reply_author(r), r)
-            for r in records
-            if reply_author(r) not in (None, r.user)
-            and not (r.context and reply_author(r) == r.context_author)
-        ]
-        # an /ask answer names whose words the model was given: a forget of any of them removes it
-        noted = {(author, int(r.id)) for author, r in notes}
-        notes += [(a, r) for r in records for a in drew_on(r) if a != r.user and (a, int(r.id)) not in noted]
+        notes = carrier_notes(records)
 
         def run() -> None:
             with StateItem.batch_write() as batch:

@@ -27,7 +27,7 @@ async def discord_interactions(request: Request) -> JSONResponse:
         dict(request.headers),
         settings,
         lambda: engine().queue,
-        consent_status(settings),
-        seen_once(settings),
+        lambda user: consent_status(settings, engine().state, engine().service.records)(user),
+        lambda interaction: seen_once(settings, engine().state.limits)(interaction),
     )
     return JSONResponse(body, status_code=status)

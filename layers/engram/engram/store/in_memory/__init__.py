@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...ports import StatePort
+from ...ports import SpreadPass, StatePort
 from ._core import (
     MemoryChatSettings,
     MemoryEmbedderSettings,
@@ -16,8 +16,9 @@ from ._core import (
     MemoryTombstones,
 )
 from ._discord import MemoryBackfillRuns, MemoryChannels, MemoryConsents, MemoryCursors, MemoryRoster
+from ._records import InMemoryRecords
 
-__all__ = ["InMemoryState"]
+__all__ = ["InMemoryRecords", "InMemoryState"]
 
 
 class InMemoryState:
@@ -54,6 +55,10 @@ class InMemoryState:
         for cursor in cursors:
             del self.cursors.held[cursor]
         return out
+
+    def spread_passes(self) -> list[SpreadPass]:
+        """Nothing here was ever kept under one key per bot."""
+        return []
 
 
 # mypy holds InMemoryState to engram.ports.StatePort here (a Protocol is checked where it is used)

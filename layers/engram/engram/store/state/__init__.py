@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...ports import StatePort
+from ...ports import SpreadPass, StatePort
 from .. import keys
 from ..dynamo import guard
 from ..models import StateItem
@@ -52,6 +52,10 @@ class StateStore:
         self.channels = Channels()
         self.marks = Marks()
         self.limits = Limits()
+
+    def spread_passes(self) -> list[SpreadPass]:
+        """The kinds of state item once kept under one key per bot (store/spread.py)."""
+        return [self.channels.spread_keys]
 
     def forget_user(self, bot: str, user: str) -> dict[str, int]:
         """Delete every state item about a user of a bot: Discord consent, backfill run, export limit,

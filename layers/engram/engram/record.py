@@ -1,19 +1,13 @@
-"""A memory record as the rest of engram holds it (a plain dataclass), and its mapping to and from the
-table's rows: only this package knows the rows."""
+"""A memory record: one memory as every store holds it (a fact, or a stored chat message with its whole
+content), what the memory rules read and hand back, and the names of the line and the scope it is listed
+under. The stores map it to their rows (engram.store); nothing here knows a table."""
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pynamodb.expressions.update import Action
-
-from ..clock import now_ms
-from . import keys
-from .dynamo import update_if_exists
-from .models import MemoryRecord
+from .clock import now_ms
 
 KINDS = ("fact", "message")
 
@@ -25,7 +19,28 @@ class Duplicate(Exception):
     memory_id: int
 
 
-_unique_pk = keys.unique_pk
+def record_scope(bot: str, kind: str, server: str | None, project: str | None) -> str | None:
+    """The byScope index key: a record's server, or its project when it has no server (None: neither).
+    A record with both is listed under its server; a project's listing knows such records exist from
+    `mixed_scopes` (see the DynamoDB store's newest)."""
+    if server:
+        return f"{bot}#{kind}#s:{server}"
+    return f"{bot}#{kind}#p:{project}" if project else None
+
+
+def record_line(
+    bot: str, kind: str, thread: str | None, server: str | None, project: str | None, user: str | None
+) -> str | None:
+    """The line a record's window is read along (byLine): its thread, or for a fact its author's facts in
+    the same scope; None for a message outside any thread."""
+    if kind == "fact":
+        return f"{bot}#{fact_tail(server, project, user)}"
+    return f"{bot}#{thread}" if thread else None
+
+
+def fact_tail(server: str | None, project: str | None, user: str | None) -> str:
+    """Where the newest fact of a scope is remembered ('#' never appears in a thread id)."""
+    return f"fact#{server or ''}#{project or ''}#{user or ''}"
 
 
 @dataclass(slots=True)
@@ -64,7 +79,7 @@ class Record:
     @property
     def scope(self) -> str | None:
         """The key it is listed under in its server (or project): byScope."""
-        return keys.record_scope(self.bot, self.kind, self.server, self.project)
+        return record_scope(self.bot, self.kind, self.server, self.project)
 
     @property
     def arrived(self) -> int:
@@ -74,15 +89,12 @@ class Record:
     @property
     def line(self) -> str | None:
         """The line its window is read along: its thread, or a fact's author and scope (byLine)."""
-        return keys.record_line(self.bot, self.kind, self.thread, self.server, self.project, self.user)
+        return record_line(self.bot, self.kind, self.thread, self.server, self.project, self.user)
 
     def drop_context(self) -> None:
-        """The context is cleared (in the table too: see RecordStore.clear_context)."""
+        """The context is cleared (in the store too: see its clear_context)."""
         self.context = self.context_author = None
         self.context_source = None
-
-
-_FIELDS = tuple(f for f in Record.__slots__ if f not in ("pending", "stored_line", "stored_scope"))
 
 
 def drew_on(record: Record) -> list[str]:
@@ -98,67 +110,27 @@ def reply_author(record: Record) -> str | None:
     return str(author) if author else None
 
 
-def _record(row: MemoryRecord) -> Record:
-    values: dict[str, Any] = {f: getattr(row, f) for f in _FIELDS}
-    values["bot"], values["id"] = keys.bot_of(row.bot), int(row.id)
-    values["created_at"], values["updated_at"] = int(row.created_at), int(row.updated_at)
-    if row.context_source is not None:
-        values["context_source"] = int(row.context_source)
-    if row.received_at is not None:
-        values["received_at"] = int(row.received_at)
-    return Record(**values, pending=bool(row.pending_bot), stored_line=row.line, stored_scope=row.scope)
+def carrier_notes(records: list[Record]) -> list[tuple[str | None, Record]]:
+    """Whose words each of these records carries, as (author, record): a context quoting someone else, a
+    reply to someone else, an /ask answer drawn on others' words. What the carriers index holds, so a
+    forget, a delete or a change reaches every record that carries someone's words."""
+    notes = [(r.context_author, r) for r in records if _quotes(r)]
+    notes += [(reply_author(r), r) for r in records if _answers_another(r)]
+    # an /ask answer names whose words the model was given: a forget of any of them removes it
+    noted = {(author, int(r.id)) for author, r in notes}
+    notes += [(a, r) for r in records for a in drew_on(r) if a != r.user and (a, int(r.id)) not in noted]
+    return notes
 
 
-def _row(record: Record) -> MemoryRecord:
-    return MemoryRecord(
-        **{f: getattr(record, f) for f in _FIELDS if f != "bot"},
-        bot=keys.record_pk(record.bot, int(record.id)),
-        bot_user=keys.bot_user(record.bot, record.user),
-        bot_kind=keys.bot_kind(record.bot, record.kind, int(record.id)),
-        pending_bot=_pending_key(record) if record.pending else None,
-        line=record.line,
-        scope=record.scope,
-    )
+def _quotes(record: Record) -> bool:
+    """Its context quotes someone (an imported context knows its author, not always its source record)."""
+    return bool(record.context) and (record.context_source is not None or bool(record.context_author))
 
 
-def _key(record: Record) -> MemoryRecord:
-    """A row with only the record's key: enough to update or delete it."""
-    return MemoryRecord(keys.record_pk(record.bot, int(record.id)), record.id)
-
-
-def _keys(bot: str, ids: Iterable[int]) -> list[tuple[str, int]]:
-    """The table keys of a bot's records, by id."""
-    return [(keys.record_pk(bot, int(i)), int(i)) for i in ids]
-
-
-def _pending_key(record: Record) -> str:
-    return keys.pending_key(record.bot, int(record.id))
-
-
-def _merged(
-    queries: list[Any], newest_first: bool, read_at_most: int | None = None, page_size: int = 0
-) -> Iterator[MemoryRecord]:
-    """The rows of several queries of one index (a bot's shards), merged by id, read a page at a time
-    as they are taken; with `read_at_most` (and the queries' `page_size`), no query asks for a page that
-    could take the items read in all, matching a filter or not, past that many."""
-    scanned = [0]
-
-    def rows(query: Any) -> Iterator[MemoryRecord]:
-        pages = iter(query.page_iter)
-        while read_at_most is None or scanned[0] + page_size <= read_at_most:
-            page = next(pages, None)
-            if page is None:
-                return
-            scanned[0] += int(page.get("ScannedCount") or 0)
-            for item in page.get("Items") or []:
-                yield MemoryRecord.from_raw_data(item)
-
-    order = (lambda r: -int(r.id)) if newest_first else (lambda r: int(r.id))
-    return heapq.merge(*(rows(q) for q in queries), key=order)
-
-
-def _update_if_exists(record: Record, actions: Sequence[Action]) -> bool:
-    return update_if_exists(_key(record), MemoryRecord.id.exists(), actions)
+def _answers_another(record: Record) -> bool:
+    """It replies to someone else (content.replyTo.authorId) whom its context does not name already."""
+    author = reply_author(record)
+    return author not in (None, record.user) and not (record.context and author == record.context_author)
 
 
 def new_record(

@@ -1,0 +1,91 @@
+"""Forgetting's rules: a forget reaches every record, context, tail and claim of the user, refuses writes
+asked for before it, and takes back a write that raced it. Run on every seam (see tests/rules/service.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engram.errors import Forgotten
+from engram.service import ChatMessage
+from engram.store import now_ms
+from engram.vectors import Scope
+
+
+def everything(aws) -> str:
+    out = []
+    for table in ("t-memories", "t-state"):
+        out += aws["dynamodb"].scan(TableName=table)["Items"]
+    return json.dumps(out)
+
+
+def import_ndjson(service, bot: str, rows: list[dict]) -> dict:
+    from engram.portability import import_lines
+
+    return import_lines(service, bot, [json.dumps(r) for r in rows])
+
+
+def test_writes_asked_for_before_a_forget_are_refused_and_new_ones_are_not(service):
+    asked = now_ms()
+    service.add_fact("bot1", "Alice likes chess.", user="alice")
+    service.forget_user("bot1", "alice")
+    with pytest.raises(Forgotten):
+        service.add_fact("bot1", "Alice likes go.", user="alice", origin=asked)
+    added = service.add_messages(
+        "bot1",
+        [
+            ChatMessage(source_id="m1", text="old words", user="alice"),
+            ChatMessage(source_id="m2", text="bob's words", user="bob"),
+        ],
+        origin=asked,
+    )
+    stored, created = added.memories, added.created
+    assert created == 1 and [m.user for m in stored] == ["bob"]
+    assert service.list("bot1", user="alice") == []
+    fresh, created = service.add_fact("bot1", "Alice is back and likes go.", user="alice")  # asked for now
+    assert created and service.list("bot1", user="alice")[0].id == fresh.id
+
+
+def test_a_write_racing_a_forget_is_taken_back(service, monkeypatch):
+    """The forget lands between a write's check and its records: the write's second look sees the
+    tombstone."""
+    original = service.records.create_many
+
+    def create_then_forget(records):
+        written = original(records)
+        service.state.tombstones.mark("bot1", "alice", now_ms())
+        return written
+
+    monkeypatch.setattr(service.records, "create_many", create_then_forget)
+    added = service.add_messages("bot1", [ChatMessage(source_id="m1", text="racing words", user="alice")])
+    created = added.created
+    assert created == 0
+    assert service.list("bot1", kind="message") == [] and service.index.count(Scope(bot="bot1")) == 0
+
+
+def test_an_interrupted_forget_is_finished_by_the_next_index_pass(service, engine):
+    memory, _ = service.add_fact("bot1", "Alice keeps bees.", user="alice")
+    # a forget that stopped after its tombstone and the vectors: the record is still there, unindexed
+    service.state.tombstones.mark("bot1", "alice", now_ms())
+    service.index.delete([memory.id])
+    engine.keeper.reconcile("bot1")
+    assert service.records.get("bot1", memory.id) is None and service.index.count(Scope(bot="bot1")) == 0
+
+
+def test_a_cached_recall_never_outlives_a_forget_made_by_another_instance(engine):
+    """Two proxy instances share DynamoDB and the index, not their caches: a forget on one leaves a
+    tombstone the other's cache hit reads before serving."""
+    from engram.proxy.memory import ChatMemory, Turn
+    from engram.proxy.projects import ProjectResolver
+    from engram.proxy.settings import ProxySettings
+
+    service = engine.service
+    here = ChatMemory(ProxySettings(), service, ProjectResolver(None), engine.state)
+    turn = Turn("alice", "conv-1", authorized=True)
+    service.add_fact("librechat", "The user's locker code is vexmorrow.", user="alice")
+    assert [m.text for m in here.recall(turn, "locker code")] == ["The user's locker code is vexmorrow."]
+    # the forget runs elsewhere: nothing tells this instance's cache (it is registered with no service)
+    service.forget_user("librechat", "alice")
+    assert here.recall(turn, "locker code") == []
+    assert here.recall_cache.hits >= 1  # it was a hit, refused by the tombstone, then recalled afresh

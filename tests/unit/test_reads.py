@@ -1,0 +1,130 @@
+"""The read rules (engram.reads) on the in-memory stores and the embedded index: listing, getting, searching,
+recalling in a scope and what a forget under way hides from each."""
+
+from __future__ import annotations
+
+import pytest
+
+from engram.domain import Memory
+from engram.errors import IndexUnavailable, InvalidInput, NotFound
+from engram.service import ChatMessage
+from engram.vectors import Scope
+
+
+def _ids(memories: list[Memory]) -> list[int]:
+    return [m.id for m in memories]
+
+
+def test_get_answers_the_memory_and_not_found_for_another_bot_s_id(service):
+    memory, _ = service.add_fact("b", "Keeps bees.")
+    assert service.get("b", memory.id).text == "Keeps bees."
+    with pytest.raises(NotFound):
+        service.get("other", memory.id)
+    with pytest.raises(NotFound):
+        service.get("b", memory.id + 1)
+
+
+def test_a_message_is_found_by_its_source_id_and_nothing_else_is(service):
+    added = service.add_messages("b", [ChatMessage(source_id="d-1", text="Hello there.", user="u")])
+    assert service.by_source("b", "d-1").id == added.memories[0].id
+    assert service.by_source("b", "d-2") is None
+    assert service.by_source("other", "d-1") is None
+
+
+def test_listing_pages_on_below_the_last_id_it_showed(service):
+    made = [service.add_fact("b", f"Fact {n}.")[0] for n in range(7)]
+    first = service.list("b", limit=3)
+    assert _ids(first) == _ids(made[::-1][:3])
+    second = service.list("b", limit=3, before=first[-1].id)
+    assert _ids(second) == _ids(made[::-1][3:6])
+    assert _ids(service.list("b", limit=3, before=second[-1].id)) == [made[0].id]
+
+
+def test_listing_narrows_by_kind_user_server_and_project(service):
+    a, _ = service.add_fact("b", "Alice in s1.", user="alice", server="s1")
+    b, _ = service.add_fact("b", "Bob in s1.", user="bob", server="s1")
+    c, _ = service.add_fact("b", "Alice in p1.", user="alice", project="p1")
+    service.add_messages("b", [ChatMessage(source_id="m", text="A message.", server="s1")])
+    assert _ids(service.list("b", server="s1")) == [b.id, a.id]
+    assert _ids(service.list("b", user="alice")) == [c.id, a.id]
+    assert _ids(service.list("b", project="p1")) == [c.id]
+    assert [m.text for m in service.list("b", kind="message")] == ["A message."]
+
+
+@pytest.mark.parametrize("kind", ["facts", "", "memory"])
+def test_an_unknown_kind_is_refused(service, kind):
+    with pytest.raises(InvalidInput):
+        service.list("b", kind=kind)
+
+
+@pytest.mark.parametrize("query", ["", "   "])
+def test_an_empty_query_is_refused(service, query):
+    with pytest.raises(InvalidInput):
+        service.search("b", query)
+
+
+def test_recall_stays_inside_its_scope(service):
+    mine, _ = service.add_fact("b", "Alice plays the cello.", user="alice", server="s1")
+    service.add_fact("b", "Bob plays the cello.", user="bob", server="s1")
+    service.add_fact("b", "Alice plays the cello elsewhere.", user="alice", server="s2")
+    service.add_fact("other", "Alice plays the cello.", user="alice", server="s1")
+    found = service.recall(Scope(bot="b", kind="fact", server="s1", user="alice"), "cello", 10)
+    assert _ids(found) == [mine.id]
+
+
+def test_search_answers_by_words_alone_while_the_embedder_is_down(service, embedder):
+    tea, _ = service.add_fact("b", "The owner drinks green tea.")
+    embedder.down = True
+    found = service.search("b", "green tea")
+    assert _ids(found) == [tea.id] and not found.meaning
+
+
+def test_search_answers_by_the_records_words_while_the_index_is_down(service, engine):
+    tea, _ = service.add_fact("b", "The owner drinks green tea.")
+    service.add_fact("b", "The owner's car is red.")
+    engine.service.index.down = True
+    found = service.search("b", "green tea")
+    assert _ids(found)[:1] == [tea.id] and not found.meaning
+
+
+def test_the_closest_memory_in_meaning_is_told_with_its_similarity(service, embedder):
+    tea, _ = service.add_fact("b", "Drinks tea.")
+    service.add_fact("b", "Walks the dog.")
+    closest = service.similar(Scope(bot="b", kind="fact"), "a beverage")
+    assert closest is not None and closest[0].id == tea.id and closest[1] > 0.5
+    embedder.down = True
+    assert service.similar(Scope(bot="b", kind="fact"), "a beverage") is None
+
+
+def test_a_forget_under_way_hides_the_user_from_every_read_at_once(service, engine):
+    for n in range(25):
+        service.add_fact("b", f"Alice's secret number {n}.", user="alice")
+    kept, _ = service.add_fact("b", "Bob's secret.", user="bob")
+    added = service.add_messages(
+        "b", [ChatMessage(source_id="a-1", text="Alice's secret message.", user="alice")]
+    )
+    engine.service.index.down = True  # the forget cannot delete points: it stays under way
+    with pytest.raises(IndexUnavailable):
+        service.forget_user("b", "alice")
+    engine.service.index.down = False
+    assert engine.state.tombstones.under_way("b").keys() == {"alice"}
+    assert _ids(service.list("b")) == [kept.id]
+    assert service.list("b", user="alice") == []
+    assert _ids(service.search("b", "secret")) == [kept.id]
+    assert service.by_source("b", "a-1") is None
+    with pytest.raises(NotFound):
+        service.get("b", added.memories[0].id)
+
+
+def test_bots_are_every_bot_written_to(service):
+    service.add_fact("b2", "x")
+    service.add_fact("b1", "y")
+    assert service.bots() == ["b1", "b2"]
+
+
+def test_a_search_past_the_limit_is_refused_and_within_it_is_cut_there(service):
+    for n in range(8):
+        service.add_fact("b", f"Apple note {n}.", user=f"u{n}")
+    assert len(service.search("b", "apple", limit=3)) == 3
+    with pytest.raises(InvalidInput):
+        service.search("b", "apple", limit=501)
