@@ -225,9 +225,9 @@ class LocalStack:
 
     def _start_doors(self) -> None:
         """The LibreChat proxy and the Discord door on the engine."""
+        from engram.config.proxy import with_secrets
         from engram.discord.runtime import build_discord, set_discord
         from engram.proxy.runtime import build_proxy, set_proxy
-        from engram.proxy.settings import with_secrets
 
         proxy_settings = self.proxy_settings or with_secrets(self.settings.proxy)
         if not proxy_settings.proxy_key:  # LibreChat's key: never the admin key, unless you set them equal

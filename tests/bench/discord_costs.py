@@ -112,8 +112,8 @@ def bench_discord_costs(embedder, guilds: int = GUILDS, member_of: int = MEMBER_
     """Per opt-in and per tick: Discord requests, SQS jobs, DynamoDB reads and writes."""
     from nacl.signing import SigningKey
 
+    from engram.config.discord import DiscordSettings
     from engram.discord.rest import RateLimits
-    from engram.discord.settings import DiscordSettings
     from engram.jobs import CatchUpJob, DiscordJob, RememberJob
     from engram.store import now_ms
     from infra.local_stack import LocalStack

@@ -448,7 +448,7 @@ def bench_backfill(embedder) -> dict:
     """/memory remember against the fake Discord: messages stored per second, history to final count."""
     from nacl.signing import SigningKey
 
-    from engram.discord.settings import DiscordSettings
+    from engram.config.discord import DiscordSettings
     from infra.local_stack import LocalStack
     from tests.fake_discord import ALICE, APP_ID, C11, C12, C21, T14, TOKEN, FakeDiscord
 
@@ -1050,7 +1050,7 @@ def main() -> None:
         "quick": args.quick,
         "embedder load_s": round(time.perf_counter() - t0, 2),
     }
-    from engram.proxy.settings import ProxySettings
+    from engram.config.proxy import ProxySettings
     from tests.fake_upstream import FakeUpstream
 
     upstream = FakeUpstream().start()

@@ -224,8 +224,8 @@ def configuration(servers: int, users: int) -> list[dict]:
     """The three phases at one size."""
     from nacl.signing import SigningKey
 
+    from engram.config.discord import DiscordSettings
     from engram.discord.rest import RateLimits
-    from engram.discord.settings import DiscordSettings
     from engram.jobs import RememberJob
     from engram.store import StateStore, now_ms
     from infra.local_stack import LocalStack

@@ -60,7 +60,6 @@ def environment(discord, upstream, extractor) -> dict[str, str]:
         "DISCORD_BOT_TOKEN": TOKEN,
         "DISCORD_API_BASE": discord.url,
         "DISCORD_CHANNELS_DISALLOWED": C12,
-        "OLLAMA_URL": discord.url,
         "OLLAMA_CHAT_MODEL": "chat",
         "DISCORD_BACKFILL_PAGES_PER_JOB": "1",
         "ENGRAM_CATCHUP_EVERY_S": "2",

@@ -10,7 +10,7 @@ import pytest
 from nacl.signing import SigningKey
 
 from engram.bookkeeping import Cursor
-from engram.discord.settings import DiscordSettings
+from engram.config.discord import DiscordSettings
 from engram.errors import Unavailable
 from engram.vectors import Scope
 from infra.local_stack import LocalStack
@@ -37,10 +37,13 @@ def discord_stack(data_dir, local_embedder, discord, **settings: str) -> LocalSt
         DISCORD_PUBLIC_KEY=SIGNER.verify_key.encode().hex(),
         DISCORD_BOT_TOKEN=TOKEN,
         DISCORD_API_BASE=discord.url,
-        OLLAMA_URL=discord.url,
         **settings,
     )
-    return LocalStack(data_dir, port=0, api_key=KEY, embedder=local_embedder, discord_settings=door).start()
+    with pytest.MonkeyPatch.context() as env:  # the one Ollama (the chat model's too) is the stack's setting
+        env.setenv("ENGRAM_OLLAMA_URL", discord.url)
+        return LocalStack(
+            data_dir, port=0, api_key=KEY, embedder=local_embedder, discord_settings=door
+        ).start()
 
 
 @pytest.fixture(scope="module")

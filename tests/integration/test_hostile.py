@@ -15,8 +15,8 @@ import openai
 import pytest
 from nacl.signing import SigningKey
 
-from engram.discord.settings import DiscordSettings
-from engram.proxy.settings import ProxySettings
+from engram.config.discord import DiscordSettings
+from engram.config.proxy import ProxySettings
 from infra.local_stack import LocalStack
 from tests.fake_upstream import REPLY
 from tests.integration.conftest import KEY

@@ -10,10 +10,10 @@ import uuid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engram.config.proxy import ProxySettings
 from engram.errors import EngramError
 from engram.proxy.memory import ChatMemory, Turn
 from engram.proxy.projects import ProjectResolver
-from engram.proxy.settings import ProxySettings
 from engram.store.models import MemoryRecord
 from engram.vectors import Scope
 

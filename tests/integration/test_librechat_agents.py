@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engram.proxy.settings import ProxySettings
+from engram.config.proxy import ProxySettings
 from infra.local_stack import LocalStack
 from tests.integration.conftest import KEY
 from tests.support import wait_until

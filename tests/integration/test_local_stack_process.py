@@ -200,7 +200,6 @@ DOCUMENTED = {  # every variable the README documents for `make run`, set the wa
     "DISCORD_BOT_TOKEN": "token",
     "DISCORD_API_BASE": "https://discord.com/api/v10",
     "DISCORD_CHANNELS_DISALLOWED": "C12,C13",
-    "OLLAMA_URL": "http://127.0.0.1:11434",
     "OLLAMA_CHAT_MODEL": "llama3",
     "OLLAMA_VISION_MODEL": "llava",
     "MEMORY_TOP_K": "5",

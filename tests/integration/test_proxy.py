@@ -13,7 +13,7 @@ import pytest
 from bson import ObjectId
 
 from engram.config import Settings
-from engram.proxy.settings import ProxySettings
+from engram.config.proxy import ProxySettings
 from infra.local_stack import LocalStack
 from tests.fake_upstream import REPLY
 from tests.integration.conftest import KEY

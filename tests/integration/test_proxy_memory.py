@@ -8,11 +8,11 @@ import pytest
 from pydantic import ValidationError
 
 from engram.config import Settings
+from engram.config.proxy import ProxySettings
 from engram.jobs import ExtractJob
 from engram.proxy.extract import Extractor
 from engram.proxy.memory import ChatMemory, Turn
 from engram.proxy.projects import ProjectResolver
-from engram.proxy.settings import ProxySettings
 
 
 @pytest.mark.parametrize("mode", ["relevant", "newest", "both"])

@@ -76,9 +76,9 @@ def test_an_interrupted_forget_is_finished_by_the_next_index_pass(service, engin
 def test_a_cached_recall_never_outlives_a_forget_made_by_another_instance(engine):
     """Two proxy instances share DynamoDB and the index, not their caches: a forget on one leaves a
     tombstone the other's cache hit reads before serving."""
+    from engram.config.proxy import ProxySettings
     from engram.proxy.memory import ChatMemory, Turn
     from engram.proxy.projects import ProjectResolver
-    from engram.proxy.settings import ProxySettings
 
     service = engine.service
     here = ChatMemory(ProxySettings(), service, ProjectResolver(None), engine.state)

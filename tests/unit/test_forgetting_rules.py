@@ -4,8 +4,8 @@ answer, read through the ports with no engine built."""
 
 from __future__ import annotations
 
+from engram.config.discord import DiscordSettings
 from engram.discord.interactions import consent_status, seen_once
-from engram.discord.settings import DiscordSettings
 from engram.service import ChatMessage
 from engram.store.in_memory import InMemoryRecords, InMemoryState
 from engram.vectors import Scope

@@ -14,11 +14,7 @@ ADAPTERS = ("engram.store", "engram.vectors.edge", "engram.vectors.server", "eng
 CORE = ("engram.config", "engram.domain", "engram.bookkeeping", "engram.ports", "engram.clock")
 
 # (importer, imported package or module): why it is still allowed
-KNOWN = {
-    ("engram.config", "engram.discord"): "the Discord section of the settings tree: to become one flat "
-    "BaseSettings",
-    ("engram.config", "engram.proxy"): "the proxy section of the settings tree (and its secrets): likewise",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 def modules() -> dict[str, Path]:

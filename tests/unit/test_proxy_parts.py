@@ -7,11 +7,11 @@ import mongomock
 import pytest
 from pydantic import ValidationError
 
+from engram.config.proxy import ProxySettings
 from engram.proxy import librechat, wire
 from engram.proxy.extract import looks_secret, parse_memories
 from engram.proxy.memory import ChatMemory, Turn, datetime_block, explicit_fact, is_command, memory_block
 from engram.proxy.projects import ProjectResolver
-from engram.proxy.settings import ProxySettings
 from engram.service import Memory
 from engram.store.in_memory import InMemoryState
 from engram.vectors import Scope

@@ -25,7 +25,7 @@ from .text import check_json
 from .vectors import Scope
 
 if TYPE_CHECKING:
-    from .proxy.settings import Upstream
+    from .config.proxy import Upstream
 
 log = logging.getLogger(__name__)
 PAGE = 500

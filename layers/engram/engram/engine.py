@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .config import Settings, get_settings
+from .config.secrets import secure_parameter
 from .embedders import Embedder, NoEmbedder, build_embedder
 from .jobs import JobQueue, build_queue
 from .ports import RecordsPort, StatePort
@@ -16,9 +17,9 @@ from .store import RecordStore, StateStore, bind_tables
 from .vectors import VectorIndex, build_index
 
 if TYPE_CHECKING:
+    from .config.proxy import Upstream
     from .embedding import EmbeddingManager
     from .keeper import IndexKeeper
-    from .proxy.settings import Upstream
 
 
 @dataclass
@@ -42,9 +43,7 @@ class Engine:
         if self.settings.api_key:
             return self.settings.api_key
         if self.settings.api_key_parameter:
-            from aws_lambda_powertools.utilities import parameters
-
-            return parameters.get_parameter(self.settings.api_key_parameter, decrypt=True, max_age=300)
+            return secure_parameter(self.settings.api_key_parameter)
         return None
 
     def close(self) -> None:
@@ -54,9 +53,7 @@ class Engine:
 
 def _secret(settings: Settings) -> Settings:
     if settings.qdrant_url and not settings.qdrant_api_key and settings.qdrant_api_key_parameter:
-        from aws_lambda_powertools.utilities import parameters
-
-        key = parameters.get_parameter(settings.qdrant_api_key_parameter, decrypt=True, max_age=300)
+        key = secure_parameter(settings.qdrant_api_key_parameter)
         return settings.model_copy(update={"qdrant_api_key": key})
     return settings
 

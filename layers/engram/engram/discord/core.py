@@ -12,12 +12,12 @@ from typing import Any
 import httpx
 
 from ..clock import now_ms
+from ..config.discord import DiscordSettings
 from ..jobs import JobQueue
 from ..ports import StatePort
 from ..service import ChatMessage, MemoryService
 from .attachments import Interpreter, SafeFetcher
 from .rest import PERSON_MESSAGE_TYPES, DiscordClient, DiscordError, RateLimited
-from .settings import DiscordSettings
 from .visibility import Visibility
 from .window import WINDOW_DAYS, timestamp_ms
 
@@ -39,7 +39,7 @@ class DiscordCore:
         queue: JobQueue,
         client: DiscordClient,
         state: StatePort,
-        ollama: httpx.Client | None = None,
+        ollama: httpx.Client,
         interpreter: Interpreter | None = None,
     ) -> None:
         self.settings = settings
@@ -52,7 +52,7 @@ class DiscordCore:
         self.thread_parents: dict[str, str] = {}  # a thread's channel: whose permissions it follows
         self.private_threads: set[str] = set()  # their words reach no one outside them (visibility)
         self.visibility = Visibility(client)
-        self.ollama = ollama or httpx.Client(base_url=settings.ollama_url.rstrip("/"), timeout=120)
+        self.ollama = ollama
         self.interpreter = interpreter or Interpreter(
             SafeFetcher(allow=sorted(settings.fetch_allow_networks)), self.ollama, settings.vision_model
         )

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from ..config.discord import DiscordSettings
 from ..jobs import AskJob, ExportJob, ForgetMeJob, ForgetMessageJob, JobQueue, RememberJob
 from ..text import NAME_PATTERN, encodable
-from .settings import DiscordSettings
 from .verify import verify_request
 
 if TYPE_CHECKING:

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from ..config.discord import DiscordSettings
 from ..forgetting import JOB_BUDGET_S
 from ..jobs import (
     AskJob,
@@ -34,7 +35,6 @@ from .catchup import CatchUp
 from .core import DiscordCore
 from .export import Export
 from .rest import DiscordClient, RateLimited
-from .settings import DiscordSettings
 from .window import Window
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class DiscordMemory:
         queue: JobQueue,
         client: DiscordClient,
         state: StatePort,
-        ollama: httpx.Client | None = None,
+        ollama: httpx.Client,
         interpreter: Interpreter | None = None,
     ) -> None:
         self.core = DiscordCore(

@@ -5,13 +5,13 @@ from __future__ import annotations
 import httpx
 
 from ..config import get_discord_settings, get_settings
+from ..config.discord import DiscordSettings
 from ..engine import Engine, get_engine
 from ..observability import count
 from ..singleton import ProcessSingleton
 from .limits import RateLimits, shared_global
 from .memory import DiscordMemory
 from .rest import DiscordClient
-from .settings import DiscordSettings
 
 
 def on_lambda() -> bool:
@@ -38,6 +38,9 @@ def build_discord(
         transport=transport,
         limits=limits,
     )
+    # the chat and vision models /ask and attachments use sit on the one Ollama the settings name
+    if ollama is None:
+        ollama = httpx.Client(base_url=engine.settings.ollama_url.rstrip("/"), timeout=120)
     return DiscordMemory(settings, engine.service, engine.queue, client, state, ollama=ollama)
 
 

@@ -10,12 +10,12 @@ from typing import Any
 
 import httpx
 
+from ..config.proxy import ProxySettings, Upstream
 from ..errors import Forgotten
 from ..jobs import ExtractJob
 from ..service import MemoryService
 from ..vectors import Scope
 from .memory import explicit_fact
-from .settings import ProxySettings, Upstream
 
 log = logging.getLogger(__name__)
 

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..clock import now_ms
+from ..config.proxy import ProxySettings
 from ..errors import EngramError, InvalidInput, NotFound
 from ..ports import StatePort
 from ..service import Memory, MemoryService
@@ -19,7 +20,6 @@ from ..text import format_memory_id, parse_memory_id
 from ..vectors import Scope
 from .cache import StatsCache
 from .projects import ProjectResolver
-from .settings import ProxySettings
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from ..config.proxy import Upstream
 from . import wire
 from .runtime import Proxy
-from .settings import Upstream
 from .telemetry import TurnTrace
 
 log = logging.getLogger(__name__)

@@ -9,9 +9,9 @@ import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from ..config.proxy import Upstream
 from .relay import Door, error, open_door, relay
 from .runtime import Proxy, get_proxy
-from .settings import Upstream
 from .turn import chat_turn
 
 PROXY_BODY = 16 * 1024 * 1024

@@ -10,13 +10,13 @@ from cachetools import TTLCache
 
 from ..config import get_proxy_settings
 from ..config import get_settings as engine_settings
+from ..config.proxy import ProxySettings
 from ..engine import Engine, get_engine
 from ..keys import key_matches
 from ..singleton import ProcessSingleton
 from .cache import StatsCache
 from .memory import ChatMemory
 from .projects import ProjectResolver
-from .settings import ProxySettings
 from .telemetry import Telemetry
 
 if TYPE_CHECKING:

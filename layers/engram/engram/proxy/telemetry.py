@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..observability import timed
 
 if TYPE_CHECKING:
-    from .settings import ProxySettings
+    from ..config.proxy import ProxySettings
 
 log = logging.getLogger(__name__)
 

@@ -16,6 +16,7 @@ from fastapi import Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
+from ..config.proxy import ProxySettings
 from ..errors import EngramError
 from ..jobs import ExtractJob
 from ..text import scrub
@@ -24,7 +25,6 @@ from .memory import Turn, datetime_block, explicit_fact, is_command
 from .projects import ChatFacts
 from .relay import After, Door, Reading, error, open_door, relay, speak, timed
 from .runtime import Proxy
-from .settings import ProxySettings
 from .telemetry import TurnTrace
 
 log = logging.getLogger(__name__)

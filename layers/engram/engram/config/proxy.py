@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .secrets import secure_parameter
+
 RESERVED = {"v1", "mcp", "healthz", "livez", "openapi.json", "docs", "redoc", "discord"}
 
 
@@ -148,9 +150,7 @@ def with_secrets(settings: ProxySettings) -> ProxySettings:
     for name, parameter_setting in SECRET_SETTINGS.items():
         parameter = getattr(settings, parameter_setting)
         if parameter and not getattr(settings, name):
-            from aws_lambda_powertools.utilities import parameters
-
-            fetched[name] = parameters.get_parameter(parameter, decrypt=True, max_age=300)
+            fetched[name] = secure_parameter(parameter)
     if not fetched:
         return settings
     return ProxySettings.model_validate({**settings.model_dump(), **fetched})

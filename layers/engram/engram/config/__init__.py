@@ -1,5 +1,6 @@
 """One validated settings tree, built once per process from the environment: ENGRAM_* here, and the Discord
-and proxy sections by their own names. Nothing else in engram reads the environment."""
+and proxy sections (config/discord.py, config/proxy.py) by their own names; the secrets they name are read
+by config/secrets.py. Nothing else in engram reads the environment."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from .discord.settings import DiscordSettings
-from .proxy.settings import ProxySettings, with_secrets
+from .discord import DiscordSettings
+from .proxy import ProxySettings, with_secrets
 
 
 class _Sections(PydanticBaseSettingsSource):
@@ -46,7 +47,10 @@ class Settings(BaseSettings):
     """Everything engram reads from its environment."""
 
     # The template sets every variable, unused ones to "": empty means "not set", never "the empty string".
-    model_config = SettingsConfigDict(env_prefix="ENGRAM_", extra="ignore", env_ignore_empty=True)
+    # (populate_by_name: a field read under another name, AWS_REGION or OLLAMA_URL, is given by its name too)
+    model_config = SettingsConfigDict(
+        env_prefix="ENGRAM_", extra="ignore", env_ignore_empty=True, populate_by_name=True
+    )
 
     # DynamoDB (endpoint_url set only for a local engine such as moto's server)
     memories_table: str = "engram-memories"
@@ -75,7 +79,12 @@ class Settings(BaseSettings):
     # Embedder: local (MiniLM shipped in a PyPI package), ollama, remote (OpenAI-style) or off
     embedder: Literal["local", "ollama", "remote", "off"] = "local"
     embedding_model: str = "all-minilm"
-    ollama_url: str = "http://127.0.0.1:11434"
+    # Ollama's private endpoint: the embedder's and /ask's chat and vision models' (OLLAMA_URL, the name
+    # the Discord door once read on its own, is still read when ENGRAM_OLLAMA_URL is not set)
+    ollama_url: str = Field(
+        default="http://127.0.0.1:11434",
+        validation_alias=AliasChoices("ENGRAM_OLLAMA_URL", "OLLAMA_URL"),
+    )
     # batches (backfill, re-embedding) on an Ollama of their own, so queries never wait behind them (unset:
     # the same one)
     ollama_bulk_url: str | None = None

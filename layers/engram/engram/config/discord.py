@@ -7,6 +7,8 @@ import logging
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .secrets import MissingSecret, secure_parameter
+
 # Comma-separated in the environment (the template always sets it, often to ""): split by the validator below
 CommaSet = set[str]
 log = logging.getLogger(__name__)
@@ -23,7 +25,6 @@ class DiscordSettings(BaseModel):
     bot_token_parameter: str | None = Field(None, validation_alias="DISCORD_BOT_TOKEN_PARAMETER")
     api_base: str = Field("https://discord.com/api/v10", validation_alias="DISCORD_API_BASE")
     channels_disallowed: CommaSet = Field(default_factory=set, validation_alias="DISCORD_CHANNELS_DISALLOWED")
-    ollama_url: str = Field("http://127.0.0.1:11434", validation_alias="OLLAMA_URL")
     chat_model: str | None = Field(None, validation_alias="OLLAMA_CHAT_MODEL")
     vision_model: str | None = Field(None, validation_alias="OLLAMA_VISION_MODEL")
     top_k: int = Field(5, ge=1, le=50, validation_alias="MEMORY_TOP_K")
@@ -65,12 +66,8 @@ class DiscordSettings(BaseModel):
         by the worker only; the interactions function never needs it and may not read it)."""
         if self.bot_token or not self.bot_token_parameter:
             return self.bot_token
-        from aws_lambda_powertools.utilities import parameters
-
         try:
-            return parameters.get_parameter(self.bot_token_parameter, decrypt=True, max_age=300)
-        except parameters.exceptions.GetParameterError as exc:
-            if "ParameterNotFound" in repr(exc.__cause__ or exc):  # Discord is not set up on this stack
-                log.warning("no Discord bot token: %s does not exist", self.bot_token_parameter)
-                return None
-            raise
+            return secure_parameter(self.bot_token_parameter)
+        except MissingSecret:  # Discord is not set up on this stack
+            log.warning("no Discord bot token: %s does not exist", self.bot_token_parameter)
+            return None
