@@ -9,8 +9,8 @@ import pytest
 
 from engram.errors import Unavailable
 from engram.ports import RecordsPort
-from engram.record import KINDS, Duplicate, Record, new_record
-from engram.store import READ_SHARDS, fact_key, source_key
+from engram.record import KINDS, Duplicate, Listing, Record, new_record
+from engram.store import READ_SHARDS, fact_key, source_key, walk_kind
 
 BOT, OTHER = "bot1", "bot2"
 T0 = 1_700_000_000_000
@@ -137,19 +137,22 @@ def test_newest_narrows_by_user_server_project_and_reads_below_a_cursor(records:
     c = _stored(records, "alice p1", project="p1")
     d = _stored(records, "alice s2", server="s2")
     assert [r.id for r in records.newest(BOT, "fact", 10)] == [d.id, c.id, b.id, a.id]
-    assert [r.id for r in records.newest(BOT, "fact", 10, server="s1")] == [b.id, a.id]
-    assert [r.id for r in records.newest(BOT, "fact", 10, user="alice")] == [d.id, c.id, a.id]
-    assert [r.id for r in records.newest(BOT, "fact", 10, project="p1")] == [c.id]
-    assert [r.id for r in records.newest(BOT, "fact", 10, server="s1", user="alice")] == [a.id]
-    assert [r.id for r in records.newest(BOT, "fact", 1, before=c.id)] == [b.id]
+    assert [r.id for r in records.newest(BOT, "fact", 10, Listing(server="s1"))] == [b.id, a.id]
+    assert [r.id for r in records.newest(BOT, "fact", 10, Listing(user="alice"))] == [d.id, c.id, a.id]
+    assert [r.id for r in records.newest(BOT, "fact", 10, Listing(project="p1"))] == [c.id]
+    assert [r.id for r in records.newest(BOT, "fact", 10, Listing(server="s1", user="alice"))] == [a.id]
+    assert [r.id for r in records.newest(BOT, "fact", 1, Listing(before=c.id))] == [b.id]
     assert records.newest(BOT, "message", 10) == []
 
 
 def test_a_record_naming_a_server_and_a_project_is_listed_under_either(records: RecordsPort):
     both = _stored(records, "both", server="s1", project="p1")
     project_only = _stored(records, "project", project="p1")
-    assert [r.id for r in records.newest(BOT, "fact", 10, project="p1")] == [project_only.id, both.id]
-    assert [r.id for r in records.newest(BOT, "fact", 10, server="s1")] == [both.id]
+    assert [r.id for r in records.newest(BOT, "fact", 10, Listing(project="p1"))] == [
+        project_only.id,
+        both.id,
+    ]
+    assert [r.id for r in records.newest(BOT, "fact", 10, Listing(server="s1"))] == [both.id]
     assert records.scopes.state(BOT, "fact") == (True, True)
 
 
@@ -312,17 +315,18 @@ def test_a_record_given_its_line_later_is_found_on_it(records: RecordsPort):
 def test_a_walk_pages_newest_first_and_stops_where_its_budget_ends(records: RecordsPort):
     made = [_stored(records, f"fact {n}").id for n in range(7)]
     seen: list[int] = []
-    assert records.walk(BOT, "fact", None, 3, 60.0, lambda page: seen.extend(r.id for r in page)) is None
+    keep = lambda page: seen.extend(r.id for r in page)  # noqa: E731
+    assert walk_kind(records.page, BOT, "fact", (None, 3), 60.0, keep) is None
     assert seen == made[::-1]
     seen.clear()
-    cursor = records.walk(BOT, "fact", None, 3, 0.0, lambda page: seen.extend(r.id for r in page))
+    cursor = walk_kind(records.page, BOT, "fact", (None, 3), 0.0, keep)
     assert seen == made[::-1][:3] and cursor == made[4]
 
 
 def test_a_stamp_pass_ends_and_leaves_records_listed_under_their_scope(records: RecordsPort):
     a = _stored(records, "a", server="s1")
     assert records.stamp_scopes(BOT, "fact", None, 60.0) is None
-    assert [r.id for r in records.newest(BOT, "fact", 10, server="s1")] == [a.id]
+    assert [r.id for r in records.newest(BOT, "fact", 10, Listing(server="s1"))] == [a.id]
 
 
 # ----- claims --------------------------------------------------------------------------------------

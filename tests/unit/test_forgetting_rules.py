@@ -4,6 +4,7 @@ answer, read through the ports with no engine built."""
 
 from __future__ import annotations
 
+from engram.clock import now_ms
 from engram.config.discord import DiscordSettings
 from engram.discord.interactions import consent_status, seen_once
 from engram.service import ChatMessage
@@ -75,7 +76,7 @@ def test_the_words_someone_else_quoted_leave_the_reply_but_the_reply_stays(servi
 
 
 def test_a_write_asked_for_after_a_forget_is_kept(service):
-    service.forget_user("b", "alice")
+    service.forget_user("b", "alice", at=now_ms() - 1)  # a write in the forget's own millisecond is refused
     again, created = service.add_fact("b", "Alice opted in again.", user="alice")
     assert created and service.get("b", again.id).user == "alice"
 

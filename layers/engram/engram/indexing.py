@@ -10,15 +10,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from .embedders import Embedder, NoEmbedder, own_vector_name, vector_name
 from .errors import EmbedderUnavailable, IndexUnavailable, Unavailable
-from .jobs import IndexJob, JobQueue
+from .jobs import IndexJob
 from .line_windows import LineWindows, _Held, _mix
 from .observability import timed
-from .ports import LineReader, RecordsPort, StatePort
-from .retrieval import DEFAULT, Retrieval
+from .parts import MemoryParts
+from .ports import LineReader
 from .shapes import payload
 from .store import Record, now_ms
-from .vectors import IndexPoint, VectorIndex
-from .words import WordVectorizer
+from .vectors import IndexPoint
 
 log = logging.getLogger(__name__)
 # Re-embedding embeds the next chunk while the previous one's vectors are stored (DynamoDB and Qdrant
@@ -39,30 +38,14 @@ class Indexer:
     """Writes points for records and marks them indexed; a record stays pending (and a job or the sweep
     finishes it) whenever the index, or the embedder, cannot be had right now."""
 
-    def __init__(
-        self,
-        records: RecordsPort,
-        index: VectorIndex,
-        embedder: Embedder | NoEmbedder,
-        queue: JobQueue,
-        words: WordVectorizer,
-        state: StatePort,
-        message_vector_chars: int = 8000,
-        retrieval: Retrieval = DEFAULT,
-    ):
-        self.records = records
-        self.state = state
-        self.retrieval = retrieval
-        self.index = index
+    def __init__(self, parts: MemoryParts, embedder: Embedder | NoEmbedder, message_vector_chars: int = 8000):
+        self.records, self.state, self.index = parts.records, parts.state, parts.index
+        self.queue, self.words, self.retrieval = parts.queue, parts.words, parts.retrieval
         self.embedder = embedder
-        self.queue = queue
-        self.words = words
         self.message_vector_chars = message_vector_chars
         self.last_error: str | None = None
         self.dense_ready: set[str] = set()
-        self._lined = LineWindows(
-            records, state, index, lambda: self.retrieval, words, lambda: self.dense_name, self.dense_exists
-        )
+        self._lined = LineWindows(parts, lambda: self.retrieval, lambda: self.dense_name, self.dense_exists)
         self._ahead = ThreadPoolExecutor(max_workers=2, thread_name_prefix="embed-ahead")
         # A write's windows are read from DynamoDB while its text is embedded: the reads cost it no time
         self._windows = ThreadPoolExecutor(max_workers=2, thread_name_prefix="windows")

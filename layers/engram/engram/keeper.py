@@ -14,7 +14,7 @@ from typing import Any
 from .clock import now_ms
 from .indexing import Indexer
 from .ports import LineReader
-from .store import KINDS, Record
+from .store import KINDS, Record, walk_kind
 from .vectors import Scope
 
 log = logging.getLogger(__name__)
@@ -173,7 +173,7 @@ class IndexKeeper:
             else:
                 self._reconcile_page(page, reads)
 
-        return self.indexer.records.walk(bot, part, cursor, PAGE, budget_s, one, shard=shard)
+        return walk_kind(self.indexer.records.page, bot, part, (cursor, PAGE), budget_s, one, shard=shard)
 
     def _orphans_page(self, bot: str, after: int | None) -> int | None:
         """Delete the orphan points of one page of the bot's points; where the next page starts."""

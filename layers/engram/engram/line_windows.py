@@ -12,11 +12,11 @@ from typing import Any
 
 from .embedders import own_vector_name
 from .errors import IndexUnavailable
-from .ports import LineReader, RecordsPort, StatePort
+from .parts import MemoryParts
+from .ports import LineReader
 from .retrieval import Retrieval, date_words
 from .store import Record
-from .vectors import VectorIndex
-from .words import SparseVector, WordVectorizer
+from .words import SparseVector
 
 
 def _mix(own: list[float], context: list[float], weight: float) -> list[float]:
@@ -61,16 +61,13 @@ class LineWindows:
 
     def __init__(
         self,
-        records: RecordsPort,
-        state: StatePort,
-        index: VectorIndex,
+        parts: MemoryParts,
         retrieval: Callable[[], Retrieval],
-        words: WordVectorizer,
         dense: Callable[[], str | None],
         dense_exists: Callable[[str], bool],
     ) -> None:
-        self._records, self._state, self._index = records, state, index
-        self._retrieval, self._words = retrieval, words
+        self._records, self._state, self._index = parts.records, parts.state, parts.index
+        self._retrieval, self._words = retrieval, parts.words
         # the retrieval settings, the current model's vector name and whether the index has a vector, read
         # from the indexer at each use: its embedder (and, in tests and the bench, its settings) can change
         self._dense, self._dense_exists = dense, dense_exists

@@ -5,7 +5,7 @@ the same behaviour (tests/contracts)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from .bookkeeping import (
@@ -23,7 +23,7 @@ from .bookkeeping import (
     ThreadTail,
     Unreadable,
 )
-from .record import Record
+from .record import NO_NARROWING, Listing, Record
 
 
 class EmbedderSettingsPort(Protocol):
@@ -274,28 +274,8 @@ class RecordsPort(Protocol):
     def change_message(self, record: Record, text: str, content: JsonObject | None) -> bool: ...
     def delete(self, records: list[Record]) -> None: ...
     def give_lines(self, records: list[Record]) -> list[Record]: ...
-    def newest(
-        self,
-        bot: str,
-        kind: str,
-        limit: int,
-        server: str | None = None,
-        project: str | None = None,
-        user: str | None = None,
-        before: int | None = None,
-        read_at_most: int | None = None,
-    ) -> list[Record]: ...
+    def newest(self, bot: str, kind: str, limit: int, listing: Listing = NO_NARROWING) -> list[Record]: ...
     def stamp_scopes(self, bot: str, kind: str, before: int | None, budget_s: float) -> int | None: ...
-    def walk(
-        self,
-        bot: str,
-        kind: str,
-        before: int | None,
-        page_size: int,
-        budget_s: float,
-        each: Callable[[list[Record]], None],
-        shard: int | None = None,
-    ) -> int | None: ...
     def iter_user(self, bot: str, user: str) -> list[int]: ...
     def count_user(self, bot: str, user: str) -> int: ...
     def spread_passes(self) -> list[SpreadPass]: ...

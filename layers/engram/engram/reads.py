@@ -11,12 +11,12 @@ from .domain import FALLBACK_READ, FALLBACK_SCAN, Found, Memory, check_limit, ch
 from .errors import IndexUnavailable, InvalidInput, NotFound
 from .indexing import Indexer
 from .observability import timed
-from .ports import RecordsPort, StatePort
-from .retrieval import Retrieval, feedback_query, feedback_vector
+from .parts import MemoryParts
+from .record import Listing
+from .retrieval import feedback_query, feedback_vector
 from .store import KINDS, Record, source_key
 from .text import check_text, format_memory_id
-from .vectors import Hit, Scope, VectorIndex
-from .words import WordVectorizer
+from .vectors import Hit, Scope
 
 log = logging.getLogger(__name__)
 # How many pages a listing reads on when a forget under way hid rows of the first
@@ -49,21 +49,10 @@ class Hidden:
 class MemoryReads:
     """The read half of the memory service: one memory, newest first, and search by words and meaning."""
 
-    def __init__(
-        self,
-        records: RecordsPort,
-        state: StatePort,
-        index: VectorIndex,
-        indexer: Indexer,
-        words: WordVectorizer,
-        retrieval: Retrieval,
-    ) -> None:
-        self.records = records
-        self.state = state
-        self.index = index
+    def __init__(self, parts: MemoryParts, indexer: Indexer) -> None:
+        self.records, self.state, self.index = parts.records, parts.state, parts.index
+        self.queue, self.words, self.retrieval = parts.queue, parts.words, parts.retrieval
         self.indexer = indexer
-        self.words = words
-        self.retrieval = retrieval
 
     # ----- forgets under way: hidden from every read until they finish ----------------------------------
 
@@ -119,7 +108,7 @@ class MemoryReads:
         out: list[Memory] = []
         # A page that hid some rows reads on, so a forget under way never ends a listing early
         for _ in range(LIST_ROUNDS):
-            rows = self.records.newest(bot, kind, limit, server, project, user, before)
+            rows = self.records.newest(bot, kind, limit, Listing(server, project, user, before))
             out.extend(Memory.from_record(r) for r in rows if not hidden.record(r))
             if len(rows) < limit or len(out) >= limit or not hidden:
                 break
@@ -200,14 +189,9 @@ class MemoryReads:
 
     def _words_fallback(self, scope: Scope, query: str, k: int) -> Found:
         q = self.words.query(query)
+        listing = Listing(scope.server, scope.project, scope.user, read_at_most=FALLBACK_READ)
         rows = self.records.newest(
-            required_name("bot", scope.bot),
-            scope.kind or "fact",
-            FALLBACK_SCAN,
-            scope.server,
-            scope.project,
-            scope.user,
-            read_at_most=FALLBACK_READ,
+            required_name("bot", scope.bot), scope.kind or "fact", FALLBACK_SCAN, listing
         )
         hidden = self.hider(scope.bot)
         scored = [(self.words.score(q, self.words.document(r.text)), r) for r in rows if not hidden.record(r)]

@@ -19,6 +19,22 @@ class Duplicate(Exception):
     memory_id: int
 
 
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """Which of a kind's records a listing reads, newest first: those of a server, a project and a user
+    (None: any), with ids below `before` (the next page); `read_at_most` bounds what a listing no index
+    serves may read, matching or not (the search fallback's bound)."""
+
+    server: str | None = None
+    project: str | None = None
+    user: str | None = None
+    before: int | None = None
+    read_at_most: int | None = None
+
+
+NO_NARROWING = Listing()
+
+
 def record_scope(bot: str, kind: str, server: str | None, project: str | None) -> str | None:
     """The byScope index key: a record's server, or its project when it has no server (None: neither).
     A record with both is listed under its server; a project's listing knows such records exist from

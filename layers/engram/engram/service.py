@@ -12,6 +12,7 @@ from .embedders import Embedder, NoEmbedder
 from .forgetting import DOOR_BUDGET_S, ForgetHook, Forgetting
 from .indexing import Indexer
 from .jobs import JobQueue
+from .parts import MemoryParts
 from .ports import RecordsPort, StatePort
 from .reads import MemoryReads
 from .retrieval import DEFAULT, Retrieval
@@ -37,25 +38,21 @@ class MemoryService:
         retrieval: Retrieval = DEFAULT,
         message_vector_chars: int = 8000,
     ) -> None:
-        self.records = records
-        self.state = state
-        self.index = index
-        self.queue = queue
-        self.retrieval = retrieval
-        # Called with (bot, user) after a forget: caches that could still serve the user drop them
-        self._forget_hooks: list[ForgetHook] = []
-        self.words = WordVectorizer(
+        words = WordVectorizer(
             retrieval.k1,
             retrieval.b,
             context_weight=retrieval.words_context,
             date_weight=retrieval.date_terms,
             window_weight=retrieval.words_window,
         )
-        self.indexer = Indexer(
-            records, index, embedder, queue, self.words, self.state, message_vector_chars, retrieval
-        )
-        self.writes = MemoryWrites(records, self.state, index, self.indexer, queue, retrieval)
-        self.reads = MemoryReads(records, self.state, index, self.indexer, self.words, retrieval)
+        parts = MemoryParts(records, state, index, queue, words, retrieval)
+        self.records, self.state, self.index = records, state, index
+        self.queue, self.words, self.retrieval = queue, words, retrieval
+        # Called with (bot, user) after a forget: caches that could still serve the user drop them
+        self._forget_hooks: list[ForgetHook] = []
+        self.indexer = Indexer(parts, embedder, message_vector_chars)
+        self.writes = MemoryWrites(parts, self.indexer)
+        self.reads = MemoryReads(parts, self.indexer)
         self.forgetting = Forgetting(self.writes, self._forget_hooks)
         # writes
         self.refused = self.writes.refused

@@ -22,9 +22,8 @@ from .domain import (
 )
 from .errors import Forgotten, InvalidInput, NotFound, Unavailable
 from .indexing import Indexer
-from .jobs import IndexJob, JobQueue
-from .ports import RecordsPort, StatePort
-from .retrieval import Retrieval
+from .jobs import IndexJob
+from .parts import MemoryParts
 from .store import (
     Duplicate,
     Record,
@@ -35,7 +34,6 @@ from .store import (
     source_key,
 )
 from .text import clean_fact, format_memory_id
-from .vectors import VectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -57,21 +55,10 @@ class MemoryWrites:
     """The write half of the memory service: facts and messages in, changes, removals, and words leaving
     the contexts that quote them."""
 
-    def __init__(
-        self,
-        records: RecordsPort,
-        state: StatePort,
-        index: VectorIndex,
-        indexer: Indexer,
-        queue: JobQueue,
-        retrieval: Retrieval,
-    ) -> None:
-        self.records = records
-        self.state = state
-        self.index = index
+    def __init__(self, parts: MemoryParts, indexer: Indexer) -> None:
+        self.records, self.state, self.index = parts.records, parts.state, parts.index
+        self.queue, self.words, self.retrieval = parts.queue, parts.words, parts.retrieval
         self.indexer = indexer
-        self.queue = queue
-        self.retrieval = retrieval
 
     def refused(self, bot: str, users: Iterable[str | None], origin: int) -> set[str]:
         """Which of these users were forgotten at or after `origin` (when the write was made, asked for or

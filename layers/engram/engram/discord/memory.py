@@ -9,8 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from ..config.discord import DiscordSettings
 from ..forgetting import JOB_BUDGET_S
 from ..jobs import (
@@ -22,19 +20,15 @@ from ..jobs import (
     FindServersJob,
     ForgetMeJob,
     ForgetMessageJob,
-    JobQueue,
     PlanBackfillJob,
     RememberJob,
 )
-from ..ports import StatePort
-from ..service import MemoryService
 from .ask import Ask
-from .attachments import Interpreter
 from .backfill import Backfill
 from .catchup import CatchUp
 from .core import DiscordCore
 from .export import Export
-from .rest import DiscordClient, RateLimited
+from .rest import RateLimited
 from .window import Window
 
 log = logging.getLogger(__name__)
@@ -53,19 +47,8 @@ class DiscordMemory:
     """Consent, backfill, catch-up, forget, status and /ask for one Discord application, each a part
     built on the shared core."""
 
-    def __init__(
-        self,
-        settings: DiscordSettings,
-        service: MemoryService,
-        queue: JobQueue,
-        client: DiscordClient,
-        state: StatePort,
-        ollama: httpx.Client,
-        interpreter: Interpreter | None = None,
-    ) -> None:
-        self.core = DiscordCore(
-            settings, service, queue, client, state, ollama=ollama, interpreter=interpreter
-        )
+    def __init__(self, core: DiscordCore) -> None:
+        self.core = core
         self.backfills = Backfill(self.core)
         self.window = Window(self.core)
         self.catch_up = CatchUp(self.core, self.window)

@@ -9,6 +9,7 @@ from ..config.discord import DiscordSettings
 from ..engine import Engine, get_engine
 from ..observability import count
 from ..singleton import ProcessSingleton
+from .core import DiscordCore
 from .limits import RateLimits, shared_global
 from .memory import DiscordMemory
 from .rest import DiscordClient
@@ -41,7 +42,7 @@ def build_discord(
     # the chat and vision models /ask and attachments use sit on the one Ollama the settings name
     if ollama is None:
         ollama = httpx.Client(base_url=engine.settings.ollama_url.rstrip("/"), timeout=120)
-    return DiscordMemory(settings, engine.service, engine.queue, client, state, ollama=ollama)
+    return DiscordMemory(DiscordCore(settings, engine.service, engine.queue, client, state, ollama))
 
 
 _discord: ProcessSingleton[DiscordMemory] = ProcessSingleton(

@@ -3,7 +3,7 @@ Nothing outside this package imports pynamodb or builds a key (tests/unit/test_s
 
 from ..clock import now_ms
 from ..record import KINDS, Duplicate, Record, drew_on, fact_tail, new_record, reply_author
-from .budget import StepBudget
+from .budget import StepBudget, walk_kind
 from .claims import CLAIM_IN_FLIGHT_MS
 from .keys import READ_SHARDS, fact_key, source_key
 from .lines import LineReads
@@ -24,6 +24,7 @@ __all__ = [
     "RecordStore",
     "StateStore",
     "StepBudget",
+    "walk_kind",
     "fact_key",
     "fact_tail",
     "new_record",

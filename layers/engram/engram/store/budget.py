@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from ..record import Record
+
 T = TypeVar("T")
 
 
@@ -52,3 +54,27 @@ def walk_pages(
         before = position(page[-1])
         if not budget.another_fits():
             return before
+
+
+def walk_kind(  # noqa: PLR0913 - a pass's where (bot, kind, shard), from where, how long, and what it does
+    page: Callable[..., list[Record]],
+    bot: str,
+    kind: str,
+    start: tuple[int | None, int],
+    budget_s: float,
+    each: Callable[[list[Record]], None],
+    shard: int | None = None,
+) -> int | None:
+    """One bounded step of a pass over a bot's records of a kind (under one of its keys with `shard`), read
+    with a record store's `page`:
+    pages of `start`'s size, newest first from `start`'s id, each handed to `each`, while another (as long
+    as the longest so far) fits in `budget_s`; returns where the next step starts (None: the kind is done)."""
+    before, page_size = start
+    return walk_pages(
+        lambda cursor: page(bot, kind, cursor, page_size, shard=shard),
+        before,
+        page_size,
+        budget_s,
+        each,
+        lambda r: int(r.id),
+    )

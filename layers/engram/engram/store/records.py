@@ -4,7 +4,7 @@ holds the stores of what ties them together: unique keys (claims.py), thread tai
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from itertools import islice
@@ -17,9 +17,9 @@ from ..bookkeeping import JsonObject
 from ..clock import now_ms
 from ..errors import Unavailable
 from ..ports import LineReader, RecordsPort, SpreadPass
-from ..record import KINDS, Duplicate, Record, record_scope
+from ..record import KINDS, NO_NARROWING, Duplicate, Listing, Record, record_scope
 from . import keys
-from .budget import walk_pages
+from .budget import walk_kind
 from .claims import Claims
 from .dynamo import attempt, guard
 from .ids import IdMaker
@@ -332,22 +332,14 @@ class RecordStore:
                 lined.append(r)
         return lined
 
-    def newest(
-        self,
-        bot: str,
-        kind: str,
-        limit: int,
-        server: str | None = None,
-        project: str | None = None,
-        user: str | None = None,
-        before: int | None = None,
-        read_at_most: int | None = None,
-    ) -> list[Record]:
+    def newest(self, bot: str, kind: str, limit: int, listing: Listing = NO_NARROWING) -> list[Record]:
         """Up to `limit` records of a kind, newest first, narrowed by scope; with `before`, only ids below
         it (the next page); with `read_at_most`, a narrowed scope stops after reading that many of the
         kind's records, matching or not (the search fallback: bounded, not a walk of a bot's 100 M). A
         user's records are read through byUser, a server's (or project's) through byScope once the bot's
         records all carry that key; only a listing of a bot's whole kind reads byKind."""
+        server, project, user, before = listing.server, listing.project, listing.user, listing.before
+        read_at_most = listing.read_at_most
         below = MemoryRecord.id < before if before else None
         if user is not None:
             rows = MemoryRecord.by_user.query(
@@ -390,29 +382,7 @@ class RecordStore:
             self.scopes.note_mixed(todo)
             list(self._pool.map(lambda r: _update_if_exists(r, [MemoryRecord.scope.set(r.scope)]), todo))
 
-        return self.walk(bot, kind, before, STAMP_PAGE, budget_s, stamp)
-
-    def walk(
-        self,
-        bot: str,
-        kind: str,
-        before: int | None,
-        page_size: int,
-        budget_s: float,
-        each: Callable[[list[Record]], None],
-        shard: int | None = None,
-    ) -> int | None:
-        """One bounded step of a pass over a bot's records of a kind (under one of its keys with `shard`):
-        pages newest first from `before`, each handed to `each`, while another (as long as the longest so
-        far) fits in `budget_s`; returns where the next step starts (None: the kind is done)."""
-        return walk_pages(
-            lambda cursor: self.page(bot, kind, cursor, page_size, shard=shard),
-            before,
-            page_size,
-            budget_s,
-            each,
-            lambda r: int(r.id),
-        )
+        return walk_kind(self.page, bot, kind, (before, STAMP_PAGE), budget_s, stamp)
 
     def _listed_scope(self, bot: str, kind: str, server: str | None, project: str | None) -> str | None:
         """The byScope key a scoped listing can read alone, if any: not before the bot's records all carry

@@ -3,6 +3,7 @@ legs, and the VectorIndex protocol the memory rules write and search through."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -112,6 +113,20 @@ def _parts(top: list[Hit], fusion: Fusion) -> list[float | None]:
     return [(h.score - low) / (high - low) for h in top]
 
 
+def by_point(
+    words: dict[int, SparseVector],
+    dense: dict[str, dict[int, list[float]]],
+    sparse: Callable[[SparseVector], Any],
+) -> dict[int, dict[str, Any]]:
+    """Each point's new vectors, named, for one update of many points: its words (as the engine's `sparse`
+    takes them) and each named dense vector it is given."""
+    out: dict[int, dict[str, Any]] = {i: {WORDS: sparse(v)} for i, v in words.items()}
+    for name, vectors in dense.items():
+        for i, v in vectors.items():
+            out.setdefault(i, {})[name] = list(v)
+    return out
+
+
 class VectorIndex(Protocol):
     """What engram needs from Qdrant; implemented by the embedded engine and by qdrant-client."""
 
@@ -123,12 +138,6 @@ class VectorIndex(Protocol):
 
     def upsert(self, points: list[IndexPoint]) -> None:
         """Write points whole (payload, words and whatever dense vectors they carry)."""
-
-    def set_dense(self, name: str, vectors: dict[int, list[float]]) -> None:
-        """Add or replace one named dense vector on existing points."""
-
-    def set_words(self, vectors: dict[int, SparseVector]) -> None:
-        """Replace the words of existing points (their meaning and payload untouched)."""
 
     def set_vectors(self, words: dict[int, SparseVector], dense: dict[str, dict[int, list[float]]]) -> None:
         """Replace words and named dense vectors of existing points in one update (payloads untouched)."""

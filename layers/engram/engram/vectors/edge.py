@@ -15,6 +15,7 @@ import qdrant_edge as qe
 from ..errors import IndexUnavailable
 from ..words import SparseVector
 from .base import TIE_MARGIN, WORDS, Fusion, Hit, IndexPoint, Scope, fuse
+from .base import by_point as vectors_by_point
 
 T = TypeVar("T")
 
@@ -197,20 +198,9 @@ class EdgeIndex:
         self._run(lambda s: s.update(qe.UpdateOperation.upsert_points(edge_points)))
         self._after_writes(len(points))
 
-    def set_dense(self, name: str, vectors: dict[int, list[float]]) -> None:
-        """Add or replace one dense vector on existing points."""
-        self.set_vectors({}, {name: vectors})
-
-    def set_words(self, vectors: dict[int, SparseVector]) -> None:
-        """Replace the words of existing points."""
-        self.set_vectors(vectors, {})
-
     def set_vectors(self, words: dict[int, SparseVector], dense: dict[str, dict[int, list[float]]]) -> None:
         """Replace words and named dense vectors of existing points in one update."""
-        by_point: dict[int, dict[str, Any]] = {i: {WORDS: _sparse(v)} for i, v in words.items()}
-        for name, vectors in dense.items():
-            for i, v in vectors.items():
-                by_point.setdefault(i, {})[name] = v
+        by_point = vectors_by_point(words, dense, _sparse)
         if by_point:
             ops = [qe.PointVectors(i, named) for i, named in by_point.items()]
             self._run(lambda s: s.update(qe.UpdateOperation.update_vectors(ops)))

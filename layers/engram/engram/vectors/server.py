@@ -16,6 +16,7 @@ import httpx
 from ..errors import IndexUnavailable
 from ..words import SparseVector
 from .base import SCOPE_FIELDS, TIE_MARGIN, WORDS, Fusion, Hit, IndexPoint, Scope, fuse
+from .base import by_point as vectors_by_point
 
 # Every search is filtered by bot: its index is the tenant one (its points stored together); kind has two
 # values, so a graph per value would be a second global graph (none is built for it)
@@ -163,20 +164,9 @@ class QdrantServerIndex:
             ]
             self._call("PUT", "/points", {"points": body}, wait=True)
 
-    def set_dense(self, name: str, vectors: dict[int, list[float]]) -> None:
-        """Add or replace one dense vector on existing points."""
-        self.set_vectors({}, {name: vectors})
-
-    def set_words(self, vectors: dict[int, SparseVector]) -> None:
-        """Replace the words of existing points."""
-        self.set_vectors(vectors, {})
-
     def set_vectors(self, words: dict[int, SparseVector], dense: dict[str, dict[int, list[float]]]) -> None:
         """Replace words and named dense vectors of existing points in one request."""
-        by_point: dict[int, dict[str, Any]] = {i: {WORDS: _sparse(v)} for i, v in words.items()}
-        for name, vectors in dense.items():
-            for i, v in vectors.items():
-                by_point.setdefault(i, {})[name] = list(v)
+        by_point = vectors_by_point(words, dense, _sparse)
         if by_point:
             body = [{"id": i, "vector": named} for i, named in by_point.items()]
             self._call("PUT", "/points/vectors", {"points": body}, wait=True)

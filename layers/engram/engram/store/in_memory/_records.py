@@ -6,7 +6,7 @@ consistent indexes may miss for a moment, this one has at once."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -14,9 +14,9 @@ from ...bookkeeping import JsonObject
 from ...clock import now_ms
 from ...errors import Unavailable
 from ...ports import LineReader, RecordsPort, SpreadPass
-from ...record import KINDS, Duplicate, Record
+from ...record import KINDS, NO_NARROWING, Duplicate, Listing, Record
 from .. import keys
-from ..budget import walk_pages
+from ..budget import walk_kind
 from ..ids import MAX_ID, IdMaker
 from ..spans import Point, gather, windows_of
 from ._ties import MemoryCarriers, MemoryClaims, MemoryPending, MemoryScopeMarks, MemoryThreadTails, Table
@@ -50,12 +50,13 @@ def _edge(away: list[Point], reach: int) -> list[Point]:
     return taken + [r for r in away[reach + 1 :] if r[0] == taken[-1][0]]
 
 
-def _in_scope(record: Record, kind: str, user: str | None, server: str | None, project: str | None) -> bool:
+def _listed(record: Record, kind: str, listing: Listing) -> bool:
+    """Whether a listing of a kind holds this record (its id aside)."""
     return (
         record.kind == kind
-        and user in (None, record.user)
-        and server in (None, record.server)
-        and project in (None, record.project)
+        and listing.user in (None, record.user)
+        and listing.server in (None, record.server)
+        and listing.project in (None, record.project)
     )
 
 
@@ -252,25 +253,12 @@ class InMemoryRecords:
             r.stored_line = r.line
         return lined
 
-    def newest(
-        self,
-        bot: str,
-        kind: str,
-        limit: int,
-        server: str | None = None,
-        project: str | None = None,
-        user: str | None = None,
-        before: int | None = None,
-        read_at_most: int | None = None,
-    ) -> list[Record]:
+    def newest(self, bot: str, kind: str, limit: int, listing: Listing = NO_NARROWING) -> list[Record]:
         """As the DynamoDB store, every index at hand: `read_at_most` bounds nothing here (it bounds the
         work of a listing no index serves there)."""
-        out = [
-            r
-            for r in self._table.of_bot(bot)
-            if _in_scope(r, kind, user, server, project) and int(r.id) < (before or float("inf"))
-        ]
-        return out[:limit]
+        below = listing.before or MAX_ID + 1
+        listed = [r for r in self._table.of_bot(bot) if _listed(r, kind, listing) and int(r.id) < below]
+        return listed[:limit]
 
     def stamp_scopes(self, bot: str, kind: str, before: int | None, budget_s: float) -> int | None:
         def stamp(page: list[Record]) -> None:
@@ -279,26 +267,7 @@ class InMemoryRecords:
             for r in todo:
                 self._table.update(r, lambda row: setattr(row, "stored_scope", row.scope))
 
-        return self.walk(bot, kind, before, 500, budget_s, stamp)
-
-    def walk(
-        self,
-        bot: str,
-        kind: str,
-        before: int | None,
-        page_size: int,
-        budget_s: float,
-        each: Callable[[list[Record]], None],
-        shard: int | None = None,
-    ) -> int | None:
-        return walk_pages(
-            lambda cursor: self.page(bot, kind, cursor, page_size, shard=shard),
-            before,
-            page_size,
-            budget_s,
-            each,
-            lambda r: int(r.id),
-        )
+        return walk_kind(self.page, bot, kind, (before, 500), budget_s, stamp)
 
     def iter_user(self, bot: str, user: str) -> list[int]:
         return sorted(int(r.id) for r in self._table.of_bot(bot) if r.user == user)
