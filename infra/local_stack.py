@@ -397,7 +397,7 @@ def secrets_from_files(environ=os.environ) -> list[str]:
     return taken
 
 
-def _shown(key: str | None, variable: str, generated: Path) -> str:
+def shown_key(key: str | None, variable: str, generated: Path) -> str:
     """A key as the start-up banner shows it: itself on a terminal; elsewhere (a container's log, a file a
     log shipper reads) only where it is, since a log is no place for a secret."""
     if sys.stdout.isatty():
@@ -431,8 +431,8 @@ def main() -> None:
         stack.stop()
         sys.exit(f"engram cannot start: {exc}")
     print(f"engram is listening on {stack.url}", flush=True)
-    admin = _shown(stack.settings.api_key, "ENGRAM_API_KEY", stack.data_dir / "api-key")
-    proxy = _shown(stack.proxy.settings.proxy_key, "ENGRAM_PROXY_KEY", stack.data_dir / "proxy-key")
+    admin = shown_key(stack.settings.api_key, "ENGRAM_API_KEY", stack.data_dir / "api-key")
+    proxy = shown_key(stack.proxy.settings.proxy_key, "ENGRAM_PROXY_KEY", stack.data_dir / "proxy-key")
     print(f"admin key (Memory API, ENGRAM_API_KEY): {admin}", flush=True)
     print(f"proxy key (LibreChat endpoints and /mcp, ENGRAM_PROXY_KEY): {proxy}", flush=True)
     print(f"state: {stack.data_dir.resolve()}  (Ctrl-C to stop)", flush=True)

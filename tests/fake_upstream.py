@@ -78,10 +78,10 @@ class FakeUpstream(ServedApp):
 
     def chats(self) -> list[dict]:
         """Requests that were chat turns (not extraction calls)."""
-        return [r for r in self.requests if r["json"] and not self._is_extraction(r["json"])]
+        return [r for r in self.requests if r["json"] and not self.is_extraction(r["json"])]
 
     @staticmethod
-    def _is_extraction(body: dict) -> bool:
+    def is_extraction(body: dict) -> bool:
         text = json.dumps(body.get("system", "")) + json.dumps(body.get("messages", []))
         return "long-term memory about a user" in text
 
@@ -101,7 +101,7 @@ class FakeUpstream(ServedApp):
         async def chat(request: Request):
             body = await request.json()
             self._record(request, body)
-            text = self._extraction_answer(body) if self._is_extraction(body) else REPLY
+            text = self._extraction_answer(body) if self.is_extraction(body) else REPLY
             if (body.get("response_format") or {}).get("type") == "json_schema":  # structured output
                 text = json.dumps({"title": "Porto Trip", "language": "English"})
             call = _tool_call(body, "openai")
@@ -171,7 +171,7 @@ class FakeUpstream(ServedApp):
         async def messages(request: Request):
             body = await request.json()
             self._record(request, body)
-            text = self._extraction_answer(body) if self._is_extraction(body) else REPLY
+            text = self._extraction_answer(body) if self.is_extraction(body) else REPLY
             call = _tool_call(body, "anthropic")
             message = {
                 "id": "msg_fake",

@@ -339,7 +339,7 @@ def test_a_link_cut_off_before_queueing_its_next_link_is_redelivered_and_the_cha
         monkeypatch.setattr(queue, "send", send_timing_out_once)
         interact(stack, memory_cmd("remember", BOB, token=token))
         assert wait_until(lambda: failed and backfills.state.backfills.get(backfills.bot, BOB).left <= 1)
-        time.sleep(0.5)  # nothing else is running: the run waits for the channel
+        stack.settle()  # every job queued has run: the run waits for the channel
         assert backfills.state.backfills.get(backfills.bot, BOB).left == 1
 
         assert finals(discord, token) == []
@@ -382,7 +382,7 @@ def test_a_last_link_cut_off_after_its_cursor_counts_and_speaks_on_redelivery_an
             monkeypatch.setattr(client, "edit_original", edit_timing_out_once)
         interact(stack, memory_cmd("remember", BOB, token=token))
         assert wait_until(lambda: failed and backfills.state.backfills.get(backfills.bot, BOB).left <= 1)
-        time.sleep(0.5)  # nothing else is running: the run waits for the failed link
+        stack.settle()  # every job queued has run: the run waits for the failed link
 
         assert finals(discord, token) == []
         expected = discord.expected_for(BOB, ALLOWED | {C12})  # this stack disallows no channel

@@ -10,7 +10,7 @@ import pytest
 from engram.embedders import own_vector_name
 from engram.embedding import Providers
 from engram.errors import InvalidInput
-from engram.line_windows import _mean, _mix
+from engram.line_windows import mean_of, mix_meaning
 from engram.service import ChatMessage
 from infra.poller import SqsPoller, load_function_handler
 
@@ -145,15 +145,16 @@ def test_a_reembed_runs_a_chain_per_bot_and_kind_at_once_and_the_last_one_finish
         engine.embedding.reembed(job)
     old = service.index.dense_names() - {"dense-fakeai-m1", "dense-fakeai-m1-own"}
     assert old, "the old model's vectors stay until the last chain ends"
-    plan = engine.embedding._plan
+    reembeds = engine.state.reembeds
+    start = reembeds.start
 
-    def cut_off(vector, step="vectors"):
+    def cut_off(vector, chains):
         raise TimeoutError("the worker was stopped here")
 
-    engine.embedding._plan = cut_off  # the last chain's delivery is cut off before the second pass is planned
+    reembeds.start = cut_off  # the last chain's delivery is cut off before the second pass is planned
     with pytest.raises(TimeoutError):
         engine.embedding.reembed(chains[-1])
-    engine.embedding._plan = plan
+    reembeds.start = start
     assert queued() == []
     engine.embedding.reembed(chains[-1])  # redelivered: counted once, and it plans the second pass
     assert engine.embedding.progress()["memoriesWithVectors"] == 3
@@ -209,7 +210,7 @@ def test_reembedding_mixes_each_new_vector_with_its_window_s(engine, fake, aws):
     weight = service.retrieval.meaning_window
     assert weight and set(vectors) == set(ids)
     for at, around in ((ids[0], ids[1:]), (ids[1], [ids[0], ids[2]]), (ids[2], ids[:2])):
-        expected = _mix(own[at], _mean([own[i] for i in around]), weight)
+        expected = mix_meaning(own[at], mean_of([own[i] for i in around]), weight)
         assert max(abs(a - b) for a, b in zip(vectors[at][name], expected, strict=True)) < 1e-5
 
 
@@ -269,7 +270,7 @@ def test_a_reembed_over_many_pages_mixes_every_point_as_a_live_write_would(
         own = {i: v[own_vector_name(name)] for i, v in vectors.items()}
         for at, memory_id in enumerate(ids):
             around = ids[max(0, at - turns) : at] + ids[at + 1 : at + 1 + turns]
-            expected = _mix(own[memory_id], _mean([own[i] for i in around]), weight)
+            expected = mix_meaning(own[memory_id], mean_of([own[i] for i in around]), weight)
             assert max(abs(a - b) for a, b in zip(vectors[memory_id][name], expected, strict=True)) < 1e-5
     if step_s:
         assert read_again == []

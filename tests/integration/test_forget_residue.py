@@ -303,21 +303,14 @@ def test_no_store_on_disk_holds_the_forgotten_words(forgotten, fakes):
     naming = [i for i in items if i not in named and an_id.search(json.dumps(i))]
     assert naming == []
 
-    from engram.vectors.edge import EdgeIndex, qe
+    from engram.vectors.edge import EdgeIndex
 
     index = EdgeIndex(data / "qdrant" / "engram")  # the collection ENGRAM_COLLECTION names
     try:
-        points, after = [], None
-        while True:
-            page, after = index._shard.scroll(
-                qe.ScrollRequest(offset=after, limit=500, filter=None, with_payload=True, with_vector=True)
-            )
-            points += page
-            if after is None:
-                break
+        points = index.every_point()
     finally:
         index.close()
-    assert points and found(json.dumps([dict(p.payload or {}) for p in points])) == []
+    assert points and found(json.dumps([p.payload for p in points])) == []
     canary_terms = {term_index(t): path for path, canary in CANARIES.items() for t in terms(canary)}
-    in_index = {canary_terms[i] for p in points for i in p.vector["words"].indices if i in canary_terms}
+    in_index = {canary_terms[i] for p in points for i in p.words.indices if i in canary_terms}
     assert in_index == set()

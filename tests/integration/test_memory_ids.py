@@ -16,7 +16,7 @@ from engram.store.models import MemoryRecord
 
 def same_worker(store: RecordStore) -> RecordStore:
     """Force a store onto worker 5 at one frozen millisecond: two such stores make the same ids."""
-    store._ids = IdMaker(lambda: 5, clock=lambda: EPOCH_MS + 123_456)
+    store.ids = IdMaker(lambda: 5, clock=lambda: EPOCH_MS + 123_456)
     return store
 
 
@@ -63,9 +63,9 @@ def test_records_made_before_the_spread_keys_are_read_beside_the_new_ones(servic
     """A table written by the old counter keeps those rows where they are (plain keys); the same bot's new
     rows spread over its shards; every read path sees both, in id order, and a forget takes both."""
     records = service.records
-    records._ids = IdMaker(lambda: 0, clock=lambda: EPOCH_MS + 1_000)  # ids below SPREAD_FROM_ID
+    records.ids = IdMaker(lambda: 0, clock=lambda: EPOCH_MS + 1_000)  # ids below SPREAD_FROM_ID
     old = [service.add_fact("bot1", f"Old fact {i}.", user="alice", server="s1")[0] for i in range(3)]
-    records._ids = IdMaker(lambda: 1, clock=lambda: int(time.time() * 1000))
+    records.ids = IdMaker(lambda: 1, clock=lambda: int(time.time() * 1000))
     new = [service.add_fact("bot1", f"New fact {i}.", user="alice", server="s1")[0] for i in range(24)]
     assert all(m.id < SPREAD_FROM_ID for m in old) and all(m.id >= SPREAD_FROM_ID for m in new)
     rows = [r for r in MemoryRecord.scan() if bot_of(r.bot) == "bot1"]

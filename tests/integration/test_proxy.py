@@ -831,7 +831,7 @@ def test_a_regenerated_answer_extracts_the_turn_once(stack, upstream):
     once, not once per answer."""
 
     def extractions() -> int:
-        return sum(1 for r in upstream.requests if r["json"] and upstream._is_extraction(r["json"]))
+        return sum(1 for r in upstream.requests if r["json"] and upstream.is_extraction(r["json"]))
 
     c = oa(stack, user="regen", conversation="conv-regen")
     turn = [{"role": "user", "content": "My favourite fruit is quince."}]

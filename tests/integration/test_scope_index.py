@@ -87,8 +87,7 @@ def make_old(bot: str) -> None:
 
 def new_process(service) -> None:
     """What a new process knows of the ready marks: nothing yet (the store reads them again)."""
-    service.records.scopes.forget_known()
-    service.records._bots.clear()
+    service.records.forget_known()
 
 
 def test_an_older_installation_is_stamped_in_bounded_jobs_and_lists_right_throughout(

@@ -168,17 +168,17 @@ def test_a_move_step_cut_off_anywhere_loses_no_claim(service, aws, monkeypatch, 
     new_process(service)
     before = {k: items[0][1] for k, items in claims_of(aws, "bot1").items()}
     keys = service.records.claims.claim_keys
-    original = keys._move
+    original = keys.mover
 
     def cut(bot, item):
         if cut_after == "spread":
             StateItem(claim_pk(bot, item.sk), item.sk, memory_id=item.memory_id, value=item.value).save()
         raise RuntimeError("cut off")
 
-    keys._move = cut
+    keys.mover = cut
     with pytest.raises(RuntimeError):
         keys.move_step("bot1", budget_s=30)
-    keys._move = original
+    keys.mover = original
     assert keys.move_step("bot1", budget_s=30) is True
     after = claims_of(aws, "bot1")
     assert {k: items[0][1] for k, items in after.items()} == before

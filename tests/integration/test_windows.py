@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from engram.embedders import own_vector_name
-from engram.line_windows import _mean, _mix
+from engram.line_windows import mean_of, mix_meaning
 from engram.service import ChatMessage
 from tests.rules.windows import *  # noqa: F403 - the rules' own tests, run here on DynamoDB and both indexes
 
@@ -78,7 +78,7 @@ def _mixed_from(service, vectors: dict, at: int, around: list[int]) -> list[floa
     """What the point `at` should search with: its own vector mixed with the mean of `around`'s own."""
     own = own_vector_name(service.indexer.dense_name)
     weight = service.retrieval.meaning_window
-    return _mix(vectors[at][own], _mean([vectors[i][own] for i in around]), weight)
+    return mix_meaning(vectors[at][own], mean_of([vectors[i][own] for i in around]), weight)
 
 
 def _close(a: list[float], b: list[float]) -> bool:

@@ -123,8 +123,9 @@ def test_a_short_rate_limit_is_waited_out_in_the_job():
     for i in range(3 * RateLimits.GLOBAL_PER_SECOND):
         limits.before("GET", f"/channels/{i}")
     assert len(slept) == 2 and now[0] == pytest.approx(102.0)
-    limits._exhausted_until[("b", "")] = now[0] + 30
-    limits._route_bucket["GET /long"] = "b"
+    # Discord's answer: the route's bucket "b", used up for 30 s (x-ratelimit-* headers)
+    used_up = {"x-ratelimit-bucket": "b", "x-ratelimit-remaining": "0", "x-ratelimit-reset-after": "30"}
+    limits.after("GET", "/long", 200, used_up)
     with pytest.raises(RateLimited):  # a long one still delays the job on the queue
         limits.before("GET", "/long")
 
@@ -237,13 +238,13 @@ def test_window_re_reads_are_ordered_to_the_millisecond_and_older_second_stamps_
     """Two ticks in one second must still tell which quiet channel was re-read last (CI saw one channel
     re-read twice while the other waited); stamps written in seconds before are read as seconds."""
     from engram.bookkeeping import ChannelSeen
-    from engram.discord.catchup import _window_at_ms
+    from engram.discord.catchup import window_at_ms
 
-    assert _window_at_ms(ChannelSeen(window_at=1_764_000_000)) == 1_764_000_000_000
-    assert _window_at_ms(ChannelSeen(window_at=1_764_000_000_123)) == 1_764_000_000_123
-    assert _window_at_ms(ChannelSeen()) == 0
+    assert window_at_ms(ChannelSeen(window_at=1_764_000_000)) == 1_764_000_000_000
+    assert window_at_ms(ChannelSeen(window_at=1_764_000_000_123)) == 1_764_000_000_123
+    assert window_at_ms(ChannelSeen()) == 0
     read_first, read_after = (
         ChannelSeen(window_at=1_764_000_000_100),
         ChannelSeen(window_at=1_764_000_000_900),
     )
-    assert sorted([read_after, read_first], key=_window_at_ms) == [read_first, read_after]
+    assert sorted([read_after, read_first], key=window_at_ms) == [read_first, read_after]

@@ -86,3 +86,12 @@ def test_a_message_s_meaning_is_made_of_its_first_characters_and_a_fact_s_of_all
     )
     service.indexer.message_vector_chars = 0  # messages by words only
     assert service.indexer.vector_text(message) is None
+
+
+def test_an_audit_reads_every_point_whole(service):
+    memory, _ = service.add_fact("b", "Audited words.", user="alice")
+    other, _ = service.add_fact("other", "Another bot's.")
+    points = {p.id: p for p in service.index.every_point()}
+    assert set(points) == {memory.id, other.id}
+    assert points[memory.id].payload["text"] == "Audited words." and points[memory.id].words.indices
+    assert service.dense_name in points[memory.id].dense

@@ -131,8 +131,7 @@ class EmbeddingManager:
 
     def _apply(self, chosen: EmbeddingSettings, embedder: Embedder | NoEmbedder | None = None) -> None:
         embedder = embedder or self.providers.build(chosen)
-        self.service.indexer.embedder = embedder
-        self.service.indexer.message_vector_chars = chosen.messageVectors
+        self.service.indexer.use(embedder, chosen.messageVectors)
 
     def change(self, patch: dict[str, Any]) -> EmbeddingSettings:
         """Apply a PATCH: only what it names changes; a new model must embed a test string first."""
@@ -204,7 +203,7 @@ class EmbeddingManager:
             self.service.embedder.embed(["ping"])
             return True
         except EmbedderUnavailable as exc:
-            self.service.indexer.last_error = exc.message
+            self.service.indexer.failed(exc.message)
             return False
 
     # ----- re-embedding ----------------------------------------------------------------------------
@@ -272,7 +271,7 @@ class EmbeddingManager:
                 return True
             done = indexer.add_dense(page, reads)
         except Exception as exc:  # Qdrant down: try this page again in a minute
-            indexer.last_error = str(exc)
+            indexer.failed(str(exc))
             self.queue.send(job, delay_s=self.retry_delay_s)
             return False
         if done < len(page):  # the embedder is down: wait for it, keep our place
@@ -303,7 +302,7 @@ class EmbeddingManager:
         index = self.service.index
         for name in index.dense_names() - {vector, own_vector_name(vector)}:
             index.delete_dense(name)
-            self.service.indexer.dense_ready.discard(name)
+            self.service.indexer.dense_dropped(name)
         log.info("re-embed for %s complete; other models' vectors deleted", vector)
 
 

@@ -11,7 +11,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from .embedders import Embedder, NoEmbedder, own_vector_name, vector_name
 from .errors import EmbedderUnavailable, IndexUnavailable, Unavailable
 from .jobs import IndexJob
-from .line_windows import LineWindows, _Held, _mix
+from .line_windows import LineWindows, _Held, mix_meaning
 from .observability import timed
 from .parts import MemoryParts
 from .ports import LineReader
@@ -78,6 +78,18 @@ class Indexer:
             log.warning("embedder unavailable: %s", exc.message)
             return None
 
+    def use(self, embedder: Embedder | NoEmbedder, message_vector_chars: int) -> None:
+        """Make vectors with this embedder from now on, and of this many characters of a chat message."""
+        self.embedder, self.message_vector_chars = embedder, message_vector_chars
+
+    def failed(self, reason: str) -> None:
+        """Remember why vectors could not be made or written just now (shown by the embedding status)."""
+        self.last_error = reason
+
+    def dense_dropped(self, name: str) -> None:
+        """A model's vectors were dropped from the index: none of its points is there any more."""
+        self.dense_ready.discard(name)
+
     def dense_exists(self, name: str) -> bool:
         """Whether the index has this model's vectors yet (cached once true)."""
         if name not in self.dense_ready:
@@ -107,7 +119,7 @@ class Indexer:
                 self.dense_ready.add(wanted)
         by_text = dict(zip(texts, vectors, strict=False))
         return {
-            memory_id: _mix(by_text[text], by_text[context[memory_id]], self.retrieval.dense_context)
+            memory_id: mix_meaning(by_text[text], by_text[context[memory_id]], self.retrieval.dense_context)
             if memory_id in context
             else by_text[text]
             for memory_id, text in own.items()

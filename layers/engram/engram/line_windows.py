@@ -19,14 +19,14 @@ from .store import Record
 from .words import SparseVector
 
 
-def _mix(own: list[float], context: list[float], weight: float) -> list[float]:
+def mix_meaning(own: list[float], context: list[float], weight: float) -> list[float]:
     """own + weight * context, back to unit length."""
     mixed = [a + weight * b for a, b in zip(own, context, strict=False)]
     norm = math.sqrt(sum(x * x for x in mixed)) or 1.0
     return [x / norm for x in mixed]
 
 
-def _mean(vectors: list[list[float]]) -> list[float]:
+def mean_of(vectors: list[list[float]]) -> list[float]:
     """The mean of vectors, at unit length."""
     mean = [sum(xs) / len(vectors) for xs in zip(*vectors, strict=True)]
     norm = math.sqrt(sum(x * x for x in mean)) or 1.0
@@ -142,7 +142,7 @@ class LineWindows:
         if own is None:
             return None
         around = [owns[int(r.id)] for r in self._around(line, at) if int(r.id) in owns]
-        return _mix(own, _mean(around), self._retrieval().meaning_window) if around else own
+        return mix_meaning(own, mean_of(around), self._retrieval().meaning_window) if around else own
 
     def held(self, lines: dict[str, list[Record]], known: dict[int, list[float]]) -> _Held:
         """What the index holds of the records in these lines, in one read: which points exist and (mixing)

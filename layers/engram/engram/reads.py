@@ -166,7 +166,7 @@ class MemoryReads:
                         hits = self.index.search(scope, more_words or words, more_dense or dense, k, fusion)
             hits = hits[:k]  # the index ranks equal scores by id: the same question, the same answer
         except IndexUnavailable as exc:
-            self.indexer.last_error = exc.message
+            self.indexer.failed(exc.message)
             log.warning("index unavailable, searching records by words: %s", exc.message)
             return self._words_fallback(scope, query, k)
         hidden = self.hider(scope.bot)

@@ -106,7 +106,7 @@ class CatchUp:
             for g, c in fresh
             if (g, c) not in held and self._window_due(seen.get(c, ChannelSeen()), now)
         ]
-        quiet.sort(key=lambda gc: _window_at_ms(seen.get(gc[1], ChannelSeen())))
+        quiet.sort(key=lambda gc: window_at_ms(seen.get(gc[1], ChannelSeen())))
         budget = self.settings.window_budget if job.budget is None else job.budget
         fresh = moved + quiet[:budget]
         self.core.queue.send_many(
@@ -156,7 +156,7 @@ class CatchUp:
         stored_at = seen.stored_at or 0
         return (
             stored_at > now - WINDOW_DAYS * 86_400_000
-            and _window_at_ms(seen) <= now - self.settings.window_every_s * 1000
+            and window_at_ms(seen) <= now - self.settings.window_every_s * 1000
         )
 
     def catch_up(
@@ -232,7 +232,7 @@ class CatchUp:
         return stored
 
 
-def _window_at_ms(seen: ChannelSeen) -> int:
+def window_at_ms(seen: ChannelSeen) -> int:
     """When a channel's window was last re-read, in ms. Kept in ms since two ticks in one second must still
     tell which channel was read last; values from before (seconds, below 10**11) are read as seconds."""
     at = seen.window_at or 0

@@ -61,7 +61,8 @@ class RecordStore:
         # DynamoDB has no batch conditional write: per-item requests for a batch go out side by side.
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="dynamodb")
         self._bots: set[str] = set()
-        self._ids = IdMaker(self._take_worker)
+        # this process's id maker (public: a tool or a test pins its worker number and clock)
+        self.ids = IdMaker(self._take_worker)
         self.claims = Claims(self)
         self.tails = ThreadTails()
         self.carriers = Carriers()
@@ -80,6 +81,12 @@ class RecordStore:
             for kind in KINDS:
                 self.scopes.mark_ready(bot, kind)
         self._bots.add(bot)
+
+    def forget_known(self) -> None:
+        """Know nothing of which bots are registered and how their records are listed, as a new process
+        does (each is read again when needed)."""
+        self._bots.clear()
+        self.scopes.forget_known()
 
     def bots(self) -> list[str]:
         """Every bot that has records (what register_bot wrote), for jobs that walk every bot."""
@@ -166,11 +173,11 @@ class RecordStore:
 
     def next_id(self) -> int:
         """A new memory id (time-ordered; see ids.py)."""
-        return self._ids.take(1)[0]
+        return self.ids.take(1)[0]
 
     def next_ids(self, n: int) -> list[int]:
         """`n` new ascending memory ids, made in this process: no request, no shared counter."""
-        return self._ids.take(n)
+        return self.ids.take(n)
 
     def _take_worker(self) -> int:
         """This process's worker number for its ids: one atomic add, once per process."""

@@ -39,7 +39,8 @@ class PlainKey:
         move: Callable[[str, StateItem], None],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.plain, self._move, self._clock = plain, move, clock
+        # `mover`: public, so a test can cut a move off between its two writes
+        self.plain, self.mover, self._clock = plain, move, clock
         self._lock = threading.Lock()
         self._none_left: dict[str, float] = {}  # bot -> when its plain key was last found empty
         self._some_left: dict[str, float] = {}  # bot -> when the plain key was last found holding items
@@ -89,7 +90,7 @@ class PlainKey:
                     self._some_left.pop(bot, None)
                 return True
             for item in page:
-                self._move(self.spread(bot, item.sk), item)
+                self.mover(self.spread(bot, item.sk), item)
             if not budget.another_fits():
                 return False
 

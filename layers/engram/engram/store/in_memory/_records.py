@@ -72,7 +72,7 @@ class InMemoryRecords:
     def __init__(self) -> None:
         self._table = Table()
         self._bots: set[str] = set()
-        self._ids = IdMaker(lambda: 0)
+        self.ids = IdMaker(lambda: 0)  # this store's id maker (public: a test pins its clock)
         self.claims = MemoryClaims(self._table)
         self.tails = MemoryThreadTails()
         self.carriers = MemoryCarriers()
@@ -139,10 +139,10 @@ class InMemoryRecords:
         return [i for i in mine if not after_id or i > after_id][:limit]
 
     def next_id(self) -> int:
-        return self._ids.take(1)[0]
+        return self.ids.take(1)[0]
 
     def next_ids(self, n: int) -> list[int]:
-        return self._ids.take(n)
+        return self.ids.take(n)
 
     def clear_context(self, record: Record) -> bool:
         def clear(row: Record) -> None:
