@@ -143,23 +143,19 @@ class Ask:
         except (RateLimited, DiscordError) as exc:
             log.warning("no rolling context: %s", exc)
             return []
-        authors = {
-            str((m.get("author") or {}).get("id")) for m in recent if (m.get("author") or {}).get("id")
-        }
-        opted_in = self.state.consents.consenting(self.bot, authors - {self.settings.application_id}) | {
-            job.user
-        }
+        authors = {m.author.id for m in recent if m.author.id} - {self.settings.application_id}
+        opted_in = self.state.consents.consenting(self.bot, authors) | {job.user}
         out = []
         for m in reversed(recent):
-            author = m.get("author") or {}
-            if not m.get("content"):
+            author = m.author
+            if not m.content:
                 continue
-            if author.get("id") == self.settings.application_id:
-                out.append({"role": "assistant", "content": m["content"]})
-            elif str(author.get("id")) in opted_in:
-                name = author.get("global_name") or author.get("username") or "someone"
-                out.append({"role": "user", "content": f"{name}: {m['content']}"})
-                drew_on.add(str(author["id"]))
+            if author.id == self.settings.application_id:
+                out.append({"role": "assistant", "content": m.content})
+            elif author.id in opted_in:
+                name = author.global_name or author.username or "someone"
+                out.append({"role": "user", "content": f"{name}: {m.content}"})
+                drew_on.add(author.id)
         return out
 
     def _answer(self, messages: list[dict[str, str]]) -> str | None:

@@ -17,6 +17,8 @@ import httpx
 from httpcore import NetworkStream
 from httpcore._backends.sync import SyncBackend
 
+from .objects import Message
+
 log = logging.getLogger(__name__)
 URL = re.compile(r"https?://[^\s<>()\"']+", re.IGNORECASE)
 
@@ -149,16 +151,16 @@ class Interpreter:
             max_links,
         )
 
-    def attachments(self, message: dict[str, Any]) -> list[dict[str, Any]]:
+    def attachments(self, message: Message) -> list[dict[str, Any]]:
         """Described images (vision on) and fetched links; failures are recorded, never raised."""
         out = []
-        for item in message.get("attachments", []):
-            kind = "image" if (item.get("content_type") or "").startswith("image/") else "file"
-            entry = {"type": kind, "filename": item.get("filename"), "url": item.get("url")}
+        for item in message.attachments:
+            kind = "image" if (item.content_type or "").startswith("image/") else "file"
+            entry = {"type": kind, "filename": item.filename, "url": item.url}
             if kind == "image" and self.vision_model and self.ollama is not None:
-                entry["description"] = self._describe(item.get("url", ""))
+                entry["description"] = self._describe(item.url or "")
             out.append(entry)
-        for url in list(dict.fromkeys(URL.findall(message.get("content") or "")))[: self.max_links]:
+        for url in list(dict.fromkeys(URL.findall(message.content)))[: self.max_links]:
             out.append(self._web(url.rstrip(".,;:!?")))
         return out
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
 
 from ..bookkeeping import Cursor, RunCount
 from ..clock import now_ms
 from ..jobs import BackfillJob, FindServersJob, PlanBackfillJob, RememberJob
 from .core import TOKEN_LIFETIME_MS, DiscordCore
 from .intents import INTENT_OFF, has_content_intent
+from .objects import Message
 from .rest import DiscordError, RateLimited
 
 log = logging.getLogger(__name__)
@@ -195,16 +195,16 @@ class Backfill:
             if page is None or self._no_history(job, cursor, page):  # that channel is done
                 return cursor.moved(done=True), stored
             if page:
-                self._remember_newest(job.channel, page[0]["id"])
+                self._remember_newest(job.channel, page[0].id)
             stored += self.core.store_messages(
                 job.guild, job.channel, page, {job.user}, origin=job.origin or 0, backfill=True
             )
             if len(page) < 100:
                 return cursor.moved(done=True), stored
-            cursor = cursor.moved(before=page[-1]["id"])
+            cursor = cursor.moved(before=page[-1].id)
         return cursor, stored
 
-    def _no_history(self, job: BackfillJob, cursor: Cursor, page: list[dict[str, Any]]) -> bool:
+    def _no_history(self, job: BackfillJob, cursor: Cursor, page: list[Message]) -> bool:
         """200 [] for the newest page of a channel that has messages: Read Message History is missing (the
         channel is marked unreadable, skipped for a while). A page Discord refused (None) was marked so by
         read_page already."""

@@ -188,11 +188,11 @@ class CatchUp:
                     )
                 continue  # an empty page never deletes: it is also what a lost permission looks like
             self.window.apply_window(guild, channel, page, whole=len(page) < PAGE)
-            new = [m for m in page if newest is None or int(m["id"]) > int(newest)]
+            new = [m for m in page if newest is None or int(m.id) > int(newest)]
             stored += self.core.store_messages(guild, channel, new)  # consent of the page's people only
-            newest_read = max(page, key=lambda m: int(m["id"]))["id"]
+            newest_read = max(page, key=lambda m: int(m.id)).id
             self.state.channels.see(self.bot, channel, ChannelSeen(newest=newest_read, window_at=now_ms()))
-            oldest = min(page, key=lambda m: int(m["id"]))["id"]
+            oldest = min(page, key=lambda m: int(m.id)).id
             if len(page) == PAGE and (newest is None or int(oldest) > int(newest)):
                 # older unread messages remain (a new channel, or a burst of more than a page): bounded jobs
                 self.core.queue.send(
@@ -217,7 +217,7 @@ class CatchUp:
             page = self.core.read_page(job.need("channel"), before=before, limit=PAGE)
             if page is None:
                 return stored
-            older = [m for m in page if job.until is None or int(m["id"]) > int(job.until)]
+            older = [m for m in page if job.until is None or int(m.id) > int(job.until)]
             stored += self.core.store_messages(
                 job.need("guild"),
                 job.need("channel"),
@@ -227,7 +227,7 @@ class CatchUp:
             )
             if len(page) < PAGE or len(older) < len(page):
                 return stored  # the channel's first message, or the newest one read before: done
-            before = min(page, key=lambda m: int(m["id"]))["id"]
+            before = min(page, key=lambda m: int(m.id)).id
         self.core.queue.send(job.model_copy(update={"before": before}))
         return stored
 

@@ -17,6 +17,7 @@ from ..jobs import JobQueue
 from ..ports import StatePort
 from ..service import ChatMessage, MemoryService
 from .attachments import Interpreter, SafeFetcher
+from .objects import Message
 from .rest import PERSON_MESSAGE_TYPES, DiscordClient, DiscordError, RateLimited
 from .visibility import Visibility
 from .window import WINDOW_DAYS, timestamp_ms
@@ -149,9 +150,7 @@ class DiscordCore:
         due = [(g, c) for g, c in channels if c in marked and marked[c].retry_at <= now_s]
         return fresh, due, len(channels) - len(fresh) - len(due)
 
-    def read_page(
-        self, channel: str, before: str | None = None, limit: int = 100
-    ) -> list[dict[str, Any]] | None:
+    def read_page(self, channel: str, before: str | None = None, limit: int = 100) -> list[Message] | None:
         """A page of a channel's history, or None when Discord refuses it (403, 404): then the channel is
         marked unreadable, to be skipped, never failed (a failure would retry it into the DLQ every tick)."""
         try:
@@ -174,7 +173,7 @@ class DiscordCore:
         self,
         guild: str,
         channel: str,
-        page: list[dict[str, Any]],
+        page: list[Message],
         users: set[str] | None = None,
         origin: int | None = None,
         backfill: bool = False,
@@ -188,7 +187,7 @@ class DiscordCore:
         channel's newest one."""
         if not page:
             return 0
-        page = [m for m in page if int(m.get("type") or 0) in PERSON_MESSAGE_TYPES]  # no system messages
+        page = [m for m in page if m.type in PERSON_MESSAGE_TYPES]  # no system messages
         self._notice_missing_content(page)
         checked_at = now_ms()
         users = self.state.consents.consenting(self.bot, self._people(page) if users is None else set(users))
@@ -200,115 +199,98 @@ class DiscordCore:
         origin = checked_at if origin is None else min(origin, checked_at)
         added = self.service.add_messages(self.bot, batch, origin=origin, stored_tails=not backfill)
         fresh, created = added.fresh, added.created
-        by_id = {m["id"]: m for m in page}
+        by_id = {m.id: m for m in page}
         self.note_stored(channel, [(by_id[f.source_id], f.id) for f in fresh if f.source_id in by_id])
         return created
 
     def _chat_message(
-        self, guild: str, channel: str, message: dict[str, Any], users: set[str]
+        self, guild: str, channel: str, message: Message, users: set[str]
     ) -> ChatMessage | None:
         """A message as engram stores it, if it is a consenting user's (or the bot's answer to one) and
         holds something: text, or images a vision model can describe."""
         owner, saved_by = self._owner(message, users)
         if owner is None:
             return None
-        text = (message.get("content") or "").strip()
-        images = [
-            a for a in message.get("attachments", []) if (a.get("content_type") or "").startswith("image/")
-        ]
+        text = message.content.strip()
+        images = [a for a in message.attachments if (a.content_type or "").startswith("image/")]
         if not text and not (images and self.settings.vision_model):
             return None  # empty, or image-only without vision
         return ChatMessage(
-            source_id=message["id"],
+            source_id=message.id,
             text=text,
             user=owner,
             server=guild,
             thread=channel,
-            created_at=timestamp_ms(message.get("timestamp")),
+            created_at=timestamp_ms(message.timestamp),
             saved_by=saved_by,
             content=self.content_of(guild, channel, message),
         )
 
-    def _notice_missing_content(self, page: list[dict[str, Any]]) -> None:
+    def _notice_missing_content(self, page: list[Message]) -> None:
         """A page of other people's messages that all came back empty (no text, attachments or embeds):
         the sign of a missing Message Content intent, noted for /memory status and the backfill's reply."""
-        others = [
-            m
-            for m in page
-            if not (m.get("author") or {}).get("bot")
-            and (m.get("author") or {}).get("id") != self.settings.application_id
-        ]
-        if len(others) >= EMPTY_PAGE_SIGN and not any(
-            m.get("content") or m.get("attachments") or m.get("embeds") for m in others
-        ):
+        others = [m for m in page if not m.author.bot and m.author.id != self.settings.application_id]
+        if len(others) >= EMPTY_PAGE_SIGN and all(m.empty for m in others):
             self.state.channels.note_content_intent(self.bot, False, "empty page", now_ms())
 
-    def _people(self, page: list[dict[str, Any]]) -> set[str]:
+    def _people(self, page: list[Message]) -> set[str]:
         """Everyone a page's messages could be stored for: their authors, and whom the bot's own answer."""
-        people = set()
+        people: set[str | None] = set()
         for message in page:
-            author = message.get("author") or {}
-            if author.get("id") != self.settings.application_id:
-                people.add(author.get("id"))
-                continue
-            for source in (message.get("interaction_metadata") or {}, message.get("interaction") or {}):
-                people.add((source.get("user") or {}).get("id"))
-            people.add(((message.get("referenced_message") or {}).get("author") or {}).get("id"))
-        return {str(p) for p in people if p}
+            if message.author.id != self.settings.application_id:
+                people.add(message.author.id)
+            else:
+                people.update(message.commanded_by)
+                people.add(message.replied_author)
+        return {p for p in people if p}
 
-    def _owner(self, message: dict[str, Any], users: set[str]) -> tuple[str | None, str]:
-        author = message.get("author") or {}
-        if author.get("id") == self.settings.application_id:
-            for source in (message.get("interaction_metadata") or {}, message.get("interaction") or {}):
-                user = (source.get("user") or {}).get("id")
-                if user in users:
-                    return user, "bot"
-            replied = ((message.get("referenced_message") or {}).get("author") or {}).get("id")
+    def _owner(self, message: Message, users: set[str]) -> tuple[str | None, str]:
+        author = message.author
+        if author.id == self.settings.application_id:
+            asker = next((u for u in message.commanded_by if u in users), None)
+            if asker is not None:
+                return asker, "bot"
+            replied = message.replied_author
             return (replied, "bot") if replied in users else (None, "bot")
-        if author.get("bot") or author.get("id") not in users:
+        if author.bot or author.id not in users:
             return None, "user"
-        return author["id"], "user"
+        return author.id, "user"
 
-    def content_of(self, guild: str, channel: str, message: dict[str, Any]) -> dict[str, Any]:
+    def content_of(self, guild: str, channel: str, message: Message) -> dict[str, Any]:
         # No roles: a message read over REST carries no member object (resources/message.mdx: `member` only
         # on Gateway events), so there is nothing true to store. A reply keeps which message it answers and
         # whose it was — ids only, never that message's text, which is someone else's words.
-        author = message.get("author") or {}
-        content = {
-            "author": author.get("username"),
-            "displayName": author.get("global_name") or author.get("username"),
-            "authorId": author.get("id"),
-            "isBot": bool(author.get("bot")),
-            "timestamp": message.get("timestamp"),
+        author = message.author
+        content: dict[str, Any] = {
+            "author": author.username,
+            "displayName": author.global_name or author.username,
+            "authorId": author.id or None,
+            "isBot": author.bot,
+            "timestamp": message.timestamp,
             "channelId": channel,
             "serverId": guild,
-            "message": message.get("content") or "",
+            "message": message.content,
             "attachments": self.interpreter.attachments(message),
         }
         if channel in self.thread_parents:  # so /ask can place an archived thread's memories
             content["parentId"] = self.thread_parents[channel]
         if channel in self.private_threads:
             content["privateThread"] = True
-        replied = message.get("referenced_message") or {}
-        reference = message.get("message_reference") or {}
-        if replied.get("id") or reference.get("message_id"):
-            content["replyTo"] = {
-                "messageId": replied.get("id") or reference.get("message_id"),
-                "authorId": (replied.get("author") or {}).get("id"),
-            }
+        if message.replied_id:
+            content["replyTo"] = {"messageId": message.replied_id, "authorId": message.replied_author}
         return content
 
-    def note_stored(self, channel: str, stored: list[tuple[dict[str, Any], int]]) -> None:
+    def note_stored(self, channel: str, stored: list[tuple[Message, int]]) -> None:
         """Watch messages just stored (or edited) from a channel, (message, record id), while they are young
         enough for the window."""
         horizon = now_ms() - WINDOW_DAYS * 86_400_000
         entries, newest = [], 0
         for message, memory_id in stored:
-            sent = timestamp_ms(message.get("timestamp")) or 0
+            sent = timestamp_ms(message.timestamp) or 0
             if sent <= horizon:
                 continue
             expires = (sent + WINDOW_DAYS * 86_400_000) // 1000
-            entries.append((message["id"], int(memory_id), message.get("edited_timestamp") or "", expires))
+            entries.append((message.id, int(memory_id), message.edited_timestamp or "", expires))
             newest = max(newest, sent)
         if entries:
             self.state.channels.note_recent(self.bot, channel, entries, newest)

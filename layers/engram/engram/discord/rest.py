@@ -11,6 +11,8 @@ import httpx
 
 from .errors import DiscordError
 from .limits import RateLimited, RateLimits
+from .objects import Message
+from .objects import messages as parse_messages
 from .visibility import Guild, permissions
 
 __all__ = ["DiscordClient", "DiscordError", "RateLimited", "RateLimits"]
@@ -194,14 +196,14 @@ class DiscordClient:
 
     def messages(
         self, channel_id: str, before: str | None = None, after: str | None = None, limit: int = 100
-    ) -> list[dict[str, Any]]:
+    ) -> list[Message]:
         """Up to `limit` messages, newest first (Discord's order)."""
         params: dict[str, str | int] = {"limit": limit}
         if before:
             params["before"] = before
         if after:
             params["after"] = after
-        return self._objects("GET", f"/channels/{channel_id}/messages", params=params)
+        return parse_messages(self._objects("GET", f"/channels/{channel_id}/messages", params=params))
 
     def edit_original(self, token: str, content: str) -> dict[str, Any]:
         """Edit the deferred interaction response (the token lives 15 minutes)."""

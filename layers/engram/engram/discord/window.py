@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..clock import now_ms
 from ..errors import NotFound
+from .objects import Message
 
 if TYPE_CHECKING:
     from .core import DiscordCore
@@ -32,9 +33,7 @@ class Window:
         self.bot, self.settings = core.bot, core.settings
         self.state, self.service = core.state, core.service
 
-    def apply_window(
-        self, guild: str, channel: str, page: list[dict[str, Any]], whole: bool
-    ) -> tuple[int, int]:
+    def apply_window(self, guild: str, channel: str, page: list[Message], whole: bool) -> tuple[int, int]:
         """(The caller notes the re-read's time with the channel's newest id.) Compare the channel's newest
         page with the messages stored from it: one gone from Discord is
         deleted (its words leave other contexts too), one edited takes its new text, attachments and
@@ -42,9 +41,9 @@ class Window:
         watched = self.state.channels.recent(self.bot, channel, now_ms() // 1000)
         if not watched:
             return 0, 0
-        ids = [int(m["id"]) for m in page]
+        ids = [int(m.id) for m in page]
         low, high = (0 if whole else min(ids)), max(ids)
-        by_id = {m["id"]: m for m in page}
+        by_id = {m.id: m for m in page}
         done, edited, deleted, renoted = [], 0, 0, []
         for message_id, (memory_id, seen_edit) in watched.items():
             if int(message_id) > high:
@@ -61,7 +60,7 @@ class Window:
                     pass
                 done.append(message_id)
                 continue
-            if (message.get("edited_timestamp") or "") == seen_edit:
+            if (message.edited_timestamp or "") == seen_edit:
                 continue
             if self._apply_edit(guild, channel, memory_id, message):
                 edited += 1
@@ -70,17 +69,17 @@ class Window:
                 done.append(message_id)
         self.state.channels.drop_recent(self.bot, channel, done)
         if renoted:
-            self.core.note_stored(channel, [(m, watched[m["id"]][0]) for m in renoted])
+            self.core.note_stored(channel, [(m, watched[m.id][0]) for m in renoted])
         if edited or deleted:
             log.info("window of %s: %d edited, %d deleted", channel, edited, deleted)
         return edited, deleted
 
-    def _apply_edit(self, guild: str, channel: str, memory_id: int, message: dict[str, Any]) -> bool:
+    def _apply_edit(self, guild: str, channel: str, memory_id: int, message: Message) -> bool:
         """Give a stored message its edited text and attachments; False when there is nothing to keep
         (it is no longer stored). A message whose content came back empty is left as it is: without the
         Message Content intent every message of others looks empty, which is no edit."""
-        text = (message.get("content") or "").strip()
-        if not text and not message.get("attachments"):
+        text = message.content.strip()
+        if not text and not message.attachments:
             return True
         edited = self.service.edit_message(
             self.bot, memory_id, text, self.core.content_of(guild, channel, message)

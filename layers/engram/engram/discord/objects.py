@@ -1,0 +1,101 @@
+"""The Discord objects engram reads, as Discord documents them (discord-api-docs: resources/message.mdx,
+resources/user.mdx, resources/channel.mdx, resources/guild.mdx): only the fields engram uses, every other
+field Discord adds kept but unread (`extra="allow"`, so a message passed on keeps what Discord sent). Parsed
+once where they come in (the REST client); the rest of the Discord door reads attributes, never nested
+`.get()`s of raw JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+_KEEP = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class User(BaseModel):
+    """resources/user.mdx: who wrote a message (a bot, an app's webhook, a person)."""
+
+    model_config = _KEEP
+    id: str = ""
+    username: str | None = None
+    global_name: str | None = None  # the display name, when the user set one
+    bot: bool = False
+
+
+class Attachment(BaseModel):
+    """resources/message.mdx, Attachment Object."""
+
+    model_config = _KEEP
+    id: str | None = None
+    filename: str | None = None
+    content_type: str | None = None
+    url: str | None = None
+    size: int | None = None
+
+
+class MessageReference(BaseModel):
+    """resources/message.mdx, Message Reference Structure: what a reply (or a forward) points to."""
+
+    model_config = _KEEP
+    message_id: str | None = None
+    channel_id: str | None = None
+    guild_id: str | None = None
+
+
+class InteractionMetadata(BaseModel):
+    """resources/message.mdx, Message Interaction Metadata (and the older `interaction`): whose command
+    an app's message answers."""
+
+    model_config = _KEEP
+    id: str | None = None
+    user: User | None = None
+
+
+class Message(BaseModel):
+    """resources/message.mdx, Message Object."""
+
+    model_config = _KEEP
+    id: str
+    channel_id: str | None = None
+    type: int = 0
+    author: User = Field(default_factory=User)
+    content: str = ""
+    timestamp: str | None = None
+    edited_timestamp: str | None = None
+    attachments: list[Attachment] = Field(default_factory=list)
+    embeds: list[dict[str, Any]] = Field(default_factory=list)
+    referenced_message: Message | None = None
+    message_reference: MessageReference | None = None
+    interaction_metadata: InteractionMetadata | None = None
+    interaction: InteractionMetadata | None = None
+
+    @property
+    def commanded_by(self) -> list[str]:
+        """Whose command an app's message answers (its interaction metadata, then the older field)."""
+        sources = (self.interaction_metadata, self.interaction)
+        return [s.user.id for s in sources if s is not None and s.user is not None and s.user.id]
+
+    @property
+    def replied_author(self) -> str | None:
+        """Whose message this one replies to, when Discord sent the message it answers."""
+        replied = self.referenced_message
+        return replied.author.id or None if replied is not None else None
+
+    @property
+    def replied_id(self) -> str | None:
+        """Which message this one replies to (the message sent with it, else the reference)."""
+        if self.referenced_message is not None:
+            return self.referenced_message.id
+        return self.message_reference.message_id if self.message_reference is not None else None
+
+    @property
+    def empty(self) -> bool:
+        """No text, no attachment, no embed: what every message of others looks like without the Message
+        Content intent."""
+        return not (self.content or self.attachments or self.embeds)
+
+
+def messages(raw: Any) -> list[Message]:
+    """A list of Discord's message objects, parsed (a list is what Get Channel Messages answers)."""
+    return [Message.model_validate(m) for m in raw or []]

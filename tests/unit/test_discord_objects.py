@@ -1,0 +1,80 @@
+"""Discord's objects as engram reads them (engram.discord.objects), parsed from the shapes discord-api-docs
+gives (resources/message.mdx examples): who a message is from, whom it answers, what it replies to."""
+
+from __future__ import annotations
+
+from engram.discord.objects import Message, messages
+
+# resources/message.mdx, "Example Message" (trimmed to the fields and a few more)
+EXAMPLE = {
+    "reactions": [{"count": 1, "me": False, "emoji": {"id": None, "name": "🔥"}}],
+    "attachments": [],
+    "tts": False,
+    "embeds": [],
+    "timestamp": "2017-07-11T17:27:07.299000+00:00",
+    "mention_everyone": False,
+    "id": "334385199974967042",
+    "pinned": False,
+    "edited_timestamp": None,
+    "author": {"username": "Mason", "discriminator": "9999", "id": "53908099506183680", "avatar": "a_bab1"},
+    "mention_roles": [],
+    "content": "Supa Hot",
+    "channel_id": "290926798999357250",
+    "mentions": [],
+    "type": 0,
+}
+
+
+def test_the_documented_example_parses_and_keeps_what_engram_does_not_read():
+    message = Message.model_validate(EXAMPLE)
+    assert (message.id, message.author.id, message.author.username, message.content) == (
+        "334385199974967042",
+        "53908099506183680",
+        "Mason",
+        "Supa Hot",
+    )
+    assert message.type == 0 and message.edited_timestamp is None and not message.author.bot
+    assert message.model_dump()["reactions"] == EXAMPLE["reactions"]  # kept, unread
+
+
+def test_an_app_s_answer_names_whose_command_it_answers_newest_field_first():
+    answer = Message.model_validate(
+        {
+            "id": "2",
+            "author": {"id": "app", "bot": True},
+            "content": "Here you go.",
+            "interaction_metadata": {"id": "i1", "type": 2, "user": {"id": "alice"}},
+            "interaction": {"id": "i1", "type": 2, "name": "ask", "user": {"id": "bob"}},
+        }
+    )
+    assert answer.commanded_by == ["alice", "bob"]
+    assert Message.model_validate({"id": "3"}).commanded_by == []
+
+
+def test_a_reply_names_the_message_it_answers_and_whose_it_was():
+    reply = Message.model_validate(
+        {
+            "id": "5",
+            "author": {"id": "bob"},
+            "message_reference": {"message_id": "4", "channel_id": "c"},
+            "referenced_message": {"id": "4", "author": {"id": "alice"}, "content": "hi"},
+        }
+    )
+    assert (reply.replied_id, reply.replied_author) == ("4", "alice")
+    # the message it answered was deleted: Discord sends the reference and null for the message
+    orphan = Message.model_validate(
+        {"id": "6", "message_reference": {"message_id": "4"}, "referenced_message": None}
+    )
+    assert (orphan.replied_id, orphan.replied_author) == ("4", None)
+    assert Message.model_validate({"id": "7"}).replied_id is None
+
+
+def test_a_message_with_no_text_attachment_or_embed_is_empty():
+    assert Message.model_validate({"id": "1", "content": ""}).empty
+    assert not Message.model_validate({"id": "1", "attachments": [{"id": "a", "filename": "x.png"}]}).empty
+    assert not Message.model_validate({"id": "1", "embeds": [{"type": "rich"}]}).empty
+
+
+def test_a_page_parses_whole_and_nothing_is_a_page_of_none():
+    assert [m.id for m in messages([EXAMPLE, {"id": "9"}])] == ["334385199974967042", "9"]
+    assert messages(None) == []
