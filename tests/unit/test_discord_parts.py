@@ -207,9 +207,10 @@ def test_the_shared_global_limit_holds_any_second_under_fifty_across_processes()
 
 
 def test_archived_listings_are_asked_only_where_discord_could_answer():
+    from engram.discord.objects import Channel
     from engram.discord.rest import MANAGE_THREADS, VIEW_AND_HISTORY, archived_kinds
 
-    text, announcement, forum, voice = ({"type": t} for t in (0, 5, 15, 2))
+    text, announcement, forum, voice = (Channel(id=str(t), type=t) for t in (0, 5, 15, 2))
     assert archived_kinds(text, None) == ["public", "private"]  # permissions unknown: what the type allows
     assert archived_kinds(announcement, None) == ["public"] and archived_kinds(voice, None) == []
     assert archived_kinds(text, VIEW_AND_HISTORY) == ["public"]  # private ones need Manage Threads

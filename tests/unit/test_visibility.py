@@ -3,6 +3,7 @@ a memory may go into an answer only if everyone who can see the answer's channel
 
 from __future__ import annotations
 
+from engram.discord.objects import Channel, Member, Overwrite, Role
 from engram.discord.visibility import ADMINISTRATOR, READ, READ_MESSAGE_HISTORY, VIEW_CHANNEL, Guild, can_read
 from engram.discord.visibility import readable_by_everyone_who_sees as ok
 
@@ -16,11 +17,12 @@ def guild(overwrites, roles=None, parents=None, members=None) -> Guild:
 
 
 def role(id_, allow=0, deny=0):
-    return {"id": id_, "type": 0, "allow": str(allow), "deny": str(deny)}
+    # as Discord sends an overwrite (resources/channel.mdx): its bits as strings of digits
+    return Overwrite.model_validate({"id": id_, "type": 0, "allow": str(allow), "deny": str(deny)})
 
 
 def member(id_, allow=0, deny=0):
-    return {"id": id_, "type": 1, "allow": str(allow), "deny": str(deny)}
+    return Overwrite.model_validate({"id": id_, "type": 1, "allow": str(allow), "deny": str(deny)})
 
 
 PRIVATE = [role(G, deny=VIEW_CHANNEL), role(STAFF, allow=VIEW_CHANNEL)]
@@ -131,14 +133,15 @@ def test_a_discord_error_reading_a_member_is_not_cached_as_no_roles():
     class Client:
         fail = True
 
+        # what the REST client hands over: Discord's JSON, parsed
         def roles(self, guild_id):
-            return [{"id": G, "permissions": str(READ)}, {"id": STAFF, "permissions": "0"}]
+            return [Role.model_validate(r) for r in ({"id": G, "permissions": str(READ)}, {"id": STAFF})]
 
         def all_channels(self, guild_id):
             overwrites = [role(G, deny=VIEW_CHANNEL), member("u7", allow=VIEW_CHANNEL)]
             return [
-                {"id": "general", "type": 0, "permission_overwrites": []},
-                {"id": "ops", "type": 0, "permission_overwrites": overwrites},
+                Channel(id="general", type=0),
+                Channel(id="ops", type=0, permission_overwrites=overwrites),
             ]
 
         def active_threads(self, guild_id):
@@ -147,7 +150,7 @@ def test_a_discord_error_reading_a_member_is_not_cached_as_no_roles():
         def member(self, guild_id, user_id):
             if self.fail:
                 raise DiscordError(500, "Internal Server Error")
-            return {"roles": []}
+            return Member.model_validate({"roles": []})
 
     client = Client()
     seen = Visibility(client)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from typing import Any
 
 import httpx
 
@@ -15,6 +14,7 @@ from ..service import ChatMessage, Memory
 from ..vectors import Scope
 from .catchup import CatchUp
 from .core import DiscordCore
+from .objects import Message
 from .rest import VIEW_AND_HISTORY, DiscordError, RateLimited
 
 log = logging.getLogger(__name__)
@@ -48,8 +48,8 @@ class Ask:
             )
             return
         posted = self._post(job, answer)
-        if consented and posted and posted.get("id"):
-            self._store(job, self._answer_message(job, posted["id"], answer, drew_on))
+        if consented and posted is not None:
+            self._store(job, self._answer_message(job, posted.id, answer, drew_on))
 
     def _consent(self, job: AskJob) -> bool:
         """Whether the asker opted in; a server they joined after opting in is added to their consent."""
@@ -170,7 +170,7 @@ class Ask:
             log.warning("the chat model failed: %s", exc)
             return None
 
-    def _post(self, job: AskJob, answer: str) -> dict[str, Any] | None:
+    def _post(self, job: AskJob, answer: str) -> Message | None:
         """Post the answer; Discord takes 2,000 characters a message, so the rest go as followups."""
         parts = split_message(answer)
         posted = self.core.reply(job.token, job.issued_at, job.user, parts[0])

@@ -83,9 +83,9 @@ class Backfill:
         limit = self.settings.guilds_per_job
         # a 429 sends the job back to the queue (DiscordMemory.run): nothing is written before these reads
         page = self.core.client.guilds_page(job.after or "0", limit)
-        theirs = self.core.member_guilds([g["id"] for g in page if g["id"] != job.guild], user)
+        theirs = self.core.member_guilds([g.id for g in page if g.id != job.guild], user)
         more = len(page) == limit
-        nxt = [job.model_copy(update={"after": page[-1]["id"]})] if more else []
+        nxt = [job.model_copy(update={"after": page[-1].id})] if more else []
         self.state.consents.add_guilds(self.bot, user, theirs)
         counted = self.state.backfills.plan(
             self.bot, user, run, f"servers#{job.after or 0}", 0, len(theirs) + len(nxt)

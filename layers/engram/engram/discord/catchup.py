@@ -78,7 +78,7 @@ class CatchUp:
             lists, after = self.state.consents.guilds_page(self.bot, after, ROSTER_PAGE)
             guilds = {g for listed in lists if listed is not None for g in listed}
             if None in lists and not mark.every_server:
-                guilds |= {g["id"] for g in self.core.client.guilds()}
+                guilds |= {g.id for g in self.core.client.guilds()}
                 mark = mark.moved(every_server=True)
             self.state.roster.add(self.bot, sorted(guilds))
             if after is None:

@@ -74,9 +74,7 @@ class DiscordCore:
 
     # ----- replies ------------------------------------------------------------------------------
 
-    def reply(
-        self, job_token: str | None, issued_at: int, user: str | None, content: str
-    ) -> dict[str, Any] | None:
+    def reply(self, job_token: str | None, issued_at: int, user: str | None, content: str) -> Message | None:
         """Edit the deferred response while the token lives; after that, or when Discord says the token is
         gone (404, 10015 Unknown Webhook: a cold start past 3 s invalidates it), a DM with the bot token. A
         short 429 is waited out: an answer is not dropped for it."""
@@ -99,7 +97,7 @@ class DiscordCore:
             log.warning("could not deliver a reply: %s", exc)
         return None
 
-    def deliver(self, send: Callable[[], dict[str, Any] | None]) -> dict[str, Any] | None:
+    def deliver(self, send: Callable[[], Message | None]) -> Message | None:
         """Send an answer, waiting out 429s of up to REPLY_WAIT_S (three tries): a job that holds a finished
         answer should not be retried for it (the answer would come by DM ~18 minutes later)."""
         for attempt in range(3):
@@ -118,13 +116,13 @@ class DiscordCore:
         out = []
         for guild in guilds:
             for c in self.client.readable_channels(guild, archived=archived):
-                if c["id"] not in self.settings.channels_disallowed:
-                    out.append((guild, c["id"]))
-                    self.last_message_ids[c["id"]] = c.get("last_message_id")
-                    if c.get("parent_id") and c.get("type") in (10, 11, 12):
-                        self.thread_parents[c["id"]] = c["parent_id"]
-                    if c.get("type") == 12:
-                        self.private_threads.add(c["id"])
+                if c.id not in self.settings.channels_disallowed:
+                    out.append((guild, c.id))
+                    self.last_message_ids[c.id] = c.last_message_id
+                    if c.parent_id and c.type in (10, 11, 12):
+                        self.thread_parents[c.id] = c.parent_id
+                    if c.type == 12:
+                        self.private_threads.add(c.id)
         return out
 
     def member_guilds(self, guilds: list[str], user: str) -> list[str]:

@@ -99,3 +99,65 @@ class Message(BaseModel):
 def messages(raw: Any) -> list[Message]:
     """A list of Discord's message objects, parsed (a list is what Get Channel Messages answers)."""
     return [Message.model_validate(m) for m in raw or []]
+
+
+class Overwrite(BaseModel):
+    """resources/channel.mdx, Overwrite Object: a role's (type 0) or a member's (type 1) allow and deny
+    bits in one channel (Discord sends them as strings of digits)."""
+
+    model_config = _KEEP
+    id: str
+    type: int = 0
+    allow: int = 0
+    deny: int = 0
+
+
+class ThreadMetadata(BaseModel):
+    """resources/channel.mdx, Thread Metadata Object."""
+
+    model_config = _KEEP
+    archived: bool = False
+    archive_timestamp: str | None = None
+
+
+class Channel(BaseModel):
+    """resources/channel.mdx, Channel Object (a thread is a channel with a parent)."""
+
+    model_config = _KEEP
+    id: str
+    type: int = 0
+    guild_id: str | None = None
+    parent_id: str | None = None
+    last_message_id: str | None = None
+    nsfw: bool = False
+    permission_overwrites: list[Overwrite] = Field(default_factory=list)
+    thread_metadata: ThreadMetadata | None = None
+
+
+class Role(BaseModel):
+    """resources/guild.mdx... topics/permissions.mdx, Role Object: its permission bits (a string)."""
+
+    model_config = _KEEP
+    id: str
+    permissions: int = 0
+
+
+class Member(BaseModel):
+    """resources/guild.mdx, Guild Member Object: the roles a member holds."""
+
+    model_config = _KEEP
+    roles: list[str] = Field(default_factory=list)
+    user: User | None = None
+
+
+class PartialGuild(BaseModel):
+    """resources/user.mdx, Get Current User Guilds: a server the bot is in."""
+
+    model_config = _KEEP
+    id: str
+    name: str | None = None
+
+
+def channels(raw: Any) -> list[Channel]:
+    """A list of Discord's channel objects, parsed."""
+    return [Channel.model_validate(c) for c in raw or []]

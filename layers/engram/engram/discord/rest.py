@@ -8,10 +8,12 @@ import json
 from typing import Any
 
 import httpx
+from pydantic import ValidationError
 
 from .errors import DiscordError
 from .limits import RateLimited, RateLimits
-from .objects import Message
+from .objects import Channel, Member, Message, PartialGuild, Role
+from .objects import channels as parse_channels
 from .objects import messages as parse_messages
 from .visibility import Guild, permissions
 
@@ -32,12 +34,12 @@ VIEW_AND_HISTORY = (1 << 10) | (1 << 16)
 MANAGE_THREADS = 1 << 34
 
 
-def archived_kinds(channel: dict[str, Any], own: int | None) -> list[str]:
+def archived_kinds(channel: Channel, own: int | None) -> list[str]:
     """Which archived-thread listings a channel can answer (resources/channel.mdx): public ones under text,
     announcement, forum and media channels with Read Message History; private ones only under text channels
     (the only type that has them), with Manage Threads too. `own`: the bot's permissions there (None:
     unknown, every listing the type allows)."""
-    kind = channel.get("type")
+    kind = channel.type
     kinds = []
     if kind in THREAD_PARENTS and (own is None or own & VIEW_AND_HISTORY == VIEW_AND_HISTORY):
         kinds.append("public")
@@ -74,6 +76,11 @@ class DiscordClient:
         answer = self._call(method, path, auth, **kwargs)
         return answer if isinstance(answer, dict) else {}
 
+    def _posted(self, method: str, path: str, auth: bool = True, **kwargs: Any) -> Message | None:
+        """A call answered with the message it posted or edited (None: Discord sent no message back)."""
+        answer = self._object(method, path, auth, **kwargs)
+        return Message.model_validate(answer) if answer.get("id") else None
+
     def _objects(self, method: str, path: str, **kwargs: Any) -> list[dict[str, Any]]:
         """A call answered with a JSON list of objects."""
         answer = self._call(method, path, True, **kwargs)
@@ -103,28 +110,30 @@ class DiscordClient:
         """The application itself (`GET /applications/@me`): its flags say which privileged intents it has."""
         return self._object("GET", "/applications/@me")
 
-    def guilds(self) -> list[dict[str, Any]]:
+    def guilds(self) -> list[PartialGuild]:
         """Every guild the bot is in (paginated by id: one request per 200)."""
-        out, after = [], "0"
+        out: list[PartialGuild] = []
+        after = "0"
         while True:
             page = self.guilds_page(after, 200)
             out.extend(page)
             if len(page) < 200:
                 return out
-            after = page[-1]["id"]
+            after = page[-1].id
 
-    def guilds_page(self, after: str, limit: int) -> list[dict[str, Any]]:
+    def guilds_page(self, after: str, limit: int) -> list[PartialGuild]:
         """Up to `limit` (≤ 200) guilds of the bot with ids above `after`, by id (resources/user.mdx, Get
         Current User Guilds)."""
-        return self._objects("GET", "/users/@me/guilds", params={"limit": limit, "after": after})
+        found = self._objects("GET", "/users/@me/guilds", params={"limit": limit, "after": after})
+        return [PartialGuild.model_validate(g) for g in found]
 
-    def readable_channels(self, guild_id: str, archived: bool = False) -> list[dict[str, Any]]:
+    def readable_channels(self, guild_id: str, archived: bool = False) -> list[Channel]:
         """A guild's channels that hold messages (text, announcement, voice and stage chat) and its active
         threads (forum and media posts among them); with `archived`, the archived threads too — asked for
         only where Discord could answer (topics/rate-limits.mdx: every 403 counts toward the invalid-request
         limit)."""
         listed = self.all_channels(guild_id)
-        channels = [c for c in listed if c.get("type") in TEXT_CHANNELS]
+        channels = [c for c in listed if c.type in TEXT_CHANNELS]
         try:
             threads = self.active_threads(guild_id)
         except DiscordError:
@@ -132,33 +141,32 @@ class DiscordClient:
         if archived:  # threads archive after a day or a week of silence: most thread history is in these
             mine = self._own_permissions(guild_id, listed)
             for parent in listed:
-                for kind in archived_kinds(parent, None if mine is None else mine.get(parent["id"], 0)):
-                    threads += self.archived_threads(parent["id"], kind)
-        seen, out = set(), []
-        for c in channels + [t for t in threads if t.get("type") in THREADS]:
-            if c["id"] not in seen:
-                seen.add(c["id"])
+                for kind in archived_kinds(parent, None if mine is None else mine.get(parent.id, 0)):
+                    threads += self.archived_threads(parent.id, kind)
+        seen: set[str] = set()
+        out: list[Channel] = []
+        for c in channels + [t for t in threads if t.type in THREADS]:
+            if c.id not in seen:
+                seen.add(c.id)
                 out.append(c)
         return out
 
-    def _own_permissions(self, guild_id: str, channels: list[dict[str, Any]]) -> dict[str, int] | None:
+    def _own_permissions(self, guild_id: str, channels: list[Channel]) -> dict[str, int] | None:
         """The bot's own permissions in each channel (its roles from Get Guild Member with its own id), or
         None when Discord would not say (then every listing is tried, as before)."""
         try:
-            roles = {r["id"]: int(r.get("permissions") or 0) for r in self.roles(guild_id)}
-            own = set(self.member(guild_id, str(self.application_id)).get("roles") or [])
-        except (DiscordError, RateLimited, KeyError, TypeError, ValueError):
+            roles = {r.id: r.permissions for r in self.roles(guild_id)}
+            own = set(self.member(guild_id, str(self.application_id)).roles)
+        except (DiscordError, RateLimited, ValidationError):
             return None
-        guild = Guild(
-            guild_id, roles, {c["id"]: list(c.get("permission_overwrites") or []) for c in channels}
-        )
-        return {c["id"]: permissions(guild, c["id"], own, str(self.application_id)) for c in channels}
+        guild = Guild(guild_id, roles, {c.id: list(c.permission_overwrites) for c in channels})
+        return {c.id: permissions(guild, c.id, own, str(self.application_id)) for c in channels}
 
-    def archived_threads(self, channel_id: str, kind: str = "public") -> list[dict[str, Any]]:
+    def archived_threads(self, channel_id: str, kind: str = "public") -> list[Channel]:
         """A channel's archived threads of one kind (public, or private: those need Manage Threads),
         paged by archive time (resources/channel.mdx). A refusal (any 4xx but a 429) leaves them out; it
         never fails the listing it is part of."""
-        out: list[dict[str, Any]] = []
+        out: list[Channel] = []
         before = None
         while True:
             params = {"limit": 100, **({"before": before} if before else {})}
@@ -168,31 +176,34 @@ class DiscordClient:
                 if 400 <= exc.status < 500:
                     break
                 raise
-            threads = page.get("threads", [])
+            threads = parse_channels(page.get("threads"))
             out += threads
             if not page.get("has_more") or not threads:
                 break
-            before = (threads[-1].get("thread_metadata") or {}).get("archive_timestamp")
+            metadata = threads[-1].thread_metadata
+            before = metadata.archive_timestamp if metadata is not None else None
             if not before:
                 break
         return out
 
-    def roles(self, guild_id: str) -> list[dict[str, Any]]:
+    def roles(self, guild_id: str) -> list[Role]:
         """The guild's roles with their permissions (@everyone's id is the guild's)."""
-        return self._objects("GET", f"/guilds/{guild_id}/roles")
+        return [Role.model_validate(r) for r in self._objects("GET", f"/guilds/{guild_id}/roles")]
 
-    def all_channels(self, guild_id: str) -> list[dict[str, Any]]:
+    def all_channels(self, guild_id: str) -> list[Channel]:
         """Every channel of the guild, with its permission overwrites."""
-        return self._objects("GET", f"/guilds/{guild_id}/channels")
+        return parse_channels(self._objects("GET", f"/guilds/{guild_id}/channels"))
 
-    def active_threads(self, guild_id: str) -> list[dict[str, Any]]:
+    def active_threads(self, guild_id: str) -> list[Channel]:
         """The guild's active threads (each names its parent channel)."""
         threads = self._object("GET", f"/guilds/{guild_id}/threads/active").get("threads")
-        return [t for t in threads if isinstance(t, dict)] if isinstance(threads, list) else []
+        return parse_channels(
+            [t for t in threads if isinstance(t, dict)] if isinstance(threads, list) else []
+        )
 
-    def member(self, guild_id: str, user_id: str) -> dict[str, Any]:
+    def member(self, guild_id: str, user_id: str) -> Member:
         """One member of the guild (their roles)."""
-        return self._object("GET", f"/guilds/{guild_id}/members/{user_id}")
+        return Member.model_validate(self._object("GET", f"/guilds/{guild_id}/members/{user_id}"))
 
     def messages(
         self, channel_id: str, before: str | None = None, after: str | None = None, limit: int = 100
@@ -205,25 +216,25 @@ class DiscordClient:
             params["after"] = after
         return parse_messages(self._objects("GET", f"/channels/{channel_id}/messages", params=params))
 
-    def edit_original(self, token: str, content: str) -> dict[str, Any]:
+    def edit_original(self, token: str, content: str) -> Message | None:
         """Edit the deferred interaction response (the token lives 15 minutes)."""
-        return self._object(
+        return self._posted(
             "PATCH",
             f"/webhooks/{self.application_id}/{token}/messages/@original",
             json={"content": content[:2000], "allowed_mentions": {"parse": []}},
             auth=False,
         )
 
-    def followup(self, token: str, content: str, ephemeral: bool = False) -> dict[str, Any]:
+    def followup(self, token: str, content: str, ephemeral: bool = False) -> Message | None:
         """A followup message on an interaction."""
         body: dict[str, object] = {"content": content[:2000], "allowed_mentions": {"parse": []}}
         if ephemeral:
             body["flags"] = 64
-        return self._object("POST", f"/webhooks/{self.application_id}/{token}", json=body, auth=False)
+        return self._posted("POST", f"/webhooks/{self.application_id}/{token}", json=body, auth=False)
 
     def direct_file(
         self, user_id: str, content: str, filename: str, data: bytes, media_type: str
-    ) -> dict[str, Any]:
+    ) -> Message | None:
         """A DM carrying one attachment (multipart: the message as payload_json, the file as files[0])."""
         channel = self._call("POST", "/users/@me/channels", json={"recipient_id": user_id})
         payload = {
@@ -231,17 +242,17 @@ class DiscordClient:
             "allowed_mentions": {"parse": []},
             "attachments": [{"id": 0, "filename": filename}],
         }
-        return self._object(
+        return self._posted(
             "POST",
             f"/channels/{channel['id']}/messages",
             data={"payload_json": json.dumps(payload)},
             files={"files[0]": (filename, data, media_type)},
         )
 
-    def direct_message(self, user_id: str, content: str) -> dict[str, Any]:
+    def direct_message(self, user_id: str, content: str) -> Message | None:
         """A DM with the bot token: the way to answer after the interaction token has expired."""
         channel = self._call("POST", "/users/@me/channels", json={"recipient_id": user_id})
-        return self._object(
+        return self._posted(
             "POST",
             f"/channels/{channel['id']}/messages",
             json={"content": content[:2000], "allowed_mentions": {"parse": []}},

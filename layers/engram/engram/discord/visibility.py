@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .errors import DiscordError
+from .objects import Channel, Member, Overwrite, Role
 
 VIEW_CHANNEL = 1 << 10
 READ_MESSAGE_HISTORY = 1 << 16
@@ -41,10 +42,6 @@ class Undecidable(Exception):
     """Who may read a channel cannot be worked out; the caller treats it as nobody."""
 
 
-def _bits(value: int | str | None) -> int:
-    return int(value or 0)
-
-
 @dataclass
 class Guild:
     """What permissions are computed from: roles (id -> permissions), channels (id -> overwrites), thread
@@ -53,7 +50,7 @@ class Guild:
 
     id: str
     roles: dict[str, int]
-    overwrites: dict[str, list[dict[str, Any]]]
+    overwrites: dict[str, list[Overwrite]]
     parents: dict[str, str] = field(default_factory=dict)
     member_roles: dict[str, list[str]] = field(default_factory=dict)
     types: dict[str, int] = field(default_factory=dict)
@@ -81,19 +78,19 @@ def permissions(guild: Guild, channel: str, roles: set[str], member: str | None 
         base |= guild.roles.get(role, 0)
     if base & ADMINISTRATOR:
         return ALL
-    overwrites = {o["id"]: o for o in guild.overwrites.get(channel, [])}
+    overwrites = {o.id: o for o in guild.overwrites.get(channel, [])}
     base = _overwritten(base, [overwrites.get(guild.id)], None)  # @everyone's (its id: the guild's)
     base = _overwritten(base, [overwrites.get(role) for role in roles], 0)  # the roles', denies then allows
     return _overwritten(base, [overwrites.get(member) if member else None], 1)  # the member's own
 
 
-def _overwritten(base: int, overwrites: list[dict[str, Any] | None], kind: int | None) -> int:
+def _overwritten(base: int, overwrites: list[Overwrite | None], kind: int | None) -> int:
     """Permissions after a set of channel overwrites of one kind (0 role, 1 member; None: whichever):
     every deny, then every allow, of those present."""
-    present = [o for o in overwrites if o and (kind is None or int(o.get("type", kind)) == kind)]
+    present = [o for o in overwrites if o is not None and (kind is None or o.type == kind)]
     deny = allow = 0
     for o in present:
-        deny, allow = deny | _bits(o.get("deny")), allow | _bits(o.get("allow"))
+        deny, allow = deny | o.deny, allow | o.allow
     return (base & ~deny) | allow
 
 
@@ -118,22 +115,16 @@ def _role_sets(guild: Guild, pair: _Pair) -> set[tuple[int, ...]]:
     the answer channel's role allow and deny, the memory channel's role allow and deny), relevant bits only,
     each the OR over the held roles (Discord ORs roles together)."""
     by_channel = {
-        c: {o["id"]: o for o in guild.overwrites.get(c, []) if int(o.get("type", 0)) == 0}
-        for c in (pair.answer, pair.memory)
+        c: {o.id: o for o in guild.overwrites.get(c, []) if o.type == 0} for c in (pair.answer, pair.memory)
     }
     kinds = set()
     for role, perms in guild.roles.items():
         if role == guild.id:
             continue
-        a, m = by_channel[pair.answer].get(role, {}), by_channel[pair.memory].get(role, {})
+        a = by_channel[pair.answer].get(role) or Overwrite(id=role)
+        m = by_channel[pair.memory].get(role) or Overwrite(id=role)
         kinds.add(
-            (
-                perms & RELEVANT,
-                _bits(a.get("allow")) & RELEVANT,
-                _bits(a.get("deny")) & RELEVANT,
-                _bits(m.get("allow")) & RELEVANT,
-                _bits(m.get("deny")) & RELEVANT,
-            )
+            (perms & RELEVANT, a.allow & RELEVANT, a.deny & RELEVANT, m.allow & RELEVANT, m.deny & RELEVANT)
         )
     reachable: set[tuple[int, ...]] = {(0, 0, 0, 0, 0)}  # no role but @everyone
     for kind in kinds:
@@ -148,9 +139,9 @@ def _in_channel(guild: Guild, channel: str, role_perms: int, allow: int, deny: i
     base = guild.roles.get(guild.id, 0) | role_perms
     if base & ADMINISTRATOR:
         return ALL
-    everyone = next((o for o in guild.overwrites.get(channel, []) if o["id"] == guild.id), None)
-    if everyone:
-        base = (base & ~_bits(everyone.get("deny"))) | _bits(everyone.get("allow"))
+    everyone = next((o for o in guild.overwrites.get(channel, []) if o.id == guild.id), None)
+    if everyone is not None:
+        base = (base & ~everyone.deny) | everyone.allow
     return (base & ~deny) | allow
 
 
@@ -174,7 +165,7 @@ def _sees_not_reads(pair: _Pair, sees: int, reads: int) -> bool:
 def _named_members(guild: Guild, pair: _Pair) -> list[str]:
     """The members an overwrite of either channel names, in order."""
     channels = (pair.answer, pair.memory)
-    named = {o["id"] for c in channels for o in guild.overwrites.get(c, []) if int(o.get("type", 0)) == 1}
+    named = {o.id for c in channels for o in guild.overwrites.get(c, []) if o.type == 1}
     return sorted(named)
 
 
@@ -212,10 +203,10 @@ def readable_by_everyone_who_sees(guild: Guild, answer_channel: str, memory_chan
 class DiscordReader(Protocol):
     """What reading a guild's permissions asks of Discord's REST client (engram.discord.rest)."""
 
-    def roles(self, guild_id: str) -> list[dict[str, Any]]: ...
-    def all_channels(self, guild_id: str) -> list[dict[str, Any]]: ...
-    def active_threads(self, guild_id: str) -> list[dict[str, Any]]: ...
-    def member(self, guild_id: str, user_id: str) -> dict[str, Any]: ...
+    def roles(self, guild_id: str) -> list[Role]: ...
+    def all_channels(self, guild_id: str) -> list[Channel]: ...
+    def active_threads(self, guild_id: str) -> list[Channel]: ...
+    def member(self, guild_id: str, user_id: str) -> Member: ...
 
 
 class Visibility:
@@ -234,19 +225,19 @@ class Visibility:
         hit = self._cache.get(guild_id)
         if hit and self.clock() - hit[0] < self.ttl_s:
             return hit[1]
-        roles = {r["id"]: _bits(r.get("permissions")) for r in self.client.roles(guild_id)}
+        roles = {r.id: r.permissions for r in self.client.roles(guild_id)}
         channels = self.client.all_channels(guild_id)
         threads = self.client.active_threads(guild_id)
         found = Guild(
             guild_id,
             roles,
-            overwrites={c["id"]: list(c.get("permission_overwrites") or []) for c in channels},
-            parents={t["id"]: t["parent_id"] for t in threads if t.get("parent_id")},
-            types={c["id"]: int(c.get("type") or 0) for c in channels},
-            nsfw={c["id"] for c in channels if c.get("nsfw")},
-            private={t["id"] for t in threads if t.get("type") == PRIVATE_THREAD},
+            overwrites={c.id: list(c.permission_overwrites) for c in channels},
+            parents={t.id: t.parent_id for t in threads if t.parent_id},
+            types={c.id: c.type for c in channels},
+            nsfw={c.id for c in channels if c.nsfw},
+            private={t.id for t in threads if t.type == PRIVATE_THREAD},
         )
-        members = {o["id"] for ows in found.overwrites.values() for o in ows if int(o.get("type", 0)) == 1}
+        members = {o.id for ows in found.overwrites.values() for o in ows if o.type == 1}
         for member in sorted(members):
             found.member_roles[member] = self._roles_of(guild_id, member)
         self._cache[guild_id] = (self.clock(), found)
@@ -256,7 +247,7 @@ class Visibility:
         """A member's roles; [] for one who left (404, 10007 Unknown Member: their overwrite can show them
         nothing now). Any other error propagates: not knowing is not "no roles"."""
         try:
-            return list(self.client.member(guild_id, member).get("roles") or [])
+            return list(self.client.member(guild_id, member).roles)
         except DiscordError as exc:
             if exc.status == 404:
                 return []
