@@ -1,11 +1,11 @@
-"""A memory's outward shapes — the Memory API's JSON, the index point's payload, the export line — from
-one table, so that adding a field is one edit here (and forget's reach is one list to read)."""
+"""A memory's outward shapes — the Memory API's JSON and its schema, the index point's payload, the export
+line — from one table, so that adding a field is one edit here (and forget's reach is one list to read)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from .text import format_memory_id
 
@@ -20,16 +20,19 @@ class Field:
     always: bool = False  # in the API's JSON even when empty (null)
     export_only: bool = False  # in export lines, not in the API's JSON
     kind: str = "plain"  # plain | time (epoch ms; ISO-8601 outward) | id (mem:12 outward)
+    # the API's type of it (what /openapi.json documents; api.schemas.MemoryOut is made from these)
+    api_type: Any = str | None
+    example: str | None = None
 
 
 FIELDS = (
-    Field("kind", "kind", "kind", always=True),
-    Field("id", "id", None, always=True, kind="id"),
+    Field("kind", "kind", "kind", always=True, api_type=Literal["fact", "message"]),
+    Field("id", "id", None, always=True, kind="id", api_type=str, example="mem:12"),
     Field("bot", None, "bot"),
-    Field("text", "text", "text", always=True),
-    Field("saved_by", "savedBy", "savedBy", always=True),
-    Field("created_at", "createdAt", "createdAt", always=True, kind="time"),
-    Field("updated_at", "updatedAt", "updatedAt", always=True, kind="time"),
+    Field("text", "text", "text", always=True, api_type=str),
+    Field("saved_by", "savedBy", "savedBy", always=True, api_type=Literal["bot", "owner", "user"]),
+    Field("created_at", "createdAt", "createdAt", always=True, kind="time", api_type=str),
+    Field("updated_at", "updatedAt", "updatedAt", always=True, kind="time", api_type=str),
     Field("user", "userId", "user", always=True),
     Field("server", "serverId", "server", always=True),
     Field("project", "project", "project", always=True),
@@ -38,8 +41,13 @@ FIELDS = (
     Field("context", "context", None, export_only=True),
     # in the payload so that a read can hide a point quoting someone whose forget is under way
     Field("context_author", "contextUserId", "contextUser", export_only=True),
-    Field("content", "content", "content"),
+    Field("content", "content", "content", api_type=Any | None),
 )
+
+
+def api_fields() -> list[Field]:
+    """The fields of a memory's API JSON, in order."""
+    return [f for f in FIELDS if f.api is not None and not f.export_only]
 
 
 def iso(ms: int) -> str:

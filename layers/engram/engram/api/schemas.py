@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, create_model, field_validator
 
+from ..shapes import Field as ApiField
+from ..shapes import api_fields
 from ..text import NAME_PATTERN as NAME
 
 
@@ -23,28 +25,37 @@ class ErrorResponse(BaseModel):
     error: ErrorBody
 
 
-class MemoryOut(BaseModel):
-    """A memory in JSON."""
+def _memory_out() -> type[BaseModel]:
+    """A memory in JSON, made from the one field table (shapes.FIELDS): what the API answers and what its
+    schema says cannot differ. A field that may be empty is optional; the rest are always there."""
+    fields: dict[str, Any] = {
+        str(f.api): (f.api_type, Field(default=None) if _optional(f) else Field(examples=_examples(f)))
+        for f in api_fields()
+    }
+    score: Any = (
+        float | None,
+        Field(default=None, description="Present on search results: higher is better."),
+    )
+    model = create_model("MemoryOut", __config__=ConfigDict(extra="allow"), **fields, score=score)
+    model.__doc__ = "A memory in JSON."
+    return model
 
-    model_config = ConfigDict(extra="allow")
-    id: str = Field(examples=["mem:12"])
-    text: str
-    kind: Literal["fact", "message"]
-    savedBy: Literal["bot", "owner", "user"]
-    createdAt: str
-    updatedAt: str
-    userId: str | None = None
-    serverId: str | None = None
-    project: str | None = None
-    sourceMessageId: str | None = None
-    content: Any | None = None
-    score: float | None = Field(default=None, description="Present on search results: higher is better.")
+
+def _optional(field: ApiField) -> bool:
+    return type(None) in get_args(field.api_type) or field.api_type is Any
+
+
+def _examples(field: ApiField) -> list[str] | None:
+    return [field.example] if field.example else None
+
+
+MemoryOut = _memory_out()
 
 
 class MemoryList(BaseModel):
     """Newest first, or best first when a query was given."""
 
-    memories: list[MemoryOut]
+    memories: list[MemoryOut]  # type: ignore[valid-type]  # made from the field table above
     meaning: bool | None = Field(
         None,
         description="Searches only: whether meaning took part. False: words alone "
