@@ -9,7 +9,7 @@ import pytest
 
 from engram.errors import Unavailable
 from engram.ports import RecordsPort
-from engram.record import KINDS, Duplicate, Listing, Record, new_record
+from engram.record import KINDS, Duplicate, Listing, Paging, Record, new_record
 from engram.store import READ_SHARDS, fact_key, source_key, walk_kind
 
 BOT, OTHER = "bot1", "bot2"
@@ -118,16 +118,23 @@ def test_pages_are_newest_first_below_a_cursor_or_oldest_first_above_it(records:
     made = [_stored(records, f"fact {n}") for n in range(5)]
     _stored(records, "a message", kind="message")
     ids = [r.id for r in made]
-    assert [r.id for r in records.page(BOT, "fact", None, 3)] == ids[::-1][:3]
-    assert [r.id for r in records.page(BOT, "fact", ids[2], 10)] == [ids[1], ids[0]]
-    assert [r.id for r in records.page(BOT, "fact", ids[2], 10, oldest_first=True)] == [ids[3], ids[4]]
-    assert [r.text for r in records.page(BOT, "message", None, 10)] == ["a message"]
-    assert records.page(OTHER, "fact", None, 10) == []
+    assert [r.id for r in records.page(BOT, "fact", Paging(None, 3))] == ids[::-1][:3]
+    assert [r.id for r in records.page(BOT, "fact", Paging(ids[2], 10))] == [ids[1], ids[0]]
+    assert [r.id for r in records.page(BOT, "fact", Paging(ids[2], 10, oldest_first=True))] == [
+        ids[3],
+        ids[4],
+    ]
+    assert [r.text for r in records.page(BOT, "message", Paging(None, 10))] == ["a message"]
+    assert records.page(OTHER, "fact", Paging(None, 10)) == []
 
 
 def test_the_shards_of_a_kind_together_hold_each_record_once(records: RecordsPort):
     made = {_stored(records, f"fact {n}").id for n in range(12)}
-    parts = [r.id for shard in range(READ_SHARDS) for r in records.page(BOT, "fact", None, 100, shard=shard)]
+    parts = [
+        r.id
+        for shard in range(READ_SHARDS)
+        for r in records.page(BOT, "fact", Paging(None, 100, shard=shard))
+    ]
     assert sorted(parts) == sorted(made)
 
 

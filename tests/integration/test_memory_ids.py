@@ -8,6 +8,7 @@ import time
 import pytest
 
 from engram.errors import Unavailable
+from engram.record import Paging
 from engram.store import RecordStore, new_record
 from engram.store.ids import EPOCH_MS, IdMaker, made_at_ms
 from engram.store.keys import SPREAD_FROM_ID, bot_of, source_key
@@ -76,7 +77,9 @@ def test_records_made_before_the_spread_keys_are_read_beside_the_new_ones(servic
     first = service.list("bot1", "fact", 10)
     rest = service.list("bot1", "fact", 50, before=first[-1].id)
     assert [m.id for m in first + rest] == everyone
-    assert [r.id for r in records.page("bot1", "fact", None, 100, oldest_first=True)] == everyone[::-1]
+    assert [r.id for r in records.page("bot1", "fact", Paging(None, 100, oldest_first=True))] == everyone[
+        ::-1
+    ]
     assert [m.id for m in service.list("bot1", "fact", 50, user="alice")] == everyone
     assert service.get("bot1", old[0].id).text == "Old fact 0." and service.get("bot1", new[0].id)
     assert set(records.pending.ids("bot1", 100)) <= set(everyone)

@@ -19,6 +19,7 @@ from .embedders import Embedder, NoEmbedder, own_vector_name, vector_name
 from .errors import EmbedderUnavailable, InvalidInput
 from .jobs import JobQueue, ReembedJob
 from .ports import LineReader
+from .record import Paging
 from .service import MemoryService
 from .store import READ_SHARDS, Record, StepBudget
 from .text import check_json
@@ -256,7 +257,7 @@ class EmbeddingManager:
     def _page(self, job: ReembedJob, after_id: int | None) -> list[Record]:
         """The chain's next page, newest first, below `after_id`."""
         assert job.bot is not None  # a chain's step, not the plan
-        return self.service.records.page(job.bot, job.phase, after_id, PAGE, shard=job.shard)
+        return self.service.records.page(job.bot, job.phase, Paging(after_id, PAGE, shard=job.shard))
 
     def _give_vectors(
         self, job: ReembedJob, page: list[Record], reads: LineReader, beside: list[Record]

@@ -14,6 +14,7 @@ from typing import Any
 from .clock import now_ms
 from .indexing import Indexer
 from .ports import LineReader
+from .record import Paging
 from .store import KINDS, Record, walk_kind
 from .vectors import Scope
 
@@ -69,7 +70,7 @@ class IndexKeeper:
         """Every record of a bot, a page at a time, each kind newest first."""
         for kind in KINDS:
             before = None
-            while page := self.indexer.records.page(bot, kind, before, PAGE):
+            while page := self.indexer.records.page(bot, kind, Paging(before, PAGE)):
                 self.progress.records += len(page)
                 yield page
                 if len(page) < PAGE:
@@ -212,7 +213,7 @@ class IndexKeeper:
         """An empty index next to records: the index was lost (deleted, or a new Qdrant)."""
         if self.indexer.index.count(Scope(bot=None)) > 0:
             return False
-        return any(self.indexer.records.page(b, k, None, 1) for b in self.bots() for k in KINDS)
+        return any(self.indexer.records.page(b, k, Paging(None, 1)) for b in self.bots() for k in KINDS)
 
     def _pass(self, action: str, bot: str | None, run: Callable[[str], object]) -> dict[str, Any]:
         with self._lock:

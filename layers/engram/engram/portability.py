@@ -14,6 +14,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 
 from .domain import check_name, required_name
 from .errors import EngramError, Forgotten, InvalidInput
+from .record import Paging
 from .service import ChatMessage, MemoryService
 from .shapes import export_line
 from .store import KINDS
@@ -38,7 +39,7 @@ def export_lines(service: MemoryService, bot: str, user: str | None = None) -> I
         return
     for kind in KINDS:
         after = None
-        while page := records.page(bot, kind, after, PAGE, oldest_first=True):
+        while page := records.page(bot, kind, Paging(after, PAGE, oldest_first=True)):
             for r in page:
                 if hidden.record(r):
                     continue

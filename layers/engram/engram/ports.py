@@ -23,7 +23,7 @@ from .bookkeeping import (
     ThreadTail,
     Unreadable,
 )
-from .record import NO_NARROWING, Listing, Record
+from .record import NO_NARROWING, Listing, Paging, Record
 
 
 class EmbedderSettingsPort(Protocol):
@@ -244,15 +244,7 @@ class RecordsPort(Protocol):
 
     def register_bot(self, bot: str) -> None: ...
     def bots(self) -> list[str]: ...
-    def page(
-        self,
-        bot: str,
-        kind: str,
-        cursor: int | None,
-        limit: int,
-        oldest_first: bool = False,
-        shard: int | None = None,
-    ) -> list[Record]: ...
+    def page(self, bot: str, kind: str, at: Paging) -> list[Record]: ...
     def line_reads(self) -> LineReader: ...
     def line_around(
         self,

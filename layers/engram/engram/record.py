@@ -35,6 +35,18 @@ class Listing:
 NO_NARROWING = Listing()
 
 
+@dataclass(frozen=True, slots=True)
+class Paging:
+    """One page of a kind's records: up to `limit`, newest first below `cursor` (all when None), or with
+    `oldest_first` above it; with `shard`, only those under that one of the kind's keys (a long pass reads
+    them in parallel parts)."""
+
+    cursor: int | None
+    limit: int
+    oldest_first: bool = False
+    shard: int | None = None
+
+
 def record_scope(bot: str, kind: str, server: str | None, project: str | None) -> str | None:
     """The byScope index key: a record's server, or its project when it has no server (None: neither).
     A record with both is listed under its server; a project's listing knows such records exist from

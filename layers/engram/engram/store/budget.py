@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from ..record import Record
+from ..record import Paging, Record
 
 T = TypeVar("T")
 
@@ -71,7 +71,7 @@ def walk_kind(  # noqa: PLR0913 - a pass's where (bot, kind, shard), from where,
     as the longest so far) fits in `budget_s`; returns where the next step starts (None: the kind is done)."""
     before, page_size = start
     return walk_pages(
-        lambda cursor: page(bot, kind, cursor, page_size, shard=shard),
+        lambda cursor: page(bot, kind, Paging(cursor, page_size, shard=shard)),
         before,
         page_size,
         budget_s,

@@ -17,7 +17,7 @@ from ..bookkeeping import JsonObject
 from ..clock import now_ms
 from ..errors import Unavailable
 from ..ports import LineReader, RecordsPort, SpreadPass
-from ..record import KINDS, NO_NARROWING, Duplicate, Listing, Record, record_scope
+from ..record import KINDS, NO_NARROWING, Duplicate, Listing, Paging, Record, record_scope
 from . import keys
 from .budget import walk_kind
 from .claims import Claims
@@ -92,18 +92,11 @@ class RecordStore:
         """Every bot that has records (what register_bot wrote), for jobs that walk every bot."""
         return self._guard(lambda: sorted(i.sk for i in StateItem.query("bots")))
 
-    def page(
-        self,
-        bot: str,
-        kind: str,
-        cursor: int | None,
-        limit: int,
-        oldest_first: bool = False,
-        shard: int | None = None,
-    ) -> list[Record]:
+    def page(self, bot: str, kind: str, at: Paging) -> list[Record]:
         """Up to `limit` records of a kind past `cursor` (all when None): newest first with ids below it,
         or with `oldest_first` ids above it; with `shard`, only those under that one of the kind's keys
         (keys.READ_SHARDS: a long pass reads them in parallel parts)."""
+        cursor, limit, oldest_first, shard = at.cursor, at.limit, at.oldest_first, at.shard
         condition = None
         if cursor:
             condition = MemoryRecord.id > cursor if oldest_first else MemoryRecord.id < cursor

@@ -14,7 +14,7 @@ from ...bookkeeping import JsonObject
 from ...clock import now_ms
 from ...errors import Unavailable
 from ...ports import LineReader, RecordsPort, SpreadPass
-from ...record import KINDS, NO_NARROWING, Duplicate, Listing, Record
+from ...record import KINDS, NO_NARROWING, Duplicate, Listing, Paging, Record
 from .. import keys
 from ..budget import walk_kind
 from ..ids import MAX_ID, IdMaker
@@ -88,17 +88,10 @@ class InMemoryRecords:
     def bots(self) -> list[str]:
         return sorted(self._bots)
 
-    def page(
-        self,
-        bot: str,
-        kind: str,
-        cursor: int | None,
-        limit: int,
-        oldest_first: bool = False,
-        shard: int | None = None,
-    ) -> list[Record]:
+    def page(self, bot: str, kind: str, at: Paging) -> list[Record]:
+        cursor, limit, shard = at.cursor, at.limit, at.shard
         rows = [r for r in self._table.of_bot(bot) if r.kind == kind and shard in (None, _shard(r))]
-        if oldest_first:
+        if at.oldest_first:
             return [r for r in reversed(rows) if int(r.id) > (cursor or 0)][:limit]
         return [r for r in rows if int(r.id) < (cursor or MAX_ID + 1)][:limit]
 
