@@ -183,7 +183,7 @@ class LocalStack:
         )
         index = None
         if self.index_wrapper is not None:
-            from engram.vectors import build_index
+            from engram.engine import build_index
 
             index = self.index_wrapper(build_index(self.settings))
         self.engine = build_engine(self.settings, index=index, embedder=self.embedder, sqs_client=self.sqs)

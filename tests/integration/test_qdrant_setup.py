@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from engram.config import Settings
-from engram.vectors import Fusion, IndexPoint, Scope, build_index
+from engram.engine import build_index
+from engram.vectors import Fusion, IndexPoint, Scope
 from engram.words import WordVectorizer
 from tests.fake_qdrant import FakeQdrant
 

@@ -137,3 +137,87 @@ def test_every_named_exception_is_still_needed_and_says_why():
     found = crossings(edges, DOORS, ADAPTERS) | crossings(edges, CORE, DOORS + ADAPTERS)
     assert set(KNOWN) <= found, set(KNOWN) - found  # one no longer crossing: take it off the list
     assert all(why.strip() for why in KNOWN.values())
+
+
+# The layers, top to bottom (docs/development.md): a module imports only its own layer and those below. The
+# adapters implement the ports: they sit right above the ports and values, which import nothing above
+# them (the doors may not import an adapter at all: the test above).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("wiring", ("engram.engine", "engram.proxy.runtime", "engram.discord.runtime", "engram.singleton")),
+    ("doors", ("engram.api", "engram.proxy", "engram.discord", "engram.worker", "engram.upkeep")),
+    ("rules", ("engram.service", "engram.writes", "engram.reads", "engram.forgetting", "engram.embedding")),
+    ("rules", ("engram.portability",)),
+    ("indexing", ("engram.indexing", "engram.line_windows", "engram.keeper")),
+    (
+        "ports and values",
+        (
+            "engram.ports",
+            "engram.parts",
+            "engram.record",
+            "engram.bookkeeping",
+            "engram.domain",
+            "engram.jobs",
+            "engram.retrieval",
+            "engram.words",
+            "engram.vectors",
+            "engram.shapes",
+            "engram.text",
+            "engram.errors",
+            "engram.clock",
+            "engram.config",
+            "engram.observability",
+            "engram.keys",
+        ),
+    ),
+    ("adapters", ("engram.store", "engram.vectors.edge", "engram.vectors.server", "engram.embedders")),
+)
+ORDER = ["wiring", "doors", "rules", "indexing", "adapters", "ports and values"]
+# (importer, imported): why it still points up
+UPWARD_KNOWN = {
+    (
+        "engram.api.app",
+        "engram.engine",
+    ): "the app's default engine factory is the process's engine (tests and "
+    "the local stack hand in their own)",
+    ("engram.api.deps", "engram.engine"): "a route's type names the Engine it is handed",
+    ("engram.proxy.mcp_tools", "engram.proxy.runtime"): "a Lambda door finds its process's proxy parts",
+    ("engram.proxy.relay", "engram.proxy.runtime"): "likewise",
+    ("engram.proxy.routes", "engram.proxy.runtime"): "likewise",
+    ("engram.proxy.turn", "engram.proxy.runtime"): "likewise",
+    ("engram.worker", "engram.engine"): "the SQS door finds its process's engine",
+    ("engram.worker", "engram.proxy.runtime"): "... and the proxy's parts, where it extracts",
+    ("engram.worker", "engram.discord.runtime"): "... and Discord's, where it runs a Discord job",
+}
+
+
+def layer_of(module: str) -> int | None:
+    """The layer a module sits in (the longest package named wins), as its place in ORDER."""
+    best: tuple[int, int] | None = None
+    for name, packages in LAYERS:
+        for package in packages:
+            if (module == package or module.startswith(package + ".")) and (
+                best is None or len(package) > best[1]
+            ):
+                best = (ORDER.index(name), len(package))
+    return best[0] if best else None
+
+
+def upward(edges: dict[str, set[str]]) -> set[tuple[str, str]]:
+    out = set()
+    for name, targets in edges.items():
+        here = layer_of(name)
+        for target in targets:
+            there = layer_of(target)
+            if here is not None and there is not None and there < here:
+                out.add((name, target))
+    return out
+
+
+def test_every_module_of_the_package_has_a_layer():
+    assert [m for m in graph() if m != "engram" and layer_of(m) is None] == []
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    found = upward(graph())
+    assert found - set(UPWARD_KNOWN) == set()
+    assert set(UPWARD_KNOWN) <= found, set(UPWARD_KNOWN) - found  # one no longer upward: take it off

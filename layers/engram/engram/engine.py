@@ -14,7 +14,7 @@ from .ports import RecordsPort, StatePort
 from .service import MemoryService
 from .singleton import ProcessSingleton
 from .store import RecordStore, StateStore, bind_tables
-from .vectors import VectorIndex, build_index
+from .vectors import VectorIndex
 
 if TYPE_CHECKING:
     from .config.proxy import Upstream
@@ -56,6 +56,23 @@ def _secret(settings: Settings) -> Settings:
         key = secure_parameter(settings.qdrant_api_key_parameter)
         return settings.model_copy(update={"qdrant_api_key": key})
     return settings
+
+
+def build_index(settings: Settings) -> VectorIndex:
+    """Qdrant at a URL when one is configured, else the embedded engine under the data dir."""
+    if settings.qdrant_url:
+        from .vectors.server import QdrantServerIndex
+
+        return QdrantServerIndex.connect(
+            settings.qdrant_url,
+            settings.qdrant_api_key,
+            settings.collection,
+            shards=settings.qdrant_shards,
+            replicas=settings.qdrant_replicas,
+        )
+    from .vectors.edge import EdgeIndex
+
+    return EdgeIndex(settings.data_dir / "qdrant" / settings.collection)
 
 
 def build_engine(  # noqa: PLR0913 - each a part a test or the local stack hands in instead of the default

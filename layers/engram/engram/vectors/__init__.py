@@ -1,8 +1,8 @@
-"""The vector index port: Qdrant holds derived data (dense + sparse vectors and a render-ready payload)."""
+"""The vector index port: Qdrant holds derived data (dense + sparse vectors and a render-ready payload).
+Its two adapters are vectors/edge.py and vectors/server.py; engram.engine builds the one configured."""
 
 from __future__ import annotations
 
-from ..config import Settings
 from .base import (
     SCOPE_FIELDS,
     TIE_MARGIN,
@@ -25,24 +25,6 @@ __all__ = [
     "IndexPoint",
     "Scope",
     "VectorIndex",
-    "build_index",
     "fuse",
     "ranked",
 ]
-
-
-def build_index(settings: Settings) -> VectorIndex:
-    """Qdrant at a URL when one is configured, else the embedded engine under the data dir."""
-    if settings.qdrant_url:
-        from .server import QdrantServerIndex
-
-        return QdrantServerIndex.connect(
-            settings.qdrant_url,
-            settings.qdrant_api_key,
-            settings.collection,
-            shards=settings.qdrant_shards,
-            replicas=settings.qdrant_replicas,
-        )
-    from .edge import EdgeIndex
-
-    return EdgeIndex(settings.data_dir / "qdrant" / settings.collection)
