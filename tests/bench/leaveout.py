@@ -95,9 +95,17 @@ class _Marks:
             if r.line:
                 self.lines.setdefault(r.line, []).append(r)
 
-    def line_around(self, records, reach, reads=None, beside=()):
-        """Each line of these records, whole (a conversation is small)."""
-        return {r.line: list(self.lines[r.line]) for r in records if r.line in self.lines}
+    def line_ids(self, line, at, reach, reads):
+        """A line of these records, whole (a conversation is small)."""
+        return [int(r.id) for r in self.lines.get(line, [])]
+
+    def batch_get(self, bot, ids):
+        wanted = set(ids)
+        return {int(r.id): r for rs in self.lines.values() for r in rs if int(r.id) in wanted}
+
+    @property
+    def pending(self):
+        return self
 
     def mark_indexed_many(self, done):
         return []

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from engram.errors import Unavailable
+from engram.line_spans import line_around
 from engram.ports import RecordsPort
 from engram.record import KINDS, Duplicate, Listing, Paging, Record, new_record
 from engram.store import READ_SHARDS, fact_key, source_key, walk_kind
@@ -287,7 +288,7 @@ def test_ids_are_new_ascending_and_never_repeat(records: RecordsPort):
 def test_a_line_around_records_holds_reach_turns_each_side_in_time_order(records: RecordsPort):
     thread = [_message(records, f"turn {n}", "c1", T0 + n * 1000) for n in range(9)]
     _message(records, "another thread", "c2", T0 + 4500)
-    lines = records.line_around([thread[4]], reach=2)
+    lines = line_around(records, [thread[4]], reach=2)
     assert list(lines) == [thread[4].line]
     got = [r.text for r in lines[thread[4].line]]  # type: ignore[index]
     assert got[got.index("turn 4") - 2 : got.index("turn 4") + 3] == [f"turn {n}" for n in range(2, 7)]
@@ -298,7 +299,7 @@ def test_a_line_around_records_holds_reach_turns_each_side_in_time_order(records
 def test_a_step_s_line_reads_give_each_record_its_window_and_nothing_between(records: RecordsPort):
     thread = [_message(records, f"turn {n:02d}", "c1", T0 + n * 1000) for n in range(30)]
     reads = records.line_reads()
-    lines = records.line_around([thread[3], thread[25]], reach=2, reads=reads)
+    lines = line_around(records, [thread[3], thread[25]], reach=2, reads=reads)
     got = [r.text for r in lines[thread[3].line]]  # type: ignore[index]
     assert got == [f"turn {n:02d}" for n in (1, 2, 3, 4, 5, 23, 24, 25, 26, 27)]
 
@@ -308,7 +309,7 @@ def test_facts_line_up_by_author_and_scope(records: RecordsPort):
     _stored(records, "b1", server="s1", user="bob", at=T0 + 1)
     a2 = _stored(records, "a2", server="s1", at=T0 + 2)
     _stored(records, "a elsewhere", server="s2", at=T0 + 3)
-    lines = records.line_around([a2], reach=3)
+    lines = line_around(records, [a2], reach=3)
     assert [r.id for r in lines[a2.line]] == [a1.id, a2.id]  # type: ignore[index]
 
 

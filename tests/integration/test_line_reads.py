@@ -11,6 +11,7 @@ import pytest
 
 import engram.keeper
 from engram.embedders import NoEmbedder
+from engram.line_spans import line_around
 from engram.service import ChatMessage
 from engram.store import READ_SHARDS
 from engram.store.lines import LineReads, span_ids
@@ -87,7 +88,7 @@ def test_a_step_reads_the_windows_of_a_page_s_records_and_not_the_span_between_t
     expected = {n for p in picked for n in range(max(0, p - reach), min(len(rows), p + reach + 1))}
     expected |= set(range(at - reach, at + reach))
     assert got == [rows[n][1] for n in sorted(expected)]
-    first = service.records.line_around([line[10], line[50]], reach, LineReads())[line[0].line]
+    first = line_around(service.records, [line[10], line[50]], reach, LineReads())[line[0].line]
     assert [r.id for r in first] == [rows[n][1] for n in [*range(8, 13), *range(48, 53)]]
 
 
@@ -95,11 +96,11 @@ def test_a_record_deleted_during_a_step_is_not_brought_back_by_its_line(service)
     records = _chat(service, 30, threads=1)
     reads = LineReads()
     middle = records[15]
-    first = service.records.line_around([middle], 4, reads)[middle.line]
+    first = line_around(service.records, [middle], 4, reads)[middle.line]
     gone = records[14]
     assert gone.id in {r.id for r in first}
     service.records.delete([gone])  # the line's ids are known to the step; the record is read afresh
-    again = service.records.line_around([middle], 4, reads)[middle.line]
+    again = line_around(service.records, [middle], 4, reads)[middle.line]
     assert gone.id not in {r.id for r in again} and len(again) == len(first) - 1
 
 

@@ -153,6 +153,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "engram.ports",
             "engram.parts",
+            "engram.line_spans",
             "engram.record",
             "engram.bookkeeping",
             "engram.domain",

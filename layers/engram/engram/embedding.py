@@ -18,7 +18,7 @@ from .config import Settings
 from .embedders import Embedder, NoEmbedder, own_vector_name, vector_name
 from .errors import EmbedderUnavailable, InvalidInput
 from .jobs import JobQueue, ReembedJob
-from .ports import LineReader
+from .line_spans import LineReader
 from .record import Paging
 from .service import MemoryService
 from .store import READ_SHARDS, Record, StepBudget

@@ -11,10 +11,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from .embedders import Embedder, NoEmbedder, own_vector_name, vector_name
 from .errors import EmbedderUnavailable, IndexUnavailable, Unavailable
 from .jobs import IndexJob
+from .line_spans import LineReader
 from .line_windows import LineWindows, _Held, mix_meaning
 from .observability import timed
 from .parts import MemoryParts
-from .ports import LineReader
 from .shapes import payload
 from .store import Record, now_ms
 from .vectors import IndexPoint

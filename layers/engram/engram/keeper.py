@@ -13,7 +13,7 @@ from typing import Any
 
 from .clock import now_ms
 from .indexing import Indexer
-from .ports import LineReader
+from .line_spans import LineReader
 from .record import Paging
 from .store import KINDS, Record, walk_kind
 from .vectors import Scope

@@ -12,8 +12,8 @@ from typing import Any
 
 from .embedders import own_vector_name
 from .errors import IndexUnavailable
+from .line_spans import LineReader, line_around
 from .parts import MemoryParts
-from .ports import LineReader
 from .retrieval import Retrieval, date_words
 from .store import Record
 from .words import SparseVector
@@ -97,7 +97,7 @@ class LineWindows:
         are left out even where the index still lists them; `reads`: a maintenance step's line reads,
         shared by its pages; `beside`: records it read a moment ago, not read again."""
         reach = self.window_turns if own_windows_only else 2 * self.window_turns
-        lines = self._records.line_around(records, reach, reads, beside)
+        lines = line_around(self._records, records, reach, reads, beside)
         users = {r.user for line in lines.values() for r in line if r.user}
         gone = self._state.tombstones.when(records[0].bot, users) if users else {}
         leaving = {int(r.id) for r in records} if removed else set()

@@ -5,7 +5,7 @@ the same behaviour (tests/contracts)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Protocol
 
 from .bookkeeping import (
@@ -23,6 +23,7 @@ from .bookkeeping import (
     ThreadTail,
     Unreadable,
 )
+from .line_spans import LineReader, Point
 from .record import NO_NARROWING, Listing, Paging, Record
 
 
@@ -215,12 +216,6 @@ class PendingPort(Protocol):
     def bots(self) -> list[str]: ...
 
 
-class LineReader(Protocol):
-    """A maintenance step's reads of lines, each line read once for all the step's pages."""
-
-    def around(self, line: str, points: list[tuple[int, int]], reach: int) -> list[int]: ...
-
-
 class SpreadPass(Protocol):
     """One kind of item once kept under one key per bot, and the pass that moves it to its spread keys."""
 
@@ -246,13 +241,7 @@ class RecordsPort(Protocol):
     def bots(self) -> list[str]: ...
     def page(self, bot: str, kind: str, at: Paging) -> list[Record]: ...
     def line_reads(self) -> LineReader: ...
-    def line_around(
-        self,
-        records: list[Record],
-        reach: int,
-        reads: LineReader | None = None,
-        beside: Sequence[Record] = (),
-    ) -> dict[str, list[Record]]: ...
+    def line_ids(self, line: str, at: list[Point], reach: int, reads: LineReader | None) -> list[int]: ...
     def user_ids_oldest_first(self, bot: str, user: str, after_id: int | None, limit: int) -> list[int]: ...
     def next_id(self) -> int: ...
     def next_ids(self, n: int) -> list[int]: ...

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from ..clock import now_ms
 from ..errors import Unavailable
-from ..record import Record
+from ..record import Duplicate, Record
 from . import keys
 from .dynamo import attempt, guard
 from .models import StateItem
@@ -22,6 +22,28 @@ from .state._items import get as _get_state
 _unique_pk = keys.unique_pk
 # A claim younger than this whose record is missing belongs to a write still in flight.
 CLAIM_IN_FLIGHT_MS = 30_000
+
+
+class KeyClaims(Protocol):
+    """Claiming and releasing a unique key (either store's claims)."""
+
+    def claim(self, bot: str, key: str, memory_id: int, user: str | None = None) -> int | None: ...
+    def release(self, bot: str, key: str, memory_id: int) -> None: ...
+
+
+def hold_key(claims: KeyClaims, record: Record) -> None:
+    """Claim a record's unique key for it before it is written; Duplicate names the memory holding it."""
+    if record.unique_key:
+        holder = claims.claim(record.bot, record.unique_key, int(record.id), record.user)
+        if holder is not None:
+            raise Duplicate(holder)
+
+
+def let_go(claims: KeyClaims, records: list[Record]) -> None:
+    """Release the keys these records claimed (their writes were refused)."""
+    for record in records:
+        if record.unique_key:
+            claims.release(record.bot, record.unique_key, int(record.id))
 
 
 class RecordReader(Protocol):

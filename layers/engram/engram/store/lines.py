@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 from pynamodb.expressions.condition import Condition
 
+from ..line_spans import windows_of
 from .models import MemoryRecord
-from .spans import windows_of
 
 # Rows read beyond what a page needs when a line is extended: the next pages of a step find them known.
 READ_AHEAD = 128

@@ -4,7 +4,7 @@ holds the stores of what ties them together: unique keys (claims.py), thread tai
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from itertools import islice
@@ -16,11 +16,12 @@ from pynamodb.expressions.update import Action
 from ..bookkeeping import JsonObject
 from ..clock import now_ms
 from ..errors import Unavailable
-from ..ports import LineReader, RecordsPort, SpreadPass
+from ..line_spans import LineReader, Point
+from ..ports import RecordsPort, SpreadPass
 from ..record import KINDS, NO_NARROWING, Duplicate, Listing, Paging, Record, record_scope
 from . import keys
 from .budget import walk_kind
-from .claims import Claims
+from .claims import Claims, hold_key, let_go
 from .dynamo import attempt, guard
 from .ids import IdMaker
 from .lines import LineReads, span_ids
@@ -36,7 +37,6 @@ from .rows import (
     _update_if_exists,
 )
 from .scoping import ScopeMarks
-from .spans import gather
 from .threads import Carriers, ThreadTails
 
 
@@ -115,39 +115,15 @@ class RecordStore:
         """The byLine reads of one maintenance step: each line read once for all the step's pages."""
         return LineReads()
 
-    def line_around(
-        self,
-        records: list[Record],
-        reach: int,
-        reads: LineReader | None = None,
-        beside: Sequence[Record] = (),
-    ) -> dict[str, list[Record]]:
-        """For each line (thread; a fact's author and scope) of these records, its records from `reach`
-        before the first of them to `reach` after the last, in time order: what their windows, and their
-        neighbours' windows, are made of. Read from the byLine index (eventually consistent: a record
-        written a moment ago may be missing; the caller places the records it holds itself). `reads`: a
-        maintenance step's reads, each line read once for all its pages, and only the records within `reach`
-        of these (a page's records of a line lie far apart: the records between them are not read, and the
-        line given holds gaps no window crosses; store/lines.py); `beside`: records the step read a moment
-        ago (the pages either side of these), taken as they were read."""
-        if not records:
-            return {}
-        return gather(
-            records,
-            beside,
-            lambda line, at: self._guard(partial(self._line_ids, line, at, reach, reads)),
-            partial(self.batch_get, records[0].bot),
-        )
-
-    @staticmethod
-    def _line_ids(
-        line: str, points: list[tuple[int, int]], reach: int, reads: LineReader | None
-    ) -> list[int]:
-        """A write's line read afresh, the span of its records and `reach` + 1 turns each side; a step's,
-        the windows of its records only (store/lines.py)."""
+    def line_ids(self, line: str, at: list[Point], reach: int, reads: LineReader | None) -> list[int]:
+        """Ids of a line's records around these points (`at`), in time order, from the byLine index: a
+        write's line read afresh, the span of its records and `reach` + 1 turns each side (store/lines.py); a
+        maintenance step's, through its reads, only the windows of its records (a page's records of a line
+        lie far apart: the records between them are not read)."""
         if reads is not None:
-            return reads.around(line, points, reach)
-        return span_ids(line, min(c for c, _ in points), max(c for c, _ in points), reach)
+            return self._guard(partial(reads.around, line, at, reach))
+        low, high = min(c for c, _ in at), max(c for c, _ in at)
+        return self._guard(partial(span_ids, line, low, high, reach))
 
     def user_ids_oldest_first(self, bot: str, user: str, after_id: int | None, limit: int) -> list[int]:
         """Up to `limit` ids of a user's records above `after_id`, oldest first (the user index)."""
@@ -204,15 +180,11 @@ class RecordStore:
     def create(self, record: Record) -> None:
         """Claim the record's unique key, then write it; raises Duplicate if the key is held."""
         self.scopes.note_mixed([record])
-        if record.unique_key:
-            holder = self.claims.claim(record.bot, record.unique_key, int(record.id), record.user)
-            if holder is not None:
-                raise Duplicate(holder)
+        hold_key(self.claims, record)
         try:
             self._guard(lambda: _row(record).save(condition=MemoryRecord.id.does_not_exist()))
         except Exception:
-            if record.unique_key:
-                self.claims.release(record.bot, record.unique_key, int(record.id))
+            let_go(self.claims, [record])
             raise
 
     def create_many(self, records: list[Record]) -> list[Record]:
@@ -230,9 +202,7 @@ class RecordStore:
         written = list(self._pool.map(self._put_new, claimed))
         refused = [r for r, ok in zip(claimed, written, strict=True) if not ok]
         if refused:
-            for record in refused:
-                if record.unique_key:
-                    self.claims.release(record.bot, record.unique_key, int(record.id))
+            let_go(self.claims, refused)
             raise Unavailable(f"{len(refused)} memory ids were taken by another writer; try again")
         return claimed
 

@@ -6,19 +6,18 @@ consistent indexes may miss for a moment, this one has at once."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
-from functools import partial
 from typing import TYPE_CHECKING
 
 from ...bookkeeping import JsonObject
 from ...clock import now_ms
 from ...errors import Unavailable
-from ...ports import LineReader, RecordsPort, SpreadPass
+from ...line_spans import LineReader, Point, windows_of
+from ...ports import RecordsPort, SpreadPass
 from ...record import KINDS, NO_NARROWING, Duplicate, Listing, Paging, Record
 from .. import keys
 from ..budget import walk_kind
+from ..claims import hold_key, let_go
 from ..ids import MAX_ID, IdMaker
-from ..spans import Point, gather, windows_of
 from ._ties import MemoryCarriers, MemoryClaims, MemoryPending, MemoryScopeMarks, MemoryThreadTails, Table
 
 
@@ -105,27 +104,11 @@ class InMemoryRecords:
     def line_reads(self) -> LineReader:
         return _LineReads(self)
 
-    def line_around(
-        self,
-        records: list[Record],
-        reach: int,
-        reads: LineReader | None = None,
-        beside: Sequence[Record] = (),
-    ) -> dict[str, list[Record]]:
-        if not records:
-            return {}
-        return gather(
-            records,
-            beside,
-            partial(self._line_ids, reach=reach, reads=reads),
-            partial(self.batch_get, records[0].bot),
-        )
-
-    def _line_ids(self, line: str, points: list[Point], reach: int, reads: LineReader | None) -> list[int]:
+    def line_ids(self, line: str, at: list[Point], reach: int, reads: LineReader | None) -> list[int]:
         """As the DynamoDB store: a step's windows through its reads; a write's span read afresh."""
         if reads is not None:
-            return reads.around(line, points, reach)
-        return _span(self.line_rows(line), min(c for c, _ in points), max(c for c, _ in points), reach)
+            return reads.around(line, at, reach)
+        return _span(self.line_rows(line), min(c for c, _ in at), max(c for c, _ in at), reach)
 
     def user_ids_oldest_first(self, bot: str, user: str, after_id: int | None, limit: int) -> list[int]:
         mine = sorted(int(r.id) for r in self._table.of_bot(bot) if r.user == user)
@@ -159,13 +142,9 @@ class InMemoryRecords:
 
     def create(self, record: Record) -> None:
         self.scopes.note_mixed([record])
-        if record.unique_key:
-            holder = self.claims.claim(record.bot, record.unique_key, int(record.id), record.user)
-            if holder is not None:
-                raise Duplicate(holder)
+        hold_key(self.claims, record)
         if not self._put_new(record):
-            if record.unique_key:
-                self.claims.release(record.bot, record.unique_key, int(record.id))
+            let_go(self.claims, [record])
             raise Unavailable(f"memory id {record.id} is taken by another writer; try again")
         record.stored_line, record.stored_scope = record.line, record.scope
 
@@ -173,9 +152,7 @@ class InMemoryRecords:
         self.scopes.note_mixed(records)
         claimed = [r for r in records if not (r.unique_key and self._claimed_by_another(r))]
         refused = [r for r in claimed if not self._put_new(r)]
-        for record in refused:
-            if record.unique_key:
-                self.claims.release(record.bot, record.unique_key, int(record.id))
+        let_go(self.claims, refused)
         if refused:
             raise Unavailable(f"{len(refused)} memory ids were taken by another writer; try again")
         for r in claimed:
