@@ -88,7 +88,7 @@ def bench_locomo(stack, path: Path, quick: bool) -> dict:
     the shipped settings, per conversation; the engine's words-only and meaning-only modes and plain
     BM25 on the messages in the same run."""
     from engram.text import format_memory_id
-    from engram.vectors import Scope
+    from engram.vectors import Query, Scope
 
     conversations = load(path)
     if quick:
@@ -167,7 +167,7 @@ def bench_locomo(stack, path: Path, quick: bool) -> dict:
             dense = (service.dense_name, service.embedder.embed([question])[0]) if mode == "meaning" else None
             return [
                 h.payload["sourceId"]
-                for h in service.index.search(scope, words, dense, k, service.retrieval.fusion(0))
+                for h in service.index.search(scope, Query(words, dense, k, service.retrieval.fusion(0)))
             ]
 
         return search

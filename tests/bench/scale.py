@@ -300,7 +300,7 @@ def tenants(points: int, small: int = 1_000, queries: int = 200, dims: int = 384
 
     import numpy as np
 
-    from engram.vectors import Fusion, IndexPoint, Scope
+    from engram.vectors import Fusion, IndexPoint, Query, Scope
     from engram.vectors.edge import EdgeIndex
     from engram.words import SparseVector
 
@@ -345,10 +345,7 @@ def tenants(points: int, small: int = 1_000, queries: int = 200, dims: int = 384
                 begun = time.perf_counter()
                 index.search(
                     Scope(bot=bot, kind="message"),
-                    SparseVector(words, [1.0] * len(words)),
-                    ("bench", query.tolist()),
-                    10,
-                    Fusion(),
+                    Query(SparseVector(words, [1.0] * len(words)), ("bench", query.tolist()), 10, Fusion()),
                 )
                 times.append((time.perf_counter() - begun) * 1000)
             times.sort()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shutil
 
-from engram.vectors import Fusion, IndexPoint, Scope
+from engram.vectors import Fusion, IndexPoint, Query, Scope
 from engram.vectors.edge import EdgeIndex
 from engram.words import WordVectorizer
 
@@ -60,9 +60,11 @@ def test_a_purge_leaves_no_deleted_point_on_disk_and_keeps_the_rest_whole(tmp_pa
         assert index.count(Scope(bot="b1")) == 271 and index.count(Scope(bot="b1", user="bob")) == 271
         # vectors copied with the points (point 1 was written again without one)
         assert index.count(Scope(bot="b1"), dense="dense-test") == 270
-        hits = index.search(Scope(bot="b1", user="bob"), WORDS.query("plain note 7"), None, 3, Fusion())
+        hits = index.search(
+            Scope(bot="b1", user="bob"), Query(WORDS.query("plain note 7"), None, 3, Fusion())
+        )
         assert hits and hits[0].payload["text"] == "plain note 7"
-        changed = index.search(Scope(bot="b1"), WORDS.query("changed purge"), None, 1, Fusion())
+        changed = index.search(Scope(bot="b1"), Query(WORDS.query("changed purge"), None, 1, Fusion()))
         assert [h.id for h in changed] == [1]
     finally:
         index.close()

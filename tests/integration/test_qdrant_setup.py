@@ -8,7 +8,7 @@ import pytest
 
 from engram.config import Settings
 from engram.engine import build_index
-from engram.vectors import Fusion, IndexPoint, Scope
+from engram.vectors import Fusion, IndexPoint, Query, Scope
 from engram.words import WordVectorizer
 from tests.fake_qdrant import FakeQdrant
 
@@ -54,14 +54,14 @@ def test_search_legs_answer_ids_and_scores_and_only_the_hits_returned_carry_payl
             for i in range(1, 61)
         ]
     )
-    hits = index.search(
-        Scope(bot="b1"),
+    query = Query(
         words.query("harbour ferry"),
         ("dense-test", [1.0, 0.0, 0.0, 0.0]),
         limit=5,
         fusion=Fusion(candidates=50),
         with_vector=True,
     )
+    hits = index.search(Scope(bot="b1"), query)
     assert len(hits) == 5 and all(h.payload["text"].startswith("the harbour") for h in hits)
     assert all(h.vector is not None and len(h.vector) == 4 for h in hits)
     # two legs of 60 candidates each as ids and scores: ~15 KB (with their texts, ~1.2 KB a candidate,

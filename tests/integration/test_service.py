@@ -223,7 +223,7 @@ def test_a_forget_landing_after_a_write_read_the_tombstones_leaves_no_thread_tai
 def test_two_builds_of_one_index_answer_in_one_order(tmp_path):
     """Ties on the word side are settled by the meaning side, then by id, in engram: the order points
     were written in (which the engine's own tie order follows) changes nothing."""
-    from engram.vectors import Fusion, IndexPoint
+    from engram.vectors import Fusion, IndexPoint, Query
     from engram.vectors.edge import EdgeIndex
     from engram.words import WordVectorizer
 
@@ -249,7 +249,7 @@ def test_two_builds_of_one_index_answer_in_one_order(tmp_path):
                 [
                     h.id
                     for h in index.search(
-                        scope, words.query("apple pie"), dense, 5, Fusion(k=2, words_weight=1.5)
+                        scope, Query(words.query("apple pie"), dense, 5, Fusion(k=2, words_weight=1.5))
                     )
                 ]
                 for dense in (None, ("d", [1.0, 0.2, 0.5]))

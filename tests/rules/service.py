@@ -248,7 +248,7 @@ def test_a_forget_landing_while_a_reply_is_written_leaves_no_quoted_words_in_its
     forgotten before the write settles: the context is cleared, and the vectors made ahead with her words
     are thrown away, not written into Bob's point."""
     from engram.service import ChatMessage
-    from engram.vectors import Fusion
+    from engram.vectors import Fusion, Query
 
     service.add_messages(
         "bot1",
@@ -270,7 +270,7 @@ def test_a_forget_landing_while_a_reply_is_written_leaves_no_quoted_words_in_its
     expected = service.indexer.dense_vectors([record])[record.id]
     name = service.indexer.dense_name
     hits = service.index.search(
-        Scope(bot="bot1", user="bob"), None, (name, expected), 1, Fusion(), with_vector=True
+        Scope(bot="bot1", user="bob"), Query(None, (name, expected), 1, Fusion(), with_vector=True)
     )
     assert [h.id for h in hits] == [record.id]
     assert hits[0].vector == pytest.approx(expected, abs=1e-5)

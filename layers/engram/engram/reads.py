@@ -16,7 +16,7 @@ from .record import Listing
 from .retrieval import feedback_query, feedback_vector
 from .store import KINDS, Record, source_key
 from .text import check_text, format_memory_id
-from .vectors import Hit, Scope
+from .vectors import Hit, Query, Scope
 
 log = logging.getLogger(__name__)
 # How many pages a listing reads on when a forget under way hid rows of the first
@@ -154,16 +154,16 @@ class MemoryReads:
             with timed("vector-query"):
                 settings = self.retrieval
                 moving = bool(settings.feedback_docs and settings.feedback_dense and dense)
-                hits = self.index.search(
-                    scope, words, dense, max(k, settings.feedback_min_hits), fusion, with_vector=moving
-                )
+                first = Query(words, dense, max(k, settings.feedback_min_hits), fusion, with_vector=moving)
+                hits = self.index.search(scope, first)
                 # Feedback needs a crowd: in a handful of memories the top three are most of the scope
                 if settings.feedback_docs and len(hits) >= settings.feedback_min_hits:
                     # Pseudo-relevance feedback: what the best hits agree on, asked again (no new embed)
                     more_words = feedback_query(words, hits, settings) if words.indices else None
                     more_dense = feedback_vector(dense, hits, settings)
                     if more_words is not None or more_dense is not None:
-                        hits = self.index.search(scope, more_words or words, more_dense or dense, k, fusion)
+                        again = Query(more_words or words, more_dense or dense, k, fusion)
+                        hits = self.index.search(scope, again)
             hits = hits[:k]  # the index ranks equal scores by id: the same question, the same answer
         except IndexUnavailable as exc:
             self.indexer.failed(exc.message)
@@ -183,7 +183,7 @@ class MemoryReads:
         if not vectors:
             return None
         hidden = self.hider(scope.bot)
-        hits = self.index.search(scope, None, (name, vectors[0]), 4, self.retrieval.fusion(0))
+        hits = self.index.search(scope, Query(None, (name, vectors[0]), 4, self.retrieval.fusion(0)))
         hits = [h for h in hits if not hidden.hit(h)]
         return (Memory.from_hit(hits[0]), hits[0].score) if hits else None
 

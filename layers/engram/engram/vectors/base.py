@@ -127,6 +127,18 @@ def by_point(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One search of the index: the words leg, the meaning leg (a named dense vector), how many hits, how the
+    legs are fused, and whether each hit carries its dense vector of the model asked with."""
+
+    words: SparseVector | None
+    dense: tuple[str, list[float]] | None
+    limit: int
+    fusion: Fusion = field(default_factory=Fusion)
+    with_vector: bool = False
+
+
 class VectorIndex(Protocol):
     """What engram needs from Qdrant; implemented by the embedded engine and by qdrant-client."""
 
@@ -155,15 +167,7 @@ class VectorIndex(Protocol):
     def count(self, scope: Scope, dense: str | None = None) -> int:
         """Exact number of points in a scope (with that dense vector, when named)."""
 
-    def search(
-        self,
-        scope: Scope,
-        words: SparseVector | None,
-        dense: tuple[str, list[float]] | None,
-        limit: int,
-        fusion: Fusion,
-        with_vector: bool = False,
-    ) -> list[Hit]:
+    def search(self, scope: Scope, query: Query) -> list[Hit]:
         """Best first; the scope filter sits on every prefetch and on the root query; `with_vector`: each
         hit carries its dense vector of the model asked with."""
 

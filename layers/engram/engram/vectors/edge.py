@@ -14,7 +14,7 @@ import qdrant_edge as qe
 
 from ..errors import IndexUnavailable
 from ..words import SparseVector
-from .base import TIE_MARGIN, WORDS, Fusion, Hit, IndexPoint, Scope, fuse
+from .base import TIE_MARGIN, WORDS, Hit, IndexPoint, Query, Scope, fuse
 from .base import by_point as vectors_by_point
 
 T = TypeVar("T")
@@ -259,17 +259,16 @@ class EdgeIndex:
             flt = qe.Filter(must=[flt, qe.HasVectorCondition(dense)])
         return int(self._run(lambda s: s.count(qe.CountRequest(exact=True, filter=flt))))
 
-    def search(
-        self,
-        scope: Scope,
-        words: SparseVector | None,
-        dense: tuple[str, list[float]] | None,
-        limit: int,
-        fusion: Fusion,
-        with_vector: bool = False,
-    ) -> list[Hit]:
+    def search(self, scope: Scope, query: Query) -> list[Hit]:
         """Each side's best (words, meaning) as ids and scores, fused here (see `fuse`), then the
         payloads (and asked-for vectors) of just the hits returned."""
+        words, dense, limit, fusion, with_vector = (
+            query.words,
+            query.dense,
+            query.limit,
+            query.fusion,
+            query.with_vector,
+        )
         flt = _filter(scope)
         legs = []
         if words is not None and words.indices:
@@ -280,9 +279,9 @@ class EdgeIndex:
             return []
         size = (max(fusion.candidates, limit) if len(legs) > 1 else limit) + TIE_MARGIN
         out = []
-        for query, weight in legs:
+        for nearest, weight in legs:
             request = qe.QueryRequest(
-                limit=size, query=query, filter=flt, with_payload=False, with_vector=False
+                limit=size, query=nearest, filter=flt, with_payload=False, with_vector=False
             )
             points: list[Any] = self._run(partial(_query, request=request))
             out.append(([Hit(int(p.id), float(p.score), {}) for p in points], weight))

@@ -15,7 +15,7 @@ import httpx
 
 from ..errors import IndexUnavailable
 from ..words import SparseVector
-from .base import SCOPE_FIELDS, TIE_MARGIN, WORDS, Fusion, Hit, IndexPoint, Scope, fuse
+from .base import SCOPE_FIELDS, TIE_MARGIN, WORDS, Hit, IndexPoint, Query, Scope, fuse
 from .base import by_point as vectors_by_point
 
 # Every search is filtered by bot: its index is the tenant one (its points stored together); kind has two
@@ -202,18 +202,17 @@ class QdrantServerIndex:
             flt = {"must": [flt, {"has_vector": dense}]}
         return int(self._call("POST", "/points/count", {"filter": flt, "exact": True})["count"])
 
-    def search(
-        self,
-        scope: Scope,
-        words: SparseVector | None,
-        dense: tuple[str, list[float]] | None,
-        limit: int,
-        fusion: Fusion,
-        with_vector: bool = False,
-    ) -> list[Hit]:
+    def search(self, scope: Scope, query: Query) -> list[Hit]:
         """Each side's best (words, meaning) as ids and scores in one batch request, fused here (see
         `fuse`), then the payloads (and asked-for vectors) of just the hits returned: a leg's 60 candidates
         with their texts and vectors were 0.3-0.5 MB a search, through the VPC's NAT."""
+        words, dense, limit, fusion, with_vector = (
+            query.words,
+            query.dense,
+            query.limit,
+            query.fusion,
+            query.with_vector,
+        )
         flt = _filter(scope)
         legs: list[tuple[dict[str, Any], float]] = []
         if words is not None and words.indices:
