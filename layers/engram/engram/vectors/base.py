@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ..words import SparseVector
 
@@ -127,15 +127,15 @@ def by_point(
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class Query:
+class Query(NamedTuple):
     """One search of the index: the words leg, the meaning leg (a named dense vector), how many hits, how the
-    legs are fused, and whether each hit carries its dense vector of the model asked with."""
+    legs are fused, and whether each hit carries its dense vector of the model asked with (a tuple: an
+    engine takes it apart in one line)."""
 
     words: SparseVector | None
     dense: tuple[str, list[float]] | None
     limit: int
-    fusion: Fusion = field(default_factory=Fusion)
+    fusion: Fusion = Fusion()
     with_vector: bool = False
 
 

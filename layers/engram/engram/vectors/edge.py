@@ -262,13 +262,7 @@ class EdgeIndex:
     def search(self, scope: Scope, query: Query) -> list[Hit]:
         """Each side's best (words, meaning) as ids and scores, fused here (see `fuse`), then the
         payloads (and asked-for vectors) of just the hits returned."""
-        words, dense, limit, fusion, with_vector = (
-            query.words,
-            query.dense,
-            query.limit,
-            query.fusion,
-            query.with_vector,
-        )
+        words, dense, limit, fusion, with_vector = query
         flt = _filter(scope)
         legs = []
         if words is not None and words.indices:

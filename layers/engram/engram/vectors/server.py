@@ -206,13 +206,7 @@ class QdrantServerIndex:
         """Each side's best (words, meaning) as ids and scores in one batch request, fused here (see
         `fuse`), then the payloads (and asked-for vectors) of just the hits returned: a leg's 60 candidates
         with their texts and vectors were 0.3-0.5 MB a search, through the VPC's NAT."""
-        words, dense, limit, fusion, with_vector = (
-            query.words,
-            query.dense,
-            query.limit,
-            query.fusion,
-            query.with_vector,
-        )
+        words, dense, limit, fusion, with_vector = query
         flt = _filter(scope)
         legs: list[tuple[dict[str, Any], float]] = []
         if words is not None and words.indices:
