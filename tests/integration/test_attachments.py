@@ -6,6 +6,7 @@ import httpx
 import pytest
 
 from engram.discord.attachments import Interpreter, SafeFetcher, UnsafeURL
+from engram.discord.objects import Message
 from tests.fake_discord import FakeDiscord
 
 
@@ -69,10 +70,14 @@ def test_size_and_time_limits(site):
 def test_links_become_web_attachments_and_images_descriptions(site):
     ollama = httpx.Client(base_url=site.url)
     interpreter = Interpreter(SafeFetcher(allow=["127.0.0.1/32"]), ollama, "llava")
-    message = {
-        "content": f"Read this: {site.url}/page. And not this http://169.254.169.254/x",
-        "attachments": [{"filename": "cat.png", "content_type": "image/png", "url": f"{site.url}/cat.png"}],
-    }
+    cat = {"filename": "cat.png", "content_type": "image/png", "url": f"{site.url}/cat.png"}
+    message = Message.model_validate(  # as the REST client hands it over: Discord's JSON, parsed
+        {
+            "id": "1",
+            "content": f"Read this: {site.url}/page. And not this http://169.254.169.254/x",
+            "attachments": [cat],
+        }
+    )
     image, web, blocked = interpreter.attachments(message)
     assert image == {
         "type": "image",
@@ -85,7 +90,7 @@ def test_links_become_web_attachments_and_images_descriptions(site):
     assert blocked["url"] == "http://169.254.169.254/x" and "does not fetch" in blocked["error"]
     assert (
         Interpreter(SafeFetcher(), ollama, None)
-        .attachments({"content": "", "attachments": message["attachments"]})[0]
+        .attachments(Message.model_validate({"id": "2", "content": "", "attachments": [cat]}))[0]
         .get("description")
         is None
     )
