@@ -181,10 +181,8 @@ UPWARD_KNOWN = {
     ): "the app's default engine factory is the process's engine (tests and "
     "the local stack hand in their own)",
     ("engram.api.deps", "engram.engine"): "a route's type names the Engine it is handed",
-    ("engram.proxy.mcp_tools", "engram.proxy.runtime"): "a Lambda door finds its process's proxy parts",
-    ("engram.proxy.relay", "engram.proxy.runtime"): "likewise",
-    ("engram.proxy.routes", "engram.proxy.runtime"): "likewise",
-    ("engram.proxy.turn", "engram.proxy.runtime"): "likewise",
+    ("engram.proxy.routes", "engram.proxy.runtime"): "the proxy router's default factory is the process's "
+    "proxy parts (tests and the local stack hand in their own)",
     ("engram.worker", "engram.engine"): "the SQS door finds its process's engine",
     ("engram.worker", "engram.proxy.runtime"): "... and the proxy's parts, where it extracts",
     ("engram.worker", "engram.discord.runtime"): "... and Discord's, where it runs a Discord job",

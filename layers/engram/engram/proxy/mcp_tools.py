@@ -4,7 +4,7 @@ responses, bearer key, the same identity headers as the proxy)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -20,7 +20,9 @@ from ..text import format_memory_id
 from . import librechat
 from .memory import Turn
 from .projects import ChatFacts
-from .runtime import Proxy
+
+if TYPE_CHECKING:  # the wiring's type: the process's parts are handed in, never looked up here
+    from .runtime import Proxy
 
 T = TypeVar("T")
 

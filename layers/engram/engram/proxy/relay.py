@@ -10,7 +10,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import httpx
@@ -20,8 +20,10 @@ from starlette.concurrency import run_in_threadpool
 
 from ..config.proxy import Upstream
 from . import wire
-from .runtime import Proxy
 from .telemetry import TurnTrace
+
+if TYPE_CHECKING:  # the wiring's type: the process's parts are handed in, never looked up here
+    from .runtime import Proxy
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

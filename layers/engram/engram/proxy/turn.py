@@ -10,7 +10,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 from fastapi.responses import Response
@@ -24,8 +24,10 @@ from . import librechat, wire
 from .memory import Turn, datetime_block, explicit_fact, is_command
 from .projects import ChatFacts
 from .relay import After, Door, Reading, error, open_door, relay, speak, timed
-from .runtime import Proxy
 from .telemetry import TurnTrace
+
+if TYPE_CHECKING:  # the wiring's type: the process's parts are handed in, never looked up here
+    from .runtime import Proxy
 
 log = logging.getLogger(__name__)
 
