@@ -245,9 +245,12 @@ class LocalStack:
 
         from engram.api.app import create_app
         from engram.discord.runtime import get_discord
+        from engram.engine import get_engine
         from engram.proxy.runtime import get_proxy
 
-        app = create_app(proxy_factory=get_proxy, discord_settings_factory=lambda: get_discord().settings)
+        app = create_app(
+            get_engine, proxy_factory=get_proxy, discord_settings_factory=lambda: get_discord().settings
+        )
         config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning", lifespan="off")
         self.server = uvicorn.Server(config)
         self._spawn("uvicorn", self.server.run)

@@ -199,12 +199,31 @@ class HeldJobs:
         from engram.jobs import parse_job
         from engram.worker import HANDLERS
 
+        worker = process_worker(engine)
         ran = 0
         while self.bodies and ran < limit:
             body = self.bodies.pop(0)
             self.delays.pop(0)
             job = parse_job(body)
             with contextlib.suppress(Forgotten):  # the worker drops a forgotten user's job
-                HANDLERS[type(job)](engine, job)
+                HANDLERS[type(job)](worker, job)
             ran += 1
         return ran
+
+
+def process_worker(engine):
+    """A worker on `engine`, with the process's proxy and Discord parts (built only if a job needs them), as
+    functions/worker/app.py wires it."""
+    from engram.worker import Worker
+
+    def proxy():
+        from engram.proxy.runtime import get_proxy
+
+        return get_proxy()
+
+    def discord():
+        from engram.discord.runtime import get_discord
+
+        return get_discord()
+
+    return Worker(lambda: engine, proxy=proxy, discord=discord)

@@ -4,10 +4,11 @@ Mangum buffers streamed replies; the streaming proxy function serves the same ap
 from mangum import Mangum
 
 from engram.api.app import create_app
+from engram.engine import get_engine
 from engram.observability import instrumented
 from engram.proxy.runtime import get_proxy
 
-asgi = Mangum(create_app(proxy_factory=get_proxy), lifespan="off")
+asgi = Mangum(create_app(get_engine, proxy_factory=get_proxy), lifespan="off")
 
 
 @instrumented

@@ -4,10 +4,11 @@ Adapter so a Function URL in RESPONSE_STREAM mode relays tokens as they come."""
 import json
 
 from engram.api.app import create_app
+from engram.engine import get_engine
 from engram.observability import flush_metrics, logger
 from engram.proxy.runtime import get_proxy
 
-app = create_app(proxy_factory=get_proxy)
+app = create_app(get_engine, proxy_factory=get_proxy)
 
 
 @app.middleware("http")

@@ -59,8 +59,8 @@ class Meter:
     def __init__(self, stack, fake):
         from pynamodb.connection.base import Connection
 
-        import engram.worker as worker
         from engram.store.models import MemoryRecord, StateItem
+        from engram.worker import Worker
         from tests.bench.index_units import IndexWrites
 
         self.read_units = self.write_units = self.index_write_units = 0.0
@@ -98,20 +98,20 @@ class Meter:
         Connection._make_api_call = counted
         self._patches.append((Connection, "_make_api_call", original_call))
 
-        original_run = worker._run
+        original_run = Worker.run
 
-        def timed(job, context):
+        def timed(self, job, context=None):
             before, start = len(fake.requests), time.perf_counter()
             try:
-                return original_run(job, context)
+                return original_run(self, job, context)
             finally:
                 took = time.perf_counter() - start
                 if took > meter.longest_s:
                     meter.longest_s, meter.longest = took, f"{job.kind} {getattr(job, 'action', '')}".strip()
                 meter.most_requests = max(meter.most_requests, len(fake.requests) - before)
 
-        worker._run = timed
-        self._patches.append((worker, "_run", original_run))
+        Worker.run = timed
+        self._patches.append((Worker, "run", original_run))
         sqs = stack.sqs
         send, send_batch = sqs.send_message, sqs.send_message_batch
 

@@ -13,6 +13,7 @@ from engram.jobs import ForgetJob, IndexJob, IndexMaintenanceJob, SweepJob
 from engram.service import ChatMessage
 from engram.vectors import Scope
 from engram.worker import HANDLERS
+from tests.support import process_worker
 
 
 def test_a_write_with_the_embedder_down_queues_nothing_and_the_sweep_s_job_fills_its_vector(
@@ -22,11 +23,11 @@ def test_a_write_with_the_embedder_down_queues_nothing_and_the_sweep_s_job_fills
     tea, _ = service.add_fact("b", "The owner drinks green tea.")
     assert service.records.pending.ids("b", 10) == [tea.id]
     embedder.down = False
-    HANDLERS[SweepJob](engine, SweepJob())
+    HANDLERS[SweepJob](process_worker(engine), SweepJob())
     assert jobs.kinds() == []  # a minute's grace: its own write may still be indexing it
     later = now_ms() + 120_000
     monkeypatch.setattr(engram.indexing, "now_ms", lambda: later)
-    HANDLERS[SweepJob](engine, SweepJob())
+    HANDLERS[SweepJob](process_worker(engine), SweepJob())
     assert jobs.kinds() == ["index"]
     jobs.run(engine)
     assert service.records.pending.ids("b", 10) == []
@@ -45,7 +46,7 @@ def test_a_deferred_write_queues_its_index_job_and_the_job_writes_the_point(serv
 def test_an_index_job_for_records_deleted_meanwhile_writes_nothing_back(service, engine):
     memory, _ = service.add_fact("b", "Gone before its job ran.", defer_vectors=True)
     service.remove("b", memory.id)
-    HANDLERS[IndexJob](engine, IndexJob(bot="b", ids=[memory.id]))
+    HANDLERS[IndexJob](process_worker(engine), IndexJob(bot="b", ids=[memory.id]))
     assert service.records.get("b", memory.id) is None
     assert service.index.count(Scope(bot="b")) == 0
 
@@ -68,8 +69,8 @@ def test_a_forget_job_run_twice_changes_nothing_more(service, engine):
     service.add_fact("b", "Alice likes rowing.", user="alice")
     at = service.forget_user("b", "alice")["done"]
     assert at
-    HANDLERS[ForgetJob](engine, ForgetJob(bot="b", user="alice", at=1))
-    HANDLERS[ForgetJob](engine, ForgetJob(bot="b", user="alice", at=1))
+    HANDLERS[ForgetJob](process_worker(engine), ForgetJob(bot="b", user="alice", at=1))
+    HANDLERS[ForgetJob](process_worker(engine), ForgetJob(bot="b", user="alice", at=1))
     assert service.records.iter_user("b", "alice") == []
 
 
@@ -85,7 +86,7 @@ def test_a_rebuild_fans_out_per_bot_and_part_and_restores_every_point(service, e
     service.add_messages("b", [ChatMessage(source_id="m1", text="A message about tomatoes.", thread="t")])
     service.index.delete([f.id for f in facts])
     assert service.index.count(Scope(bot="b")) == 1
-    HANDLERS[IndexMaintenanceJob](engine, IndexMaintenanceJob(action="rebuild"))
+    HANDLERS[IndexMaintenanceJob](process_worker(engine), IndexMaintenanceJob(action="rebuild"))
     assert jobs.kinds() == ["index-maintenance"]
     jobs.run(engine)
     assert service.index.count(Scope(bot="b")) == 6
@@ -96,7 +97,7 @@ def test_a_reconcile_removes_points_whose_records_are_gone(service, engine, jobs
     gone, _ = service.add_fact("b", "Gone from the records only.")
     service.records.delete([service.records.get("b", gone.id)])
     assert service.index.count(Scope(bot="b")) == 2
-    HANDLERS[IndexMaintenanceJob](engine, IndexMaintenanceJob(action="reconcile", bot="b"))
+    HANDLERS[IndexMaintenanceJob](process_worker(engine), IndexMaintenanceJob(action="reconcile", bot="b"))
     jobs.run(engine)
     assert service.index.existing([kept.id, gone.id]) == {kept.id}
 
@@ -119,7 +120,7 @@ def test_every_job_a_rule_sends_is_one_the_worker_can_parse_and_handle(service, 
     for n in range(10):
         service.add_fact("b", f"Alice {n}.", user="alice")
     service.forget_user("b", "alice", budget_s=0.0)
-    HANDLERS[SweepJob](engine, SweepJob())
+    HANDLERS[SweepJob](process_worker(engine), SweepJob())
     embedder.down = False
     kinds = set(jobs.kinds())
     assert {"index", "forget"} <= kinds

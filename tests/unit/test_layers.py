@@ -146,6 +146,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("wiring", ("engram.engine", "engram.proxy.runtime", "engram.discord.runtime", "engram.singleton")),
     ("doors", ("engram.api", "engram.proxy", "engram.discord", "engram.worker", "engram.upkeep")),
     ("rules", ("engram.service", "engram.writes", "engram.reads", "engram.forgetting", "engram.embedding")),
+    ("rules", ("engram.engine_parts",)),
     ("rules", ("engram.portability",)),
     ("indexing", ("engram.indexing", "engram.line_windows", "engram.keeper")),
     (
@@ -174,19 +175,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 ORDER = ["wiring", "doors", "rules", "indexing", "adapters", "ports and values"]
 # (importer, imported): why it still points up
-UPWARD_KNOWN = {
-    (
-        "engram.api.app",
-        "engram.engine",
-    ): "the app's default engine factory is the process's engine (tests and "
-    "the local stack hand in their own)",
-    ("engram.api.deps", "engram.engine"): "a route's type names the Engine it is handed",
-    ("engram.proxy.routes", "engram.proxy.runtime"): "the proxy router's default factory is the process's "
-    "proxy parts (tests and the local stack hand in their own)",
-    ("engram.worker", "engram.engine"): "the SQS door finds its process's engine",
-    ("engram.worker", "engram.proxy.runtime"): "... and the proxy's parts, where it extracts",
-    ("engram.worker", "engram.discord.runtime"): "... and Discord's, where it runs a Discord job",
-}
+UPWARD_KNOWN: dict[tuple[str, str], str] = {}
 
 
 def layer_of(module: str) -> int | None:

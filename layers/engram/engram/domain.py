@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import InvalidInput
-from .record import Record
+from .record import MemoryFields, Record, field_names
 from .shapes import api_json, from_payload
 from .text import NAME_PATTERN, check_json, check_text
 from .vectors import Hit
@@ -122,39 +122,17 @@ class ChatMessage:
 
 
 @dataclass(slots=True)
-class Memory:
-    """A memory as the front doors show it."""
+class Memory(MemoryFields):
+    """A memory as the front doors show it: a record's shown fields, and its score where it was searched."""
 
-    id: int
-    bot: str
-    kind: str
-    text: str
-    saved_by: str
-    created_at: int
-    updated_at: int
-    user: str | None = None
-    server: str | None = None
-    project: str | None = None
-    source_id: str | None = None
-    content: Any = None
     score: float | None = None
 
     @classmethod
     def from_record(cls, r: Record) -> Memory:
-        """From a DynamoDB record."""
+        """From a stored record."""
+        shown = {name: getattr(r, name) for name in field_names(MemoryFields)}
         return cls(
-            id=int(r.id),
-            bot=r.bot,
-            kind=r.kind,
-            text=r.text,
-            saved_by=r.saved_by,
-            created_at=int(r.created_at),
-            updated_at=int(r.updated_at),
-            user=r.user,
-            server=r.server,
-            project=r.project,
-            source_id=r.source_id,
-            content=r.content,
+            **shown | {"id": int(r.id), "created_at": int(r.created_at), "updated_at": int(r.updated_at)}
         )
 
     @classmethod
@@ -164,7 +142,7 @@ class Memory:
         fields.setdefault("saved_by", "owner")
         fields.setdefault("created_at", 0)
         fields.setdefault("updated_at", 0)
-        return cls(id=hit.id, score=hit.score, **{k: v for k, v in fields.items() if k in cls.__slots__})
+        return cls(id=hit.id, score=hit.score, **{k: v for k, v in fields.items() if k in field_names(cls)})
 
     def to_json(self) -> dict[str, Any]:
         """The Memory API's JSON shape (engram.shapes)."""

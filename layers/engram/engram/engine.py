@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .config import Settings, get_settings
 from .config.secrets import secure_parameter
 from .embedders import Embedder, NoEmbedder, build_embedder
+from .engine_parts import Engine
 from .jobs import JobQueue, build_queue
 from .ports import RecordsPort, StatePort
 from .service import MemoryService
@@ -18,37 +17,6 @@ from .vectors import VectorIndex
 
 if TYPE_CHECKING:
     from .config.proxy import Upstream
-    from .embedding import EmbeddingManager
-    from .keeper import IndexKeeper
-
-
-@dataclass
-class Engine:
-    """Everything a handler needs."""
-
-    settings: Settings
-    state: StatePort
-    service: MemoryService
-    queue: JobQueue
-    embedding: EmbeddingManager
-    keeper: IndexKeeper
-
-    def refresh(self) -> None:
-        """Pick up embedder settings another process changed (a DynamoDB read at most every 30 s)."""
-        with contextlib.suppress(Exception):  # DynamoDB down: keep serving with what we have
-            self.embedding.current()
-
-    def api_key(self) -> str | None:
-        """The Memory API key: the configured value, else the SSM SecureString (cached 5 minutes)."""
-        if self.settings.api_key:
-            return self.settings.api_key
-        if self.settings.api_key_parameter:
-            return secure_parameter(self.settings.api_key_parameter)
-        return None
-
-    def close(self) -> None:
-        """Release the index."""
-        self.service.index.close()
 
 
 def _secret(settings: Settings) -> Settings:

@@ -4,7 +4,7 @@ under. The stores map it to their rows (engram.store); nothing here knows a tabl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from .clock import now_ms
@@ -72,9 +72,9 @@ def fact_tail(server: str | None, project: str | None, user: str | None) -> str:
 
 
 @dataclass(slots=True)
-class Record:
-    """One memory as the store holds it: a fact, or a stored chat message with its whole content. A plain
-    object: what the rest of engram reads and hands back; only this package knows the table's rows."""
+class MemoryFields:
+    """What every memory has, stored (Record) or shown (domain.Memory): its bot and id, its kind and text,
+    who saved it and when, and the scopes it belongs to."""
 
     bot: str
     id: int
@@ -88,6 +88,18 @@ class Record:
     project: str | None = None
     content: Any = None
     source_id: str | None = None
+
+
+def field_names(cls: type) -> tuple[str, ...]:
+    """A memory dataclass's field names, its bases' included (slots name only a class's own)."""
+    return tuple(f.name for f in fields(cls))
+
+
+@dataclass(slots=True)
+class Record(MemoryFields):
+    """One memory as the store holds it: a fact, or a stored chat message with its whole content. A plain
+    object: what the rest of engram reads and hands back; only this package knows the table's rows."""
+
     unique_key: str | None = None
     thread: str | None = None
     context: str | None = None

@@ -13,7 +13,7 @@ from .ports import SpreadPass
 from .store import KINDS, READ_SHARDS
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from .engine_parts import Engine
 
 # A reconcile or rebuild step stops taking pages after this long, and queues itself from where it stopped
 # (a whole bot's pass in one job fit ~50,000 records in the 180 s timeout, then restarted from zero)

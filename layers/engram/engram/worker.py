@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
-from .engine import Engine, get_engine
+from .engine_parts import Engine
 from .errors import Forgotten
 from .forgetting import JOB_BUDGET_S
 from .jobs import (
@@ -29,6 +29,10 @@ from .jobs import (
 from .observability import logger, timed
 from .upkeep import maintain, queue_stamps
 
+if TYPE_CHECKING:  # handed by the wiring (functions/worker/app.py, the local stack), never looked up here
+    from .discord.memory import DiscordMemory
+    from .proxy.runtime import Proxy
+
 # A batch whose every job failed (Qdrant down, say) is reported record by record like any other, not
 # raised: the jobs come back after the visibility timeout either way, and the function is not in error.
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
@@ -39,77 +43,106 @@ processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failu
 MIN_TIME_LEFT_MS = 45_000
 
 
-def handle(record: SQSRecord, lambda_context: LambdaContext | None = None) -> None:
-    """Run one job; raising marks just this message failed, so SQS retries it and then dead-letters it."""
-    job = parse_job(record.body)
-    with timed(f"job-{job.kind}"):
-        try:
-            _run(job, lambda_context)
-        except Forgotten:  # its user was forgotten after it was queued: deleted from the queue, never retried
-            logger.info("dropped a job of a forgotten user", extra={"kind": job.kind})
-
-
-def _index(engine: Engine, job: IndexJob) -> None:
-    done = engine.service.indexer.fill_vectors(job.bot, job.ids)
+def _index(worker: Worker, job: IndexJob) -> None:
+    done = worker.engine.service.indexer.fill_vectors(job.bot, job.ids)
     logger.info("index job", extra={"bot": job.bot, "ids": len(job.ids), "complete": done})
 
 
-def _sweep(engine: Engine, job: SweepJob) -> None:
+def _sweep(worker: Worker, job: SweepJob) -> None:
+    engine = worker.engine
     queued = engine.service.indexer.sweep()
     resumed = engine.service.forgetting.resume_stalled()
     stamps = queue_stamps(engine)
     logger.info("sweep", extra={"queued": queued, "forgetsResumed": resumed, "stampsQueued": stamps})
 
 
-def _forget(engine: Engine, job: ForgetJob) -> None:
-    outcome = engine.service.forget_user(job.bot, job.user, at=job.at, budget_s=JOB_BUDGET_S)
+def _forget(worker: Worker, job: ForgetJob) -> None:
+    outcome = worker.engine.service.forget_user(job.bot, job.user, at=job.at, budget_s=JOB_BUDGET_S)
     logger.info("forget job", extra={"bot": job.bot, "left": outcome["left"]})
 
 
-def _extract(engine: Engine, job: ExtractJob) -> None:
-    from .proxy.runtime import get_proxy  # the proxy's settings and clients: only where it extracts
-
-    proxy = get_proxy()
+def _extract(worker: Worker, job: ExtractJob) -> None:
+    proxy = worker.proxy()
     stored = proxy.extractor().run(job)
     proxy.memory.forget_caches()
     logger.info("extraction", extra={"bot": job.bot, "stored": len(stored)})
 
 
-def _discord(engine: Engine, job: DiscordWork) -> None:
-    from .discord.runtime import get_discord  # Discord's client and settings: only where it runs
-
-    get_discord().run(job)
+def _discord(worker: Worker, job: DiscordWork) -> None:
+    worker.discord().run(job)
     logger.info("discord", extra={"action": getattr(job, "action", "")})
 
 
-def _backfill(engine: Engine, job: BackfillJob) -> None:
-    from .discord.runtime import get_discord
-
-    get_discord().backfill(job)
+def _backfill(worker: Worker, job: BackfillJob) -> None:
+    worker.discord().backfill(job)
 
 
-def _reembed(engine: Engine, job: ReembedJob) -> None:
-    engine.embedding.reembed(job)
+def _reembed(worker: Worker, job: ReembedJob) -> None:
+    worker.engine.embedding.reembed(job)
 
 
 # Each job type's handler: a job the table does not know is a programming error, never a silent drop
-HANDLERS: dict[type[BaseModel], Callable[[Engine, Any], None]] = {
+def _maintain(worker: Worker, job: IndexMaintenanceJob) -> None:
+    maintain(worker.engine, job)
+
+
+HANDLERS: dict[type[BaseModel], Callable[[Worker, Any], None]] = {
     IndexJob: _index,
     SweepJob: _sweep,
     ForgetJob: _forget,
     ExtractJob: _extract,
     BackfillJob: _backfill,
     ReembedJob: _reembed,
-    IndexMaintenanceJob: maintain,
+    IndexMaintenanceJob: _maintain,
     **dict.fromkeys(DISCORD_JOBS, _discord),
 }
 
 
-def _run(job: AnyJob, lambda_context: LambdaContext | None) -> None:
-    engine = get_engine()
-    if lambda_context is not None and lambda_context.get_remaining_time_in_millis() < MIN_TIME_LEFT_MS:
-        engine.queue.send(job)  # at once, rather than after the visibility timeout a failure would cost
-        logger.info("requeued: too little time left", extra={"kind": job.kind})
-        return
-    engine.refresh()
-    HANDLERS[type(job)](engine, job)
+class Worker:
+    """The SQS door: runs each job on the parts the process's wiring hands it. The proxy's and Discord's parts
+    are built only where a job needs them (an extraction, a Discord job): most jobs never touch them."""
+
+    def __init__(
+        self,
+        engine: Callable[[], Engine],
+        proxy: Callable[[], Proxy] | None = None,
+        discord: Callable[[], DiscordMemory] | None = None,
+    ) -> None:
+        self._engine = engine
+        self._proxy = proxy
+        self._discord = discord
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine()
+
+    def proxy(self) -> Proxy:
+        if self._proxy is None:
+            raise RuntimeError("this worker was wired without the proxy's parts: it cannot run an extraction")
+        return self._proxy()
+
+    def discord(self) -> DiscordMemory:
+        if self._discord is None:
+            raise RuntimeError("this worker was wired without Discord's parts: it cannot run a Discord job")
+        return self._discord()
+
+    def handle(self, record: SQSRecord, lambda_context: LambdaContext | None = None) -> None:
+        """Run one job; raising marks just this message failed, so SQS retries it and then dead-letters it."""
+        job = parse_job(record.body)
+        with timed(f"job-{job.kind}"):
+            try:
+                self.run(job, lambda_context)
+            except (
+                Forgotten
+            ):  # its user was forgotten after it was queued: deleted from the queue, never retried
+                logger.info("dropped a job of a forgotten user", extra={"kind": job.kind})
+
+    def run(self, job: AnyJob, lambda_context: LambdaContext | None = None) -> None:
+        """One job by its type's handler, unless too little time is left to finish it."""
+        engine = self.engine
+        if lambda_context is not None and lambda_context.get_remaining_time_in_millis() < MIN_TIME_LEFT_MS:
+            engine.queue.send(job)  # at once, rather than after the visibility timeout a failure would cost
+            logger.info("requeued: too little time left", extra={"kind": job.kind})
+            return
+        engine.refresh()
+        HANDLERS[type(job)](self, job)

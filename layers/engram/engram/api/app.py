@@ -21,7 +21,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
-from ..engine import Engine, get_engine
+from ..engine_parts import Engine
 from ..errors import EngramError
 from ..keys import key_matches
 from ..text import MEMORY_ID_PATTERN, NAME_PATTERN
@@ -195,7 +195,7 @@ def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
 
 
 def create_app(
-    engine_factory: Callable[[], Engine] = get_engine,
+    engine_factory: Callable[[], Engine],
     proxy_factory: Callable[..., Any] | None = None,
     discord_settings_factory: Callable[..., Any] | None = None,
 ) -> FastAPI:

@@ -9,7 +9,7 @@ from fastapi import Depends, Path, Request, Security
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from ..engine import Engine
+from ..engine_parts import Engine
 from ..errors import Unauthorized
 from ..keys import key_matches
 from ..text import NAME_PATTERN

@@ -6,7 +6,8 @@ import httpx
 
 from ..config import get_discord_settings, get_settings
 from ..config.discord import DiscordSettings
-from ..engine import Engine, get_engine
+from ..engine import get_engine
+from ..engine_parts import Engine
 from ..observability import count
 from ..singleton import ProcessSingleton
 from .core import DiscordCore

@@ -8,12 +8,12 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from .lazy import LazyModel
+from .lazy import LazyModel, LoadedOnFirstUse
 
 E5_MODEL = "multilingual-e5-small-q4"
 
 
-class E5Embedder:
+class E5Embedder(LoadedOnFirstUse):
     """384-d unit vectors; `embed` for what is stored, `embed_queries` for what is searched."""
 
     provider = "local"
@@ -22,15 +22,6 @@ class E5Embedder:
     def __init__(self, threads: int = 0, batch_size: int = 32):
         self.threads, self.batch_size = threads, batch_size
         self._model = LazyModel(self._load)
-
-    @property
-    def warm(self) -> bool:
-        """Whether the model is loaded (well under a second; a write never waits for it regardless)."""
-        return self._model.warm
-
-    def load(self) -> Any:
-        """Load the model once; later calls return it."""
-        return self._model.get()
 
     def _load(self) -> Any:
         if self.threads:  # the engine reads its thread count once, when it loads

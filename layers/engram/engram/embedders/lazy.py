@@ -32,3 +32,18 @@ class LazyModel:
                         f"no local embedder here ({exc.name} is not installed)"
                     ) from exc
             return self._model
+
+
+class LoadedOnFirstUse:
+    """A local embedder whose model is a LazyModel: whether it is loaded yet, and loading it."""
+
+    _model: LazyModel
+
+    @property
+    def warm(self) -> bool:
+        """Whether the model is loaded (a write never waits for it: its vector follows by a job)."""
+        return self._model.warm
+
+    def load(self) -> Any:
+        """Load the model once; later calls return it."""
+        return self._model.get()

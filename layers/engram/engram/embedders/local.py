@@ -7,12 +7,12 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from .lazy import LazyModel
+from .lazy import LazyModel, LoadedOnFirstUse
 
 LOCAL_MODEL = "all-minilm-l6-v2"
 
 
-class LocalEmbedder:
+class LocalEmbedder(LoadedOnFirstUse):
     """The model Ollama serves as `all-minilm`, run in-process from a model shipped on PyPI."""
 
     provider = "local"
@@ -28,15 +28,6 @@ class LocalEmbedder:
         self._cores = max(
             1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         )
-
-    @property
-    def warm(self) -> bool:
-        """Whether the model is loaded (a write never waits for it: its vector follows by a job)."""
-        return self._model.warm
-
-    def load(self) -> Any:
-        """Load the model once (about 3 s); later calls return it."""
-        return self._model.get()
 
     def _load(self) -> Any:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -4,6 +4,7 @@ engram.proxy.turn), and everything else under /<upstream>/ forwarded verbatim (e
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import httpx
 from fastapi import APIRouter, Request
@@ -11,8 +12,10 @@ from fastapi.responses import Response
 
 from ..config.proxy import Upstream
 from .relay import Door, error, open_door, relay
-from .runtime import Proxy, get_proxy
 from .turn import chat_turn
+
+if TYPE_CHECKING:  # handed the proxy's parts by the app, never looking them up
+    from .runtime import Proxy
 
 PROXY_BODY = 16 * 1024 * 1024
 
@@ -35,7 +38,7 @@ def _contained(upstream: Upstream, path: str, raw_path: bytes) -> bool:
     ) and target.path.startswith(base.path.rstrip("/") + "/")
 
 
-def proxy_router(proxy_factory: Callable[[], Proxy] = get_proxy) -> APIRouter:
+def proxy_router(proxy_factory: Callable[[], Proxy]) -> APIRouter:
     """Routes for every configured upstream (looked up per request, so settings can change in tests)."""
     # A chat turn with images and a long context fits; Lambda's own request limit is 6 MB.
     router = APIRouter(max_body_size=PROXY_BODY)

@@ -11,7 +11,8 @@ from cachetools import TTLCache
 from ..config import get_proxy_settings
 from ..config import get_settings as engine_settings
 from ..config.proxy import ProxySettings
-from ..engine import Engine, get_engine
+from ..engine import get_engine
+from ..engine_parts import Engine
 from ..keys import key_matches
 from ..singleton import ProcessSingleton
 from .cache import StatsCache

@@ -9,12 +9,12 @@ from typing import Any
 
 from pynamodb.expressions.update import Action
 
-from ..record import Record
+from ..record import Record, field_names
 from . import keys
 from .dynamo import update_if_exists
 from .models import MemoryRecord
 
-_FIELDS = tuple(f for f in Record.__slots__ if f not in ("pending", "stored_line", "stored_scope"))
+_FIELDS = tuple(f for f in field_names(Record) if f not in ("pending", "stored_line", "stored_scope"))
 
 
 def _record(row: MemoryRecord) -> Record:
