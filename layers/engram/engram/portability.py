@@ -81,6 +81,18 @@ def _error(exc: Exception) -> str:
     return str(exc)
 
 
+def _written(line: ImportLine) -> dict[str, Any]:
+    """Who wrote a line, where and when, as a fact or a message is stored with it."""
+    return {
+        "user": line.userId,
+        "server": line.serverId,
+        "project": line.project,
+        "saved_by": line.savedBy,
+        "created_at": _ms(line.createdAt),
+        "updated_at": _ms(line.updatedAt),
+    }
+
+
 def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict[str, Any]:
     """Store an export's lines into `bot`; returns counts and every bad line's number and reason."""
     bot = required_name("bot", bot)
@@ -119,17 +131,7 @@ def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict
             if line.contextUserId in gone:
                 line.context, line.contextUserId = None, None
             if line.kind == "fact":
-                _, created = service.add_fact(
-                    bot,
-                    line.text,
-                    user=line.userId,
-                    server=line.serverId,
-                    project=line.project,
-                    saved_by=line.savedBy,
-                    created_at=_ms(line.createdAt),
-                    updated_at=_ms(line.updatedAt),
-                    defer_vectors=True,
-                )
+                _, created = service.add_fact(bot, line.text, **_written(line), defer_vectors=True)
                 counts["facts"]["created" if created else "existing"] += 1
                 continue
             if not line.sourceMessageId:
@@ -137,13 +139,8 @@ def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict
             message = ChatMessage(
                 source_id=line.sourceMessageId,
                 text=line.text,
-                user=line.userId,
-                server=line.serverId,
-                project=line.project,
-                created_at=_ms(line.createdAt),
-                updated_at=_ms(line.updatedAt),
+                **_written(line),
                 content=line.content,
-                saved_by=line.savedBy,
                 thread=line.threadId,
                 # a context whose author the line does not name is left out: no forget could find it
                 context=line.context if line.contextUserId else None,

@@ -126,13 +126,9 @@ class Backfill:
             [
                 BackfillJob(
                     user=user,
-                    guild=guild,
-                    channel=channel,
                     run=run,
                     origin=origin,
-                    last_message_id=self.core.last_message_ids.get(channel),
-                    parent_id=self.core.thread_parents.get(channel),
-                    private=channel in self.core.private_threads,
+                    **self.core.channels.carried(guild, channel),
                 )
                 for guild, channel in channels
             ]
@@ -169,10 +165,7 @@ class Backfill:
         if not self._running(job.user, job.run):
             log.info("dropping a backfill link of a run that is over (forgotten or replaced)")
             return
-        if job.parent_id:
-            self.core.thread_parents[job.channel] = job.parent_id
-        if job.private:
-            self.core.private_threads.add(job.channel)
+        self.core.channels.learn(job.channel, job.parent_id, job.private)
         cursor = self.state.cursors.get(self.bot, job.user, job.channel) or Cursor()
         if cursor.run == job.run and job.step < (cursor.step or 0):
             self._ran_already(job, cursor)

@@ -98,7 +98,7 @@ class CatchUp:
         moved = [
             (g, c)
             for g, c in fresh
-            if self._moved(self.core.last_message_ids.get(c), seen.get(c, ChannelSeen()).newest)
+            if self._moved(self.core.channels.last_message(c), seen.get(c, ChannelSeen()).newest)
         ]
         held = set(moved)
         quiet = [
@@ -112,13 +112,9 @@ class CatchUp:
         self.core.queue.send_many(
             [
                 CatchUpJob(
-                    guild=g,
-                    channel=channel,
                     issued_at=job.issued_at,
                     recheck=recheck,
-                    last_message_id=self.core.last_message_ids.get(channel),
-                    parent_id=self.core.thread_parents.get(channel),
-                    private=channel in self.core.private_threads,
+                    **self.core.channels.carried(g, channel),
                 )
                 for (g, channel), recheck in [(c, False) for c in fresh] + [(c, True) for c in due]
             ]
@@ -197,13 +193,10 @@ class CatchUp:
                 # older unread messages remain (a new channel, or a burst of more than a page): bounded jobs
                 self.core.queue.send(
                     CatchUpJob(
-                        guild=guild,
-                        channel=channel,
                         before=oldest,
                         until=newest,
                         issued_at=now_ms(),
-                        parent_id=self.core.thread_parents.get(channel),
-                        private=channel in self.core.private_threads,
+                        **self.core.channels.carried(guild, channel),
                     )
                 )
         return stored

@@ -17,7 +17,7 @@ from ..jobs import JobQueue
 from ..ports import StatePort
 from ..service import ChatMessage, MemoryService
 from .attachments import Interpreter, SafeFetcher
-from .objects import Message
+from .objects import Channel, Message
 from .rest import PERSON_MESSAGE_TYPES, DiscordClient, DiscordError, RateLimited
 from .visibility import Visibility
 from .window import WINDOW_DAYS, timestamp_ms
@@ -27,6 +27,53 @@ TOKEN_LIFETIME_MS = 15 * 60 * 1000  # how long Discord honours an interaction to
 EMPTY_PAGE_SIGN = 5  # this many messages of others, every one empty: the intent is missing
 UNREADABLE_RETRY_S = 3600  # a channel Discord refused is tried again after an hour
 REPLY_WAIT_S = 10.0  # a 429 this short on an answer is waited out in the job
+
+
+class ChannelsSeen:
+    """What this process has seen of channels in a listing: each one's newest message id, and of a thread its
+    channel (whose permissions it follows) and whether it is private (its words reach no one outside it).
+    Jobs carry these, so a worker that never listed the server still knows them."""
+
+    def __init__(self) -> None:
+        self._parents: dict[str, str] = {}
+        self._private: set[str] = set()
+        self._last_message: dict[str, str | None] = {}
+
+    def listed(self, channel: Channel) -> None:
+        """A channel (or thread) as a listing gave it."""
+        self._last_message[channel.id] = channel.last_message_id
+        if channel.type in (10, 11, 12):
+            self.learn(channel.id, channel.parent_id, private=channel.type == 12)
+
+    def last_message(self, channel: str) -> str | None:
+        """Its newest message id at the last listing (None: never listed, or no message yet)."""
+        return self._last_message.get(channel)
+
+    def learn(self, channel: str | None, parent_id: str | None, private: bool) -> None:
+        """Remember a thread's channel and privacy (a job's or a channel listing's)."""
+        if not channel:
+            return
+        if parent_id:
+            self._parents[channel] = parent_id
+        if private:
+            self._private.add(channel)
+
+    def parent(self, channel: str) -> str | None:
+        return self._parents.get(channel)
+
+    def is_private(self, channel: str) -> bool:
+        return channel in self._private
+
+    def carried(self, guild: str, channel: str) -> dict[str, Any]:
+        """What a job about a channel carries of it: its server and id, its newest message id and, of a
+        thread, its channel and privacy."""
+        return {
+            "guild": guild,
+            "channel": channel,
+            "last_message_id": self.last_message(channel),
+            "parent_id": self.parent(channel),
+            "private": self.is_private(channel),
+        }
 
 
 class DiscordCore:
@@ -49,9 +96,7 @@ class DiscordCore:
         self.state = state
         self.queue = queue
         self.client = client
-        self.last_message_ids: dict[str, str | None] = {}
-        self.thread_parents: dict[str, str] = {}  # a thread's channel: whose permissions it follows
-        self.private_threads: set[str] = set()  # their words reach no one outside them (visibility)
+        self.channels = ChannelsSeen()
         self.visibility = Visibility(client)
         self.ollama = ollama
         self.interpreter = interpreter or Interpreter(
@@ -111,18 +156,14 @@ class DiscordCore:
 
     def readable_channels(self, guilds: list[str], archived: bool = False) -> list[tuple[str, str]]:
         """(guild, channel) of every channel the bot can read in these servers, except the disallowed ones
-        (each channel's newest message id kept in `last_message_ids`); with `archived`, archived threads too
+        (each channel's newest message id kept in `channels`); with `archived`, archived threads too
         (a backfill: a catch-up needs none, as a new message in a thread makes it active again)."""
         out = []
         for guild in guilds:
             for c in self.client.readable_channels(guild, archived=archived):
                 if c.id not in self.settings.channels_disallowed:
                     out.append((guild, c.id))
-                    self.last_message_ids[c.id] = c.last_message_id
-                    if c.parent_id and c.type in (10, 11, 12):
-                        self.thread_parents[c.id] = c.parent_id
-                    if c.type == 12:
-                        self.private_threads.add(c.id)
+                    self.channels.listed(c)
         return out
 
     def member_guilds(self, guilds: list[str], user: str) -> list[str]:
@@ -270,9 +311,10 @@ class DiscordCore:
             "message": message.content,
             "attachments": self.interpreter.attachments(message),
         }
-        if channel in self.thread_parents:  # so /ask can place an archived thread's memories
-            content["parentId"] = self.thread_parents[channel]
-        if channel in self.private_threads:
+        parent = self.channels.parent(channel)
+        if parent:  # so /ask can place an archived thread's memories
+            content["parentId"] = parent
+        if self.channels.is_private(channel):
             content["privateThread"] = True
         if message.replied_id:
             content["replyTo"] = {"messageId": message.replied_id, "authorId": message.replied_author}

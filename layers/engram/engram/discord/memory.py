@@ -103,10 +103,7 @@ class DiscordMemory:
 
     def catch_up_channel(self, job: CatchUpJob) -> None:
         """One channel's catch-up (or a few pages of its gap)."""
-        if job.parent_id and job.channel:
-            self.core.thread_parents[job.channel] = job.parent_id
-        if job.private and job.channel:
-            self.core.private_threads.add(job.channel)
+        self.core.channels.learn(job.channel, job.parent_id, job.private)
         if job.before:
             self.catch_up.catch_up_gap(job)
         else:
