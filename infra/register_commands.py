@@ -3,7 +3,8 @@ message command "Forget this message".
 
     DISCORD_APPLICATION_ID=... DISCORD_BOT_TOKEN=... python -m infra.register_commands [--guild ID]
 
-Global commands can take up to an hour to appear; --guild registers them on one server at once.
+Global commands appear at once (Discord dropped their hour of caching long ago);
+--guild registers them on one server only, for trying them out.
 """
 
 from __future__ import annotations

@@ -49,6 +49,7 @@ class FakeDiscord(ServedApp):
         self.chat_requests: list[dict] = []
         self.embed_requests: list[dict] = []
         self.history_reads: list[str] = []
+        self.message_reads: list[str] = []  # Get Channel Message: a recalled message confirmed to exist
         self.requests: list[str] = []  # every request, "GET /channels/c11/messages"
         self.arrivals: list[float] = []  # when each request arrived (time.monotonic)
         # every answer checked against Discord's OpenAPI document (tests/discord_spec.py): loaded now, so a
@@ -111,6 +112,11 @@ class FakeDiscord(ServedApp):
             (g, u): [] for g in (G1, G2) for u in (ALICE, BOB, APP_ID)
         }
         self.history: dict[str, list[dict]] = {c: [] for c in (C11, C12, T14, C21)}
+        self.gateway_url: str | None = None  # a FakeGateway's, when one is offered (GET /gateway/bot)
+        self.deleted_channels: set[str] = set()  # channels and threads deleted: 404, 10003 Unknown Channel
+        # an interaction's token -> (its channel, its id, its user): the answers posted through the token land
+        # in that channel's history with `interaction_metadata`, as Discord shows them to anyone reading it
+        self.interactions: dict[str, tuple[str, str, str]] = {}
         self._make_history()
         self._routes()
 
@@ -176,6 +182,13 @@ class FakeDiscord(ServedApp):
         for i in range(15):
             self.add(C21, alice, f"alice in Beta {i} about sailing boats")
             self.add(C21, bob, f"bob in Beta {i}")
+
+    def delete_channel(self, channel: str) -> None:
+        """A channel, thread or forum post deleted: unlisted; its messages answer 10003 Unknown Channel."""
+        for listed in (*self.channels.values(), *self.threads.values()):
+            listed[:] = [c for c in listed if c["id"] != channel]
+        self.history.pop(channel, None)
+        self.deleted_channels.add(channel)
 
     def find(self, message_id: str) -> dict | None:
         """A message of the history by id."""
@@ -300,6 +313,34 @@ class FakeDiscord(ServedApp):
                 return message
             return {**message, "content": "", "attachments": [], "embeds": []}
 
+        @app.get("/users/@me")
+        async def me(request: Request):
+            # what a gateway client (discord.py) reads at login: the bot's own user
+            if not bot_auth(request):
+                return JSONResponse({"message": "401: Unauthorized", "code": 0}, status_code=401)
+            return {
+                **shapes.user(_user(APP_ID, "engram", bot=True)),
+                "flags": 0,
+                "mfa_enabled": False,
+                "locale": "en-US",
+            }
+
+        @app.get("/oauth2/applications/@me")
+        async def application_of_bot(request: Request):
+            if not bot_auth(request):
+                return JSONResponse({"message": "401: Unauthorized", "code": 0}, status_code=401)
+            return shapes.application(APP_ID, (1 << 19) if self.content_intent else 0)
+
+        @app.get("/gateway/bot")
+        async def gateway_bot(request: Request):
+            # topics/gateway.mdx, Get Gateway Bot: where to connect and how many shards
+            if not bot_auth(request):
+                return JSONResponse({"message": "401: Unauthorized", "code": 0}, status_code=401)
+            if self.gateway_url is None:  # no gateway offered: capture by polling only
+                return JSONResponse({"message": "401: Unauthorized", "code": 0}, status_code=401)
+            limit = {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}
+            return {"url": self.gateway_url, "shards": 1, "session_start_limit": limit}
+
         @app.get("/users/@me/guilds")
         async def guilds(request: Request):
             if not bot_auth(request):
@@ -390,6 +431,8 @@ class FakeDiscord(ServedApp):
             if not bot_auth(request):
                 return JSONResponse({"message": "401: Unauthorized", "code": 0}, status_code=401)
             self.history_reads.append(channel)
+            if channel in self.deleted_channels:
+                return JSONResponse({"message": "Unknown Channel", "code": 10003}, status_code=404)
             # topics/permissions.mdx: without VIEW_CHANNEL a channel's messages answer 403 (50001 Missing
             # Access); without READ_MESSAGE_HISTORY they answer 200 with an empty list
             if channel in self.forbidden:
@@ -431,6 +474,43 @@ class FakeDiscord(ServedApp):
             page = self._page(items, before, after, limit)
             return JSONResponse([shapes.message(as_seen(m)) for m in page], headers=limits)
 
+        @app.get("/channels/{channel}/messages/{message_id}")
+        async def one_message(channel: str, message_id: str, request: Request):
+            # resources/message.mdx, Get Channel Message: needs View Channel and Read Message History
+            if not bot_auth(request):
+                return JSONResponse({"message": "401: Unauthorized", "code": 0}, status_code=401)
+            self.message_reads.append(message_id)  # not a history read: one message, confirmed
+            if channel in self.deleted_channels:
+                return JSONResponse({"message": "Unknown Channel", "code": 10003}, status_code=404)
+            if channel in self.forbidden or channel in self.no_history:
+                self.forbidden_answers += 1
+                return JSONResponse({"message": "Missing Access", "code": 50001}, status_code=403)
+            found = next((m for m in self.history.get(channel, []) if m["id"] == message_id), None)
+            if found is None:
+                return JSONResponse({"message": "Unknown Message", "code": 10008}, status_code=404)
+            return shapes.message(as_seen(found))
+
+        def land(token: str, message: dict, original: str | None = None) -> None:
+            """An answer posted through an interaction's token, into its channel's history as Discord keeps
+            it: the app's message with `interaction_metadata` (a followup's names the original response)."""
+            if token not in self.interactions:
+                return
+            channel, interaction_id, user = self.interactions[token]
+            metadata = {
+                "id": interaction_id if interaction_id.isdigit() else self._id(),
+                "type": 2,
+                "user": shapes.user(_user(user, "u")),
+                "authorizing_integration_owners": {"0": "0"},
+            }
+            if original is not None:
+                metadata["original_response_message_id"] = original
+            landed = {**message, "channel_id": channel, "interaction_metadata": metadata}
+            self.history.setdefault(channel, []).append(landed)
+            self.last_sent[channel] = message["id"]
+
+        def original_of(token: str) -> str | None:
+            return next((s["id"] for s in self.sent if s.get("token") == token and s["kind"] == "edit"), None)
+
         def webhook_refusal(token: str) -> JSONResponse | None:
             """topics/rate-limits.mdx: a webhook route has its own bucket and can answer 429 with retry_after;
             interactions/receiving-and-responding.mdx: a token that died (a reply later than 3 s, or after
@@ -464,7 +544,16 @@ class FakeDiscord(ServedApp):
             if refused is not None:
                 return refused
             body = await request.json()
+            original = original_of(token)
             message = self._posted("0", body)
+            if original is not None:  # the original response edited again: the same message
+                message["id"] = original
+                for messages in self.history.values():
+                    for m in messages:
+                        if m["id"] == original:
+                            m["content"] = message["content"]
+            else:
+                land(token, message)
             self.sent.append({"kind": "edit", "token": token, **body, "id": message["id"]})
             return message
 
@@ -474,8 +563,10 @@ class FakeDiscord(ServedApp):
             if refused is not None:
                 return refused
             body = await request.json()
-            self.sent.append({"kind": "followup", "token": token, **body})
-            return self._posted("0", body)
+            message = self._posted("0", body)
+            land(token, message, original=original_of(token))
+            self.sent.append({"kind": "followup", "token": token, **body, "id": message["id"]})
+            return message
 
         @app.post("/users/@me/channels")
         async def create_dm(request: Request):

@@ -100,6 +100,19 @@ def test_consents_are_paged_in_key_order_with_where_to_read_on(state: StatePort)
     assert lists == [["g2"]] and after is None
 
 
+def test_a_left_server_is_due_after_its_grace_once_and_cleared(state: StatePort):
+    state.roster.mark_left(BOT, "g1", 1_000)
+    state.roster.mark_left(BOT, "g2", 5_000)
+    state.roster.mark_left(BOT, "g1", 9_000)  # seen gone again: the first due time stands
+    assert state.roster.left_due(BOT, 999, 10) == []
+    assert state.roster.left_due(BOT, 1_000, 10) == ["g1"]
+    assert sorted(state.roster.left_due(BOT, 6_000, 10)) == ["g1", "g2"]
+    assert len(state.roster.left_due(BOT, 6_000, 1)) == 1
+    state.roster.clear_left(BOT, "g1")
+    assert state.roster.left_due(BOT, 10_000, 10) == ["g2"]
+    assert state.roster.left_due("another-bot", 10_000, 10) == []
+
+
 def test_the_roster_pages_from_after_a_server_and_drops_one(state: StatePort):
     state.roster.add(BOT, ["g3", "g1", "g2", "g1"])
     assert state.roster.page(BOT, None, 2) == ["g1", "g2"]
@@ -207,6 +220,8 @@ def test_unreadable_channels_are_marked_read_by_name_or_all_and_cleared(state: S
     state.channels.mark_unreadable(BOT, "c2", "no history", 600)
     assert state.channels.unreadable(BOT, ["c1", "c3"]) == {"c1": Unreadable("Discord answered 403", 500)}
     assert set(state.channels.unreadable(BOT)) == {"c1", "c2"}
+    state.channels.mark_unreadable(BOT, "c2", "no history", 7800, strikes=3)  # refused again: longer
+    assert state.channels.unreadable(BOT, ["c2"])["c2"] == Unreadable("no history", 7800, 3)
     state.channels.readable_again(BOT, "c1")
     assert set(state.channels.unreadable(BOT)) == {"c2"}
     assert state.channels.unreadable(BOT, []) == {}

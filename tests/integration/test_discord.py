@@ -55,6 +55,7 @@ def stack(tmp_path_factory, local_embedder, discord):
         DISCORD_CHANNELS_DISALLOWED=C12,
         OLLAMA_CHAT_MODEL="chat",
         DISCORD_BACKFILL_PAGES_PER_JOB="1",
+        DISCORD_REMEMBER_COOLDOWN_S="0",  # a second remember runs (the cooldown: test_discord_source_truth)
     )
     yield s
     s.stop()
@@ -145,7 +146,8 @@ def test_remember_backfills_exactly_the_consenting_user(stack, discord):
     status = interact(stack, memory_cmd("status", ALICE)).json()
     assert status["type"] == 4 and status["data"]["flags"] == 64
     assert f"Memories stored: {len(expected)}" in status["data"]["content"]
-    # again: resumes, stores nothing twice
+    # again: resumes, stores nothing twice, and reads no history a run of hers read to its start already
+    reads = len(discord.history_reads)
     interact(stack, memory_cmd("remember", ALICE, token="tok-again"))
     assert wait_until(
         lambda: any(
@@ -156,6 +158,7 @@ def test_remember_backfills_exactly_the_consenting_user(stack, discord):
         -1
     ] == "Backfill complete: 0 messages stored."
     assert sorted(stored_ids(stack, ALICE)) == sorted(ids)
+    assert discord.history_reads[reads:] == []
 
 
 def test_ask_recalls_memories_of_the_same_server_only(stack, discord):

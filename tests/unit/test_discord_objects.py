@@ -78,3 +78,64 @@ def test_a_message_with_no_text_attachment_or_embed_is_empty():
 def test_a_page_parses_whole_and_nothing_is_a_page_of_none():
     assert [m.id for m in messages([EXAMPLE, {"id": "9"}])] == ["334385199974967042", "9"]
     assert messages(None) == []
+
+
+def test_a_discord_error_knows_what_is_gone_by_its_json_code():
+    from engram.discord.errors import UNKNOWN_CHANNEL, UNKNOWN_MESSAGE, DiscordError
+
+    assert DiscordError(404, '{"message": "Unknown Message", "code": 10008}').code == UNKNOWN_MESSAGE
+    assert DiscordError(404, '{"message": "Unknown Channel", "code": 10003}').gone
+    assert not DiscordError(404, '{"message": "Unknown Member", "code": 10007}').gone  # a person, not a thing
+    assert not DiscordError(403, '{"message": "Missing Access", "code": 50001}').gone
+    assert DiscordError(502, "<html>bad gateway</html>").code == 0 and UNKNOWN_CHANNEL == 10003
+
+
+def test_a_followup_names_the_answer_it_continues():
+    followup = Message.model_validate(
+        {"id": "9", "interaction_metadata": {"id": "i1", "type": 2, "original_response_message_id": "7"}}
+    )
+    assert followup.interaction_metadata.original_response_message_id == "7"
+
+
+def test_words_name_mentions_and_keep_forwards_polls_and_voice_messages():
+    said = Message.model_validate(
+        {
+            "id": "1",
+            "content": "ask <@42> or <@!43> in <#7>, ping <@&9>, not <#8>",
+            "mentions": [
+                {"id": "42", "username": "ann", "global_name": "Ann"},
+                {"id": "43", "username": "bo"},
+            ],
+        }
+    )
+    assert said.words({"7": "garden"}) == "ask @Ann or @bo in #garden, ping @role, not #channel"
+    forward = Message.model_validate(
+        {"id": "2", "content": "", "message_snapshots": [{"message": {"content": "the meeting moved to 5"}}]}
+    )
+    assert forward.words() == "(forwarded) the meeting moved to 5" and not forward.empty
+    poll = Message.model_validate(
+        {
+            "id": "3",
+            "poll": {
+                "question": {"text": "Lunch?"},
+                "answers": [
+                    {"answer_id": 1, "poll_media": {"text": "tacos"}},
+                    {"poll_media": {"text": "soup"}},
+                ],
+            },
+        }
+    )
+    assert poll.words() == "(poll) Lunch? tacos / soup" and not poll.empty
+    voice = Message.model_validate(
+        {
+            "id": "4",
+            "flags": 1 << 13,
+            "attachments": [{"id": "a", "content_type": "audio/ogg", "duration_secs": 7.4}],
+        }
+    )
+    assert voice.words() == "(voice message, 7 s)"
+    sticker = Message.model_validate(
+        {"id": "5", "sticker_items": [{"id": "s", "name": "wave", "format_type": 1}]}
+    )
+    assert not sticker.empty  # a sticker-only message is not a sign of a missing Message Content intent
+    assert Message.model_validate({"id": "6"}).empty

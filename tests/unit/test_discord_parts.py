@@ -159,10 +159,13 @@ def test_a_global_429_stops_every_route_and_429s_and_invalid_requests_are_counte
     assert stopped.value.is_global
     limits.after("GET", "/channels/1/messages", 429, {"x-ratelimit-scope": "shared"}, retry_after=1)
     limits.after("GET", "/channels/1/messages", 403, {})
+    limits.after("GET", "/guilds/2/members/3", 404, {})  # Unknown Member: not what Discord counts
+    limits.after("GET", "/channels/1/messages", 401, {})
     assert counted == [
         "discord429Global",
         "discordInvalidRequests",
         "discord429Shared",  # shared 429s do not count toward the ban
+        "discordInvalidRequests",
         "discordInvalidRequests",
     ]
 
@@ -249,3 +252,41 @@ def test_window_re_reads_are_ordered_to_the_millisecond_and_older_second_stamps_
         ChannelSeen(window_at=1_764_000_000_900),
     )
     assert sorted([read_after, read_first], key=window_at_ms) == [read_first, read_after]
+
+
+def test_a_channel_refused_again_and_again_is_tried_less_and_less_often(engine):
+    import httpx
+
+    from engram.config.discord import DiscordSettings
+    from engram.discord.core import UNREADABLE_MAX_S, UNREADABLE_RETRY_S, DiscordCore
+    from engram.discord.rest import DiscordClient
+
+    core = DiscordCore(
+        DiscordSettings(DISCORD_APPLICATION_ID="900"),
+        engine.service,
+        engine.queue,
+        DiscordClient(
+            "http://discord.invalid", "t", "900", transport=httpx.MockTransport(lambda r: httpx.Response(500))
+        ),
+        engine.state,
+        httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(500))),
+    )
+    waits = []
+    for _ in range(12):
+        core.unreadable_now("c1", "Discord answered 403")
+        mark = engine.state.channels.unreadable("900", ["c1"])["c1"]
+        waits.append((mark.strikes, mark.retry_at - now_s()))
+    assert [s for s, _ in waits] == list(range(1, 13))
+    first, second, last = waits[0][1], waits[1][1], waits[-1][1]
+    assert 0.8 * UNREADABLE_RETRY_S - 2 <= first <= 1.2 * UNREADABLE_RETRY_S
+    assert 1.6 * UNREADABLE_RETRY_S - 2 <= second <= 2.4 * UNREADABLE_RETRY_S
+    assert 0.8 * UNREADABLE_MAX_S - 2 <= last <= 1.2 * UNREADABLE_MAX_S  # a week apart at most
+    engine.state.channels.readable_again("900", "c1")
+    core.unreadable_now("c1", "Discord answered 403")
+    assert engine.state.channels.unreadable("900", ["c1"])["c1"].strikes == 1  # readable in between: anew
+
+
+def now_s() -> int:
+    import time
+
+    return int(time.time())

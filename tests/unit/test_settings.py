@@ -63,3 +63,15 @@ def test_a_secret_is_read_decrypted_and_kept_five_minutes(monkeypatch):
     monkeypatch.setattr(parameters, "get_parameter", lambda name, **kw: asked.append((name, kw)) or "s3cret")
     assert secure_parameter("/engram/dev/api-key") == "s3cret"
     assert asked == [("/engram/dev/api-key", {"decrypt": True, "max_age": 300})]
+
+
+def test_disallowed_channels_cover_their_threads_and_forum_posts_and_retention_defaults_to_keep():
+    from engram.config.discord import DiscordSettings
+
+    door = DiscordSettings(DISCORD_CHANNELS_DISALLOWED="111, 222", DISCORD_RETENTION_DAYS="")
+    assert door.disallowed("111") and door.disallowed("999", parent="222")  # a thread under a disallowed one
+    assert not door.disallowed("999", parent="333") and not door.disallowed(None)
+    assert door.retention_days is None and door.retention_cutoff_ms(1_000_000) is None
+    assert door.left_server_grace_hours == 72
+    kept = DiscordSettings(DISCORD_RETENTION_DAYS="45", DISCORD_LEFT_SERVER_GRACE_HOURS="0")
+    assert kept.retention_cutoff_ms(100 * 86_400_000) == 55 * 86_400_000 and kept.left_server_grace_hours == 0

@@ -121,9 +121,24 @@ def test_any_number_of_roles_is_decided_exactly():
     assert not ok(g, "general", "serious")
 
 
-def test_what_cannot_be_decided_is_a_no():
-    g = guild({"general": [], "ops": [member("u7", allow=VIEW_CHANNEL)]})  # u7's roles unknown
-    assert not ok(g, "general", "ops") and not ok(g, "ops", "general")
+def test_what_cannot_be_decided_is_a_no_and_a_members_roles_are_asked_for_only_where_they_matter():
+    # ops: only u7 (a member overwrite) sees it; staff: staff only. Whether u7 may read staff hangs on u7's
+    # roles, which are unknown: no
+    g = guild(
+        {
+            "ops": [role(G, deny=VIEW_CHANNEL), member("u7", allow=VIEW_CHANNEL)],
+            "staff": PRIVATE,
+            "general": [],
+        }
+    )
+    assert not ok(g, "ops", "staff")
+    # ... while whatever u7's roles, u7 reads general: decided without them
+    asked = []
+    g.roles_of = lambda who: asked.append(who) or []
+    assert ok(g, "ops", "general") and asked == []
+    assert not ok(g, "ops", "staff") and asked == ["u7"]  # asked now, once: they hold no staff role
+    g.member_roles["u7"] = [STAFF]
+    assert ok(g, "ops", "staff")
 
 
 def test_a_discord_error_reading_a_member_is_not_cached_as_no_roles():
@@ -140,7 +155,7 @@ def test_a_discord_error_reading_a_member_is_not_cached_as_no_roles():
         def all_channels(self, guild_id):
             overwrites = [role(G, deny=VIEW_CHANNEL), member("u7", allow=VIEW_CHANNEL)]
             return [
-                Channel(id="general", type=0),
+                Channel(id="staff", type=0, permission_overwrites=PRIVATE),
                 Channel(id="ops", type=0, permission_overwrites=overwrites),
             ]
 
@@ -150,14 +165,14 @@ def test_a_discord_error_reading_a_member_is_not_cached_as_no_roles():
         def member(self, guild_id, user_id):
             if self.fail:
                 raise DiscordError(500, "Internal Server Error")
-            return Member.model_validate({"roles": []})
+            return Member.model_validate({"roles": [STAFF]})
 
     client = Client()
     seen = Visibility(client)
     try:
-        seen.allowed(G, "ops", {"general"})
+        seen.allowed(G, "ops", {"staff"})
         raise AssertionError("an error must not pass as an answer")
     except DiscordError:
         pass
     client.fail = False
-    assert seen.allowed(G, "ops", {"general"}) == {"general"}
+    assert seen.allowed(G, "ops", {"staff"}) == {"staff"}

@@ -192,6 +192,7 @@ class Unreadable:
 
     reason: str
     retry_at: int
+    strikes: int = 1  # refusals in a row: each doubles the wait before the next try
 
 
 class ChainEnd(NamedTuple):

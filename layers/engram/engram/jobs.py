@@ -102,10 +102,12 @@ class ExportJob(_Interaction):
 
 
 class ForgetMessageJob(_Interaction):
-    """ "Forget this message": one stored message, if it is the user's."""
+    """ "Forget this message": one stored message, if it is the user's, or any of the server's when a
+    moderator (Manage Messages) asks."""
 
     action: Literal["forget-message"] = "forget-message"
     target_id: str  # the Discord message id
+    moderator: bool = False  # the invoker holds Manage Messages in the channel
 
 
 class AskJob(_Interaction):
@@ -158,6 +160,32 @@ class CatchUpJob(DiscordWork):
     guilds: list[str] = Field(default_factory=list, max_length=100)  # a page of servers
 
 
+class SourceGoneJob(DiscordWork):
+    """What Discord no longer has, leaving memory: a deleted channel, thread or forum post (`channel`), or a
+    server the bot left (`guild`, queued by a tick once its grace is over); a few hundred memories a job,
+    continuing itself."""
+
+    action: Literal["gone"] = "gone"
+    guild: str | None = None
+    channel: str | None = None
+
+
+class RetentionJob(DiscordWork):
+    """DISCORD_RETENTION_DAYS: the oldest stored messages, past retention, deleted a page a job while the
+    oldest page holds any (its work is what aged out, never the store's size)."""
+
+    action: Literal["retention"] = "retention"
+
+
+class GatewayJob(DiscordWork):
+    """Events the gateway process heard (engram.discord.gateway), applied in order by the worker
+    (engram.discord.events): each `{"t": event name, "d": its payload}`, a message's with its thread's
+    `parent_id` and `private` where known."""
+
+    action: Literal["gateway"] = "gateway"
+    events: list[dict[str, Any]] = Field(default_factory=list, max_length=100)
+
+
 # One model per action, told apart by `action` within the jobs of kind "discord"
 DiscordAction = (
     RememberJob
@@ -168,6 +196,9 @@ DiscordAction = (
     | FindServersJob
     | PlanBackfillJob
     | CatchUpJob
+    | SourceGoneJob
+    | RetentionJob
+    | GatewayJob
 )
 DiscordJob = Annotated[DiscordAction, Field(discriminator="action")]
 INTERACTIONS = (RememberJob, ForgetMeJob, ExportJob, ForgetMessageJob, AskJob)

@@ -77,6 +77,19 @@ class MemoryReads:
             return None
         return Memory.from_record(record)
 
+    def by_sources(self, bot: str, source_ids: list[str]) -> dict[str, Memory]:
+        """The chat messages stored under these source message ids, by source id (those not stored are
+        left out)."""
+        keys = {source_key(s): s for s in source_ids}
+        found = self.records.claims.find_uniques(bot, list(keys)) if keys else {}
+        records = self.records.batch_get(bot, list(found.values())) if found else {}
+        hidden = self.hider(bot)
+        return {
+            keys[key]: Memory.from_record(records[i])
+            for key, i in found.items()
+            if i in records and not hidden.record(records[i])
+        }
+
     def get(self, bot: str, memory_id: int) -> Memory:
         """One memory, or NotFound."""
         record = self.records.get(bot, memory_id)

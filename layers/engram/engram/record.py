@@ -57,7 +57,12 @@ def record_scope(bot: str, kind: str, server: str | None, project: str | None) -
 
 
 def record_line(
-    bot: str, kind: str, thread: str | None, server: str | None, project: str | None, user: str | None
+    bot: str,
+    kind: str,
+    thread: str | None,
+    server: str | None = None,
+    project: str | None = None,
+    user: str | None = None,
 ) -> str | None:
     """The line a record's window is read along (byLine): its thread, or for a fact its author's facts in
     the same scope; None for a message outside any thread."""

@@ -61,10 +61,15 @@ class MemoryService:
         self.update = self.writes.update
         self.edit_message = self.writes.edit_message
         self.remove = self.writes.remove
+        self.remove_ids = self.writes.remove_ids
+        self.remove_thread = self.writes.remove_thread
+        self.remove_server = self.writes.remove_server
+        self.remove_aged = self.writes.remove_aged
         self.release_words = self.writes.release_words
         # reads
         self.bots = self.reads.bots
         self.by_source = self.reads.by_source
+        self.by_sources = self.reads.by_sources
         self.get = self.reads.get
         self.list = self.reads.list
         self.search = self.reads.search

@@ -24,6 +24,7 @@ from .errors import Forgotten, InvalidInput, NotFound, Unavailable
 from .indexing import Indexer
 from .jobs import IndexJob
 from .parts import MemoryParts
+from .record import Listing, Paging, record_line
 from .store import (
     Duplicate,
     Record,
@@ -430,6 +431,41 @@ class MemoryWrites:
         self._delete_records([record])
         self.release_words(bot, [record])
         self.state.marks.note_change(bot, now_ms())
+
+    def remove_ids(self, bot: str, ids: list[int]) -> int:
+        """Delete these memories (those still there) as `remove` deletes one; returns how many were."""
+        records = list(self.records.batch_get(bot, ids).values()) if ids else []
+        if records:
+            self._delete_records(records)
+            self.release_words(bot, records)
+            self.state.marks.note_change(bot, now_ms())
+        return len(records)
+
+    def remove_thread(
+        self, bot: str, thread: str, limit: int = 200, written_before: int | None = None
+    ) -> int:
+        """Delete up to `limit` of a thread's (or channel's) stored messages, oldest first: the source deleted
+        it, or (`written_before`, ms) they aged out. Returns how many; 0 when none is left."""
+        line = record_line(bot, "message", thread)
+        return self.remove_ids(bot, self.records.line_first_ids(line, limit, written_before)) if line else 0
+
+    def remove_server(self, bot: str, server: str, limit: int = 200) -> int:
+        """Delete up to `limit` of a server's memories, newest first: the bot left it, or an operator asked.
+        Returns how many; 0 when none is left."""
+        ids = [int(r.id) for r in self.records.newest(bot, "message", limit, Listing(server=server))]
+        if len(ids) < limit:
+            ids += [
+                int(r.id) for r in self.records.newest(bot, "fact", limit - len(ids), Listing(server=server))
+            ]
+        return self.remove_ids(bot, ids)
+
+    def remove_aged(self, bot: str, kind: str, cutoff: int, limit: int = 200) -> tuple[int, bool]:
+        """Delete the oldest stored memories of a kind written before `cutoff` (ms), from its oldest page:
+        (how many, whether to go on): on while that page was full and all received before the cutoff, so
+        the work is what aged out, never the store's size."""
+        page = self.records.page(bot, kind, Paging(None, limit, oldest_first=True))
+        removed = self.remove_ids(bot, [int(r.id) for r in page if int(r.created_at) < cutoff])
+        return removed, len(page) == limit and all(r.arrived < cutoff for r in page)
 
     def _delete_records(self, records: list[Record]) -> None:
         # Vectors first: if Qdrant is down nothing is deleted and the caller hears 503,

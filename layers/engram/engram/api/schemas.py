@@ -141,6 +141,14 @@ class ForgetResult(BaseModel):
     deleted: dict[str, bool | int | dict[str, int]]
 
 
+class ServerRemoved(BaseModel):
+    """A server's memories deleted: how many this call deleted, and whether none is left (`done` false: call
+    again; each call deletes for at most about 20 seconds)."""
+
+    deleted: int
+    done: bool
+
+
 class EmbeddingSettingsOut(BaseModel):
     """Where vectors come from: `local`, `remote` (a provider and model) or `off` (words only)."""
 

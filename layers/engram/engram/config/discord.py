@@ -25,6 +25,13 @@ class DiscordSettings(BaseModel):
     bot_token_parameter: str | None = Field(None, validation_alias="DISCORD_BOT_TOKEN_PARAMETER")
     api_base: str = Field("https://discord.com/api/v10", validation_alias="DISCORD_API_BASE")
     channels_disallowed: CommaSet = Field(default_factory=set, validation_alias="DISCORD_CHANNELS_DISALLOWED")
+    # Messages older than this many days are neither backfilled, stored, recalled nor kept (the sweep
+    # deletes them as they age out); None: kept. Discord's review asks for a retention policy: docs/discord.md
+    retention_days: int | None = Field(None, ge=1, le=36_500, validation_alias="DISCORD_RETENTION_DAYS")
+    # A server the bot has left is no longer recalled at once; its memories are deleted this long after
+    left_server_grace_hours: float = Field(
+        72, ge=0, le=24 * 365, validation_alias="DISCORD_LEFT_SERVER_GRACE_HOURS"
+    )
     chat_model: str | None = Field(None, validation_alias="OLLAMA_CHAT_MODEL")
     vision_model: str | None = Field(None, validation_alias="OLLAMA_VISION_MODEL")
     top_k: int = Field(5, ge=1, le=50, validation_alias="MEMORY_TOP_K")
@@ -42,6 +49,8 @@ class DiscordSettings(BaseModel):
     # a /memory remember checks this many of the bot's servers a job for the user's membership (one Get
     # Guild Member each): an opt-in at 10,000 servers is many short jobs, none near the worker's timeout
     guilds_per_job: int = Field(100, ge=1, le=200, validation_alias="DISCORD_GUILDS_PER_JOB")
+    # a /memory remember this soon after the user's last one is answered, not run again
+    remember_cooldown_s: int = Field(600, ge=0, validation_alias="DISCORD_REMEMBER_COOLDOWN_S")
     context_messages: int = Field(20, ge=1, le=100, validation_alias="DISCORD_CONTEXT_MESSAGES")
     max_signature_age_s: int = Field(300, validation_alias="DISCORD_MAX_SIGNATURE_AGE_S")
     max_signature_future_s: int = Field(30, validation_alias="DISCORD_MAX_SIGNATURE_FUTURE_S")
@@ -55,6 +64,20 @@ class DiscordSettings(BaseModel):
         if isinstance(value, str):
             return {v.strip() for v in value.split(",") if v.strip()}
         return value
+
+    @field_validator("retention_days", mode="before")
+    @classmethod
+    def _keep_when_empty(cls, value: object) -> object:
+        return None if value in ("", "0", 0) else value  # the template sets "" for keep
+
+    def disallowed(self, channel: str | None, parent: str | None = None) -> bool:
+        """Whether a channel is not to be stored: itself named in DISCORD_CHANNELS_DISALLOWED, or a thread or
+        forum post under one (its parent), or a channel under a named category."""
+        return any(c in self.channels_disallowed for c in (channel, parent) if c)
+
+    def retention_cutoff_ms(self, now: int) -> int | None:
+        """Messages written before this (ms) are past retention; None: kept."""
+        return None if self.retention_days is None else now - self.retention_days * 86_400_000
 
     @property
     def bot(self) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 
@@ -16,6 +15,7 @@ from .catchup import CatchUp
 from .core import DiscordCore
 from .objects import Message
 from .rest import VIEW_AND_HISTORY, DiscordError, RateLimited
+from .sources import Sources
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +23,9 @@ log = logging.getLogger(__name__)
 class Ask:
     """ask: an answer with the server's memories, the channel's recent messages as context."""
 
-    def __init__(self, core: DiscordCore, catch_up: CatchUp) -> None:
+    def __init__(self, core: DiscordCore, catch_up: CatchUp, sources: Sources) -> None:
         self.core = core
+        self.sources = sources
         self.bot, self.settings = core.bot, core.settings
         self.state, self.service = core.state, core.service
         self.catch_up = catch_up
@@ -32,8 +33,9 @@ class Ask:
     def ask(self, job: AskJob) -> None:
         """Answer with memory: recent channel messages as rolling context, the top-K memories of the
         same server as one system message (full stored JSON), the answer posted and stored."""
-        consented = self._consent(job)
-        if self._may_read(job):
+        allowed = self._place(job)
+        consented = self._consent(job) and allowed
+        if allowed and self._may_read(job):
             try:
                 self.catch_up.catch_up([(job.need("guild"), job.need("channel"))])
             except (RateLimited, DiscordError) as exc:
@@ -48,8 +50,15 @@ class Ask:
             )
             return
         posted = self._post(job, answer)
-        if consented and posted is not None:
-            self._store(job, self._answer_message(job, posted.id, answer, drew_on))
+        if consented and posted:
+            self._store(job, self._answer_message(job, [p.id for p in posted], answer, drew_on))
+
+    def _place(self, job: AskJob) -> bool:
+        """Whether the channel may be read and stored (not a disallowed one, nor a thread or forum post under
+        one); a thread's parent and privacy are learnt, so what its catch-up stores keeps them."""
+        if job.channel_type in (10, 11, 12):
+            self.core.channels.learn(job.channel, job.parent_id, private=job.channel_type == 12)
+        return not self.settings.disallowed(job.channel, job.parent_id)
 
     def _consent(self, job: AskJob) -> bool:
         """Whether the asker opted in; a server they joined after opting in is added to their consent."""
@@ -85,24 +94,26 @@ class Ask:
             },
         )
 
-    def _answer_message(self, job: AskJob, message_id: str, answer: str, drew_on: set[str]) -> ChatMessage:
-        """The answer as the asker's record; `drewOn` names whose words the model was given (memories and
-        the rolling context), so a forget of any of them removes the answer (engram.forgetting)."""
+    def _answer_message(self, job: AskJob, parts: list[str], answer: str, drew_on: set[str]) -> ChatMessage:
+        """The answer, every part of it, as one record of the asker's, under its first part's id (`parts`: the
+        followups' ids); `drewOn` names whose words the model was given (memories, earlier answers they
+        drew on, the rolling context), so a forget of any of them removes the whole answer."""
         whole = answer[:MAX_MESSAGE_CHARS]
         return ChatMessage(
-            source_id=message_id,
+            source_id=parts[0],
             text=whole,
             user=job.user,
             server=job.need("guild"),
             thread=job.need("channel"),
             saved_by="bot",
             content={
-                "authorId": self.settings.application_id,
+                "authorId": self.core.own_id,
                 "isBot": True,
                 "message": whole,
                 "channelId": job.need("channel"),
                 "serverId": job.need("guild"),
                 "inReplyTo": job.user,
+                **({"parts": parts[1:]} if len(parts) > 1 else {}),
                 **({"drewOn": sorted(drew_on - {job.user})} if drew_on - {job.user} else {}),
                 **_where(job),
             },
@@ -114,6 +125,7 @@ class Ask:
         messages = []
         memories = self.readable_memories(job)
         drew_on.update(m.user for m in memories if m.user)
+        drew_on.update(who for m in memories for who in _drew_on(m))  # an answer built on earlier answers
         if memories:
             stored = [m.content or {"message": m.text} for m in memories]
             messages.append(
@@ -143,20 +155,31 @@ class Ask:
         except (RateLimited, DiscordError) as exc:
             log.warning("no rolling context: %s", exc)
             return []
-        authors = {m.author.id for m in recent if m.author.id} - {self.settings.application_id}
+        own = self.core.own_id
+        authors = {m.author.id for m in recent if m.author.id} - {own}
         opted_in = self.state.consents.consenting(self.bot, authors) | {job.user}
+        answers = self._stored_answers([m for m in recent if m.author.id == own])
         out = []
         for m in reversed(recent):
             author = m.author
-            if not m.content:
+            said = m.words()
+            if not said:
                 continue
-            if author.id == self.settings.application_id:
-                out.append({"role": "assistant", "content": m.content})
+            if author.id == own:
+                # only an answer engram still holds: one a forget removed quoted someone who is gone
+                stored = answers.get(_answer_id(m))
+                if stored is not None:
+                    out.append({"role": "assistant", "content": said})
+                    drew_on.update([*_drew_on(stored), *([stored.user] if stored.user else [])])
             elif author.id in opted_in:
                 name = author.global_name or author.username or "someone"
-                out.append({"role": "user", "content": f"{name}: {m.content}"})
+                out.append({"role": "user", "content": f"{name}: {said}"})
                 drew_on.add(author.id)
         return out
+
+    def _stored_answers(self, mine: list[Message]) -> dict[str, Memory]:
+        """The bot's answers among these messages that engram still holds, by their first part's id."""
+        return self.service.by_sources(self.bot, sorted({_answer_id(m) for m in mine})) if mine else {}
 
     def _answer(self, messages: list[dict[str, str]]) -> str | None:
         """The chat model's answer, or None when it cannot be had."""
@@ -170,18 +193,10 @@ class Ask:
             log.warning("the chat model failed: %s", exc)
             return None
 
-    def _post(self, job: AskJob, answer: str) -> Message | None:
-        """Post the answer; Discord takes 2,000 characters a message, so the rest go as followups."""
-        parts = split_message(answer)
-        posted = self.core.reply(job.token, job.issued_at, job.user, parts[0])
-        token = job.token or ""
-        for part in parts[1:]:
-            try:
-                self.core.deliver(functools.partial(self.core.client.followup, token, part))
-            except (DiscordError, RateLimited) as exc:
-                log.warning("could not send the rest of an answer: %s", exc)
-                break
-        return posted
+    def _post(self, job: AskJob, answer: str) -> list[Message]:
+        """Post the answer; Discord takes 2,000 characters a message, so the rest go as followups (by DM
+        where the token died). Returns the parts posted, first first (none: it could not be delivered)."""
+        return self.core.reply_parts(job.token, job.issued_at, job.user, split_message(answer))
 
     def readable_memories(self, job: AskJob) -> list[Memory]:
         """The server's best memories for the prompt that everyone who sees the answer's channel may read
@@ -211,7 +226,21 @@ class Ask:
         except (RateLimited, DiscordError) as exc:
             log.warning("no memories for /ask: who may read what is unknown (%s)", exc)
             return []
-        return [m for m in found if (m.content or {}).get("channelId") in allowed][:k]
+        readable = [m for m in found if (m.content or {}).get("channelId") in allowed]
+        return self.sources.confirmed(readable, k)  # each still on Discord (one request each), at most k
+
+
+def _answer_id(message: Message) -> str:
+    """The id an answer is stored under: its first part's (a followup names it)."""
+    metadata = message.interaction_metadata
+    original = metadata.original_response_message_id if metadata is not None else None
+    return original or message.id
+
+
+def _drew_on(memory: Memory) -> list[str]:
+    """Whose words a stored answer was made from (its content's drewOn)."""
+    users = (memory.content or {}).get("drewOn") if isinstance(memory.content, dict) else None
+    return [str(u) for u in users if u] if isinstance(users, list) else []
 
 
 def _where(job: AskJob) -> dict[str, object]:

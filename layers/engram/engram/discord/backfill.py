@@ -12,6 +12,7 @@ from .core import TOKEN_LIFETIME_MS, DiscordCore
 from .intents import INTENT_OFF, has_content_intent
 from .objects import Message
 from .rest import DiscordError, RateLimited
+from .window import timestamp_ms
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,8 @@ class Backfill:
         last forget (a retry, a DLQ redrive) is dropped: only a new /memory remember opts them back in."""
         user = job.user
         here = [job.guild] if job.guild else []
+        if self._cooling_down(job):
+            return
         try:  # a 429 here sends the job back to the queue (DiscordMemory.run): nothing is written yet
             channels, skipped = self._channels_of(here)
             intent = self.check_content_intent()
@@ -73,6 +76,24 @@ class Backfill:
             f"{unread}{warning}",
         )
 
+    def _cooling_down(self, job: RememberJob) -> bool:
+        """A remember while the user's last one is younger than DISCORD_REMEMBER_COOLDOWN_S is answered, not
+        run: every run lists every server's channels again."""
+        current = self.state.backfills.get(self.bot, job.user)
+        since = now_ms() - (current.issued_at if current else 0)
+        wait_ms = self.settings.remember_cooldown_s * 1000 - since
+        if current is None or wait_ms <= 0 or not self.core.consented(job.user):
+            return False
+        self.core.reply(
+            job.token,
+            job.issued_at,
+            job.user,
+            f"You're already opted in and your backfill started moments ago ({current.left} still to read); "
+            f"/memory remember can run again in {max(1, wait_ms // 60_000)} min. /memory status shows how "
+            "it goes.",
+        )
+        return True
+
     def find_servers(self, job: FindServersJob) -> None:
         """A page of the bot's servers (DISCORD_GUILDS_PER_JOB, one request) checked for the user (one Get
         Guild Member each): each server of theirs gets a plan-backfill job, and the next page a job of its
@@ -103,7 +124,15 @@ class Backfill:
         user, run, guild = job.user, job.run, job.guild
         if not self._running(user, run):
             return
-        channels, _ = self._channels_of([guild])  # a 429 here: back to the queue, nothing written yet
+        try:
+            channels, _ = self._channels_of([guild])  # a 429 here: back to the queue, nothing written yet
+        except DiscordError as exc:
+            if exc.status not in (403, 404):
+                raise
+            # the bot left the server since the remember began: nothing of it to read, and the run counts
+            # it (a job raising here would be retried into the dead-letter queue and the run never end)
+            log.info("server %s is gone for the bot (%s): nothing to back fill", guild, exc.status)
+            channels = []
         counted = self.state.backfills.plan(self.bot, user, run, f"server#{guild}", len(channels), 0)
         if not self._running(user, run):
             return
@@ -170,6 +199,11 @@ class Backfill:
         if cursor.run == job.run and job.step < (cursor.step or 0):
             self._ran_already(job, cursor)
             return
+        if cursor.run != job.run and cursor.done:
+            # an earlier run of theirs read this channel to its start, and the catch-up has stored what they
+            # wrote since (a forget deletes cursors: one that is here means consent stood): nothing to read
+            self._move_on(job, cursor.moved(run=job.run, step=job.step + 1, stored=0), 0)
+            return
         read, stored = self._read_pages(job, cursor.moved(run=job.run))
         self._move_on(job, read.moved(step=job.step + 1), stored)
 
@@ -192,10 +226,15 @@ class Backfill:
             stored += self.core.store_messages(
                 job.guild, job.channel, page, {job.user}, origin=job.origin or 0, backfill=True
             )
-            if len(page) < 100:
+            if len(page) < 100 or self._past_retention(page[-1]):
                 return cursor.moved(done=True), stored
             cursor = cursor.moved(before=page[-1].id)
         return cursor, stored
+
+    def _past_retention(self, oldest: Message) -> bool:
+        """Whether a page reached messages past DISCORD_RETENTION_DAYS: nothing older is read."""
+        cutoff = self.settings.retention_cutoff_ms(now_ms())
+        return cutoff is not None and (timestamp_ms(oldest.timestamp) or 0) < cutoff
 
     def _no_history(self, job: BackfillJob, cursor: Cursor, page: list[Message]) -> bool:
         """200 [] for the newest page of a channel that has messages: Read Message History is missing (the

@@ -7,9 +7,10 @@ import logging
 
 from ..bookkeeping import ChannelSeen, RosterMark
 from ..clock import now_ms
-from ..jobs import CatchUpJob
+from ..jobs import CatchUpJob, RetentionJob
 from .core import DiscordCore
 from .rest import DiscordError, RateLimited
+from .sources import Sources
 from .window import WINDOW_DAYS, Window
 
 log = logging.getLogger(__name__)
@@ -22,8 +23,9 @@ class CatchUp:
     """fan_out_catch_up, catch_up and catch_up_gap: what consenting users wrote since the newest message
     read."""
 
-    def __init__(self, core: DiscordCore, window: Window) -> None:
+    def __init__(self, core: DiscordCore, window: Window, sources: Sources) -> None:
         self.core = core
+        self.sources = sources
         self.bot, self.settings = core.bot, core.settings
         self.state, self.service = core.state, core.service
         self.window = window
@@ -36,6 +38,9 @@ class CatchUp:
         visited every (roster / DISCORD_GUILDS_PER_TICK) ticks."""
         if not self.core.anyone_consents():
             return 0
+        if self.settings.retention_days is not None:
+            self.core.queue.send(RetentionJob(issued_at=job.issued_at))
+        self.sources.due_servers()  # servers the bot left whose grace is over
         mark = self.state.roster.mark(self.bot)
         if not mark.built:
             mark = self._build_roster(mark)
@@ -138,6 +143,7 @@ class CatchUp:
                     raise
                 log.info("server %s is gone for the bot (%s): out of the roster", guild, exc.status)
                 self.state.roster.drop(self.bot, guild)
+                self.sources.server_left(guild)
         return channels
 
     @staticmethod
@@ -171,6 +177,7 @@ class CatchUp:
             return 0
         stored = 0
         for guild, channel in channels:
+            self.sources.aged_out(channel)
             newest = self.state.channels.newest(self.bot, channel)
             page = self.core.read_page(channel, limit=PAGE)
             if page is None:

@@ -3,6 +3,7 @@ page of messages (and watching what was stored for edits and deletions)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import time
@@ -25,7 +26,8 @@ from .window import WINDOW_DAYS, timestamp_ms
 log = logging.getLogger(__name__)
 TOKEN_LIFETIME_MS = 15 * 60 * 1000  # how long Discord honours an interaction token
 EMPTY_PAGE_SIGN = 5  # this many messages of others, every one empty: the intent is missing
-UNREADABLE_RETRY_S = 3600  # a channel Discord refused is tried again after an hour
+UNREADABLE_RETRY_S = 3600  # a channel Discord refused is tried again after an hour, then 2, 4, ...
+UNREADABLE_MAX_S = 7 * 86_400  # ... hours, at most a week apart
 REPLY_WAIT_S = 10.0  # a 429 this short on an answer is waited out in the job
 
 
@@ -38,10 +40,13 @@ class ChannelsSeen:
         self._parents: dict[str, str] = {}
         self._private: set[str] = set()
         self._last_message: dict[str, str | None] = {}
+        self.names: dict[str, str] = {}  # channel id -> its name, for a mention of it in a message
 
     def listed(self, channel: Channel) -> None:
         """A channel (or thread) as a listing gave it."""
         self._last_message[channel.id] = channel.last_message_id
+        if channel.name:
+            self.names[channel.id] = channel.name
         if channel.type in (10, 11, 12):
             self.learn(channel.id, channel.parent_id, private=channel.type == 12)
 
@@ -97,6 +102,7 @@ class DiscordCore:
         self.queue = queue
         self.client = client
         self.channels = ChannelsSeen()
+        self._own_id: str | None = None
         self.visibility = Visibility(client)
         self.ollama = ollama
         self.interpreter = interpreter or Interpreter(
@@ -106,6 +112,18 @@ class DiscordCore:
     @property
     def bot(self) -> str:
         return self.settings.bot
+
+    @property
+    def own_id(self) -> str:
+        """The bot user's id, which writes its messages: the application's id for apps made since 2020, asked
+        of Discord once (Get Current User) since an older app's bot user has an id of its own."""
+        if self._own_id is None:
+            try:
+                self._own_id = self.client.me().id or self.settings.application_id or ""
+            except (DiscordError, RateLimited, httpx.HTTPError) as exc:
+                log.warning("the bot's own user id is unknown (%s): taken as the application's", exc)
+                return self.settings.application_id or ""
+        return self._own_id
 
     # ----- consent and progress ---------------------------------------------------------------
 
@@ -123,24 +141,54 @@ class DiscordCore:
         """Edit the deferred response while the token lives; after that, or when Discord says the token is
         gone (404, 10015 Unknown Webhook: a cold start past 3 s invalidates it), a DM with the bot token. A
         short 429 is waited out: an answer is not dropped for it."""
+        posted = self.reply_parts(job_token, issued_at, user, [content])
+        return posted[0] if posted else None
+
+    def reply_parts(
+        self, job_token: str | None, issued_at: int, user: str | None, parts: list[str]
+    ) -> list[Message]:
+        """A reply in several messages: the first as `reply` sends it, the rest as followups on the same
+        token, or, where the first went by DM (the token is gone), by DM too. Returns what was posted; the
+        first part's failure sends nothing more."""
+        first, by_dm = self._first_part(job_token, issued_at, user, parts[0])
+        if first is None:
+            return []
+        posted = [first]
+        for part in parts[1:]:
+            try:
+                if by_dm and user:
+                    sent = self.deliver(functools.partial(self.client.direct_message, user, part))
+                else:
+                    sent = self.deliver(functools.partial(self.client.followup, job_token or "", part))
+            except (DiscordError, RateLimited) as exc:
+                log.warning("could not send the rest of an answer: %s", exc)
+                break
+            if sent is not None:
+                posted.append(sent)
+        return posted
+
+    def _first_part(
+        self, job_token: str | None, issued_at: int, user: str | None, content: str
+    ) -> tuple[Message | None, bool]:
+        """(the message, whether it went by DM)."""
         if job_token and now_ms() - issued_at < TOKEN_LIFETIME_MS - 30_000:
             try:
-                return self.deliver(lambda: self.client.edit_original(job_token, content))
+                return self.deliver(lambda: self.client.edit_original(job_token, content)), False
             except DiscordError as exc:
                 if exc.status not in (401, 404):
                     log.warning("could not deliver a reply: %s", exc)
-                    return None
+                    return None, False
                 log.warning("the interaction token is gone (%s); answering by DM", exc.status)
             except RateLimited as exc:
                 log.warning("could not deliver a reply: rate limited for %.1f s", exc.retry_after)
-                return None
+                return None, False
         if not user:
-            return None
+            return None, True
         try:
-            return self.deliver(lambda: self.client.direct_message(user, content))
+            return self.deliver(lambda: self.client.direct_message(user, content)), True
         except (DiscordError, RateLimited) as exc:
             log.warning("could not deliver a reply: %s", exc)
-        return None
+        return None, True
 
     def deliver(self, send: Callable[[], Message | None]) -> Message | None:
         """Send an answer, waiting out 429s of up to REPLY_WAIT_S (three tries): a job that holds a finished
@@ -161,7 +209,7 @@ class DiscordCore:
         out = []
         for guild in guilds:
             for c in self.client.readable_channels(guild, archived=archived):
-                if c.id not in self.settings.channels_disallowed:
+                if not self.settings.disallowed(c.id, c.parent_id):
                     out.append((guild, c.id))
                     self.channels.listed(c)
         return out
@@ -201,12 +249,17 @@ class DiscordCore:
             return None
 
     def unreadable_now(self, channel: str, reason: str) -> None:
-        """Mark a channel unreadable, to be tried again in UNREADABLE_RETRY_S."""
-        log.info("channel %s cannot be read (%s): skipped for an hour", channel, reason)
+        """Mark a channel unreadable, to be tried again in UNREADABLE_RETRY_S, doubled for every refusal in a
+        row up to UNREADABLE_MAX_S: a channel hidden from the bot for good costs a 403 a week, not an hour
+        (each counts toward Discord's invalid-request limit)."""
+        before = self.state.channels.unreadable(self.bot, [channel]).get(channel)
+        strikes = before.strikes + 1 if before is not None else 1
+        wait_s = min(UNREADABLE_RETRY_S * 2 ** (strikes - 1), UNREADABLE_MAX_S)
+        log.info("channel %s cannot be read (%s): skipped for %d s", channel, reason, wait_s)
         # jittered (±20%): channels refused in one tick must not all come due in one later tick, a burst of
         # 403s toward Discord's invalid-request limit
-        retry_s = int(UNREADABLE_RETRY_S * random.uniform(0.8, 1.2))
-        self.state.channels.mark_unreadable(self.bot, channel, reason, now_ms() // 1000 + retry_s)
+        retry_s = int(wait_s * random.uniform(0.8, 1.2))
+        self.state.channels.mark_unreadable(self.bot, channel, reason, now_ms() // 1000 + retry_s, strikes)
 
     def store_messages(
         self,
@@ -224,9 +277,12 @@ class DiscordCore:
         users forgotten since `origin` (when the job was queued): a forget between the fetch and the store
         wins. A backfill page is older than what is stored: its oldest message's context is not the
         channel's newest one."""
-        if not page:
-            return 0
+        if not page or self.settings.disallowed(channel, self.channels.parent(channel)):
+            return 0  # a disallowed channel, or a thread or forum post under one: nothing of it is stored
         page = [m for m in page if m.type in PERSON_MESSAGE_TYPES]  # no system messages
+        cutoff = self.settings.retention_cutoff_ms(now_ms())
+        if cutoff is not None:  # DISCORD_RETENTION_DAYS: what is past it is not stored at all
+            page = [m for m in page if (timestamp_ms(m.timestamp) or 0) >= cutoff]
         self._notice_missing_content(page)
         checked_at = now_ms()
         users = self.state.consents.consenting(self.bot, self._people(page) if users is None else set(users))
@@ -250,7 +306,7 @@ class DiscordCore:
         owner, saved_by = self._owner(message, users)
         if owner is None:
             return None
-        text = message.content.strip()
+        text = message.words(self.channels.names)
         images = [a for a in message.attachments if (a.content_type or "").startswith("image/")]
         if not text and not (images and self.settings.vision_model):
             return None  # empty, or image-only without vision
@@ -268,27 +324,28 @@ class DiscordCore:
     def _notice_missing_content(self, page: list[Message]) -> None:
         """A page of other people's messages that all came back empty (no text, attachments or embeds):
         the sign of a missing Message Content intent, noted for /memory status and the backfill's reply."""
-        others = [m for m in page if not m.author.bot and m.author.id != self.settings.application_id]
+        others = [m for m in page if not m.author.bot and m.author.id != self.own_id]
         if len(others) >= EMPTY_PAGE_SIGN and all(m.empty for m in others):
             self.state.channels.note_content_intent(self.bot, False, "empty page", now_ms())
 
     def _people(self, page: list[Message]) -> set[str]:
-        """Everyone a page's messages could be stored for: their authors, and whom the bot's own answer."""
+        """Everyone a page's messages could be stored for: their authors, and whom the bot's replies are
+        to."""
         people: set[str | None] = set()
         for message in page:
-            if message.author.id != self.settings.application_id:
+            if message.author.id != self.own_id:
                 people.add(message.author.id)
-            else:
-                people.update(message.commanded_by)
+            elif not message.commanded_by:  # a command's answer is never stored from a page (see _owner)
                 people.add(message.replied_author)
         return {p for p in people if p}
 
     def _owner(self, message: Message, users: set[str]) -> tuple[str | None, str]:
         author = message.author
-        if author.id == self.settings.application_id:
-            asker = next((u for u in message.commanded_by if u in users), None)
-            if asker is not None:
-                return asker, "bot"
+        if author.id == self.own_id:
+            if message.commanded_by:
+                # an answer to a command (each part of a long /ask answer too): /ask stores it whole, once,
+                # with whose words it drew on; stored here it would be the asker's words, quoting no one
+                return None, "bot"
             replied = message.replied_author
             return (replied, "bot") if replied in users else (None, "bot")
         if author.bot or author.id not in users:

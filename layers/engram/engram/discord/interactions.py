@@ -52,6 +52,8 @@ class _User(BaseModel):
 
 class _Member(BaseModel):
     user: _User | None = None
+    # the member's permissions in the channel, overwrites included (interactions/receiving-and-responding.mdx)
+    permissions: str | None = Field(None, pattern=r"^\d{1,20}$")
 
 
 class _Option(BaseModel):
@@ -90,6 +92,7 @@ class Interaction(BaseModel):
 
 
 Answer = tuple[int, dict[str, Any]]
+MANAGE_MESSAGES = 1 << 13  # topics/permissions.mdx: a moderator's; "Forget this message" on anyone's message
 
 
 def handle_interaction(
@@ -158,7 +161,9 @@ def _command(
     if data.type == MESSAGE_COMMAND and data.name == FORGET_THIS_MESSAGE:
         if not data.target_id:
             return 400, {"error": "a message command needs its target message"}
-        queue().send(ForgetMessageJob(target_id=data.target_id, **job))
+        permissions = int(body.member.permissions or 0) if body.member is not None else 0
+        moderator = bool(body.guild_id) and permissions & MANAGE_MESSAGES == MANAGE_MESSAGES
+        queue().send(ForgetMessageJob(target_id=data.target_id, moderator=moderator, **job))
         return 200, {"type": DEFERRED, "data": {"flags": EPHEMERAL}}
     if data.name == "memory" and data.options:
         sub = data.options[0].name

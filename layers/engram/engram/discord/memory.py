@@ -20,15 +20,20 @@ from ..jobs import (
     FindServersJob,
     ForgetMeJob,
     ForgetMessageJob,
+    GatewayJob,
     PlanBackfillJob,
     RememberJob,
+    RetentionJob,
+    SourceGoneJob,
 )
 from .ask import Ask
 from .backfill import Backfill
 from .catchup import CatchUp
 from .core import DiscordCore
+from .events import GatewayEvents
 from .export import Export
 from .rest import RateLimited
+from .sources import Sources
 from .window import Window
 
 log = logging.getLogger(__name__)
@@ -51,9 +56,11 @@ class DiscordMemory:
         self.core = core
         self.backfills = Backfill(self.core)
         self.window = Window(self.core)
-        self.catch_up = CatchUp(self.core, self.window)
+        self.sources = Sources(self.core)
+        self.catch_up = CatchUp(self.core, self.window, self.sources)
         self.exports = Export(self.core)
-        self.asks = Ask(self.core, self.catch_up)
+        self.events = GatewayEvents(self.core, self.window, self.sources)
+        self.asks = Ask(self.core, self.catch_up, self.sources)
         self._routes: dict[type[DiscordWork], _Route] = {
             RememberJob: _Route(self.backfills.remember, waits_out_limits=True),
             ForgetMeJob: _Route(self.forget),
@@ -63,6 +70,9 @@ class DiscordMemory:
             FindServersJob: _Route(self.backfills.find_servers, waits_out_limits=True),
             PlanBackfillJob: _Route(self.backfills.plan_backfill, waits_out_limits=True),
             CatchUpJob: _Route(self.catch_up_job, waits_out_limits=True),
+            SourceGoneJob: _Route(self.sources.gone, waits_out_limits=True),
+            RetentionJob: _Route(self.sources.retention),
+            GatewayJob: _Route(self.events.apply),
         }
 
     @property
@@ -104,6 +114,8 @@ class DiscordMemory:
     def catch_up_channel(self, job: CatchUpJob) -> None:
         """One channel's catch-up (or a few pages of its gap)."""
         self.core.channels.learn(job.channel, job.parent_id, job.private)
+        if self.settings.disallowed(job.channel, job.parent_id):
+            return  # queued before the channel was disallowed: not read
         if job.before:
             self.catch_up.catch_up_gap(job)
         else:
@@ -115,17 +127,17 @@ class DiscordMemory:
 
     def forget_message(self, job: ForgetMessageJob) -> None:
         """The "Forget this message" command: one stored message gone at once, if it is the user's (theirs,
-        or the bot's reply attributed to them). Works without the Message Content intent: it needs only
-        the message id."""
+        or the bot's reply attributed to them), or any of its server's for a moderator (Manage Messages).
+        Works without the Message Content intent: it needs only the message id."""
         service = self.core.service
         memory = service.by_source(self.bot, job.target_id)
         if memory is None:
             said = "I don't remember that message."
-        elif memory.user != job.user:
-            said = "That message isn't yours to forget: I keep it as someone else's."
-        else:
+        elif memory.user == job.user or (job.moderator and job.guild and memory.server == job.guild):
             service.remove(self.bot, memory.id)
             said = "Forgotten: I no longer remember that message."
+        else:
+            said = "That message isn't yours to forget: I keep it as someone else's."
         self.core.reply(job.token, job.issued_at, job.user, said)
 
     def forget(self, job: ForgetMeJob) -> None:

@@ -6,6 +6,8 @@ once where they come in (the REST client); the rest of the Discord door reads at
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,6 +52,8 @@ class InteractionMetadata(BaseModel):
     model_config = _KEEP
     id: str | None = None
     user: User | None = None
+    # a followup's: the interaction's first answer (so its parts are one answer, never the asker's words)
+    original_response_message_id: str | None = None
 
 
 class Message(BaseModel):
@@ -69,6 +73,28 @@ class Message(BaseModel):
     message_reference: MessageReference | None = None
     interaction_metadata: InteractionMetadata | None = None
     interaction: InteractionMetadata | None = None
+    mentions: list[User] = Field(default_factory=list)
+    flags: int = 0
+    # a forward's copy of the message it forwards; a poll; stickers (no words of their own)
+    message_snapshots: list[dict[str, Any]] = Field(default_factory=list)
+    poll: dict[str, Any] | None = None
+    sticker_items: list[dict[str, Any]] = Field(default_factory=list)
+
+    def words(self, channel_names: Mapping[str, str] | None = None) -> str:
+        """What the message says, as text to store and search: mentions by name (`<@id>` as @Name, a
+        channel as #name where known, a role as @role), a forwarded message's text, a poll's question and
+        answers, and a voice message noted as one (its audio is not transcribed)."""
+        names = {u.id: u.global_name or u.username or "someone" for u in self.mentions}
+        text = _MENTION.sub(lambda m: _mention(m, names, channel_names or {}), self.content).strip()
+        parts = [text, *map(_forwarded, self.message_snapshots), _poll(self.poll), self._voice()]
+        return "\n".join(p for p in parts if p)
+
+    def _voice(self) -> str:
+        """A voice message, noted with its length (its audio is not transcribed)."""
+        if not self.flags & VOICE_MESSAGE:
+            return ""
+        seconds = next(((a.model_extra or {}).get("duration_secs") for a in self.attachments), None)
+        return f"(voice message{f', {round(float(seconds))} s' if seconds else ''})"
 
     @property
     def commanded_by(self) -> list[str]:
@@ -93,7 +119,43 @@ class Message(BaseModel):
     def empty(self) -> bool:
         """No text, no attachment, no embed: what every message of others looks like without the Message
         Content intent."""
-        return not (self.content or self.attachments or self.embeds)
+        return not (
+            self.content
+            or self.attachments
+            or self.embeds
+            or self.message_snapshots
+            or self.poll
+            or self.sticker_items
+        )
+
+
+VOICE_MESSAGE = 1 << 13  # resources/message.mdx, Message Flags: IS_VOICE_MESSAGE
+# reference.mdx, Message Formatting: <@id> and <@!id> a user, <#id> a channel, <@&id> a role
+_MENTION = re.compile(r"<(@!?|#|@&)(\d{1,20})>")
+
+
+def _forwarded(snapshot: dict[str, Any]) -> str:
+    """A forward's copy of the message it forwards (resources/message.mdx, Message Snapshot)."""
+    text = str((snapshot.get("message") or {}).get("content") or "").strip()
+    return f"(forwarded) {text}" if text else ""
+
+
+def _poll(poll: dict[str, Any] | None) -> str:
+    """A poll's question and answers (resources/poll.mdx)."""
+    if not poll:
+        return ""
+    question = str((poll.get("question") or {}).get("text") or "")
+    answers = [str((a.get("poll_media") or {}).get("text") or "") for a in poll.get("answers") or []]
+    return f"(poll) {question} " + " / ".join(a for a in answers if a)
+
+
+def _mention(match: re.Match[str], users: Mapping[str, str], channels: Mapping[str, str]) -> str:
+    kind, snowflake = match.group(1), match.group(2)
+    if kind == "#":
+        return f"#{channels[snowflake]}" if snowflake in channels else "#channel"
+    if kind == "@&":
+        return "@role"
+    return f"@{users[snowflake]}" if snowflake in users else "@someone"
 
 
 def messages(raw: Any) -> list[Message]:
@@ -126,6 +188,7 @@ class Channel(BaseModel):
     model_config = _KEEP
     id: str
     type: int = 0
+    name: str | None = None
     guild_id: str | None = None
     parent_id: str | None = None
     last_message_id: str | None = None

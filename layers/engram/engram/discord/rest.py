@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from .errors import DiscordError
 from .limits import RateLimited, RateLimits
-from .objects import Channel, Member, Message, PartialGuild, Role
+from .objects import Channel, Member, Message, PartialGuild, Role, User
 from .objects import channels as parse_channels
 from .objects import messages as parse_messages
 from .visibility import Guild, permissions
@@ -28,6 +28,9 @@ THREADS = {10, 11, 12}
 # resources/message.mdx, message types a person writes (DEFAULT, REPLY, and the two command kinds); the rest
 # (THREAD_CREATED 18, pins, joins, boosts ...) are system messages, never stored
 PERSON_MESSAGE_TYPES = {0, 19, 20, 23}
+# resources/message.mdx, Message Flags
+SUPPRESS_EMBEDS = 1 << 2
+EPHEMERAL = 1 << 6
 
 
 VIEW_AND_HISTORY = (1 << 10) | (1 << 16)
@@ -87,9 +90,11 @@ class DiscordClient:
         return [o for o in answer if isinstance(o, dict)] if isinstance(answer, list) else []
 
     def _call(self, method: str, path: str, auth: bool = True, **kwargs: Any) -> Any:
-        headers = None if auth else {"Authorization": ""}
+        request = self._http.build_request(method, path, **kwargs)
+        if not auth:  # a webhook call: the interaction token in the path is its credential, no header at all
+            request.headers.pop("Authorization", None)
         self.limits.before(method, path)
-        response = self._http.request(method, path, headers=headers, **kwargs)
+        response = self._http.send(request)
         if response.status_code == 429:
             data = (
                 response.json()
@@ -216,20 +221,30 @@ class DiscordClient:
             params["after"] = after
         return parse_messages(self._objects("GET", f"/channels/{channel_id}/messages", params=params))
 
+    def me(self) -> User:
+        """The bot's own user (Get Current User): its id is the application's for apps made since 2020, not
+        for older ones."""
+        return User.model_validate(self._object("GET", "/users/@me"))
+
+    def message(self, channel_id: str, message_id: str) -> Message:
+        """One message (Get Channel Message): DiscordError 404 with UNKNOWN_MESSAGE when it was deleted,
+        UNKNOWN_CHANNEL when its channel or thread was."""
+        return Message.model_validate(self._object("GET", f"/channels/{channel_id}/messages/{message_id}"))
+
     def edit_original(self, token: str, content: str) -> Message | None:
         """Edit the deferred interaction response (the token lives 15 minutes)."""
         return self._posted(
             "PATCH",
             f"/webhooks/{self.application_id}/{token}/messages/@original",
-            json={"content": content[:2000], "allowed_mentions": {"parse": []}},
+            # SUPPRESS_EMBEDS: an answer quoting a link someone posted does not unfurl its preview again
+            json={"content": content[:2000], "allowed_mentions": {"parse": []}, "flags": SUPPRESS_EMBEDS},
             auth=False,
         )
 
     def followup(self, token: str, content: str, ephemeral: bool = False) -> Message | None:
         """A followup message on an interaction."""
         body: dict[str, object] = {"content": content[:2000], "allowed_mentions": {"parse": []}}
-        if ephemeral:
-            body["flags"] = 64
+        body["flags"] = SUPPRESS_EMBEDS | (EPHEMERAL if ephemeral else 0)
         return self._posted("POST", f"/webhooks/{self.application_id}/{token}", json=body, auth=False)
 
     def direct_file(

@@ -62,7 +62,7 @@ class Window:
                 continue
             if (message.edited_timestamp or "") == seen_edit:
                 continue
-            if self._apply_edit(guild, channel, memory_id, message):
+            if self.apply_edit(guild, channel, memory_id, message):
                 edited += 1
                 renoted.append(message)
             else:
@@ -74,11 +74,11 @@ class Window:
             log.info("window of %s: %d edited, %d deleted", channel, edited, deleted)
         return edited, deleted
 
-    def _apply_edit(self, guild: str, channel: str, memory_id: int, message: Message) -> bool:
+    def apply_edit(self, guild: str, channel: str, memory_id: int, message: Message) -> bool:
         """Give a stored message its edited text and attachments; False when there is nothing to keep
         (it is no longer stored). A message whose content came back empty is left as it is: without the
         Message Content intent every message of others looks empty, which is no edit."""
-        text = message.content.strip()
+        text = message.words(self.core.channels.names)
         if not text and not message.attachments:
             return True
         edited = self.service.edit_message(

@@ -273,6 +273,11 @@ def roster_pk(bot: str) -> str:
     return f"discord#{bot}#guilds"
 
 
+def servers_left_pk(bot: str) -> str:
+    """Servers the bot left, each with when its memories are due to be deleted (sk: the guild id)."""
+    return f"discord#{bot}#left"
+
+
 def roster_mark(bot: str) -> tuple[str, str]:
     """Where the catch-up rotation stands in the roster, and how far the roster was built from consents
     given before it existed (guild and consent ids, no one's words)."""

@@ -125,6 +125,19 @@ class RecordStore:
         low, high = min(c for c, _ in at), max(c for c, _ in at)
         return self._guard(partial(span_ids, line, low, high, reach))
 
+    def line_first_ids(self, line: str, limit: int, written_before: int | None = None) -> list[int]:
+        """Up to `limit` ids of a line's oldest records (byLine, by createdAt), those written before
+        `written_before` (ms) only when given: a deleted thread's, or what aged out of one."""
+        condition = MemoryRecord.created_at < written_before if written_before is not None else None
+        return self._guard(
+            lambda: [
+                int(r.id)
+                for r in MemoryRecord.by_line.query(
+                    line, range_key_condition=condition, scan_index_forward=True, limit=limit
+                )
+            ][:limit]
+        )
+
     def user_ids_oldest_first(self, bot: str, user: str, after_id: int | None, limit: int) -> list[int]:
         """Up to `limit` ids of a user's records above `after_id`, oldest first (the user index)."""
         condition = MemoryRecord.id > after_id if after_id else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
@@ -25,6 +26,7 @@ from ..schemas import (
     MessageBatch,
     MessageBatchResult,
     NewMemory,
+    ServerRemoved,
 )
 
 router = APIRouter(tags=["memories"], responses=ERRORS)
@@ -170,6 +172,26 @@ def forget_user(
     if not deleted["done"]:
         response.status_code = 202
     return {"deleted": deleted}
+
+
+SERVER_DELETE_BUDGET_S = 20.0
+
+
+@router.delete("/v1/bots/{bot}/servers/{server_id}/memories", response_model=ServerRemoved)
+def remove_server(
+    bot: Bot, server_id: Annotated[str, Path(pattern=NAME_PATTERN)], eng: Admin
+) -> dict[str, Any]:
+    """Delete every memory of one server (a Discord server the bot left, or any server scope), as single
+    deletes do: records, vectors, the contexts that quoted them. A large server takes more than one call:
+    `done` false says to call again."""
+    deadline = time.monotonic() + SERVER_DELETE_BUDGET_S
+    deleted, step = 0, 200
+    while time.monotonic() < deadline:
+        removed = eng.service.remove_server(bot, server_id, step)
+        deleted += removed
+        if removed < step:
+            return {"deleted": deleted, "done": True}
+    return {"deleted": deleted, "done": False}
 
 
 NDJSON = "application/x-ndjson"

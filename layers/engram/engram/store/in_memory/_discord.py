@@ -23,6 +23,7 @@ class MemoryRoster:
     def __init__(self) -> None:
         self._guilds: dict[str, set[str]] = {}
         self._marks: dict[str, RosterMark] = {}
+        self._left: dict[str, dict[str, int]] = {}
 
     def add(self, bot: str, guilds: list[str]) -> None:
         self._guilds.setdefault(bot, set()).update(guilds)
@@ -39,6 +40,15 @@ class MemoryRoster:
 
     def set_mark(self, bot: str, mark: RosterMark) -> None:
         self._marks[bot] = mark
+
+    def mark_left(self, bot: str, guild: str, due: int) -> None:
+        self._left.setdefault(bot, {}).setdefault(guild, due)
+
+    def left_due(self, bot: str, now: int, limit: int) -> list[str]:
+        return sorted(g for g, due in self._left.get(bot, {}).items() if due <= now)[:limit]
+
+    def clear_left(self, bot: str, guild: str) -> None:
+        self._left.get(bot, {}).pop(guild, None)
 
 
 class MemoryConsents:
@@ -232,8 +242,8 @@ class MemoryChannels:
     def content_intent(self, bot: str) -> ContentIntent | None:
         return self._intent.get(bot)
 
-    def mark_unreadable(self, bot: str, channel: str, reason: str, retry_at_s: int) -> None:
-        self._unreadable.setdefault(bot, {})[channel] = Unreadable(reason, retry_at_s)
+    def mark_unreadable(self, bot: str, channel: str, reason: str, retry_at_s: int, strikes: int = 1) -> None:
+        self._unreadable.setdefault(bot, {})[channel] = Unreadable(reason, retry_at_s, strikes)
 
     def unreadable(self, bot: str, channels: list[str] | None = None) -> dict[str, Unreadable]:
         marked = self._unreadable.get(bot, {})

@@ -110,6 +110,12 @@ class InMemoryRecords:
             return reads.around(line, at, reach)
         return _span(self.line_rows(line), min(c for c, _ in at), max(c for c, _ in at), reach)
 
+    def line_first_ids(self, line: str, limit: int, written_before: int | None = None) -> list[int]:
+        rows = self.line_rows(line)
+        if written_before is not None:
+            rows = [(at, i) for at, i in rows if at < written_before]
+        return [memory_id for _, memory_id in rows[:limit]]
+
     def user_ids_oldest_first(self, bot: str, user: str, after_id: int | None, limit: int) -> list[int]:
         mine = sorted(int(r.id) for r in self._table.of_bot(bot) if r.user == user)
         return [i for i in mine if not after_id or i > after_id][:limit]

@@ -115,9 +115,11 @@ class Channels:
         data = item.data or {}
         return ContentIntent(bool(item.value), str(data.get("how") or ""), int(data.get("at") or 0))
 
-    def mark_unreadable(self, bot: str, channel: str, reason: str, retry_at_s: int) -> None:
-        """A channel Discord would not let the bot read, and when to try it again."""
-        guard(lambda: StateItem(keys.unreadable_pk(bot), channel, value=retry_at_s, tag=reason).save())
+    def mark_unreadable(self, bot: str, channel: str, reason: str, retry_at_s: int, strikes: int = 1) -> None:
+        """A channel Discord would not let the bot read, when to try it again, and how many times in a row
+        it refused."""
+        item = StateItem(keys.unreadable_pk(bot), channel, value=retry_at_s, tag=reason, tally=strikes)
+        guard(item.save)
 
     def unreadable(self, bot: str, channels: list[str] | None = None) -> dict[str, Unreadable]:
         """The channels marked unreadable: of these `channels` (one batch of their keys: a server's visit
@@ -127,7 +129,7 @@ class Channels:
             found = guard(lambda: batch_get(wanted)) if wanted else []
         else:
             found = guard(lambda: list(StateItem.query(keys.unreadable_pk(bot))))
-        return {i.sk: Unreadable(i.tag or "", int(i.value or 0)) for i in found}
+        return {i.sk: Unreadable(i.tag or "", int(i.value or 0), int(i.tally or 1)) for i in found}
 
     def readable_again(self, bot: str, channel: str) -> None:
         guard(StateItem(keys.unreadable_pk(bot), channel).delete)

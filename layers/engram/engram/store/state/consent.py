@@ -44,6 +44,22 @@ class Roster:
     def set_mark(self, bot: str, mark: RosterMark) -> None:
         guard(lambda: StateItem(*keys.roster_mark(bot), data=mark.to_data()).save())
 
+    def mark_left(self, bot: str, guild: str, due: int) -> None:
+        """A server the bot left, its memories due to be deleted at `due` (ms); marked again keeps the
+        earlier due time (a second sighting does not postpone the deletion)."""
+        item = StateItem(keys.servers_left_pk(bot), guild, value=due)
+        attempt(lambda: item.save(condition=StateItem.pk.does_not_exist()))
+
+    def left_due(self, bot: str, now: int, limit: int) -> list[str]:
+        """Up to `limit` left servers whose deletion is due (one query over the few servers left)."""
+        due = StateItem.value <= now
+        items = guard(lambda: list(StateItem.query(keys.servers_left_pk(bot), filter_condition=due)))
+        return [i.sk for i in items][:limit]
+
+    def clear_left(self, bot: str, guild: str) -> None:
+        """Deleted, or the bot is back: no longer a left server."""
+        guard(StateItem(keys.servers_left_pk(bot), guild).delete)
+
 
 class Consents:
     """Discord users' opt-ins; giving one puts the user's servers on the roster."""
