@@ -18,7 +18,7 @@ ENV DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_
 # (/usr/local/share/ca-certificates) for a network that intercepts TLS on its way to the registries,
 # trusted by this build stage only, never by the image. dynalite needs Node.js 20 (Debian 12 has 18): the
 # official binary and npm, as the npm registry ships them (infra/image/fetch_node.py).
-COPY requirements-local.txt layers/engram/requirements.txt infra/dynamodb/package.json \
+COPY requirements-local.txt requirements-gateway.txt layers/engram/requirements.txt infra/dynamodb/package.json \
      infra/dynamodb/package-lock.json infra/image/fetch_node.py image-certs /src/deps/
 RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
     && rm -rf /var/lib/apt/lists/* && mkdir -p /usr/local/share/ca-certificates \

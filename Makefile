@@ -12,7 +12,7 @@ LIBRECHAT_DEPS := infra/librechat/node_modules/.installed
 
 .PHONY: lint check image test-container sam-local run test test-browser test-unit test-integration test-deploy lint-template bench bench-quick bench-scale bench-maintenance build deploy clean
 
-$(STAMP): requirements-dev.txt requirements-local.txt requirements-embedder.txt layers/engram/requirements.txt pyproject.toml
+$(STAMP): requirements-dev.txt requirements-local.txt requirements-gateway.txt requirements-embedder.txt layers/engram/requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# torch first and alone: the CPU wheel on disk, never a multi-GB CUDA build.

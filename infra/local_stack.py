@@ -14,10 +14,14 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python infra/local_stack.py` puts infra/ first, not the repo
     sys.path.insert(0, str(ROOT))
+
+if TYPE_CHECKING:
+    from engram.discord.gateway import GatewayCapture
 
 log = logging.getLogger("engram.local")
 
@@ -74,6 +78,7 @@ class LocalStack:
         mongo_database=None,
         discord_settings=None,
         index_wrapper=None,
+        gateway: bool = False,
     ):
         self.data_dir = Path(data_dir)
         # tests: wrap the stack's vector index (one that can be taken down), as every part of it sees it
@@ -88,6 +93,10 @@ class LocalStack:
         self.proxy_settings = proxy_settings
         self.mongo_database = mongo_database
         self.discord_settings = discord_settings
+        # Discord's gateway, captured by a thread of this process (make run: when Discord is set up and
+        # DISCORD_GATEWAY is not off); tests against a fake without one leave it off
+        self.gateway = gateway
+        self.capture: GatewayCapture | None = None
         self.poll = poll
         self._stop = threading.Event()
         self._purge_wanted = threading.Event()  # a forget asked for the embedded index to be rewritten
@@ -238,6 +247,16 @@ class LocalStack:
         set_discord(self.discord)
         if self.discord.settings.application_id:  # the template's CatchUpRate schedule, locally
             self._spawn("discord-catchup", self._catchup_loop)
+        if self.gateway and self.discord.settings.application_id:
+            from engram.discord.gateway import GatewayCapture as Capture
+
+            bot, state = self.discord.settings.bot, self.engine.state
+            self.capture = Capture(
+                self.discord.settings,
+                self.engine.queue.send,
+                lambda users: state.consents.consenting(bot, users),
+            )
+            self._threads.append(self.capture.start_thread())
 
     def _serve(self) -> None:
         """The API on uvicorn; returns once it answers."""
@@ -343,6 +362,8 @@ class LocalStack:
         from engram.engine import set_engine
 
         self._stop.set()
+        if self.capture is not None:
+            self.capture.stop()
         if getattr(self, "server", None):
             self.server.should_exit = True
         for poller in getattr(self, "pollers", []):
@@ -422,6 +443,7 @@ def main() -> None:
         # Fixed ports, so `sam local` (env.json) finds them: 0 picks free ones
         dynamodb_port=int(os.environ.get("ENGRAM_DYNAMODB_PORT") or 8711),
         sqs_port=int(os.environ.get("ENGRAM_SQS_PORT") or 8712),
+        gateway=os.environ.get("DISCORD_GATEWAY", "on").lower() not in ("off", "0", "false", "no"),
     )
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
