@@ -147,11 +147,17 @@ class Deployment:
                 QueueUrl=url, MaxNumberOfMessages=batch_size, WaitTimeSeconds=0, AttributeNames=["All"]
             ).get("Messages", [])
             if not got:
-                delayed = self.sqs.get_queue_attributes(
-                    QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesDelayed"]
-                )["Attributes"]["ApproximateNumberOfMessagesDelayed"]
-                if int(delayed):
-                    time.sleep(0.2)  # a job delayed on the queue (a rate limit's retry_after)
+                counts = self.sqs.get_queue_attributes(
+                    QueueUrl=url,
+                    AttributeNames=["ApproximateNumberOfMessagesDelayed", "ApproximateNumberOfMessages"],
+                )["Attributes"]
+                # a job delayed on the queue (a rate limit's retry_after), or one whose delay ended between
+                # the receive and this look (on a loaded machine the look comes later than the delay's end:
+                # it is visible now, no longer delayed, and breaking here lost it)
+                if int(counts["ApproximateNumberOfMessagesDelayed"]) or int(
+                    counts["ApproximateNumberOfMessages"]
+                ):
+                    time.sleep(0.2)
                     continue
                 if not failed_handles:
                     break
