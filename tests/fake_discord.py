@@ -51,6 +51,7 @@ class FakeDiscord(ServedApp):
         self.history_reads: list[str] = []
         self.message_reads: list[str] = []  # Get Channel Message: a recalled message confirmed to exist
         self.requests: list[str] = []  # every request, "GET /channels/c11/messages"
+        self.statuses: list[int] = []  # ... and the status each was answered with
         self.arrivals: list[float] = []  # when each request arrived (time.monotonic)
         # every answer checked against Discord's OpenAPI document (tests/discord_spec.py): loaded now, so a
         # missing document fails the test at once and plainly
@@ -288,6 +289,7 @@ class FakeDiscord(ServedApp):
             self.arrivals.append(time.monotonic())
             response = await call_next(request)
             route = request.scope.get("route")
+            self.statuses.append(response.status_code)
             self.requests.append(f"{request.method} {request.url.path}")
             self.routes.append(f"{request.method} {getattr(route, 'path', request.url.path)}")
             if request.url.path in NOT_DISCORD or not self.check_spec:

@@ -227,6 +227,16 @@ def test_unreadable_channels_are_marked_read_by_name_or_all_and_cleared(state: S
     assert state.channels.unreadable(BOT, []) == {}
 
 
+def test_a_servers_active_threads_are_kept_for_its_next_visit(state: StatePort):
+    assert state.channels.active_threads(BOT, "g1") == set()
+    state.channels.set_active_threads(BOT, "g1", {"t1:c1:0", "t2:c1:1"})
+    state.channels.set_active_threads(BOT, "g2", {"t9:c9:0"})
+    assert state.channels.active_threads(BOT, "g1") == {"t1:c1:0", "t2:c1:1"}
+    state.channels.set_active_threads(BOT, "g1", set())  # every thread archived
+    assert state.channels.active_threads(BOT, "g1") == set()
+    assert state.channels.active_threads(BOT, "g2") == {"t9:c9:0"}
+
+
 def test_marks_remember_the_last_change_and_the_sweep_only_moves_back_when_lowered(state: StatePort):
     assert state.marks.last_change(BOT) == 0 and state.marks.sweep_mark(BOT) is None
     state.marks.note_change(BOT, 77)

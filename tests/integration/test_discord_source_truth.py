@@ -17,6 +17,7 @@ from tests.support import wait_until
 
 THREAD_WORDS = re.compile(r"alice in a thread \d")  # T14's messages (a probe's prompt is stored too)
 T15 = "1120000000000000015"  # a thread under the disallowed C12
+T16 = "1120000000000000016"  # a thread of #general that archives between two visits
 ALICE_USER = {"id": ALICE, "username": "alice", "global_name": "Alice", "bot": False}
 BOB_USER = {"id": BOB, "username": "bob", "global_name": "Bob", "bot": False}
 
@@ -36,6 +37,9 @@ def discord():
     fake.add(T15, ALICE_USER, "alice in a thread of a disallowed channel about kites")
     fake.add(C11, ALICE_USER, "the old harbour lighthouse story", timestamp=days_ago(60))
     fake.add(C11, BOB_USER, "bob says the pergola paint is sage green")
+    fake.threads[G1].append({"id": T16, "type": 11, "name": "short lived", "parent_id": C11})
+    fake.history[T16] = []
+    fake.add(T16, ALICE_USER, "the first word in a thread that will archive")
     fake.start()
     yield fake
     fake.stop()
@@ -199,6 +203,24 @@ def test_every_part_of_a_long_answer_goes_when_someone_it_quoted_forgets(stack, 
     # the bot's earlier answer built on bob's words is not handed to the model again
     again = ask(stack, discord, ALICE, "what colour is the pergola paint", "tok-long-2")
     assert "sage green" not in json.dumps(again["messages"][:-1])
+
+
+def test_a_thread_that_archives_between_two_visits_is_read_once_more(stack, discord):
+    stack.engine.queue.send(CatchUpJob())  # a visit: T16 is active
+    stack.settle()
+    late = discord.add(
+        T16, ALICE_USER, "written just before the thread archived: otters", timestamp=days_ago(0)
+    )
+    thread = next(t for t in discord.threads[G1] if t["id"] == T16)
+    discord.threads[G1].remove(thread)  # archived: no longer among the active threads
+    discord.archived.setdefault(C11, {})["public"] = [
+        {**thread, "thread_metadata": {"archived": True, "archive_timestamp": days_ago(0)}}
+    ]
+    stack.engine.queue.send(CatchUpJob())
+    stack.settle()
+    assert late["id"] in stored_ids(stack, ALICE)
+    stored = stack.engine.service.by_source(APP_ID, late["id"])
+    assert stored.content["parentId"] == C11  # its channel remembered from the visit that saw it active
 
 
 def test_a_second_remember_within_the_cooldown_is_answered_not_run(stack, discord):

@@ -97,6 +97,7 @@ class CatchUp:
         read), and per quiet channel whose edit/delete window is due, within the page's share of the tick's
         budget (those re-read longest ago first)."""
         channels = self._list_servers(job)
+        archived = self._archived_since(channels)
         fresh, due, _ = self.core.split_unreadable(channels)
         seen = self.state.channels.seen_many(self.bot, [c for _, c in fresh])
         now = now_ms()
@@ -113,7 +114,7 @@ class CatchUp:
         ]
         quiet.sort(key=lambda gc: window_at_ms(seen.get(gc[1], ChannelSeen())))
         budget = self.settings.window_budget if job.budget is None else job.budget
-        fresh = moved + quiet[:budget]
+        fresh = moved + [c for c in archived if c not in held] + quiet[:budget]
         self.core.queue.send_many(
             [
                 CatchUpJob(
@@ -125,6 +126,30 @@ class CatchUp:
             ]
         )
         return len(fresh) + len(due)
+
+    def _archived_since(self, channels: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Threads a server's last visit found active that are no longer listed: archived (or deleted) since,
+        perhaps with messages written before that no visit read. Each is read once more (a job each, its
+        parent and privacy remembered from that visit); the visit's active threads are kept for the next
+        (a write only when they changed)."""
+        threads: dict[str, set[str]] = {}
+        for guild, channel in channels:
+            parent = self.core.channels.parent(channel)
+            kept = threads.setdefault(guild, set())
+            if parent:
+                kept.add(f"{channel}:{parent}:{int(self.core.channels.is_private(channel))}")
+        out: list[tuple[str, str]] = []
+        for guild, now in threads.items():
+            before = self.state.channels.active_threads(self.bot, guild)
+            listed = {t.split(":")[0] for t in now}
+            for gone in sorted(before - now):
+                thread, parent, private = gone.split(":")
+                if thread not in listed:
+                    self.core.channels.learn(thread, parent, private == "1")
+                    out.append((guild, thread))
+            if before != now:
+                self.state.channels.set_active_threads(self.bot, guild, now)
+        return out
 
     def _list_servers(self, job: CatchUpJob) -> list[tuple[str, str]]:
         """The channels of the job's servers; a server the bot left (403/404) leaves the roster, and a 429

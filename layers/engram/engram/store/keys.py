@@ -289,6 +289,12 @@ def content_intent(bot: str) -> tuple[str, str]:
     return discord_pk(bot), "intent#content"
 
 
+def active_threads(bot: str, guild: str) -> tuple[str, str]:
+    """The threads a server's last visit found active (thread ids): one that is gone by the next visit
+    archived (or was deleted) in between, and is read once more."""
+    return f"discord#{bot}#active-threads", guild
+
+
 def unreadable_pk(bot: str) -> str:
     """Channels the bot may not read (403, or 200 [] without Read Message History), sk: the channel id."""
     return f"discord#{bot}#unreadable"

@@ -200,6 +200,7 @@ class MemoryChannels:
         self._recent: dict[tuple[str, str], dict[str, tuple[int, str, int]]] = {}
         self._intent: dict[str, ContentIntent] = {}
         self._unreadable: dict[str, dict[str, Unreadable]] = {}
+        self._active: dict[tuple[str, str], set[str]] = {}
 
     def newest(self, bot: str, channel: str) -> str | None:
         return self.seen(bot, channel).newest
@@ -249,6 +250,12 @@ class MemoryChannels:
         marked = self._unreadable.get(bot, {})
         wanted = marked if channels is None else channels
         return {c: marked[c] for c in wanted if c in marked}
+
+    def active_threads(self, bot: str, guild: str) -> set[str]:
+        return set(self._active.get((bot, guild), set()))
+
+    def set_active_threads(self, bot: str, guild: str, threads: set[str]) -> None:
+        self._active[(bot, guild)] = set(threads)
 
     def readable_again(self, bot: str, channel: str) -> None:
         self._unreadable.get(bot, {}).pop(channel, None)

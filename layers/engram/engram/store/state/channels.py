@@ -131,5 +131,14 @@ class Channels:
             found = guard(lambda: list(StateItem.query(keys.unreadable_pk(bot))))
         return {i.sk: Unreadable(i.tag or "", int(i.value or 0), int(i.tally or 1)) for i in found}
 
+    def active_threads(self, bot: str, guild: str) -> set[str]:
+        """The threads the server's last visit found active (none before its first)."""
+        item = guard(lambda: get(*keys.active_threads(bot, guild)))
+        return set(item.members or ()) if item is not None else set()
+
+    def set_active_threads(self, bot: str, guild: str, threads: set[str]) -> None:
+        item = StateItem(*keys.active_threads(bot, guild), members=set(threads) or None)
+        guard(item.save)
+
     def readable_again(self, bot: str, channel: str) -> None:
         guard(StateItem(keys.unreadable_pk(bot), channel).delete)
