@@ -228,13 +228,14 @@ def test_unreadable_channels_are_marked_read_by_name_or_all_and_cleared(state: S
 
 
 def test_a_servers_active_threads_are_kept_for_its_next_visit(state: StatePort):
-    assert state.channels.active_threads(BOT, "g1") == set()
+    assert state.channels.active_threads(BOT, ["g1"]) == {"g1": set()}
     state.channels.set_active_threads(BOT, "g1", {"t1:c1:0", "t2:c1:1"})
     state.channels.set_active_threads(BOT, "g2", {"t9:c9:0"})
-    assert state.channels.active_threads(BOT, "g1") == {"t1:c1:0", "t2:c1:1"}
+    both = state.channels.active_threads(BOT, ["g1", "g2", "g3"])
+    assert both == {"g1": {"t1:c1:0", "t2:c1:1"}, "g2": {"t9:c9:0"}, "g3": set()}
     state.channels.set_active_threads(BOT, "g1", set())  # every thread archived
-    assert state.channels.active_threads(BOT, "g1") == set()
-    assert state.channels.active_threads(BOT, "g2") == {"t9:c9:0"}
+    assert state.channels.active_threads(BOT, ["g1", "g2"]) == {"g1": set(), "g2": {"t9:c9:0"}}
+    assert state.channels.active_threads(BOT, []) == {}
 
 
 def test_marks_remember_the_last_change_and_the_sweep_only_moves_back_when_lowered(state: StatePort):

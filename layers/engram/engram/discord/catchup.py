@@ -139,8 +139,9 @@ class CatchUp:
             if parent:
                 kept.add(f"{channel}:{parent}:{int(self.core.channels.is_private(channel))}")
         out: list[tuple[str, str]] = []
+        seen_before = self.state.channels.active_threads(self.bot, sorted(threads))
         for guild, now in threads.items():
-            before = self.state.channels.active_threads(self.bot, guild)
+            before = seen_before[guild]
             listed = {t.split(":")[0] for t in now}
             for gone in sorted(before - now):
                 thread, parent, private = gone.split(":")

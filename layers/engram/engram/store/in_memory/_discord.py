@@ -251,8 +251,8 @@ class MemoryChannels:
         wanted = marked if channels is None else channels
         return {c: marked[c] for c in wanted if c in marked}
 
-    def active_threads(self, bot: str, guild: str) -> set[str]:
-        return set(self._active.get((bot, guild), set()))
+    def active_threads(self, bot: str, guilds: list[str]) -> dict[str, set[str]]:
+        return {g: set(self._active.get((bot, g), set())) for g in guilds}
 
     def set_active_threads(self, bot: str, guild: str, threads: set[str]) -> None:
         self._active[(bot, guild)] = set(threads)

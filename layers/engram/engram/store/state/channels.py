@@ -131,10 +131,13 @@ class Channels:
             found = guard(lambda: list(StateItem.query(keys.unreadable_pk(bot))))
         return {i.sk: Unreadable(i.tag or "", int(i.value or 0), int(i.tally or 1)) for i in found}
 
-    def active_threads(self, bot: str, guild: str) -> set[str]:
-        """The threads the server's last visit found active (none before its first)."""
-        item = guard(lambda: get(*keys.active_threads(bot, guild)))
-        return set(item.members or ()) if item is not None else set()
+    def active_threads(self, bot: str, guilds: list[str]) -> dict[str, set[str]]:
+        """The threads each server's last visit found active (none before its first): one batched,
+        eventually consistent read for a job's servers (half a read unit each)."""
+        wanted = [keys.active_threads(bot, g) for g in dict.fromkeys(guilds)]
+        found = guard(lambda: batch_get(wanted)) if wanted else []
+        known = {i.sk: set(i.members or ()) for i in found}
+        return {g: known.get(g, set()) for g in guilds}
 
     def set_active_threads(self, bot: str, guild: str, threads: set[str]) -> None:
         item = StateItem(*keys.active_threads(bot, guild), members=set(threads) or None)
