@@ -290,3 +290,42 @@ def now_s() -> int:
     import time
 
     return int(time.time())
+
+
+def test_webhook_calls_carry_no_authorization_and_answers_suppress_embeds_and_a_dead_token_answers_by_dm(
+    engine,
+):
+    import json as _json
+
+    import httpx
+
+    from engram.config.discord import DiscordSettings
+    from engram.discord.core import DiscordCore
+    from engram.discord.rest import SUPPRESS_EMBEDS, DiscordClient
+
+    seen = []
+
+    def discord(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if "/webhooks/" in request.url.path:
+            return httpx.Response(404, json={"message": "Unknown Webhook", "code": 10015})
+        if request.url.path == "/users/@me/channels":
+            return httpx.Response(200, json={"id": "55", "type": 1})
+        return httpx.Response(200, json={"id": str(len(seen)), "channel_id": "55", "content": "x"})
+
+    client = DiscordClient("http://discord.invalid", "t", "900", transport=httpx.MockTransport(discord))
+    core = DiscordCore(
+        DiscordSettings(DISCORD_APPLICATION_ID="900"),
+        engine.service,
+        engine.queue,
+        client,
+        engine.state,
+        httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(500))),
+    )
+    posted = core.reply_parts("dead-token", now_s() * 1000, "42", ["part one", "part two", "part three"])
+    hooks = [r for r in seen if "/webhooks/" in r.url.path]
+    assert hooks and all("authorization" not in r.headers for r in hooks)  # the token in the path is enough
+    assert _json.loads(hooks[0].content)["flags"] & SUPPRESS_EMBEDS
+    dms = [r for r in seen if r.url.path == "/channels/55/messages"]
+    assert len(posted) == 3 and len(dms) == 3  # every part by DM once the token is dead, none to the token
+    assert all(r.headers["authorization"] == "Bot t" for r in dms)
