@@ -29,9 +29,11 @@ def discord():
     fake.stop()
 
 
-def discord_stack(data_dir, local_embedder, discord, **settings: str) -> LocalStack:
+def discord_stack(
+    data_dir, local_embedder, discord, gateway: bool = False, catchup_every_s: float = 600.0, **settings: str
+) -> LocalStack:
     """The local stack with its Discord door pointed at the fake (the model too); `settings` as the
-    environment would give them (DISCORD_*, OLLAMA_*)."""
+    environment would give them (DISCORD_*, OLLAMA_*); `gateway`: its gateway capture on (the fake's)."""
     door = DiscordSettings(
         DISCORD_APPLICATION_ID=APP_ID,
         DISCORD_PUBLIC_KEY=SIGNER.verify_key.encode().hex(),
@@ -42,7 +44,13 @@ def discord_stack(data_dir, local_embedder, discord, **settings: str) -> LocalSt
     with pytest.MonkeyPatch.context() as env:  # the one Ollama (the chat model's too) is the stack's setting
         env.setenv("ENGRAM_OLLAMA_URL", discord.url)
         return LocalStack(
-            data_dir, port=0, api_key=KEY, embedder=local_embedder, discord_settings=door
+            data_dir,
+            port=0,
+            api_key=KEY,
+            embedder=local_embedder,
+            discord_settings=door,
+            gateway=gateway,
+            catchup_every_s=catchup_every_s,
         ).start()
 
 

@@ -8,13 +8,11 @@ import time
 import httpx
 import pytest
 
-from engram.config.discord import DiscordSettings
-from infra.local_stack import LocalStack
 from tests import fake_discord_shapes as shapes
-from tests.fake_discord import ALICE, APP_ID, C11, C21, G1, G2, TOKEN, FakeDiscord
+from tests.fake_discord import ALICE, APP_ID, C11, C21, G1, G2, FakeDiscord
 from tests.fake_gateway import FakeGateway
 from tests.integration.conftest import KEY
-from tests.integration.test_discord import SIGNER, interact, memory_cmd, stored_ids
+from tests.integration.test_discord import discord_stack, interact, memory_cmd, stored_ids
 from tests.support import wait_until
 
 ALICE_USER = {"id": ALICE, "username": "alice", "global_name": "Alice", "bot": False}
@@ -34,22 +32,14 @@ def discord():
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory, local_embedder, discord):
-    door = DiscordSettings(
-        DISCORD_APPLICATION_ID=APP_ID,
-        DISCORD_PUBLIC_KEY=SIGNER.verify_key.encode().hex(),
-        DISCORD_BOT_TOKEN=TOKEN,
-        DISCORD_API_BASE=discord.url,
+    s = discord_stack(
+        tmp_path_factory.mktemp("engram"),
+        local_embedder,
+        discord,
+        gateway=True,
+        catchup_every_s=3600,
         DISCORD_LEFT_SERVER_GRACE_HOURS="0",
     )
-    s = LocalStack(
-        tmp_path_factory.mktemp("engram"),
-        port=0,
-        api_key=KEY,
-        embedder=local_embedder,
-        discord_settings=door,
-        catchup_every_s=3600,
-        gateway=True,
-    ).start()
     interact(s, memory_cmd("remember", ALICE, token="tok-remember"))
     assert wait_until(
         lambda: any(

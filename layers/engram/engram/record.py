@@ -142,8 +142,9 @@ class Record(MemoryFields):
         self.context_source = None
 
 
-def drew_on(record: Record) -> list[str]:
-    """Whose words an /ask answer was made from (its content's drewOn), if it is one."""
+def drew_on(record: MemoryFields) -> list[str]:
+    """Whose words an /ask answer was made from (its content's drewOn), if it is one (a stored record or
+    a memory as a door shows it)."""
     users = record.content.get("drewOn") if isinstance(record.content, dict) else None
     return [str(u) for u in users if u] if isinstance(users, list) else []
 

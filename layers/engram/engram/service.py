@@ -62,6 +62,7 @@ class MemoryService:
         self.edit_message = self.writes.edit_message
         self.remove = self.writes.remove
         self.remove_ids = self.writes.remove_ids
+        self.remove_sources = self.writes.remove_sources
         self.remove_thread = self.writes.remove_thread
         self.remove_server = self.writes.remove_server
         self.remove_aged = self.writes.remove_aged

@@ -428,13 +428,21 @@ class MemoryWrites:
         record = self.records.get(bot, memory_id)
         if record is None:
             raise NotFound(f"bot {bot!r} has no memory {format_memory_id(memory_id)}")
-        self._delete_records([record])
-        self.release_words(bot, [record])
-        self.state.marks.note_change(bot, now_ms())
+        self._remove_records(bot, [record])
 
     def remove_ids(self, bot: str, ids: list[int]) -> int:
         """Delete these memories (those still there) as `remove` deletes one; returns how many were."""
-        records = list(self.records.batch_get(bot, ids).values()) if ids else []
+        return self._remove_records(bot, list(self.records.batch_get(bot, ids).values()) if ids else [])
+
+    def remove_sources(self, bot: str, source_ids: list[str]) -> int:
+        """Delete the chat messages stored under these source message ids (a deletion at the source)."""
+        found = (
+            self.records.claims.find_uniques(bot, [source_key(s) for s in source_ids]) if source_ids else {}
+        )
+        return self.remove_ids(bot, list(found.values()))
+
+    def _remove_records(self, bot: str, records: list[Record]) -> int:
+        """Records in hand leave both stores, and their words every context that quoted them."""
         if records:
             self._delete_records(records)
             self.release_words(bot, records)
@@ -452,19 +460,17 @@ class MemoryWrites:
     def remove_server(self, bot: str, server: str, limit: int = 200) -> int:
         """Delete up to `limit` of a server's memories, newest first: the bot left it, or an operator asked.
         Returns how many; 0 when none is left."""
-        ids = [int(r.id) for r in self.records.newest(bot, "message", limit, Listing(server=server))]
-        if len(ids) < limit:
-            ids += [
-                int(r.id) for r in self.records.newest(bot, "fact", limit - len(ids), Listing(server=server))
-            ]
-        return self.remove_ids(bot, ids)
+        records = self.records.newest(bot, "message", limit, Listing(server=server))
+        if len(records) < limit:
+            records += self.records.newest(bot, "fact", limit - len(records), Listing(server=server))
+        return self._remove_records(bot, records)
 
     def remove_aged(self, bot: str, kind: str, cutoff: int, limit: int = 200) -> tuple[int, bool]:
         """Delete the oldest stored memories of a kind written before `cutoff` (ms), from its oldest page:
         (how many, whether to go on): on while that page was full and all received before the cutoff, so
         the work is what aged out, never the store's size."""
         page = self.records.page(bot, kind, Paging(None, limit, oldest_first=True))
-        removed = self.remove_ids(bot, [int(r.id) for r in page if int(r.created_at) < cutoff])
+        removed = self._remove_records(bot, [r for r in page if int(r.created_at) < cutoff])
         return removed, len(page) == limit and all(r.arrived < cutoff for r in page)
 
     def _delete_records(self, records: list[Record]) -> None:

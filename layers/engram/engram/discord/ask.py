@@ -9,6 +9,7 @@ import httpx
 
 from ..domain import MAX_MESSAGE_CHARS
 from ..jobs import AskJob
+from ..record import drew_on as answer_drew_on
 from ..service import ChatMessage, Memory
 from ..vectors import Scope
 from .catchup import CatchUp
@@ -125,7 +126,7 @@ class Ask:
         messages = []
         memories = self.readable_memories(job)
         drew_on.update(m.user for m in memories if m.user)
-        drew_on.update(who for m in memories for who in _drew_on(m))  # an answer built on earlier answers
+        drew_on.update(who for m in memories for who in answer_drew_on(m))  # answers built on answers
         if memories:
             stored = [m.content or {"message": m.text} for m in memories]
             messages.append(
@@ -170,7 +171,7 @@ class Ask:
                 stored = answers.get(_answer_id(m))
                 if stored is not None:
                     out.append({"role": "assistant", "content": said})
-                    drew_on.update([*_drew_on(stored), *([stored.user] if stored.user else [])])
+                    drew_on.update([*answer_drew_on(stored), *([stored.user] if stored.user else [])])
             elif author.id in opted_in:
                 name = author.global_name or author.username or "someone"
                 out.append({"role": "user", "content": f"{name}: {said}"})
@@ -235,12 +236,6 @@ def _answer_id(message: Message) -> str:
     metadata = message.interaction_metadata
     original = metadata.original_response_message_id if metadata is not None else None
     return original or message.id
-
-
-def _drew_on(memory: Memory) -> list[str]:
-    """Whose words a stored answer was made from (its content's drewOn)."""
-    users = (memory.content or {}).get("drewOn") if isinstance(memory.content, dict) else None
-    return [str(u) for u in users if u] if isinstance(users, list) else []
 
 
 def _where(job: AskJob) -> dict[str, object]:

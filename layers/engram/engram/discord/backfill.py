@@ -80,9 +80,10 @@ class Backfill:
         """A remember while the user's last one is younger than DISCORD_REMEMBER_COOLDOWN_S is answered, not
         run: every run lists every server's channels again."""
         current = self.state.backfills.get(self.bot, job.user)
-        since = now_ms() - (current.issued_at if current else 0)
-        wait_ms = self.settings.remember_cooldown_s * 1000 - since
-        if current is None or wait_ms <= 0 or not self.core.consented(job.user):
+        if current is None:
+            return False
+        wait_ms = self.settings.remember_cooldown_s * 1000 - (now_ms() - current.issued_at)
+        if wait_ms <= 0 or not self.core.consented(job.user):
             return False
         self.core.reply(
             job.token,

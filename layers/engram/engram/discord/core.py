@@ -103,6 +103,7 @@ class DiscordCore:
         self.client = client
         self.channels = ChannelsSeen()
         self._own_id: str | None = None
+        self._own_id_guessed = 0.0  # when a guessed own id is to be asked for again (0: asked, known)
         self.visibility = Visibility(client)
         self.ollama = ollama
         self.interpreter = interpreter or Interpreter(
@@ -117,12 +118,17 @@ class DiscordCore:
     def own_id(self) -> str:
         """The bot user's id, which writes its messages: the application's id for apps made since 2020, asked
         of Discord once (Get Current User) since an older app's bot user has an id of its own."""
-        if self._own_id is None:
+        if self._own_id is None or (self._own_id_guessed and time.monotonic() > self._own_id_guessed):
             try:
-                self._own_id = self.client.me().id or self.settings.application_id or ""
+                self._own_id, self._own_id_guessed = (
+                    self.client.me().id or self.settings.application_id or "",
+                    0.0,
+                )
             except (DiscordError, RateLimited, httpx.HTTPError) as exc:
+                # taken as the application's (right for every app made since 2020) and asked again in a
+                # minute, not on every message of the page being stored
                 log.warning("the bot's own user id is unknown (%s): taken as the application's", exc)
-                return self.settings.application_id or ""
+                self._own_id, self._own_id_guessed = self.settings.application_id or "", time.monotonic() + 60
         return self._own_id
 
     # ----- consent and progress ---------------------------------------------------------------

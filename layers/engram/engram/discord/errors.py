@@ -7,7 +7,6 @@ import json
 # topics/opcodes-and-status-codes.mdx, "JSON Error Codes": what a 404 means
 UNKNOWN_CHANNEL = 10003  # the channel (or thread, or forum post) is gone
 UNKNOWN_GUILD = 10004
-UNKNOWN_MEMBER = 10007
 UNKNOWN_MESSAGE = 10008
 
 

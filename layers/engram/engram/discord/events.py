@@ -50,8 +50,7 @@ class GatewayEvents:
             self.sources.server_left(str(data["id"]))
 
     def _deleted(self, message_ids: list[str]) -> None:
-        stored = self.service.by_sources(self.bot, message_ids)
-        removed = self.service.remove_ids(self.bot, [m.id for m in stored.values()])
+        removed = self.service.remove_sources(self.bot, message_ids)
         if removed:
             log.info("gateway: %d deleted messages removed", removed)
 

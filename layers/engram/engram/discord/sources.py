@@ -68,7 +68,7 @@ class Sources:
             self.core.client.message(channel, message)
             return True
         except DiscordError as exc:
-            if exc.status == 404 and exc.code in (UNKNOWN_MESSAGE, UNKNOWN_CHANNEL):
+            if exc.gone:
                 return exc.code
             log.info("a recalled message could not be confirmed (%s): left out", exc.status)
             return False
