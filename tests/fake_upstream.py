@@ -74,7 +74,10 @@ class FakeUpstream(ServedApp):
         self._routes()
 
     def _record(self, request: Request, body: dict | None):
-        self.requests.append({"path": request.url.path, "headers": dict(request.headers), "json": body})
+        raw = getattr(request, "_body", b"")  # the bytes as they came (read by request.json() before)
+        self.requests.append(
+            {"path": request.url.path, "headers": dict(request.headers), "json": body, "raw": raw}
+        )
 
     def chats(self) -> list[dict]:
         """Requests that were chat turns (not extraction calls)."""

@@ -1,11 +1,14 @@
 """engram's proxy driven by LibreChat's own agent runtime (@librechat/agents 3.9.2, npm, pinned in
-infra/librechat): a chat turn, a streamed turn, an agent turn with a tool of the test's own, and a title
-by both title methods, each with the headers LibreChat's endpoint sends (infra/librechat/drive-proxy.mjs).
-LibreChat's server itself needs MongoDB and cannot run here; its agent runtime is what calls the model."""
+infra/librechat): a chat turn, a streamed turn, an agent turn with a tool of the test's own, a turn with
+LibreChat's inline memory tools, its memory agent's run, a title by both title methods, reasoning and
+activity labels, a summary and a manual compaction with a semantic index, each with the headers
+LibreChat's endpoint sends (infra/librechat/drive-proxy.mjs). LibreChat's server itself needs MongoDB and
+cannot run here; its agent runtime is what calls the model."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -40,8 +43,9 @@ def stack(tmp_path_factory, local_embedder, upstream):
     s.stop()
 
 
-def librechat(stack, action: str, say: str, user: str, **extra) -> dict:
-    """One call as LibreChat's runtime makes it, with the endpoint's identity headers filled in."""
+def librechat(stack, action: str, say: str, user: str, sent: Path | None = None, **extra) -> dict:
+    """One call as LibreChat's runtime makes it, with the endpoint's identity headers filled in (the
+    bodies it sent appended to `sent`, one JSON line each)."""
     args = {
         "action": action,
         "baseURL": f"{stack.url}/oa/v1",
@@ -50,8 +54,10 @@ def librechat(stack, action: str, say: str, user: str, **extra) -> dict:
         "say": say,
         **extra,
     }
+    env = {**os.environ, **({"LIBRECHAT_SENT": str(sent)} if sent else {})}
     done = subprocess.run(
         ["node", "--import", OFFLINE.as_uri(), str(DRIVER), json.dumps(args)],
+        env=env,
         capture_output=True,
         text=True,
         check=False,
@@ -80,8 +86,9 @@ def test_a_turn_is_told_the_time_and_its_fact_is_kept(stack, upstream, action):
     out = librechat(stack, action, "My favourite city is Porto.", user)
     assert "fake upstream" in json.dumps(out["content"])
     sent = upstream.chats()[-1]
-    assert roles(sent) == ["system", "system", "user"]  # the agent's instructions, engram's block, the turn
-    assert sent["json"]["messages"][1]["content"].startswith("<!-- engram:datetime -->")
+    assert roles(sent) == ["system", "user"]  # one system message: a local model's template takes no other
+    instructions = sent["json"]["messages"][0]["content"]
+    assert instructions.startswith("You are a helpful assistant.\n\n<!-- engram:datetime -->")
     assert wait_until(lambda: "The user's favourite city is Porto." in memories_of(stack, user), timeout_s=30)
 
 
@@ -91,7 +98,7 @@ def test_an_agent_turn_with_a_tool_keeps_the_users_fact_and_not_the_tools(stack,
     assert any(part.get("type") == "tool_call" for part in out["content"])
     first, second = upstream.chats()[-2:]
     assert roles(second)[-2:] == ["assistant", "tool"]  # the round after the tool ran
-    assert first["json"]["messages"][1] == second["json"]["messages"][1]  # one block for the whole turn
+    assert first["json"]["messages"][0] == second["json"]["messages"][0]  # one block for the whole turn
     assert wait_until(lambda: "The user's diet is vegetarian." in memories_of(stack, user), timeout_s=30)
     stack.settle()
     assert not [m for m in memories_of(stack, user) if "bacalhau" in m]
@@ -105,5 +112,42 @@ def test_a_title_reaches_the_provider_untouched_and_queues_nothing(stack, upstre
     sent = upstream.chats()[-1]["json"]
     assert "engram:" not in json.dumps(sent)  # no date, no memories
     assert roles({"json": sent}) == ["user"]  # LibreChat's title prompt, alone, as it sent it
+    stack.settle()
+    assert memories_of(stack, user) == []
+
+
+def test_a_turn_with_librechats_memory_tools_is_recalled_extracted_and_answers_commands(
+    stack, upstream, tmp_path
+):
+    """LibreChat's Memory toggle puts set_memory / delete_memory among the chat agent's own tools
+    (registerMemoryTools): that is still the user speaking, and engram's memory works beside LibreChat's."""
+    user = "agent-memory-tools"
+    librechat(stack, "memory-tools", "My employer is Initech.", user)
+    sent = upstream.chats()[-1]["json"]
+    assert "<!-- engram:datetime -->" in sent["messages"][0]["content"]
+    assert {t["function"]["name"] for t in sent["tools"]} == {"set_memory", "delete_memory"}
+    assert wait_until(lambda: "The user's employer is Initech." in memories_of(stack, user), timeout_s=30)
+    librechat(stack, "memory-tools", "Where do I work?", user)
+    assert "Initech" in upstream.chats()[-1]["json"]["messages"][0]["content"]  # recalled
+    before = len(upstream.requests)
+    out = librechat(stack, "memory-tools", "/memory status", user)
+    assert "Memory is on" in json.dumps(out["content"]) and len(upstream.requests) == before
+
+
+@pytest.mark.parametrize(
+    "action", ["memory-agent", "reasoning-label", "activity-label", "summary", "compaction"]
+)
+def test_librechats_side_calls_reach_the_provider_byte_for_byte_and_store_nothing(
+    stack, upstream, tmp_path, action
+):
+    """Its memory agent's run, its labels (a system prompt and the evidence: here a reasoning snapshot
+    quoting the user), its summaries and compactions opening with a semantic index: none is the user
+    speaking. The provider gets the very bytes LibreChat's runtime sent, and nothing is stored."""
+    user, sent = f"agent-side-{action}", tmp_path / "sent.jsonl"
+    librechat(stack, action, "The user told me their employer is Initech.", user, sent=sent)
+    bodies = [json.loads(line)["body"] for line in sent.read_text().splitlines()]
+    received = [r for r in upstream.chats() if r["headers"].get("x-librechat-user-id") == user]
+    assert bodies and [r["raw"].decode() for r in received] == bodies
+    assert "engram:" not in "".join(bodies) + json.dumps([r["json"] for r in received])
     stack.settle()
     assert memories_of(stack, user) == []

@@ -17,6 +17,13 @@ from engram.config.proxy import ProxySettings
 from infra.local_stack import LocalStack
 from tests.fake_upstream import REPLY
 from tests.integration.conftest import KEY
+from tests.librechat_shapes import (
+    ATTACHMENT_ONLY_TEXT,
+    MEMORY_AGENT_INSTRUCTIONS,
+    MEMORY_AGENT_STATUS,
+    file_context,
+    prepend,
+)
 from tests.support import wait_until
 
 UPSTREAM_KEY = "sk-upstream-held-by-engram"
@@ -52,6 +59,13 @@ def stack(tmp_path_factory, local_embedder, upstream, mongo):
                 {"name": "an", "baseUrl": upstream.url, "api": "anthropic", "apiKey": UPSTREAM_KEY},
                 {"name": "byo", "baseUrl": upstream.url + "/v1", "api": "openai"},
                 {"name": "pub", "baseUrl": upstream.url + "/v1", "api": "openai", "open": True},
+                {
+                    "name": "cached",
+                    "baseUrl": upstream.url,
+                    "api": "openai",
+                    "apiKey": UPSTREAM_KEY,
+                    "memoryPlacement": "user",
+                },
             ]
         ),
         ENGRAM_PROXY_KEY=PROXY_KEY,
@@ -76,9 +90,9 @@ def headers(user="alice", conversation=None):
     }
 
 
-def oa(stack, **kw):
+def oa(stack, upstream: str = "oa", **kw):
     return openai.OpenAI(
-        base_url=f"{stack.url}/oa/v1", api_key=PROXY_KEY, default_headers=headers(**kw), max_retries=0
+        base_url=f"{stack.url}/{upstream}/v1", api_key=PROXY_KEY, default_headers=headers(**kw), max_retries=0
     )
 
 
@@ -100,6 +114,8 @@ def system_of(request):
             told.append(m["content"])
         elif m["role"] == "user" and isinstance(m["content"], list):
             told += [b["text"] for b in m["content"] if b.get("text", "").startswith("<!-- engram:")]
+        elif m["role"] == "user" and m["content"].startswith("<!-- engram:"):
+            told.append(m["content"])
     return "\n".join(told)
 
 
@@ -114,12 +130,22 @@ def test_openai_sdk_plain_and_streaming(stack, upstream):
     assert "# Current date and time" in system_of(seen) and "Unix time:" in system_of(seen)
     chunks = list(
         client.chat.completions.create(
-            model="fake-model", messages=[{"role": "user", "content": "hi"}], stream=True
+            model="fake-model",
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
+            stream_options={"include_usage": False},
         )
     )
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == REPLY
-    assert upstream.chats()[-1]["json"]["stream_options"] == {"include_usage": True}
+    assert upstream.chats()[-1]["json"]["stream_options"] == {"include_usage": True}  # the trace's counts
     assert chunks[-1].usage.total_tokens == 14
+    # no stream options at all: an operator dropped them (LibreChat's dropParams), none are added
+    list(
+        client.chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+    )
+    assert "stream_options" not in upstream.chats()[-1]["json"]
 
 
 def test_anthropic_sdk_plain_and_streaming(stack, upstream):
@@ -188,26 +214,22 @@ def test_the_callers_prompt_prefix_is_byte_identical_across_turns(stack, upstrea
     assert two["messages"][-1]["content"][-1] == {"type": "text", "text": "What colour do I like?"}
 
     openai_system = {"role": "system", "content": "Answer in French. " * 40}
-    client = oa(stack, conversation="conv-cache-oa")
-    client.chat.completions.create(model="m", messages=[openai_system, {"role": "user", "content": "Hi"}])
-    client.chat.completions.create(
-        model="m",
-        messages=[
-            openai_system,
-            {"role": "user", "content": "Hi"},
-            {"role": "assistant", "content": REPLY},
-            {"role": "user", "content": "Again"},
-        ],
-    )
-    one, two = (r["json"]["messages"] for r in upstream.chats()[-2:])
-    assert two[:3] == [
-        openai_system,
-        {"role": "user", "content": "Hi"},
-        {"role": "assistant", "content": REPLY},
-    ]
-    assert two[3]["role"] == "system" and two[4] == {"role": "user", "content": "Again"}
-    # the whole of the first turn's prompt up to engram's block is the second turn's leading bytes
-    assert common(json.dumps(one).encode(), json.dumps(two).encode()) >= len(json.dumps(one[:1]).encode())
+    history = [openai_system, {"role": "user", "content": "Hi"}, {"role": "assistant", "content": REPLY}]
+    for upstream_name in ("oa", "cached"):
+        client = oa(stack, conversation=f"conv-cache-{upstream_name}", upstream=upstream_name)
+        client.chat.completions.create(model="m", messages=history[:2])
+        client.chat.completions.create(model="m", messages=[*history, {"role": "user", "content": "Again"}])
+        one, two = (r["json"]["messages"] for r in upstream.chats()[-2:])
+        assert [m["role"] for m in two] == ["system", "user", "assistant", "user"]  # no second system
+        if upstream_name == "oa":  # the block after the caller's system prompt: that prompt is the prefix
+            assert two[0]["content"].startswith(openai_system["content"] + "\n\n<!-- engram:datetime -->")
+            assert two[1:3] == history[1:] and two[3] == {"role": "user", "content": "Again"}
+            prefix = json.dumps(one)[: json.dumps(one).index("<!-- engram:")]
+            assert common(json.dumps(one).encode(), json.dumps(two).encode()) >= len(prefix)
+        else:  # "user": the block opens the newest user message, the whole history before it is the prefix
+            assert two[:3] == history and two[3]["content"].startswith("<!-- engram:datetime -->")
+            assert two[3]["content"].endswith("\n\nAgain")
+            assert json.dumps(two).startswith(json.dumps(history)[:-1])
 
 
 def test_memory_commands_never_reach_the_upstream(stack, upstream):
@@ -550,7 +572,10 @@ def test_langfuse_traces_each_model_turn_and_no_command(stack, upstream):
         assert exporter.get_finished_spans() == ()  # commands never call a model: no trace
         list(
             c.chat.completions.create(
-                model="fake-model", messages=[{"role": "user", "content": "Tell me about tea"}], stream=True
+                model="fake-model",
+                messages=[{"role": "user", "content": "Tell me about tea"}],
+                stream=True,
+                stream_options={"include_usage": True},  # as LibreChat's client asks (LangChain's default)
             )
         )
         assert wait_until(lambda: any(s.name == "chat-turn" for s in exporter.get_finished_spans()), 10), [
@@ -678,7 +703,7 @@ def test_librechat_side_calls_reach_the_provider_as_sent_and_queue_nothing(stack
         {
             "model": "m",
             "messages": [
-                {"role": "system", "content": "You are a memory agent."},
+                {"role": "system", "content": f"{MEMORY_AGENT_INSTRUCTIONS}\n\n{MEMORY_AGENT_STATUS}"},
                 {"role": "user", "content": "My favourite city is Porto."},
             ],
             "tools": [
@@ -747,7 +772,8 @@ def test_a_tool_calling_turn_stores_the_users_fact_and_not_the_tools(stack, upst
         ]
         final = c.chat.completions.create(model="m", messages=rounds, tools=tools).choices[0].message.content
         one, two = (r["json"]["messages"] for r in upstream.chats()[-2:])
-        block = lambda messages: next(m for m in messages if m["role"] == "system")  # noqa: E731
+        block = lambda messages: messages[0]["content"]  # noqa: E731  # no system prompt: in the turn's message
+        assert [m["role"] for m in two] == ["user", "assistant", "tool"]
     else:
         c = an(stack, user=user, conversation=conv)
         tools = [{"name": "web_search", "input_schema": {"type": "object"}}]
@@ -774,16 +800,15 @@ def test_file_text_librechat_prepends_is_neither_recalled_on_nor_stored(stack, u
     """LibreChat puts an attached file's text before the user's words (packages/api/src/files/context.ts,
     agents/client.ts prependFileContext). Someone else's CV is not a fact about the user, and a command
     typed with a file attached is still a command."""
-    cv = 'Attached document(s):\n```md\n# "cv.pdf"\nMy age is 42. My allergy is penicillin.\n```\n'
+    cv = file_context(("cv.pdf", "My age is 42. My allergy is penicillin. My employer is Initech."))
     c = oa(stack, user="filer", conversation="conv-file")
-    c.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": cv + "What jobs suit this CV?"}]
-    )
+    for words in ("What jobs suit this CV?", ATTACHMENT_ONLY_TEXT):
+        c.chat.completions.create(model="m", messages=[{"role": "user", "content": prepend(cv, words)}])
     stack.settle()
     assert memories_of(stack, "filer") == []
     before = len(upstream.requests)
     answer = c.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": cv + "/memory status"}]
+        model="m", messages=[{"role": "user", "content": prepend(cv, "/memory status")}]
     )
     assert "Memory is on" in answer.choices[0].message.content and len(upstream.requests) == before
 
@@ -803,8 +828,11 @@ def test_memory_commands_and_their_answers_leave_the_history_the_model_gets(stac
         {"role": "user", "content": "What should I eat?"},
     ]
     c.chat.completions.create(model="m", messages=history)
-    sent = [m for m in upstream.chats()[-1]["json"]["messages"] if m["role"] != "system"]
-    assert sent == [history[0], history[1], history[4]]
+    sent = upstream.chats()[-1]["json"]["messages"]
+    assert sent[:2] == [history[0], history[1]] and len(sent) == 3
+    assert sent[2]["content"].startswith("<!-- engram:") and sent[2]["content"].endswith(
+        "\n\nWhat should I eat?"
+    )
 
 
 def test_librechat_opt_outs_are_kept(stack, upstream):

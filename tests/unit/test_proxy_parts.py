@@ -15,6 +15,7 @@ from engram.proxy.projects import ProjectResolver
 from engram.service import Memory
 from engram.store.in_memory import InMemoryState
 from engram.vectors import Scope
+from tests.librechat_shapes import ATTACHMENT_ONLY_TEXT, file_context, prepend
 
 
 def test_datetime_block_has_iso_weekday_and_unix_seconds_to_the_minute():
@@ -55,7 +56,7 @@ def test_both_modes_share_one_budget_relevant_first_then_newest_not_repeated():
     assert memory_block([], 800, newest=[]) == ""
 
 
-def test_the_block_goes_at_the_turns_user_message_and_nothing_before_it_changes():
+def test_the_block_never_makes_a_second_system_message():
     history = [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "hi"},
@@ -64,10 +65,18 @@ def test_the_block_goes_at_the_turns_user_message_and_nothing_before_it_changes(
     ]
     body = {"messages": history}
     out = librechat.place_block("openai", body, 3, "CLOCK")["messages"]
-    assert (
-        out == [*history[:3], {"role": "system", "content": "CLOCK"}, history[3]]
-        and body["messages"] == history
-    )
+    assert out == [{"role": "system", "content": "Be brief.\n\nCLOCK"}, *history[1:]]
+    assert body["messages"] == history  # the caller's body is not changed in place
+    # the leading system message as parts: a part after them
+    parts = [{"role": "system", "content": [{"type": "text", "text": "Be brief."}]}, history[1]]
+    out = librechat.place_block("openai", {"messages": parts}, 1, "CLOCK")["messages"]
+    assert out[0]["content"] == [{"type": "text", "text": "Be brief."}, {"type": "text", "text": "CLOCK"}]
+    # "user": every byte before the turn's user message stays as it was (a provider's prompt cache)
+    out = librechat.place_block("openai", body, 3, "CLOCK", "user")["messages"]
+    assert out == [*history[:3], {"role": "user", "content": "CLOCK\n\nagain"}]
+    # no system message: the turn's user message, never a system message after a user one
+    out = librechat.place_block("openai", {"messages": history[1:]}, 2, "CLOCK")["messages"]
+    assert [m["role"] for m in out] == ["user", "assistant", "user"] and out[2]["content"] == "CLOCK\n\nagain"
     cached = [{"type": "text", "text": "again", "cache_control": {"type": "ephemeral"}}]
     anthropic = {
         "system": "Be brief.",
@@ -82,8 +91,16 @@ def test_the_block_goes_at_the_turns_user_message_and_nothing_before_it_changes(
 def test_what_librechat_sends_is_read_as_librechat_means_it():
     assert librechat.unresolved("{{LIBRECHAT_USER_ID}}") and librechat.unresolved("${USER}")
     assert not librechat.unresolved("6543a1b2c3")
-    cv = 'Attached document(s):\n```md\n# "cv.pdf"\nMy age is 42.\n```\nWhat jobs suit this?'
-    assert librechat.own_text(cv) == "What jobs suit this?" and librechat.own_text("plain") == "plain"
+    cv = file_context(("cv.pdf", "My age is 42."))
+    assert librechat.own_text(prepend(cv, "What jobs suit this?")) == "What jobs suit this?"
+    two = file_context(("cv.pdf", "My age is 42.\n```python\nx = 1\n```"), ("b.txt", "Allergy: penicillin"))
+    assert librechat.own_text(prepend(two, "Compare them")) == "Compare them"
+    readme = file_context(("README.md", "Intro\n\n```\nmake run\n```"))  # a fence after a blank line
+    asked = "Why does this fail?\n\n```\ntraceback\n```"
+    assert librechat.own_text(prepend(readme, asked)) == asked
+    assert (
+        librechat.own_text(prepend(cv, ATTACHMENT_ONLY_TEXT)) == "" and librechat.own_text("plain") == "plain"
+    )
     tool_round = {
         "messages": [
             {"role": "user", "content": "find food"},

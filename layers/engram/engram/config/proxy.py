@@ -22,6 +22,10 @@ class Upstream(BaseModel):
     api: Literal["openai", "anthropic"] = "openai"
     apiKey: str | None = None
     forceIncludeUsage: bool = True
+    # Where an OpenAI-style turn gets engram's block (the date, the memories): "system", at the end of the
+    # leading system message (LibreChat's instructions stay a cached prefix); "user", at the start of the
+    # turn's user message (the whole history stays a cached prefix). Never a system message of its own.
+    memoryPlacement: Literal["system", "user"] = "system"
     # Deliberately open: callers without engram's key may use it as a plain pass-through (their own
     # provider key, no memory). Off by default: the proxy's public URL is not an open door.
     open: bool = False

@@ -1,15 +1,27 @@
-"""What LibreChat really sends, read as LibreChat sends it: its side calls (titles, summaries, activity
-labels, its memory agent), placeholders it left unresolved, the file text it prepends to a user message, the
-/memory commands and engram's answers it keeps in the history, and tool rounds.
+"""What LibreChat really sends, read as LibreChat sends it: its side calls (titles, summaries, compaction,
+activity and reasoning labels, its memory agent), placeholders it left unresolved, the file text it
+prepends to a user message, the /memory commands and engram's answers it keeps in the history, and tool
+rounds.
 
 Sources (LibreChat's own code; copied shapes, no code):
 - titles: `@librechat/agents` src/utils/title.ts (the completion and structured prompts, the `title` /
   `language` schema) and src/run.ts `generateTitle` (the convo template `User: {input}\\nAI: {output}`);
-- summaries: `@librechat/agents` src/summarization/shared.ts (the checkpoint prompts);
-- activity and reasoning labels: `@librechat/agents` src/prompts/activityLabel.ts, reasoningLabel.ts;
-- the memory agent: LibreChat packages/api/src/agents/memory.ts (its `set_memory` / `delete_memory` tools);
-- file context: LibreChat packages/api/src/files/context.ts (`Attached document(s):` + a fenced block) and
-  packages/api/src/agents/client.ts `prependFileContext` (that block, a newline, then the user's text).
+- summaries: `@librechat/agents` src/summarization/shared.ts (the checkpoint prompts,
+  `buildSummarizationInstruction`: the semantic index, when there is one, opens the instruction) and
+  src/summarization/semanticIndex.ts (`<compaction-semantic-index>`);
+- manual compaction: LibreChat packages/api/src/agents/compact/summary.ts @ dce2a1f
+  (`DEFAULT_COMPACTION_PROMPT`, `DEFAULT_COMPACTION_UPDATE_PROMPT`);
+- activity, phase and reasoning labels: `@librechat/agents` src/prompts/activityLabel.ts,
+  reasoningLabel.ts, sent by src/run.ts as a system prompt and one user message;
+- the memory agent: LibreChat packages/api/src/agents/memory.ts @ 007bfc5 (`processMemory`: the tools
+  `set_memory` / `delete_memory`, and the memory status it appends to the instructions, `# Existing
+  memory:` or `# Memory Status:`); a chat agent with the same tools inline (`registerMemoryTools`) is a
+  turn like any other;
+- file context: LibreChat packages/api/src/files/context.ts @ be94e65 (`extractFileContext`:
+  `Attached document(s):\\n```md` then, per file, `# "name"\\n` + text + `\\n`, files parted by
+  `\\n\\n---\\n\\n`, closed by `\\n````) and packages/api/src/agents/client.ts @ 15cfe7e
+  (`prependFileContext`: that block, a newline, then the user's text; `ATTACHMENT_ONLY_TEXT` when a file
+  came without words).
 """
 
 from __future__ import annotations
@@ -20,21 +32,41 @@ from typing import Any
 
 from .wire import Api, content_text
 
-# The prompts LibreChat's own side calls open with (their first words: a custom titlePrompt is configured
-# by the operator, who names its first words in MEMORY_SIDE_CALL_MARKERS)
+# The prompts LibreChat's own side calls open their newest user message with (their first words: a custom
+# titlePrompt or summarization prompt is configured by the operator, who names its first words in
+# MEMORY_SIDE_CALL_MARKERS)
 SIDE_CALL_OPENINGS = {
     "Provide a concise, 5-word-or-less title for the conversation": "title",
     "Analyze this conversation and provide:\n1. The detected language of the conversation": "title",
     "Hold on, before you continue I need you to write me a checkpoint": "summary",
     "Hold on again, update your checkpoint": "summary",
+    "<compaction-semantic-index>\n": "summary",
+    "Write a checkpoint of everything so far. This checkpoint replaces the messages above": "compaction",
+    "Update the checkpoint. Merge the new messages into the existing checkpoint": "compaction",
     "Write a short label describing what this block of agent activity accomplished": "activity label",
     "Summarize what this phase of an agent run accomplished": "activity label",
     "Write a short orientation title for a user-visible reasoning step": "activity label",
 }
+# ...and the system prompts its labels are sent with (the user message holds the evidence: a reasoning
+# snapshot, tool calls; never the user speaking)
+SYSTEM_OPENINGS = {
+    "Write a short label describing what this block of agent activity accomplished": "activity label",
+    "Summarize what this phase of an agent run accomplished": "phase label",
+    "Write a short orientation title for a user-visible reasoning step": "reasoning label",
+}
 MEMORY_AGENT_TOOLS = {"set_memory", "delete_memory"}
+# What LibreChat's memory agent appends to its instructions (processMemory's memoryStatus); a chat agent
+# holding the same tools inline gets "# Existing memory about the user:" instead, or nothing
+MEMORY_AGENT_STATUS = ("# Existing memory:\n", "# Memory Status:\nCurrent memory usage:")
 TITLE_FIELDS = {"title", "language"}
 PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}|\$\{[^{}]*\}")
-FILE_CONTEXT = re.compile(r"\AAttached document\(s\):\n```md\n.*?\n```\n?", re.DOTALL)
+# The block extractFileContext builds opens so; it closes with a fence on a line of its own after a blank
+# line (the file's text ends with a newline, then "\n```")
+FILE_CONTEXT_OPENING = re.compile(r'\AAttached document\(s\):\n```md\n?# "')
+FILE_CONTEXT_CLOSINGS = re.compile(r"\n\n```(?=\n|\Z)")
+FENCE = re.compile(r"^```", re.MULTILINE)
+# What LibreChat sends for a turn that is only a file (no words of the user's)
+ATTACHMENT_ONLY_TEXT = "Please refer to the attached file(s)."
 
 
 # Whether a text is a /memory command under a prefix (engram.proxy.memory.is_command)
@@ -49,7 +81,22 @@ def unresolved(value: str | None) -> bool:
 def own_text(text: str) -> str:
     """A user message without the file text LibreChat prepends to it (an attached CV is not the user
     speaking about themselves)."""
-    return FILE_CONTEXT.sub("", text, count=1).strip()
+    own = _without_file_context(text.lstrip()).strip()
+    return "" if own == ATTACHMENT_ONLY_TEXT else own
+
+
+def _without_file_context(text: str) -> str:
+    """The text after LibreChat's file block. A file may hold markdown with fences of its own, and so may
+    the user's words: the block's closing fence is the last fence after a blank line with an even number
+    of fences before it (the files' fences are balanced; a fence the user opens has an odd number)."""
+    opening = FILE_CONTEXT_OPENING.match(text)
+    if opening is None:
+        return text
+    rest = ""  # never closed (cut short): all of it is the file
+    for closing in FILE_CONTEXT_CLOSINGS.finditer(text, opening.end()):
+        if len(FENCE.findall(text, opening.end(), closing.start() + 2)) % 2 == 0:
+            rest = text[closing.end() :]
+    return rest
 
 
 def _functions(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -86,10 +133,14 @@ def side_call(body: dict[str, Any], markers: tuple[str, ...] = ()) -> str | None
     """What kind of LibreChat side call a request is, or None for a chat turn. A side call is LibreChat
     asking the model something about the chat (its title, a summary, a label) or its memory agent at work:
     it carries the conversation id like a turn does, but it is not the user speaking."""
-    if MEMORY_AGENT_TOOLS & _tool_names(body):
+    system = system_text(body)
+    if MEMORY_AGENT_TOOLS & _tool_names(body) and _memory_agent(system, body):
         return "memory agent"
     if _asks_for_a_title(_schemas(body)):
         return "title"
+    for opening, kind in SYSTEM_OPENINGS.items():
+        if system.startswith(opening):
+            return kind
     text = _last_user_text(body)
     for opening, kind in SIDE_CALL_OPENINGS.items():
         if text.startswith(opening):
@@ -97,6 +148,28 @@ def side_call(body: dict[str, Any], markers: tuple[str, ...] = ()) -> str | None
     if any(marker and marker in text for marker in markers):
         return "configured"
     return None
+
+
+def _memory_agent(system: str, body: dict[str, Any]) -> bool:
+    """LibreChat's memory agent: its memory status in the instructions (Bedrock's run carries them in
+    the first user message instead)."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    first_user = next((m for m in messages if m.get("role") == "user"), None)
+    text = system + "\n" + (content_text(first_user.get("content")) if first_user else "")
+    return any(status in text for status in MEMORY_AGENT_STATUS)
+
+
+def system_text(body: dict[str, Any]) -> str:
+    """The request's system prompt: OpenAI's leading system (or developer) messages, Anthropic's `system`."""
+    system = body.get("system")
+    if system is not None:
+        return content_text(system).lstrip()
+    parts = []
+    for message in body.get("messages") or []:
+        if not isinstance(message, dict) or message.get("role") not in ("system", "developer"):
+            break
+        parts.append(content_text(message.get("content")))
+    return "\n".join(parts).lstrip()
 
 
 def _asks_for_a_title(schemas: list[dict[str, Any]]) -> bool:
@@ -190,23 +263,37 @@ def setting_in_history(body: dict[str, Any], prefix: str, is_command: IsCommand)
     return setting
 
 
-def place_block(api: Api, body: dict[str, Any], index: int, text: str) -> dict[str, Any]:
-    """A copy of the request with engram's block (memories, the date) at the turn's user message, so every
-    byte before that message is the same from turn to turn and a provider's prompt cache of the system
-    prompt and the history keeps hitting. OpenAI: a system message right before it. Anthropic (no system
-    role inside `messages`): a text block at the start of that message's content."""
+def place_block(
+    api: Api, body: dict[str, Any], index: int, text: str, placement: str = "system"
+) -> dict[str, Any]:
+    """A copy of the request with engram's block (memories, the date), never a system message after a
+    non-system one (local models' chat templates refuse that: Qwen's raise "System message must be at the
+    beginning", llama-server answers 400). OpenAI-style, placement "system": at the end of the leading
+    system message, so LibreChat's instructions before it stay a cached prefix; with none, or placement
+    "user": a text at the start of the turn's user message, so every byte before that message (the system
+    prompt and the history) stays the same from turn to turn. Anthropic (no system role inside
+    `messages`): always at the start of the turn's user message, for the same cache."""
     messages = list(body.get("messages") or [])
-    if index < 0:
-        index = len(messages)
-    if api == "openai":
-        messages.insert(index, {"role": "system", "content": text})
+    first = messages[0] if messages and isinstance(messages[0], dict) else {}
+    if api == "openai" and placement == "system" and first.get("role") in ("system", "developer"):
+        messages[0] = {**first, "content": _appended(first.get("content"), text)}
         return {**body, "messages": messages}
-    if index >= len(messages):
+    if index < 0 or index >= len(messages):
         messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
         return {**body, "messages": messages}
     message = dict(messages[index])
     content = message.get("content")
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
-    message["content"] = [{"type": "text", "text": text}, *blocks]
+    if api == "openai" and isinstance(content, str):
+        message["content"] = f"{text}\n\n{content}"
+    else:
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        message["content"] = [{"type": "text", "text": text}, *blocks]
     messages[index] = message
     return {**body, "messages": messages}
+
+
+def _appended(content: Any, text: str) -> Any:
+    """A system message's content with engram's block after what it says (a string or a list of parts)."""
+    if isinstance(content, list):
+        return [*content, {"type": "text", "text": text}]
+    return f"{content}\n\n{text}" if content else text

@@ -230,8 +230,15 @@ async def memory_for_turn(
 def outgoing_body(door: Door, api: wire.Api, said: Said, block: str) -> dict[str, Any]:
     """The body sent upstream: the turn's block placed at its user message; an OpenAI stream asks for its
     usage where the upstream is told to (the trace's token counts)."""
-    out = librechat.place_block(api, said.body, said.index, block) if block else dict(said.body)
-    if said.stream and api == "openai" and door.upstream.forceIncludeUsage:
+    upstream = door.upstream
+    out = (
+        librechat.place_block(api, said.body, said.index, block, upstream.memoryPlacement)
+        if block
+        else dict(said.body)
+    )
+    # only where LibreChat asked for stream options: an operator who dropped them (dropParams) has an
+    # upstream that refuses them
+    if said.stream and api == "openai" and upstream.forceIncludeUsage and "stream_options" in said.body:
         out["stream_options"] = {**(said.body.get("stream_options") or {}), "include_usage": True}
     return out
 
