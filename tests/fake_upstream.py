@@ -13,6 +13,18 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from tests.support import ServedApp
 
 REPLY = "Hello from the fake upstream, in three parts."
+# Models that take only the default temperature, as OpenAI's o-series and gpt-5 do, and one engram cannot
+# know by its name; "broken" models fail every extraction
+DEFAULT_TEMPERATURE_ONLY = re.compile(r"^(o\d|gpt-5)|reasoner")
+TEMPERATURE_REFUSED = {
+    "error": {
+        "message": "Unsupported value: 'temperature' does not support 0 with this model. Only the "
+        "default (1) value is supported.",
+        "type": "invalid_request_error",
+        "param": "temperature",
+        "code": "unsupported_value",
+    }
+}
 
 
 def _facts(exchange: str) -> list[str]:
@@ -104,6 +116,11 @@ class FakeUpstream(ServedApp):
         async def chat(request: Request):
             body = await request.json()
             self._record(request, body)
+            model = str(body.get("model") or "")
+            if DEFAULT_TEMPERATURE_ONLY.search(model) and body.get("temperature") not in (None, 1):
+                return JSONResponse(TEMPERATURE_REFUSED, status_code=400)
+            if self.is_extraction(body) and "broken" in model:
+                return JSONResponse({"error": {"message": "overloaded", "type": "server_error"}}, 503)
             text = self._extraction_answer(body) if self.is_extraction(body) else REPLY
             if (body.get("response_format") or {}).get("type") == "json_schema":  # structured output
                 text = json.dumps({"title": "Porto Trip", "language": "English"})

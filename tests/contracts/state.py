@@ -251,6 +251,20 @@ def test_marks_remember_the_last_change_and_the_sweep_only_moves_back_when_lower
     assert state.marks.sweep_mark(BOT) == (0, 10)
 
 
+def test_extraction_health_counts_failures_in_a_row_until_one_works(state: StatePort):
+    assert not state.marks.extraction(BOT).failing and state.marks.extraction(BOT).failures == 0
+    state.marks.note_extraction(BOT, 10)
+    state.marks.note_extraction(BOT, 20, "HTTP 400: temperature unsupported")
+    state.marks.note_extraction(BOT, 30, "HTTP 400: temperature unsupported")
+    health = state.marks.extraction(BOT)
+    assert health.failing and health.failures == 2 and health.failed_at == 30 and health.ok_at == 10
+    assert health.why == "HTTP 400: temperature unsupported"
+    state.marks.note_extraction(BOT, 40)
+    health = state.marks.extraction(BOT)
+    assert not health.failing and health.failures == 0 and health.ok_at == 40 and health.failed_at == 30
+    assert state.marks.extraction("another-bot").failures == 0
+
+
 def test_limits_let_one_through_where_one_may_pass(state: StatePort):
     assert [state.limits.take_rate_slot(BOT, 1, 2, 99) for _ in range(3)] == [True, True, False]
     assert state.limits.take_rate_slot(BOT, 2, 2, 99)  # a new window

@@ -835,6 +835,31 @@ def test_memory_commands_and_their_answers_leave_the_history_the_model_gets(stac
     )
 
 
+@pytest.mark.parametrize("model", ["o3-mini", "house-reasoner"])
+def test_a_reasoning_models_chat_stores_its_fact(stack, upstream, model):
+    """o-series and gpt-5 take only the default temperature and answer 400 to `temperature: 0`, as OpenAI
+    does: extraction sends them none, and asks a model it could not know by name again without it."""
+    user = f"reasoner-{model}"
+    oa(stack, user=user, conversation=f"conv-{user}").chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "My favourite tea is sencha."}]
+    )
+    assert wait_until(lambda: "The user's favourite tea is sencha." in memories_of(stack, user), timeout_s=30)
+    asked = [r["json"] for r in upstream.requests if r["json"] and upstream.is_extraction(r["json"])]
+    mine = [body for body in asked if "sencha" in json.dumps(body) and body["model"] == model]
+    assert [("temperature" in body) for body in mine] == ([False] if model == "o3-mini" else [True, False])
+
+
+def test_memory_status_says_when_extraction_is_failing(stack, upstream):
+    c = oa(stack, user="unlucky", conversation="conv-unlucky")
+    c.chat.completions.create(model="broken-1", messages=[{"role": "user", "content": "My pen is blue."}])
+    assert wait_until(lambda: stack.engine.state.marks.extraction("librechat").failing, timeout_s=30)
+    status = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "/memory status"}])
+    said = status.choices[0].message.content
+    assert "Extraction is failing" in said and "HTTP 503" in said
+    c.chat.completions.create(model="m", messages=[{"role": "user", "content": "My pen is red."}])
+    assert wait_until(lambda: not stack.engine.state.marks.extraction("librechat").failing, timeout_s=30)
+
+
 def test_librechat_opt_outs_are_kept(stack, upstream):
     """A temporary chat (LibreChat deletes it) keeps nothing; a user who switched personalization memories off
     in LibreChat gets no recall and no extraction. Both read with the project lookup engram already makes."""

@@ -13,6 +13,7 @@ from engram.jobs import ExtractJob
 from engram.proxy.extract import Extractor
 from engram.proxy.memory import ChatMemory, Turn
 from engram.proxy.projects import ProjectResolver
+from tests.fake_upstream import TEMPERATURE_REFUSED
 
 
 @pytest.mark.parametrize("mode", ["relevant", "newest", "both"])
@@ -79,12 +80,13 @@ def test_extractor_stores_drops_secrets_caps_and_dedupes(engine):
             ]
         }
     )
-    extractor = Extractor(settings, engine.service, extraction_server([answer], seen))
+    extractor = Extractor(settings, engine.service, engine.state.marks, extraction_server([answer], seen))
     assert extractor.run(job()) == ["The user drinks sencha."]  # secret dropped; the cap counts it
     assert seen[0]["model"] == "small" and "long-term memory" in seen[0]["messages"][0]["content"]
     again = Extractor(
         settings,
         engine.service,
+        engine.state.marks,
         extraction_server([json.dumps({"memories": ["The user drinks sencha!"]})], []),
     )
     assert again.run(job()) == []  # already known
@@ -94,7 +96,10 @@ def test_extractor_retries_once_then_drops(engine, caplog):
     settings = ProxySettings(EXTRACT_BASE_URL="http://extract/v1", EXTRACT_MODEL="small")
     seen = []
     extractor = Extractor(
-        settings, engine.service, extraction_server(["I am not JSON", "Still not JSON"], seen)
+        settings,
+        engine.service,
+        engine.state.marks,
+        extraction_server(["I am not JSON", "Still not JSON"], seen),
     )
     assert extractor.run(job()) == [] and len(seen) == 2
     assert "not JSON even after a retry" in caplog.text
@@ -102,6 +107,7 @@ def test_extractor_retries_once_then_drops(engine, caplog):
     fixed = Extractor(
         settings,
         engine.service,
+        engine.state.marks,
         extraction_server(["nope", '{"memories": ["The user drinks sencha."]}'], seen2),
     )
     assert fixed.run(job()) == ["The user drinks sencha."] and len(seen2) == 2
@@ -110,7 +116,9 @@ def test_extractor_retries_once_then_drops(engine, caplog):
 def test_extractor_never_spends_a_callers_key(engine):
     settings = ProxySettings(UPSTREAMS='[{"name": "byo", "baseUrl": "http://up"}]')
     seen = []
-    extractor = Extractor(settings, engine.service, extraction_server(['{"memories": ["x"]}'], seen))
+    extractor = Extractor(
+        settings, engine.service, engine.state.marks, extraction_server(['{"memories": ["x"]}'], seen)
+    )
     assert (
         extractor.run(
             ExtractJob(
@@ -123,7 +131,12 @@ def test_extractor_never_spends_a_callers_key(engine):
 
 
 def test_explicit_mode_stores_only_what_was_asked(engine):
-    extractor = Extractor(ProxySettings(), engine.service, httpx.MockTransport(lambda r: httpx.Response(500)))
+    extractor = Extractor(
+        ProxySettings(),
+        engine.service,
+        engine.state.marks,
+        httpx.MockTransport(lambda r: httpx.Response(500)),
+    )
     stored = extractor.run(
         ExtractJob(
             bot="librechat",
@@ -134,6 +147,43 @@ def test_explicit_mode_stores_only_what_was_asked(engine):
         )
     )
     assert stored == ["the boiler was serviced in May."]
+
+
+def test_reasoning_models_are_asked_without_a_temperature_and_a_refusal_is_asked_again(engine):
+    facts = ["The user drinks sencha.", "The user drinks flat whites."]
+
+    def refusing(request):
+        body = json.loads(request.content)
+        seen.append(body)
+        if "temperature" in body:
+            return httpx.Response(400, json=TEMPERATURE_REFUSED)
+        answer = json.dumps({"memories": [facts.pop(0)]})
+        return httpx.Response(200, json={"choices": [{"message": {"content": answer}}]})
+
+    seen: list[dict] = []
+    o_series = ProxySettings(EXTRACT_BASE_URL="http://extract/v1", EXTRACT_MODEL="o3-mini")
+    extractor = Extractor(o_series, engine.service, engine.state.marks, httpx.MockTransport(refusing))
+    assert extractor.run(job()) == ["The user drinks sencha."]
+    assert len(seen) == 1 and "temperature" not in seen[0]  # known: never sent, nothing refused
+    seen.clear()
+    unknown = ProxySettings(EXTRACT_BASE_URL="http://extract/v1", EXTRACT_MODEL="house-reasoner")
+    extractor = Extractor(unknown, engine.service, engine.state.marks, httpx.MockTransport(refusing))
+    assert extractor.run(job("My coffee is a flat white")) == ["The user drinks flat whites."]
+    assert [("temperature" in body) for body in seen] == [True, False]
+    assert extractor.retried_without == {"temperature": 1}
+    assert not engine.state.marks.extraction("librechat").failing
+
+
+def test_a_failing_extraction_is_noted_for_memory_status(engine):
+    broken = Extractor(
+        ProxySettings(EXTRACT_BASE_URL="http://extract/v1", EXTRACT_MODEL="small"),
+        engine.service,
+        engine.state.marks,
+        httpx.MockTransport(lambda r: httpx.Response(503)),
+    )
+    assert broken.run(job()) == []
+    health = engine.state.marks.extraction("librechat")
+    assert health.failing and health.why == "the model answered HTTP 503"
 
 
 def extraction_server(answers, seen):

@@ -261,6 +261,7 @@ def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_pe
         "rate_window",  # a count of Discord requests in a fifth of a second
         "last_change",  # when a memory of the bot last changed
         "sweep_mark",  # how far the pending sweep has queued (an id and a time)
+        "extraction",  # how extraction has been going (times, a count, an error's words: no memory)
         "roster_pk",  # the servers someone opted in is in (guild ids)
         "roster_mark",  # where the catch-up rotation stands (a guild id, a consent's key)
         "servers_left_pk",  # servers the bot left and when their deletion is due (guild ids, a time)

@@ -33,6 +33,22 @@ class ThreadTail:
 
 
 @dataclass(frozen=True)
+class ExtractionHealth:
+    """How post-turn extraction has been going for a bot: when it last stored or found nothing (ok) and
+    when it last failed (ms), why (the model's or the network's words, never a memory's), and how many
+    extractions in a row have failed."""
+
+    ok_at: int = 0
+    failed_at: int = 0
+    why: str = ""
+    failures: int = 0
+
+    @property
+    def failing(self) -> bool:
+        return self.failures > 0 and self.failed_at >= self.ok_at
+
+
+@dataclass(frozen=True)
 class Consent:
     """A Discord user's opt-in: when, and the servers they are in (None for a consent given before engram
     kept them)."""

@@ -16,6 +16,7 @@ from .bookkeeping import (
     ContentIntent,
     Cursor,
     EmbeddingSettings,
+    ExtractionHealth,
     ForgetUnderWay,
     JsonObject,
     RosterMark,
@@ -127,6 +128,8 @@ class MarksPort(Protocol):
     def sweep_mark(self, bot: str) -> tuple[int, int] | None: ...
     def set_sweep_mark(self, bot: str, through: int, since: int) -> None: ...
     def lower_sweep_mark(self, bot: str, through: int) -> None: ...
+    def note_extraction(self, bot: str, at: int, failed: str | None = None) -> None: ...
+    def extraction(self, bot: str) -> ExtractionHealth: ...
 
 
 class LimitsPort(Protocol):

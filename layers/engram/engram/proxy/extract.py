@@ -10,9 +10,12 @@ from typing import Any
 
 import httpx
 
+from .. import observability
+from ..clock import now_ms
 from ..config.proxy import ProxySettings, Upstream
 from ..errors import Forgotten
 from ..jobs import ExtractJob
+from ..ports import MarksPort
 from ..service import MemoryService
 from ..vectors import Scope
 from .memory import explicit_fact
@@ -34,6 +37,35 @@ _SECRET = re.compile(
     r"|\bsk-[A-Za-z0-9_-]{12,}|\bgh[pousr]_[A-Za-z0-9]{20,}|\bAKIA[0-9A-Z]{16}\b|-----BEGIN"
     r"|\b(?:\d[ -]?){13,19}\b|\b[A-Za-z0-9+/_-]{32,}\b"
 )
+
+
+# Models that take no sampling parameter but their default: OpenAI's o-series and gpt-5 and later answer
+# 400 to `temperature: 0` (LibreChat's own memory agent drops it for them: packages/api/src/agents/memory.ts)
+REASONING_MODEL = re.compile(r"(?:^|/)(?:o\d+(?:-|$)|gpt-[5-9])", re.IGNORECASE)
+
+
+class ExtractionFailed(Exception):
+    """The model could not be asked (network, HTTP error, an answer without text): the reason, in words
+    that hold no one's memory."""
+
+
+def refused_parameter(response: httpx.Response, sent: dict[str, Any]) -> str | None:
+    """The sampling parameter a 400 says the model does not take (OpenAI names it in `error.param`;
+    OpenAI-compatible servers may only say it in the message), if engram sent it."""
+    if response.status_code != 400:
+        return None
+    try:
+        error = response.json().get("error") or {}
+    except ValueError:
+        return None
+    if not isinstance(error, dict):
+        return None
+    named = error.get("param")
+    message = str(error.get("message") or "")
+    for parameter in ("temperature",):
+        if parameter in sent and (named == parameter or parameter in message):
+            return parameter
+    return None
 
 
 def looks_secret(text: str) -> bool:
@@ -114,10 +146,16 @@ class Extractor:
     """Runs extract jobs."""
 
     def __init__(
-        self, settings: ProxySettings, service: MemoryService, transport: httpx.BaseTransport | None = None
+        self,
+        settings: ProxySettings,
+        service: MemoryService,
+        marks: MarksPort,
+        transport: httpx.BaseTransport | None = None,
     ):
         self.settings = settings
         self.service = service
+        self.marks = marks  # how extraction has been going: /memory status tells the user when it fails
+        self.retried_without: dict[str, int] = {}  # refused parameters dropped and asked again, by name
         self._client = httpx.Client(timeout=settings.extract_timeout_ms / 1000, transport=transport)
 
     def run(self, job: ExtractJob) -> list[str]:
@@ -175,36 +213,59 @@ class Extractor:
         return facts
 
     def _complete(self, job: ExtractJob, system: str, user: str) -> str | None:
-        s = self.settings
+        """The model's answer, or None when it could not be asked (noted for /memory status)."""
         try:
-            if s.extract_base_url and s.extract_model:
-                return self._openai(s.extract_base_url, s.extract_api_key, s.extract_model, system, user)
-            upstream = s.upstream(job.upstream) if job.upstream else None
-            if upstream is None or not upstream.apiKey or not job.model:
-                # never spend a caller's own credential after the fact: it is not ours to keep
-                log.warning(
-                    "extraction skipped: no EXTRACT_* model and the chat's upstream holds no key of ours"
+            answer = self._ask_model(job, system, user)
+        except ExtractionFailed as exc:
+            log.warning("extraction call failed: %s", exc)
+            self.marks.note_extraction(job.bot, now_ms(), str(exc))
+            return None
+        if answer is not None:
+            self.marks.note_extraction(job.bot, now_ms())
+        return answer
+
+    def _ask_model(self, job: ExtractJob, system: str, user: str) -> str | None:
+        s = self.settings
+        upstream = s.upstream(job.upstream) if job.upstream else None
+        extractor_of_its_own = bool(s.extract_base_url and s.extract_model)
+        if not extractor_of_its_own and (upstream is None or not upstream.apiKey or not job.model):
+            # never spend a caller's own credential after the fact: it is not ours to keep
+            log.warning("extraction skipped: no EXTRACT_* model and the chat's upstream holds no key of ours")
+            return None
+        try:
+            if extractor_of_its_own:
+                return self._openai(
+                    s.extract_base_url or "", s.extract_api_key, s.extract_model or "", system, user
                 )
-                return None
+            assert upstream is not None and job.model  # checked above
             if upstream.api == "anthropic":
                 return self._anthropic(upstream, job.model, system, user)
             return self._openai(upstream.url("v1").rstrip("/"), upstream.apiKey, job.model, system, user)
-        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
-            log.warning("extraction call failed: %s", exc)
-            return None
+        except httpx.HTTPStatusError as exc:
+            raise ExtractionFailed(f"the model answered HTTP {exc.response.status_code}") from exc
+        except httpx.HTTPError as exc:
+            raise ExtractionFailed(f"the model could not be reached: {type(exc).__name__}") from exc
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise ExtractionFailed(f"the model's answer had no text: {type(exc).__name__}") from exc
 
     def _openai(self, base: str, key: str | None, model: str, system: str, user: str) -> str:
         base = base.rstrip("/")
         url = f"{base}/chat/completions" if base.endswith("/v1") else f"{base}/v1/chat/completions"
-        r = self._client.post(
-            url,
-            headers={"Authorization": f"Bearer {key}"} if key else {},
-            json={
-                "model": model,
-                "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
-                "temperature": 0,
-            },
-        )
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        }
+        if not REASONING_MODEL.search(model):
+            body["temperature"] = 0  # the same facts for the same words, where the model takes it
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        r = self._client.post(url, headers=headers, json=body)
+        refused = refused_parameter(r, body)
+        if refused is not None:  # a model engram did not know refuses it: once more without it
+            log.warning("the extraction model refused %r; asked again without it", refused)
+            self.retried_without[refused] = self.retried_without.get(refused, 0) + 1
+            observability.count("extractionParameterRefused")
+            body.pop(refused)
+            r = self._client.post(url, headers=headers, json=body)
         r.raise_for_status()
         return r.json()["choices"][0]["message"]["content"] or ""
 

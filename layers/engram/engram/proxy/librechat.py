@@ -138,16 +138,16 @@ def side_call(body: dict[str, Any], markers: tuple[str, ...] = ()) -> str | None
         return "memory agent"
     if _asks_for_a_title(_schemas(body)):
         return "title"
-    for opening, kind in SYSTEM_OPENINGS.items():
-        if system.startswith(opening):
-            return kind
     text = _last_user_text(body)
-    for opening, kind in SIDE_CALL_OPENINGS.items():
-        if text.startswith(opening):
-            return kind
-    if any(marker and marker in text for marker in markers):
+    kind = _opened_by(system, SYSTEM_OPENINGS) or _opened_by(text, SIDE_CALL_OPENINGS)
+    if kind is None and any(marker and marker in text for marker in markers):
         return "configured"
-    return None
+    return kind
+
+
+def _opened_by(text: str, openings: dict[str, str]) -> str | None:
+    """The kind of side call whose prompt the text opens with, if any."""
+    return next((kind for opening, kind in openings.items() if text.startswith(opening)), None)
 
 
 def _memory_agent(system: str, body: dict[str, Any]) -> bool:
@@ -278,9 +278,14 @@ def place_block(
     if api == "openai" and placement == "system" and first.get("role") in ("system", "developer"):
         messages[0] = {**first, "content": _appended(first.get("content"), text)}
         return {**body, "messages": messages}
+    return {**body, "messages": _opening_the_turn(api, messages, index, text)}
+
+
+def _opening_the_turn(api: Api, messages: list[Any], index: int, text: str) -> list[Any]:
+    """The messages with engram's block opening the turn's user message (a user message of its own at
+    the end when the turn has none)."""
     if index < 0 or index >= len(messages):
-        messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
-        return {**body, "messages": messages}
+        return [*messages, {"role": "user", "content": [{"type": "text", "text": text}]}]
     message = dict(messages[index])
     content = message.get("content")
     if api == "openai" and isinstance(content, str):
@@ -289,7 +294,7 @@ def place_block(
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
         message["content"] = [{"type": "text", "text": text}, *blocks]
     messages[index] = message
-    return {**body, "messages": messages}
+    return messages
 
 
 def _appended(content: Any, text: str) -> Any:

@@ -292,11 +292,19 @@ class ChatMemory:
         on, source = self.enabled(turn)
         scope, _ = self.scope(turn)
         where = f'project "{turn.project_name or turn.project}"' if turn.project else "no project"
-        return (
+        said = (
             f"Memory is {'on' if on else 'off'} for this chat ({source}). This chat is in {where}; "
             f"recall scope: {self.settings.recall_scope}, sharing: {self.settings.sharing}, "
             f"writing: {self.settings.write_mode}."
         )
+        extraction = self.state.marks.extraction(self.settings.bot)
+        if self.settings.write_mode == "llm" and extraction.failing:
+            when = datetime.fromtimestamp(extraction.failed_at / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+            said += (
+                f" Extraction is failing, so nothing new is being remembered: the last "
+                f"{extraction.failures} tries could not ask the model ({extraction.why}; last at {when})."
+            )
+        return said
 
     # ----- /memory commands ----------------------------------------------------------------------
 

@@ -77,7 +77,10 @@ class Proxy:
         if self._extractor is None:
             from .extract import Extractor
 
-            self._extractor = Extractor(self.settings, self.engine.service, self.extract_transport)
+            engine = self.engine
+            self._extractor = Extractor(
+                self.settings, engine.service, engine.state.marks, self.extract_transport
+            )
         return self._extractor
 
     def key_matches(self, presented: str | None) -> bool:

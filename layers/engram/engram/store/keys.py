@@ -310,6 +310,11 @@ def reembed_run(vector: str) -> tuple[str, str]:
     return "reembed", vector
 
 
+def extraction(bot: str) -> tuple[str, str]:
+    """How post-turn extraction has been going (times, a count, an error's words: no one's memories)."""
+    return f"sweep#{bot}", "extraction"
+
+
 def sweep_mark(bot: str) -> tuple[str, str]:
     """How far the pending sweep has queued a bot's records (ids only: no one's words)."""
     return f"sweep#{bot}", "pending"

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ...bookkeeping import (
     ChainEnd,
     EmbeddingSettings,
+    ExtractionHealth,
     ForgetUnderWay,
 )
 from ..state.reembed import FOLLOWED
@@ -105,6 +106,7 @@ class MemoryMarks:
     def __init__(self) -> None:
         self._changes: dict[str, int] = {}
         self._sweeps: dict[str, tuple[int, int]] = {}
+        self._extractions: dict[str, ExtractionHealth] = {}
 
     def note_change(self, bot: str, at: int) -> None:
         self._changes[bot] = at
@@ -117,6 +119,16 @@ class MemoryMarks:
 
     def set_sweep_mark(self, bot: str, through: int, since: int) -> None:
         self._sweeps[bot] = (through, since)
+
+    def note_extraction(self, bot: str, at: int, failed: str | None = None) -> None:
+        was = self._extractions.get(bot, ExtractionHealth())
+        if failed is None:
+            self._extractions[bot] = replace(was, ok_at=at, failures=0)
+        else:
+            self._extractions[bot] = replace(was, failed_at=at, why=failed[:300], failures=was.failures + 1)
+
+    def extraction(self, bot: str) -> ExtractionHealth:
+        return self._extractions.get(bot, ExtractionHealth())
 
     def lower_sweep_mark(self, bot: str, through: int) -> None:
         mark = self.sweep_mark(bot)

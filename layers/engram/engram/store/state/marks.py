@@ -3,6 +3,9 @@ Discord request windows shared by every process, interactions already seen, and 
 
 from __future__ import annotations
 
+from pynamodb.expressions.update import Action
+
+from ...bookkeeping import ExtractionHealth
 from .. import keys
 from ..dynamo import attempt, guard
 from ..models import StateItem
@@ -32,6 +35,33 @@ class Marks:
     def set_sweep_mark(self, bot: str, through: int, since: int) -> None:
         """The sweep has queued the bot's pending records up to `through`, in a pass begun at `since`."""
         guard(lambda: StateItem(*keys.sweep_mark(bot), value=through, data={"since": since}).save())
+
+    def note_extraction(self, bot: str, at: int, failed: str | None = None) -> None:
+        """An extraction ended at `at` (ms): fine, or failed and why. Updated in place (one write), the
+        failures in a row counted by DynamoDB itself, so workers running side by side never lose one."""
+        key = keys.extraction(bot)
+        actions: list[Action]
+        if failed is None:
+            actions = [StateItem.value.set(at), StateItem.tally.set(0)]
+        else:
+            actions = [
+                StateItem.tag.set(failed[:300]),
+                StateItem.tally.add(1),
+                StateItem.data.set({"failedAt": at}),
+            ]
+        guard(lambda: StateItem(*key).update(actions=actions))
+
+    def extraction(self, bot: str) -> ExtractionHealth:
+        """As last noted (nothing yet: all zero)."""
+        item = guard(lambda: get(*keys.extraction(bot)))
+        if item is None:
+            return ExtractionHealth()
+        return ExtractionHealth(
+            ok_at=int(item.value or 0),
+            failed_at=int((item.data or {}).get("failedAt") or 0),
+            why=str(item.tag or ""),
+            failures=int(item.tally or 0),
+        )
 
     def lower_sweep_mark(self, bot: str, through: int) -> None:
         """Records above `through` go back to the sweep (an index job ran and could not finish them)."""
