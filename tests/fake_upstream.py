@@ -3,6 +3,7 @@ every request it receives. Its extraction answers come back in the untidy shapes
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -179,6 +180,14 @@ class FakeUpstream(ServedApp):
                     yield _sse({**base, "choices": [], "usage": usage})
                 yield "data: [DONE]\n\n"
 
+            if model.startswith("slow"):  # a long answer, a word a second: time for the user to press Stop
+
+                async def slowly():
+                    for event in events():
+                        yield event
+                        await asyncio.sleep(1)
+
+                return StreamingResponse(slowly(), media_type="text/event-stream")
             if self.compress and "gzip" in request.headers.get("accept-encoding", ""):
                 return StreamingResponse(
                     _gzipped(events()),

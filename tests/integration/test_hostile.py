@@ -35,6 +35,7 @@ def stack(tmp_path_factory, local_embedder, upstream):
                 {"name": "oa", "baseUrl": upstream.url, "api": "openai", "apiKey": "sk-held"},
                 {"name": "an", "baseUrl": upstream.url, "api": "anthropic", "apiKey": "sk-held"},
                 {"name": "byo", "baseUrl": upstream.url + "/v1", "api": "openai"},
+                {"name": "gone", "baseUrl": "http://127.0.0.1:9", "api": "anthropic", "apiKey": "sk-held"},
             ]
         ),
         ENGRAM_PROXY_KEY=PROXY_KEY,
@@ -272,6 +273,46 @@ def test_proxy_anthropic_refuses_clearly_in_anthropics_shape(stack, name, body, 
     r = send(stack, "POST", "/an/v1/messages", body, turn_headers())
     assert_clear_4xx(r, status, fragment)
     assert r.json()["type"] == "error" and r.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_anthropic_routes_answer_too_large_and_unreachable_in_anthropics_shape(stack):
+    """Anthropic's SDK reads `error.type`: a body past Anthropic's own 32 MB and an upstream that does not
+    answer come back in its shape; 20 MB (past the OpenAI routes' 16 MiB) is still taken."""
+    big = b'{"messages": [], "pad": "' + b"x" * (33 * 1000 * 1000) + b'"}'
+    r = send(stack, "POST", "/an/v1/messages", big, turn_headers(), timeout=60)
+    assert r.status_code == 413 and r.json()["type"] == "error"
+    assert (
+        r.json()["error"]["type"] == "request_too_large"
+        and "32,000,000 bytes" in r.json()["error"]["message"]
+    )
+    twenty = b'{"model": "m", "max_tokens": 5, "messages": [], "pad": "' + b"x" * (20 * 1024 * 1024) + b'"}'
+    assert send(stack, "POST", "/an/v1/messages", twenty, turn_headers(), timeout=60).status_code != 413
+    client = anthropic.Anthropic(base_url=f"{stack.url}/gone", api_key=PROXY_KEY, max_retries=0)
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        client.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+    assert caught.value.status_code == 502 and caught.value.body["type"] == "error"
+    assert (
+        caught.value.body["error"]["type"] == "api_error"
+        and "did not answer" in caught.value.body["error"]["message"]
+    )
+
+
+def test_librechats_identity_headers_never_reach_a_provider(stack, upstream):
+    librechat = {
+        **turn_headers(),
+        "x-librechat-body-parentmessageid": "00000000-0000-0000-0000-000000000000",
+        "x-librechat-message-id": "m-1",
+    }
+    chat = b'{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}'
+    for path in ("/oa/v1/chat/completions", "/an/v1/messages", "/byo/models"):
+        send(
+            stack,
+            "POST" if "models" not in path else "GET",
+            path,
+            chat,
+            {**librechat, "x-engram-key": PROXY_KEY},
+        )
+        assert not [h for h in upstream.requests[-1]["headers"] if h.startswith("x-librechat-")], path
 
 
 def test_anthropic_routes_answer_auth_errors_in_anthropics_shape(stack):

@@ -879,6 +879,26 @@ def test_librechat_opt_outs_are_kept(stack, upstream):
     assert memories_of(stack, "pia") == ["I like owls."]  # what she saved herself, nothing extracted
 
 
+def test_an_answer_stopped_half_way_keeps_nothing(stack, upstream):
+    """LibreChat's Stop closes the stream before the answer's end: what the user said in that turn is
+    not extracted from half an answer (they may well regenerate it)."""
+    body = {
+        "model": "slow-model",
+        "stream": True,
+        "messages": [{"role": "user", "content": "My favourite bird is the wren."}],
+    }
+    hdrs = {"Authorization": f"Bearer {PROXY_KEY}", **headers(user="stopper", conversation="conv-stop")}
+    with httpx.stream("POST", f"{stack.url}/oa/v1/chat/completions", json=body, headers=hdrs) as r:
+        next(r.iter_lines())  # the answer has begun; Stop
+    stack.settle()
+    assert not [
+        r
+        for r in upstream.requests
+        if r["json"] and upstream.is_extraction(r["json"]) and "wren" in json.dumps(r["json"])
+    ]
+    assert memories_of(stack, "stopper") == []
+
+
 def test_a_regenerated_answer_extracts_the_turn_once(stack, upstream):
     """LibreChat's regenerate sends the same user message of the same chat again: its facts are extracted
     once, not once per answer."""
@@ -897,6 +917,10 @@ def test_a_regenerated_answer_extracts_the_turn_once(stack, upstream):
     c.chat.completions.create(model="m", messages=turn)  # regenerate
     stack.settle()
     assert extractions() == before
+    # the same words later in the chat follow another history: a turn of their own, extracted
+    later = [*turn, {"role": "assistant", "content": REPLY}, *turn]
+    c.chat.completions.create(model="m", messages=later)
+    assert wait_until(lambda: extractions() == before + 1)
 
 
 def test_a_fork_keeps_its_chats_setting(stack, upstream):

@@ -80,13 +80,16 @@ def test_extractor_stores_drops_secrets_caps_and_dedupes(engine):
             ]
         }
     )
-    extractor = Extractor(settings, engine.service, engine.state.marks, extraction_server([answer], seen))
+    extractor = Extractor(
+        settings, engine.service, engine.state.marks, engine.state.limits, extraction_server([answer], seen)
+    )
     assert extractor.run(job()) == ["The user drinks sencha."]  # secret dropped; the cap counts it
     assert seen[0]["model"] == "small" and "long-term memory" in seen[0]["messages"][0]["content"]
     again = Extractor(
         settings,
         engine.service,
         engine.state.marks,
+        engine.state.limits,
         extraction_server([json.dumps({"memories": ["The user drinks sencha!"]})], []),
     )
     assert again.run(job()) == []  # already known
@@ -99,6 +102,7 @@ def test_extractor_retries_once_then_drops(engine, caplog):
         settings,
         engine.service,
         engine.state.marks,
+        engine.state.limits,
         extraction_server(["I am not JSON", "Still not JSON"], seen),
     )
     assert extractor.run(job()) == [] and len(seen) == 2
@@ -108,6 +112,7 @@ def test_extractor_retries_once_then_drops(engine, caplog):
         settings,
         engine.service,
         engine.state.marks,
+        engine.state.limits,
         extraction_server(["nope", '{"memories": ["The user drinks sencha."]}'], seen2),
     )
     assert fixed.run(job()) == ["The user drinks sencha."] and len(seen2) == 2
@@ -117,7 +122,11 @@ def test_extractor_never_spends_a_callers_key(engine):
     settings = ProxySettings(UPSTREAMS='[{"name": "byo", "baseUrl": "http://up"}]')
     seen = []
     extractor = Extractor(
-        settings, engine.service, engine.state.marks, extraction_server(['{"memories": ["x"]}'], seen)
+        settings,
+        engine.service,
+        engine.state.marks,
+        engine.state.limits,
+        extraction_server(['{"memories": ["x"]}'], seen),
     )
     assert (
         extractor.run(
@@ -135,6 +144,7 @@ def test_explicit_mode_stores_only_what_was_asked(engine):
         ProxySettings(),
         engine.service,
         engine.state.marks,
+        engine.state.limits,
         httpx.MockTransport(lambda r: httpx.Response(500)),
     )
     stored = extractor.run(
@@ -162,12 +172,16 @@ def test_reasoning_models_are_asked_without_a_temperature_and_a_refusal_is_asked
 
     seen: list[dict] = []
     o_series = ProxySettings(EXTRACT_BASE_URL="http://extract/v1", EXTRACT_MODEL="o3-mini")
-    extractor = Extractor(o_series, engine.service, engine.state.marks, httpx.MockTransport(refusing))
+    extractor = Extractor(
+        o_series, engine.service, engine.state.marks, engine.state.limits, httpx.MockTransport(refusing)
+    )
     assert extractor.run(job()) == ["The user drinks sencha."]
     assert len(seen) == 1 and "temperature" not in seen[0]  # known: never sent, nothing refused
     seen.clear()
     unknown = ProxySettings(EXTRACT_BASE_URL="http://extract/v1", EXTRACT_MODEL="house-reasoner")
-    extractor = Extractor(unknown, engine.service, engine.state.marks, httpx.MockTransport(refusing))
+    extractor = Extractor(
+        unknown, engine.service, engine.state.marks, engine.state.limits, httpx.MockTransport(refusing)
+    )
     assert extractor.run(job("My coffee is a flat white")) == ["The user drinks flat whites."]
     assert [("temperature" in body) for body in seen] == [True, False]
     assert extractor.retried_without == {"temperature": 1}
@@ -179,6 +193,7 @@ def test_a_failing_extraction_is_noted_for_memory_status(engine):
         ProxySettings(EXTRACT_BASE_URL="http://extract/v1", EXTRACT_MODEL="small"),
         engine.service,
         engine.state.marks,
+        engine.state.limits,
         httpx.MockTransport(lambda r: httpx.Response(503)),
     )
     assert broken.run(job()) == []

@@ -117,6 +117,21 @@ def test_what_librechat_sends_is_read_as_librechat_means_it():
     assert librechat.side_call({"messages": [{"role": "user", "content": "What is my name?"}]}) is None
 
 
+def test_an_answer_ends_whole_only_at_its_end_and_not_to_call_tools():
+    from engram.proxy.relay import End
+
+    capture = wire.StreamCapture("openai")
+    capture.feed(b'data: {"choices": [{"delta": {"content": "Let me look."}, "finish_reason": null}]}\n\n')
+    assert not capture.ended  # Stop now: half an answer
+    capture.feed(b'data: {"choices": [{"delta": {}, "finish_reason": "tool_calls"}]}\n\n')
+    assert capture.ended and not End(capture.ended, capture.stop).whole  # text and tools: not the turn's end
+    anthropic = wire.StreamCapture("anthropic")
+    anthropic.feed(b'data: {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {}}\n\n')
+    assert End(anthropic.ended, anthropic.stop).whole
+    assert wire.reply_stop("openai", {"choices": [{"finish_reason": "tool_calls"}]}) == "tool_calls"
+    assert wire.reply_stop("anthropic", {"stop_reason": "tool_use"}) == "tool_use"
+
+
 def test_commands_and_their_answers_leave_the_history_but_never_the_newest_message():
     body = {
         "messages": [

@@ -42,6 +42,9 @@ class ExtractJob(BaseModel):
     # When the turn happened: if its user is forgotten after that, nothing of it is stored (0: unknown,
     # which any forget of the user refuses).
     queued_at: int = 0
+    # The chat's history up to this turn's words, hashed: LibreChat's regenerate sends the same again, and
+    # is extracted once (on any worker); the same words later in the chat have another history.
+    turn_key: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
 
 
 class ForgetJob(BaseModel):

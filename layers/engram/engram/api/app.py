@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY, RequestBodyLimitMiddleware
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
@@ -93,6 +93,14 @@ def too_large(scope: Scope) -> str:
     )
 
 
+def too_large_answer(scope: Scope) -> dict[str, Any]:
+    """The 413's body: Anthropic's error shape on the proxy's Messages route (its SDK reads `error.type`),
+    engram's everywhere else."""
+    if str(scope.get("path", "")).endswith("/v1/messages"):
+        return {"type": "error", "error": {"type": "request_too_large", "message": too_large(scope)}}
+    return {"error": {"code": "too_large", "message": too_large(scope)}}
+
+
 class JsonTooLarge:
     """Starlette's body limit answers a too-long content-length with 413 in plain text from inside the
     route; engram answers every error as {"error": {...}}, naming the limit."""
@@ -114,7 +122,7 @@ class JsonTooLarge:
                 and dict(message.get("headers") or []).get(b"content-type", b"").startswith(b"text/plain")
             ):
                 replacing = True
-                body = json.dumps({"error": {"code": "too_large", "message": too_large(scope)}}).encode()
+                body = json.dumps(too_large_answer(scope)).encode()
                 await send(
                     {
                         "type": "http.response.start",
@@ -237,7 +245,7 @@ def create_app(
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 413:  # a body that streamed past the limit (no content-length to refuse it by)
-            return error_response(413, "too_large", too_large(request.scope))
+            return JSONResponse(too_large_answer(request.scope), status_code=413)
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "error")
         return error_response(exc.status_code, code, str(exc.detail))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from typing import Any
 
 import httpx
@@ -15,7 +16,7 @@ from ..clock import now_ms
 from ..config.proxy import ProxySettings, Upstream
 from ..errors import Forgotten
 from ..jobs import ExtractJob
-from ..ports import MarksPort
+from ..ports import LimitsPort, MarksPort
 from ..service import MemoryService
 from ..vectors import Scope
 from .memory import explicit_fact
@@ -42,6 +43,10 @@ _SECRET = re.compile(
 # Models that take no sampling parameter but their default: OpenAI's o-series and gpt-5 and later answer
 # 400 to `temperature: 0` (LibreChat's own memory agent drops it for them: packages/api/src/agents/memory.ts)
 REASONING_MODEL = re.compile(r"(?:^|/)(?:o\d+(?:-|$)|gpt-[5-9])", re.IGNORECASE)
+
+
+# How long a turn is remembered as extracted: LibreChat's regenerate comes within a chat's session
+REGENERATE_WINDOW_S = 7 * 24 * 3600
 
 
 class ExtractionFailed(Exception):
@@ -150,16 +155,31 @@ class Extractor:
         settings: ProxySettings,
         service: MemoryService,
         marks: MarksPort,
+        limits: LimitsPort,
         transport: httpx.BaseTransport | None = None,
     ):
         self.settings = settings
         self.service = service
         self.marks = marks  # how extraction has been going: /memory status tells the user when it fails
+        self.limits = limits  # which turns were extracted already (a regenerate is extracted once)
         self.retried_without: dict[str, int] = {}  # refused parameters dropped and asked again, by name
         self._client = httpx.Client(timeout=settings.extract_timeout_ms / 1000, transport=transport)
 
     def run(self, job: ExtractJob) -> list[str]:
-        """Extract and store; returns the facts stored."""
+        """Extract and store, once per turn of a chat (LibreChat's regenerate sends the same turn again);
+        returns the facts stored."""
+        seen = f"turn#{job.turn_key}" if job.turn_key else None
+        if seen and not self.limits.first_sight(job.bot, seen, int(time.time()) + REGENERATE_WINDOW_S):
+            log.info("extraction skipped: this turn was extracted already (a regenerate)")
+            return []
+        try:
+            return self._run(job)
+        except Exception:
+            if seen:  # the job comes back (SQS): it is not a regenerate then
+                self.limits.unsee(job.bot, seen)
+            raise
+
+    def _run(self, job: ExtractJob) -> list[str]:
         if job.mode == "explicit":
             fact = explicit_fact(job.user_text)
             candidates = [fact] if fact else []

@@ -98,8 +98,16 @@ def open_door(proxy: Proxy, name: str, request: Request, api: str | None = None)
     return Door(proxy, upstream, authorized)
 
 
+def _not_relayed(name: str, proxy: Proxy) -> bool:
+    """Hop-by-hop, engram's own, and LibreChat's identity headers (who the user is, which chat: engram's
+    to read, no provider's business)."""
+    name, s = name.lower(), proxy.settings
+    identity = (s.user_header.lower(), s.conversation_header.lower())
+    return name in _DROP_REQUEST or name.startswith("x-librechat-") or name in identity
+
+
 def _outgoing_headers(request: Request, proxy: Proxy, upstream: Upstream) -> dict[str, str]:
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROP_REQUEST}
+    headers = {k: v for k, v in request.headers.items() if not _not_relayed(k, proxy)}
     # engram's own key never reaches a provider, whichever header the caller put it in
     bearer = headers.get("authorization", "").partition(" ")[2].strip() or None
     if bearer and proxy.key_matches(bearer):
@@ -150,6 +158,19 @@ class Reading:
     model: str = ""
 
 
+@dataclass(frozen=True)
+class End:
+    """How an answer ended: whether it came to its end (not cut off), and why (finish or stop reason)."""
+
+    reached: bool
+    stop: str | None
+
+    @property
+    def whole(self) -> bool:
+        """The turn's answer, complete: reached its end, and not to call tools."""
+        return self.reached and self.stop not in wire.TOOL_STOPS
+
+
 class _Exchange:
     """One relayed call's bookkeeping: its timing, its trace's generation, and the post-turn work run
     exactly once when the answer is complete (or the caller hung up)."""
@@ -165,15 +186,15 @@ class _Exchange:
     def record(self, ok: bool) -> None:
         self._proxy.counters.record("upstream", (time.perf_counter() - self._started) * 1000, ok)
 
-    async def finish(self, status: int, usage: dict[str, Any] | None, text: str) -> None:
+    async def finish(self, status: int, usage: dict[str, Any] | None, text: str, end: End) -> None:
         """The post-turn work, off the event loop; nothing here may fail the turn (the reply has gone)."""
         self.finished = True
         try:
-            await run_in_threadpool(self._finish, status, usage, text)
+            await run_in_threadpool(self._finish, status, usage, text, end)
         except Exception:
             log.exception("post-turn work failed")
 
-    def _finish(self, status: int, usage: dict[str, Any] | None, text: str) -> None:
+    def _finish(self, status: int, usage: dict[str, Any] | None, text: str, end: End) -> None:
         generation = self._generation
         if generation is not None:
             generation.update(
@@ -182,7 +203,9 @@ class _Exchange:
                 level="DEFAULT" if status < 400 else "ERROR",
             )
             generation.end()
-        if self._reading.after and status == 200 and text:
+        # the turn's answer, whole: not cut off by Stop, not a round that asks for tools (its answer
+        # comes in the round after them)
+        if self._reading.after and status == 200 and text and end.whole:
             self._reading.after(text)
         if generation is not None:
             self._trace.end()
@@ -195,13 +218,17 @@ class _Exchange:
         data = await response.aread()
         await response.aclose()
         self.record(response.status_code < 500)
-        text, usage = "", None
+        text, usage, stop = "", None, None
         api = self._reading.api
         if api and response.status_code == 200:
             with contextlib.suppress(ValueError, AttributeError):
                 parsed = json.loads(data)
-                text, usage = wire.reply_text(api, parsed), parsed.get("usage")
-        await self.finish(response.status_code, usage, text)
+                text, usage, stop = (
+                    wire.reply_text(api, parsed),
+                    parsed.get("usage"),
+                    wire.reply_stop(api, parsed),
+                )
+        await self.finish(response.status_code, usage, text, End(True, stop))
         return Response(data, status_code=response.status_code, headers=headers)
 
     async def chunks(self, response: httpx.Response) -> AsyncIterator[bytes]:
@@ -215,7 +242,8 @@ class _Exchange:
                 if capture:
                     capture.feed(chunk)
                     if capture.finished and not self.finished:
-                        await self.finish(response.status_code, capture.usage, capture.text)
+                        end = End(True, capture.stop)
+                        await self.finish(response.status_code, capture.usage, capture.text, end)
                 yield chunk
         finally:
             # a client that hangs up right after the last event cancels this generator: the post-turn
@@ -223,11 +251,13 @@ class _Exchange:
             with anyio.CancelScope(shield=True):
                 await response.aclose()
                 self.record(response.status_code < 500)
-                if not self.finished:
+                if not self.finished:  # the stream closed before its end event: cut off, or ended without it
+                    end = End(capture.ended, capture.stop) if capture else End(False, None)
                     await self.finish(
                         response.status_code,
                         capture.usage if capture else None,
                         capture.text if capture else "",
+                        end,
                     )
 
 
@@ -250,9 +280,12 @@ async def relay(
         response = await proxy.client.send(outgoing, stream=True)
     except httpx.HTTPError as exc:
         exchange.record(ok=False)
-        await exchange.finish(502, None, "")
+        await exchange.finish(502, None, "", End(False, None))
         return error(
-            502, "upstream_unavailable", f"upstream {upstream.name!r} did not answer: {type(exc).__name__}"
+            502,
+            "upstream_unavailable",
+            f"upstream {upstream.name!r} did not answer: {type(exc).__name__}",
+            upstream.api,  # in the wire format its callers speak (Anthropic's SDK reads `error.type`)
         )
     headers = {k: v for k, v in response.headers.items() if k.lower() not in _DROP_RESPONSE}
     if "text/event-stream" not in response.headers.get("content-type", ""):

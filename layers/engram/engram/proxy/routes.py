@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # handed the proxy's parts by the app, never looking them up
     from .runtime import Proxy
 
 PROXY_BODY = 16 * 1024 * 1024
+ANTHROPIC_BODY = 32 * 1000 * 1000  # Anthropic's own request limit for the Messages API (32 MB)
 
 
 def _contained(upstream: Upstream, path: str, raw_path: bytes) -> bool:
@@ -47,7 +48,7 @@ def proxy_router(proxy_factory: Callable[[], Proxy]) -> APIRouter:
     async def openai_chat(name: str, request: Request) -> Response:
         return await chat_turn(proxy_factory(), name, request, "openai")
 
-    @router.post("/{name}/v1/messages", include_in_schema=False)
+    @router.post("/{name}/v1/messages", include_in_schema=False, max_body_size=ANTHROPIC_BODY)
     async def anthropic_messages(name: str, request: Request) -> Response:
         return await chat_turn(proxy_factory(), name, request, "anthropic")
 

@@ -78,8 +78,9 @@ class Proxy:
             from .extract import Extractor
 
             engine = self.engine
+            state = engine.state
             self._extractor = Extractor(
-                self.settings, engine.service, engine.state.marks, self.extract_transport
+                self.settings, engine.service, state.marks, state.limits, self.extract_transport
             )
         return self._extractor
 

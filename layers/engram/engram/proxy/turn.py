@@ -219,12 +219,19 @@ async def memory_for_turn(
 ) -> tuple[bool, str]:
     """(whether to keep what this turn says, the block to place at its user message)."""
     # LibreChat's own opt-outs: personalization memories off means no memory at all; a temporary chat is
-    # deleted by LibreChat, so nothing is kept from it (what is remembered may still be recalled)
+    # deleted by LibreChat, so nothing is kept from it (what is remembered may still be recalled). A
+    # regenerate is extracted once by the worker (ExtractJob.turn_key).
     turn_key = (said.conversation, hashlib.sha256(said.said.encode("utf-8", "surrogatepass")).hexdigest())
-    # the same words again in the same chat, not in a tool round: LibreChat's regenerate (extracted once)
-    regenerated = not said.tool_round and turn_key in proxy.turn_started
     memory_on, block = await turn_block(proxy, turn, said, turn_key, trace, chat.memories_off)
-    return memory_on and not chat.temporary and not regenerated, block
+    return memory_on and not chat.temporary, block
+
+
+def history_key(said: Said) -> str:
+    """The chat and its history up to the turn's words, hashed (no words kept): a regenerate sends the
+    same again, the same words later in the chat follow another history."""
+    messages = (said.body.get("messages") or [])[: said.index + 1]
+    shown = json.dumps([said.conversation, messages], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(shown.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def outgoing_body(door: Door, api: wire.Api, said: Said, block: str) -> dict[str, Any]:
@@ -270,7 +277,11 @@ def extraction_after(door: Door, turn: Turn, said: Said, trace: TurnTrace) -> Af
         if not text.strip():  # tool calls only: the answer comes after the tool rounds
             return
         with trace.span("memory-write", mode=mode):
-            queue_extraction(door.proxy, turn, door.upstream.name, said.model, mode, last, text)
+            queue_extraction(
+                door.proxy,
+                turn,
+                Exchange(door.upstream.name, said.model, mode, last, text, history_key(said)),
+            )
 
     return after
 
@@ -324,9 +335,19 @@ async def _recalled(proxy: Proxy, turn: Turn, body: dict[str, Any], trace: TurnT
     return [block] if block else []
 
 
-def queue_extraction(
-    proxy: Proxy, turn: Turn, upstream: str, model: str, mode: str, user_text: str, assistant_text: str
-) -> None:
+@dataclass(frozen=True)
+class Exchange:
+    """A finished turn to extract from: where it was answered, how to extract, the words, its history."""
+
+    upstream: str
+    model: str
+    mode: str
+    user_text: str
+    assistant_text: str
+    history: str  # history_key: a regenerate of it is extracted once
+
+
+def queue_extraction(proxy: Proxy, turn: Turn, exchange: Exchange) -> None:
     """Hand the exchange to the worker; a queue failure costs the memory, never the reply."""
     try:
         job = ExtractJob(
@@ -334,12 +355,13 @@ def queue_extraction(
             user=turn.user,
             conversation=turn.conversation,
             project=turn.project,
-            upstream=upstream,
-            model=model or None,
-            mode=mode,
-            user_text=user_text[:20_000],
-            assistant_text=assistant_text[:20_000],
+            upstream=exchange.upstream,
+            model=exchange.model or None,
+            mode=exchange.mode,
+            user_text=exchange.user_text[:20_000],
+            assistant_text=exchange.assistant_text[:20_000],
             queued_at=turn.received_at,  # a forget that landed while the answer streamed wins
+            turn_key=exchange.history,
         )
         proxy.engine.queue.send(job)
     except Exception:

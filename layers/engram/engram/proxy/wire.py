@@ -136,6 +136,19 @@ def reply_stream(api: Api, model: str, text: str, include_usage: bool = False) -
 # ----- reading the assistant's text from what the upstream sent ---------------------------------
 
 
+# How an answer ends when the model asks for tools: the turn goes on in another round
+TOOL_STOPS = {"tool_calls", "function_call", "tool_use"}
+
+
+def reply_stop(api: Api, body: dict[str, Any]) -> str | None:
+    """Why a non-streamed answer ended (OpenAI's finish_reason, Anthropic's stop_reason)."""
+    if api == "openai":
+        choices = body.get("choices") or []
+        return choices[0].get("finish_reason") if choices and isinstance(choices[0], dict) else None
+    stop = body.get("stop_reason")
+    return stop if isinstance(stop, str) else None
+
+
 def reply_text(api: Api, body: dict[str, Any]) -> str:
     """The assistant's text in a non-streaming reply."""
     if api == "openai":
@@ -162,6 +175,7 @@ class StreamCapture:
         self.parts: list[str] = []
         self.usage: dict[str, Any] | None = None
         self.finished = False  # the provider's end-of-stream event has been seen
+        self.stop: str | None = None  # why the answer ended, once the provider said
 
     def feed(self, chunk: bytes) -> None:
         """Take the next bytes of the stream (events may be split anywhere)."""
@@ -189,6 +203,8 @@ class StreamCapture:
             piece = (choice.get("delta") or {}).get("content")
             if isinstance(piece, str):
                 self.parts.append(piece)
+            if choice.get("finish_reason"):
+                self.stop = str(choice["finish_reason"])
         if event.get("usage"):
             self.usage = event["usage"]
 
@@ -198,10 +214,17 @@ class StreamCapture:
             delta = event.get("delta") or {}
             if delta.get("type") == "text_delta":
                 self.parts.append(delta.get("text", ""))
-        elif kind == "message_delta" and event.get("usage"):
-            self.usage = event["usage"]
+        elif kind == "message_delta":
+            self.usage = event.get("usage") or self.usage
+            stop = (event.get("delta") or {}).get("stop_reason")
+            self.stop = str(stop) if stop else self.stop
         elif kind == "message_stop":
             self.finished = True
+
+    @property
+    def ended(self) -> bool:
+        """Whether the answer came to its end (not cut off: LibreChat's Stop closes the stream mid-way)."""
+        return self.finished or self.stop is not None
 
     @property
     def text(self) -> str:

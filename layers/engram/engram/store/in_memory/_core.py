@@ -158,6 +158,10 @@ class MemoryLimits:
             self._seen.add((bot, interaction_id))
             return True
 
+    def unsee(self, bot: str, interaction_id: str) -> None:
+        with self._lock:
+            self._seen.discard((bot, interaction_id))
+
     def take_export_slot(self, bot: str, user: str, now: int, every_s: int) -> bool:
         with self._lock:
             last = self.exports.get((bot, user))
