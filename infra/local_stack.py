@@ -247,6 +247,8 @@ class LocalStack:
         set_discord(self.discord)
         if self.discord.settings.application_id:  # the template's CatchUpRate schedule, locally
             self._spawn("discord-catchup", self._catchup_loop)
+        if self.proxy.source() is not None:  # the template's LibreChatReconcileRate schedule, locally
+            self._spawn("librechat-reconcile", self._reconcile_loop)
         if self.gateway and self.discord.settings.application_id:
             from engram.discord.gateway import GatewayCapture as Capture
 
@@ -338,6 +340,16 @@ class LocalStack:
                 self.engine.queue.send(CatchUpJob())
             except Exception:
                 log.exception("could not queue the Discord catch-up")
+
+    def _reconcile_loop(self) -> None:
+        from engram.jobs import LibreChatReconcileJob
+
+        every_s = float(os.environ.get("ENGRAM_LIBRECHAT_RECONCILE_EVERY_S") or 3600)
+        while not self._stop.wait(every_s):
+            try:
+                self.engine.queue.send(LibreChatReconcileJob(bot=self.proxy.settings.bot))
+            except Exception:
+                log.exception("could not queue the LibreChat reconcile")
 
     def _keep_index(self) -> None:
         """At start: rebuild an index that is empty next to records (deleted, lost), else reconcile it

@@ -1,8 +1,8 @@
-"""Schedule function: queues the sweep (records still waiting for vectors) and the Discord catch-up
-(only where Discord is set up: an application id)."""
+"""Schedule function: queues the sweep (records still waiting for vectors), the Discord catch-up (only where
+Discord is set up: an application id), and the LibreChat reconcile (only where LibreChat's MongoDB is)."""
 
 from engram.config import get_settings
-from engram.jobs import CatchUpJob, SweepJob, build_queue
+from engram.jobs import CatchUpJob, LibreChatReconcileJob, SweepJob, build_queue
 from engram.observability import instrumented
 
 settings = get_settings()
@@ -11,7 +11,13 @@ queue = build_queue(settings)
 
 @instrumented
 def handler(event, context):
-    """EventBridge schedule in ({"job": "sweep"} or {"job": "discord-catchup"}), one job out."""
+    """EventBridge schedule in ({"job": "sweep"}, "discord-catchup" or "librechat-reconcile"), one job out."""
+    if (event or {}).get("job") == "librechat-reconcile":
+        proxy = settings.proxy
+        if not (proxy.mongo_uri or proxy.mongo_uri_parameter):
+            return {"queued": None}
+        queue.send(LibreChatReconcileJob(bot=proxy.bot))
+        return {"queued": "librechat-reconcile"}
     if (event or {}).get("job") == "discord-catchup":
         if not settings.discord.application_id:
             return {"queued": None}

@@ -3,7 +3,9 @@ upstreams on 127.0.0.1 that record what they received and mongomock standing in 
 
 import contextlib
 import json
+import time
 import uuid
+from datetime import UTC, datetime
 
 import anthropic
 import httpx
@@ -14,6 +16,7 @@ from bson import ObjectId
 
 from engram.config import Settings
 from engram.config.proxy import ProxySettings
+from engram.proxy.source import NO_PARENT
 from infra.local_stack import LocalStack
 from tests.fake_upstream import REPLY
 from tests.integration.conftest import KEY
@@ -30,9 +33,15 @@ UPSTREAM_KEY = "sk-upstream-held-by-engram"
 PROXY_KEY = "integration-proxy-key"  # what LibreChat holds: not the Memory API's admin key (KEY)
 
 
+# LibreChat's MongoDB, as its server writes it (@librechat/data-schemas 0.0.71: users, conversations,
+# messages, chatprojects); `headers` writes a chat's conversation and its user as LibreChat does before it
+# calls the model
+LIBRECHAT_DB = mongomock.MongoClient().db
+
+
 @pytest.fixture(scope="module")
 def mongo():
-    db = mongomock.MongoClient().db
+    db = LIBRECHAT_DB
     garden = ObjectId()
     db.chatprojects.insert_one({"_id": garden, "name": "Garden", "user": "alice"})
     db.conversations.insert_one({"conversationId": "conv-garden", "user": "alice", "chatProjectId": garden})
@@ -48,6 +57,18 @@ def mongo():
     db.conversations.insert_one({"conversationId": "conv-private", "user": "pia"})
     db.users.insert_one({"_id": "pia", "personalization": {"memories": False}})
     return db
+
+
+def written(user: str, conversation: str) -> None:
+    """LibreChat's own writes for a chat: its user's account (an ObjectId `_id`, its hex the user id
+    LibreChat sends) and the conversation."""
+    key = ObjectId(user) if ObjectId.is_valid(user) else user
+    LIBRECHAT_DB.users.update_one(
+        {"_id": key}, {"$setOnInsert": {"email": f"{user}@example.com"}}, upsert=True
+    )
+    LIBRECHAT_DB.conversations.update_one(
+        {"conversationId": conversation, "user": user}, {"$setOnInsert": {"title": "New Chat"}}, upsert=True
+    )
 
 
 @pytest.fixture(scope="module")
@@ -83,11 +104,13 @@ def stack(tmp_path_factory, local_embedder, upstream, mongo):
     s.stop()
 
 
-def headers(user="alice", conversation=None):
-    return {
-        "x-librechat-user-id": user,
-        "x-librechat-conversation-id": conversation or f"conv-{uuid.uuid4().hex[:8]}",
-    }
+def headers(user="alice", conversation=None, unwritten=False):
+    """LibreChat's identity headers for a chat; the chat written to its MongoDB first, as LibreChat does
+    (`unwritten`: a new chat LibreChat has not written yet)."""
+    conversation = conversation or f"conv-{uuid.uuid4().hex[:8]}"
+    if not unwritten:
+        written(user, conversation)
+    return {"x-librechat-user-id": user, "x-librechat-conversation-id": conversation}
 
 
 def oa(stack, upstream: str = "oa", **kw):
@@ -858,6 +881,104 @@ def test_memory_status_says_when_extraction_is_failing(stack, upstream):
     assert "Extraction is failing" in said and "HTTP 503" in said
     c.chat.completions.create(model="m", messages=[{"role": "user", "content": "My pen is red."}])
     assert wait_until(lambda: not stack.engine.state.marks.extraction("librechat").failing, timeout_s=30)
+
+
+def said_in_librechat(stack, user: str, conversation: str, parent: str, text: str) -> str:
+    """A user message as LibreChat handles it: saved in its MongoDB (messageSchema), then sent to the
+    model with the endpoint's headers, the parent message id among them; returns the message id."""
+    message = str(uuid.uuid4())
+    LIBRECHAT_DB.messages.insert_one(
+        {
+            "messageId": message,
+            "conversationId": conversation,
+            "user": user,
+            "parentMessageId": parent,
+            "isCreatedByUser": True,
+            "sender": "User",
+            "text": text,
+            "createdAt": datetime.now(UTC),
+        }
+    )
+    hdrs = {**headers(user, conversation), "x-librechat-parent-message-id": parent}
+    client = openai.OpenAI(
+        base_url=f"{stack.url}/oa/v1", api_key=PROXY_KEY, default_headers=hdrs, max_retries=0
+    )
+    client.chat.completions.create(model="m", messages=[{"role": "user", "content": text}])
+    return message
+
+
+def test_librechats_deletions_and_edits_reach_engram_within_one_reconcile(stack, upstream):
+    """LibreChat deletes an account (data-schemas deleteUserById), a chat (deleteConvos: the conversation
+    and its messages), and an edit sent again makes a newer user message under the same parent: one pass
+    of the reconcile takes each to engram's facts; a fact of the Memory API's is left alone."""
+    from engram.jobs import LibreChatReconcileJob
+
+    lena, omar = str(ObjectId()), str(ObjectId())
+    home, food, sport = (f"conv-{uuid.uuid4().hex[:8]}" for _ in range(3))
+    said_in_librechat(stack, lena, home, NO_PARENT, "My home city is Berlin.")
+    assert wait_until(lambda: "The user's home city is Berlin." in memories_of(stack, lena), timeout_s=30)
+    time.sleep(0.01)  # the edit is the newer message
+    said_in_librechat(stack, lena, home, NO_PARENT, "My home town is Munich, actually.")
+    said_in_librechat(stack, lena, food, NO_PARENT, "My favourite dish is ramen.")
+    said_in_librechat(stack, omar, sport, NO_PARENT, "My favourite sport is judo.")
+    stack.settle()
+    assert set(memories_of(stack, lena)) == {
+        "The user's home city is Berlin.",
+        "The user's home town is Munich, actually.",
+        "The user's favourite dish is ramen.",
+    }
+    assert memories_of(stack, omar) == ["The user's favourite sport is judo."]
+    api_fact = httpx.post(
+        f"{stack.url}/v1/bots/librechat/memories",
+        json={"text": "Lena's badge number is 12.", "userId": lena},
+        headers={"Authorization": f"Bearer {KEY}"},
+    )
+    assert api_fact.status_code in (200, 201), api_fact.text
+    LIBRECHAT_DB.conversations.delete_many({"conversationId": food})
+    LIBRECHAT_DB.messages.delete_many({"conversationId": food})
+    LIBRECHAT_DB.users.delete_one({"_id": ObjectId(omar)})
+    stack.engine.queue.send(LibreChatReconcileJob())
+    stack.settle()
+    kept = {"The user's home town is Munich, actually.", "Lena's badge number is 12."}
+    assert set(memories_of(stack, lena)) == kept
+    assert memories_of(stack, omar) == []
+    stack.engine.queue.send(LibreChatReconcileJob())  # a second pass finds nothing more to do
+    stack.settle()
+    assert set(memories_of(stack, lena)) == kept
+
+
+def test_a_chat_librechat_has_not_written_yet_is_memory_off_until_it_is(stack, upstream, monkeypatch):
+    """LibreChat saves a new chat without waiting for it: a turn whose chat cannot be read yet recalls
+    nothing (its settings may say memory off) and its facts wait for the worker to read them."""
+    import engram.proxy.extract as extract
+
+    monkeypatch.setattr(extract, "CONFIRM_DELAY_S", 1)
+    user, conversation = "newcomer", f"conv-{uuid.uuid4().hex[:8]}"
+    oa(stack, user=user, conversation="conv-newcomer-seed").chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "/memory save I keep bees."}]
+    )
+
+    def client(conversation: str):
+        hdrs = headers(user, conversation, unwritten=True)
+        return openai.OpenAI(
+            base_url=f"{stack.url}/oa/v1", api_key=PROXY_KEY, default_headers=hdrs, max_retries=0
+        )
+
+    client(conversation).chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "My dog is Rex."}]
+    )
+    assert "bees" not in system_of(upstream.chats()[-1])  # nothing recalled: the chat's settings unknown
+    time.sleep(1.5)
+    assert "The user's dog is Rex." not in memories_of(stack, user)  # not before LibreChat says so
+    written(user, conversation)
+    assert wait_until(lambda: "The user's dog is Rex." in memories_of(stack, user), timeout_s=30)
+    # never written (a chat LibreChat dropped): nothing kept, after a few tries
+    client(f"conv-{uuid.uuid4().hex[:8]}").chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "My cat is Tom."}]
+    )
+    time.sleep(extract.CONFIRM_ATTEMPTS * 1.5)
+    stack.settle()
+    assert "The user's cat is Tom." not in memories_of(stack, user)
 
 
 def test_librechat_opt_outs_are_kept(stack, upstream):

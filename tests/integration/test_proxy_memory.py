@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from engram.config import Settings
 from engram.config.proxy import ProxySettings
 from engram.jobs import ExtractJob
-from engram.proxy.extract import Extractor
+from engram.proxy.extract import ExtractionParts, Extractor
 from engram.proxy.memory import ChatMemory, Turn
 from engram.proxy.projects import ProjectResolver
 from tests.fake_upstream import TEMPERATURE_REFUSED
@@ -80,16 +80,12 @@ def test_extractor_stores_drops_secrets_caps_and_dedupes(engine):
             ]
         }
     )
-    extractor = Extractor(
-        settings, engine.service, engine.state.marks, engine.state.limits, extraction_server([answer], seen)
-    )
+    extractor = Extractor(settings, parts(engine), extraction_server([answer], seen))
     assert extractor.run(job()) == ["The user drinks sencha."]  # secret dropped; the cap counts it
     assert seen[0]["model"] == "small" and "long-term memory" in seen[0]["messages"][0]["content"]
     again = Extractor(
         settings,
-        engine.service,
-        engine.state.marks,
-        engine.state.limits,
+        parts(engine),
         extraction_server([json.dumps({"memories": ["The user drinks sencha!"]})], []),
     )
     assert again.run(job()) == []  # already known
@@ -100,9 +96,7 @@ def test_extractor_retries_once_then_drops(engine, caplog):
     seen = []
     extractor = Extractor(
         settings,
-        engine.service,
-        engine.state.marks,
-        engine.state.limits,
+        parts(engine),
         extraction_server(["I am not JSON", "Still not JSON"], seen),
     )
     assert extractor.run(job()) == [] and len(seen) == 2
@@ -110,9 +104,7 @@ def test_extractor_retries_once_then_drops(engine, caplog):
     seen2 = []
     fixed = Extractor(
         settings,
-        engine.service,
-        engine.state.marks,
-        engine.state.limits,
+        parts(engine),
         extraction_server(["nope", '{"memories": ["The user drinks sencha."]}'], seen2),
     )
     assert fixed.run(job()) == ["The user drinks sencha."] and len(seen2) == 2
@@ -123,9 +115,7 @@ def test_extractor_never_spends_a_callers_key(engine):
     seen = []
     extractor = Extractor(
         settings,
-        engine.service,
-        engine.state.marks,
-        engine.state.limits,
+        parts(engine),
         extraction_server(['{"memories": ["x"]}'], seen),
     )
     assert (
@@ -142,9 +132,7 @@ def test_extractor_never_spends_a_callers_key(engine):
 def test_explicit_mode_stores_only_what_was_asked(engine):
     extractor = Extractor(
         ProxySettings(),
-        engine.service,
-        engine.state.marks,
-        engine.state.limits,
+        parts(engine),
         httpx.MockTransport(lambda r: httpx.Response(500)),
     )
     stored = extractor.run(
@@ -172,16 +160,12 @@ def test_reasoning_models_are_asked_without_a_temperature_and_a_refusal_is_asked
 
     seen: list[dict] = []
     o_series = ProxySettings(EXTRACT_BASE_URL="http://extract/v1", EXTRACT_MODEL="o3-mini")
-    extractor = Extractor(
-        o_series, engine.service, engine.state.marks, engine.state.limits, httpx.MockTransport(refusing)
-    )
+    extractor = Extractor(o_series, parts(engine), httpx.MockTransport(refusing))
     assert extractor.run(job()) == ["The user drinks sencha."]
     assert len(seen) == 1 and "temperature" not in seen[0]  # known: never sent, nothing refused
     seen.clear()
     unknown = ProxySettings(EXTRACT_BASE_URL="http://extract/v1", EXTRACT_MODEL="house-reasoner")
-    extractor = Extractor(
-        unknown, engine.service, engine.state.marks, engine.state.limits, httpx.MockTransport(refusing)
-    )
+    extractor = Extractor(unknown, parts(engine), httpx.MockTransport(refusing))
     assert extractor.run(job("My coffee is a flat white")) == ["The user drinks flat whites."]
     assert [("temperature" in body) for body in seen] == [True, False]
     assert extractor.retried_without == {"temperature": 1}
@@ -191,14 +175,16 @@ def test_reasoning_models_are_asked_without_a_temperature_and_a_refusal_is_asked
 def test_a_failing_extraction_is_noted_for_memory_status(engine):
     broken = Extractor(
         ProxySettings(EXTRACT_BASE_URL="http://extract/v1", EXTRACT_MODEL="small"),
-        engine.service,
-        engine.state.marks,
-        engine.state.limits,
+        parts(engine),
         httpx.MockTransport(lambda r: httpx.Response(503)),
     )
     assert broken.run(job()) == []
     health = engine.state.marks.extraction("librechat")
     assert health.failing and health.why == "the model answered HTTP 503"
+
+
+def parts(engine) -> ExtractionParts:
+    return ExtractionParts(engine.service, engine.state, engine.queue)
 
 
 def extraction_server(answers, seen):

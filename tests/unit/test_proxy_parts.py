@@ -300,7 +300,10 @@ def test_project_lookup_and_fallbacks():
     assert (renamed.project, renamed.project_name) == (str(pid), "Network")
     down = ProjectResolver(FlakyDb(), retry_delay_s=0)
     assert down.chat("u1", "c1").project is None and down.errors == 1 and "timed out" in down.last_error
-    assert ProjectResolver(None).chat("u1", "c1").project is None
+    assert down.chat("u1", "c1").unknown  # MongoDB down: LibreChat's opt-outs unknown, memory off (closed)
+    assert resolver.chat("u1", "never-written").unknown and not resolver.chat("u1", "c2").unknown
+    assert ProjectResolver(None).chat("u1", "c1").project is None  # no MongoDB: nothing to read
+    assert not ProjectResolver(None).chat("u1", "c1").unknown
 
 
 def test_a_new_conversation_is_retried_once():

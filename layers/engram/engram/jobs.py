@@ -45,6 +45,22 @@ class ExtractJob(BaseModel):
     # The chat's history up to this turn's words, hashed: LibreChat's regenerate sends the same again, and
     # is extracted once (on any worker); the same words later in the chat have another history.
     turn_key: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+    # The message the turn's user message answers (LibreChat's {{LIBRECHAT_BODY_PARENTMESSAGEID}}): how
+    # the worker finds the message LibreChat stored, which the facts keep as their source.
+    parent_message: str | None = Field(None, max_length=200)
+    # LibreChat's settings for the chat could not be read at the turn (a new chat not written yet, MongoDB
+    # down): memory was off for it, and its facts wait until the chat is read and allows them.
+    unconfirmed: bool = False
+    attempt: int = Field(0, ge=0)  # how many times the worker looked for the chat already
+
+
+class LibreChatReconcileJob(BaseModel):
+    """A step of the pass that takes LibreChat's deletions and edits to the facts engram extracted
+    (engram.proxy.reconcile): from `cursor` (a fact id; None: a new pass), for a bounded time."""
+
+    kind: Literal["librechat-reconcile"] = "librechat-reconcile"
+    bot: str = "librechat"
+    cursor: int | None = None
 
 
 class ForgetJob(BaseModel):
@@ -269,6 +285,7 @@ AnyJob = (
     | BackfillJob
     | ReembedJob
     | IndexMaintenanceJob
+    | LibreChatReconcileJob
 )
 # Told apart by `kind`, and Discord's jobs by `action` within their kind (SQS bodies keep their shape)
 Job = Annotated[
@@ -279,7 +296,8 @@ Job = Annotated[
     | DiscordJob
     | BackfillJob
     | ReembedJob
-    | IndexMaintenanceJob,
+    | IndexMaintenanceJob
+    | LibreChatReconcileJob,
     Field(discriminator="kind"),
 ]
 _JOB: TypeAdapter[AnyJob] = TypeAdapter(Job)
@@ -368,7 +386,7 @@ def job_class(job: BaseModel) -> str:
         return "extract"
     if isinstance(job, IndexJob | SweepJob | ReembedJob):
         return "index"
-    if isinstance(job, IndexMaintenanceJob):
+    if isinstance(job, IndexMaintenanceJob | LibreChatReconcileJob):
         return "maintenance"
     return "ingest"
 

@@ -22,6 +22,7 @@ from .jobs import (
     ForgetJob,
     IndexJob,
     IndexMaintenanceJob,
+    LibreChatReconcileJob,
     ReembedJob,
     SweepJob,
     parse_job,
@@ -68,6 +69,10 @@ def _extract(worker: Worker, job: ExtractJob) -> None:
     logger.info("extraction", extra={"bot": job.bot, "stored": len(stored)})
 
 
+def _librechat_reconcile(worker: Worker, job: LibreChatReconcileJob) -> None:
+    worker.proxy().reconcile(job)
+
+
 def _discord(worker: Worker, job: DiscordWork) -> None:
     worker.discord().run(job)
     logger.info("discord", extra={"action": getattr(job, "action", "")})
@@ -91,6 +96,7 @@ HANDLERS: dict[type[BaseModel], Callable[[Worker, Any], None]] = {
     SweepJob: _sweep,
     ForgetJob: _forget,
     ExtractJob: _extract,
+    LibreChatReconcileJob: _librechat_reconcile,
     BackfillJob: _backfill,
     ReembedJob: _reembed,
     IndexMaintenanceJob: _maintain,

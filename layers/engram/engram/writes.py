@@ -81,10 +81,11 @@ class MemoryWrites:
         updated_at: int | None = None,
         defer_vectors: bool = False,
         origin: int | None = None,
+        source_id: str | None = None,
     ) -> tuple[Memory, bool]:
         """Add a fact; (memory, True) when new, (the memory already there, False) for the same text.
         `origin`: when the fact was asked for (a job's queue time); Forgotten if its user was forgotten
-        since."""
+        since. `source_id`: where it was said (a LibreChat chat and message), for the source to correct."""
         bot = required_name("bot", bot)
         user, server, project = (
             check_name("userId", user),
@@ -119,6 +120,7 @@ class MemoryWrites:
             context=context,
             context_author=author,
             context_source=source,
+            source_id=source_id,
         )
         try:
             self.records.create(record)

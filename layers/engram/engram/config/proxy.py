@@ -64,6 +64,10 @@ class ProxySettings(BaseModel):
     conversation_header: str = Field(
         "x-librechat-conversation-id", validation_alias="LIBRECHAT_CONVERSATION_HEADER"
     )
+    # {{LIBRECHAT_BODY_PARENTMESSAGEID}}: how a fact finds the message LibreChat stored it under
+    parent_message_header: str = Field(
+        "x-librechat-parent-message-id", validation_alias="LIBRECHAT_PARENT_MESSAGE_HEADER"
+    )
     # The key LibreChat holds: opens the proxy and /mcp, never the Memory API (its admin key is another).
     proxy_key: str | None = Field(None, validation_alias="ENGRAM_PROXY_KEY")
     mongo_uri: str | None = Field(None, validation_alias="LIBRECHAT_MONGO_URI")

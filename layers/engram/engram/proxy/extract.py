@@ -7,6 +7,8 @@ import json
 import logging
 import re
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -15,11 +17,13 @@ from .. import observability
 from ..clock import now_ms
 from ..config.proxy import ProxySettings, Upstream
 from ..errors import Forgotten
-from ..jobs import ExtractJob
-from ..ports import LimitsPort, MarksPort
+from ..jobs import ExtractJob, JobQueue
+from ..ports import StatePort
 from ..service import MemoryService
 from ..vectors import Scope
 from .memory import explicit_fact
+from .projects import ProjectResolver
+from .source import FactSource, LibreChatSource, SourceUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +51,9 @@ REASONING_MODEL = re.compile(r"(?:^|/)(?:o\d+(?:-|$)|gpt-[5-9])", re.IGNORECASE)
 
 # How long a turn is remembered as extracted: LibreChat's regenerate comes within a chat's session
 REGENERATE_WINDOW_S = 7 * 24 * 3600
+# A turn whose chat LibreChat had not written yet is looked for again this often, this many times
+CONFIRM_DELAY_S = 30
+CONFIRM_ATTEMPTS = 6
 
 
 class ExtractionFailed(Exception):
@@ -147,21 +154,34 @@ def _closes(text: str, i: int, quote: str) -> bool:
     return quote == '"' or (text[i + 1 :].lstrip()[:1] or "]") in "]},:"
 
 
+@dataclass(frozen=True)
+class ExtractionParts:
+    """What extraction works with: the memory service, the state (how extraction goes, which turns were
+    extracted), the queue (a turn whose chat is not readable yet comes back later), and LibreChat's
+    MongoDB (its chats' settings and the messages facts come from; None when it is not configured)."""
+
+    service: MemoryService
+    state: StatePort
+    queue: JobQueue
+    projects: ProjectResolver | None = None
+    source: LibreChatSource | None = None
+
+
+class _NotYet(Exception):
+    """The chat's settings cannot be read yet: the job comes back later."""
+
+
 class Extractor:
     """Runs extract jobs."""
 
     def __init__(
-        self,
-        settings: ProxySettings,
-        service: MemoryService,
-        marks: MarksPort,
-        limits: LimitsPort,
-        transport: httpx.BaseTransport | None = None,
+        self, settings: ProxySettings, parts: ExtractionParts, transport: httpx.BaseTransport | None = None
     ):
         self.settings = settings
-        self.service = service
-        self.marks = marks  # how extraction has been going: /memory status tells the user when it fails
-        self.limits = limits  # which turns were extracted already (a regenerate is extracted once)
+        self.service = parts.service
+        self.parts = parts
+        self.marks = parts.state.marks  # how extraction goes: /memory status tells the user when it fails
+        self.limits = parts.state.limits  # which turns were extracted already (a regenerate: once)
         self.retried_without: dict[str, int] = {}  # refused parameters dropped and asked again, by name
         self._client = httpx.Client(timeout=settings.extract_timeout_ms / 1000, transport=transport)
 
@@ -174,30 +194,80 @@ class Extractor:
             return []
         try:
             return self._run(job)
+        except _NotYet:
+            if seen:
+                self.limits.unsee(job.bot, seen)
+            self._later(job)
+            return []
         except Exception:
             if seen:  # the job comes back (SQS): it is not a regenerate then
                 self.limits.unsee(job.bot, seen)
             raise
 
+    def _later(self, job: ExtractJob) -> None:
+        """Look for the chat again in a while, a few times; then the turn is not kept (memory off fails
+        closed: never stored without LibreChat's word that the chat allows it)."""
+        if job.attempt + 1 >= CONFIRM_ATTEMPTS:
+            log.info(
+                "extraction dropped: the chat's settings could not be read after %d tries", CONFIRM_ATTEMPTS
+            )
+            return
+        self.parts.queue.send(job.model_copy(update={"attempt": job.attempt + 1}), delay_s=CONFIRM_DELAY_S)
+
+    def _where(self, job: ExtractJob) -> FactSource | None:
+        """Where the turn was said (its chat and, found in LibreChat's MongoDB, its message), or None when
+        its chat does not allow keeping it; _NotYet when that cannot be read yet."""
+        projects, source = self.parts.projects, self.parts.source
+        if job.unconfirmed and projects is not None:
+            chat = projects.chat(job.user, job.conversation)
+            if chat.unknown:
+                raise _NotYet
+            if chat.temporary or chat.memories_off:
+                log.info("extraction dropped: LibreChat says the chat keeps no memory")
+                return None
+        message = None
+        if source is not None:
+            try:
+                message = source.turn_message(job.user, job.conversation, job.parent_message, job.user_text)
+            except SourceUnavailable as exc:  # the fact keeps its chat; the message is not known
+                log.warning("the turn's message could not be looked up: %s", exc)
+        return FactSource(job.conversation, message)
+
     def _run(self, job: ExtractJob) -> list[str]:
+        where = self._where(job)
+        if where is None:
+            return []
         if job.mode == "explicit":
             fact = explicit_fact(job.user_text)
             candidates = [fact] if fact else []
         else:
             candidates = self._ask(job)
-        stored: list[str] = []
         if self.service.refused(job.bot, {job.user}, job.queued_at):
             log.info("extraction dropped: its user was forgotten after the turn")
-            return stored
-        for fact in candidates[: self.settings.max_per_turn]:
-            if looks_secret(fact):
-                log.info("extraction dropped a fact that looks like a secret")
-                continue
-            if len(fact) > 1000 or self._known(job, fact):
-                continue
+            return []
+        return self._store(
+            job, [f for f in candidates[: self.settings.max_per_turn] if self._new(job, f)], where
+        )
+
+    def _new(self, job: ExtractJob, fact: str) -> bool:
+        """Whether a candidate is worth storing: no secret, not too long, not known already."""
+        if looks_secret(fact):
+            log.info("extraction dropped a fact that looks like a secret")
+            return False
+        return len(fact) <= 1000 and not self._known(job, fact)
+
+    def _store(self, job: ExtractJob, facts: list[str], where: FactSource) -> list[str]:
+        stored: list[str] = []
+        for fact in facts:
             try:  # the check again at the moment of writing: a forget during the model call wins
                 _, created = self.service.add_fact(
-                    job.bot, fact, user=job.user, project=job.project, saved_by="bot", origin=job.queued_at
+                    job.bot,
+                    fact,
+                    user=job.user,
+                    project=job.project,
+                    saved_by="bot",
+                    origin=job.queued_at,
+                    source_id=str(where),
                 )
             except Forgotten:
                 log.info("extraction dropped: its user was forgotten while it ran")
@@ -244,23 +314,30 @@ class Extractor:
             self.marks.note_extraction(job.bot, now_ms())
         return answer
 
-    def _ask_model(self, job: ExtractJob, system: str, user: str) -> str | None:
+    def _model(self, job: ExtractJob) -> Callable[[str, str], str] | None:
+        """How to ask the extraction model (system, user) -> answer: the EXTRACT_* model, else the chat's
+        own with the key engram holds for its upstream; None when there is neither."""
         s = self.settings
+        if s.extract_base_url and s.extract_model:
+            base, key, model = s.extract_base_url, s.extract_api_key, s.extract_model
+            return lambda system, user: self._openai(base, key, model, system, user)
         upstream = s.upstream(job.upstream) if job.upstream else None
-        extractor_of_its_own = bool(s.extract_base_url and s.extract_model)
-        if not extractor_of_its_own and (upstream is None or not upstream.apiKey or not job.model):
+        chat_model = job.model
+        if upstream is None or not upstream.apiKey or not chat_model:
+            return None
+        if upstream.api == "anthropic":
+            return lambda system, user: self._anthropic(upstream, chat_model, system, user)
+        base, key = upstream.url("v1").rstrip("/"), upstream.apiKey
+        return lambda system, user: self._openai(base, key, chat_model, system, user)
+
+    def _ask_model(self, job: ExtractJob, system: str, user: str) -> str | None:
+        ask = self._model(job)
+        if ask is None:
             # never spend a caller's own credential after the fact: it is not ours to keep
             log.warning("extraction skipped: no EXTRACT_* model and the chat's upstream holds no key of ours")
             return None
         try:
-            if extractor_of_its_own:
-                return self._openai(
-                    s.extract_base_url or "", s.extract_api_key, s.extract_model or "", system, user
-                )
-            assert upstream is not None and job.model  # checked above
-            if upstream.api == "anthropic":
-                return self._anthropic(upstream, job.model, system, user)
-            return self._openai(upstream.url("v1").rstrip("/"), upstream.apiKey, job.model, system, user)
+            return ask(system, user)
         except httpx.HTTPStatusError as exc:
             raise ExtractionFailed(f"the model answered HTTP {exc.response.status_code}") from exc
         except httpx.HTTPError as exc:

@@ -27,6 +27,9 @@ class ChatFacts:
     project_name: str | None = None  # its name today, for people to read
     temporary: bool = False  # LibreChat's temporary chat: it deletes it, so engram keeps nothing from it
     memories_off: bool = False  # the user switched off personalization memories in LibreChat's settings
+    # LibreChat's MongoDB is configured but said nothing of the chat (not written yet, or down): its
+    # opt-outs are unknown, so memory is off for the turn (fail closed) until the worker can read them
+    unknown: bool = False
 
 
 class ProjectResolver:
@@ -66,7 +69,7 @@ class ProjectResolver:
         facts = self.cache.get_or(key, lambda: self._lookup(user, conversation, retry=True))
         if facts is _UNKNOWN:  # not written yet or Mongo failed: don't remember that for long
             self.cache.discard(key)
-            return ChatFacts()
+            return ChatFacts(unknown=True)
         return facts if isinstance(facts, ChatFacts) else ChatFacts()
 
     def _lookup(self, user: str, conversation: str, retry: bool) -> ChatFacts | _Unknown:

@@ -102,7 +102,7 @@ def _not_relayed(name: str, proxy: Proxy) -> bool:
     """Hop-by-hop, engram's own, and LibreChat's identity headers (who the user is, which chat: engram's
     to read, no provider's business)."""
     name, s = name.lower(), proxy.settings
-    identity = (s.user_header.lower(), s.conversation_header.lower())
+    identity = (s.user_header.lower(), s.conversation_header.lower(), s.parent_message_header.lower())
     return name in _DROP_REQUEST or name.startswith("x-librechat-") or name in identity
 
 

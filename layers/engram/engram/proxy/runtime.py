@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -13,12 +14,16 @@ from ..config import get_settings as engine_settings
 from ..config.proxy import ProxySettings
 from ..engine import get_engine
 from ..engine_parts import Engine
+from ..jobs import LibreChatReconcileJob
 from ..keys import key_matches
 from ..singleton import ProcessSingleton
 from .cache import StatsCache
 from .memory import ChatMemory
 from .projects import ProjectResolver
+from .source import LibreChatSource
 from .telemetry import Telemetry
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from .extract import Extractor
@@ -75,14 +80,28 @@ class Proxy:
     def extractor(self) -> Extractor:
         """The post-turn extractor (built on first use: only workers need it)."""
         if self._extractor is None:
-            from .extract import Extractor
+            from .extract import ExtractionParts, Extractor
 
             engine = self.engine
-            state = engine.state
-            self._extractor = Extractor(
-                self.settings, engine.service, state.marks, state.limits, self.extract_transport
-            )
+            parts = ExtractionParts(engine.service, engine.state, engine.queue, self.projects, self.source())
+            self._extractor = Extractor(self.settings, parts, self.extract_transport)
         return self._extractor
+
+    def source(self) -> LibreChatSource | None:
+        """LibreChat's MongoDB as the source of the facts (None: no MongoDB configured)."""
+        return LibreChatSource(self.projects.db) if self.projects.db is not None else None
+
+    def reconcile(self, job: LibreChatReconcileJob) -> None:
+        """A step of the pass that takes LibreChat's deletions and edits to engram's facts."""
+        source = self.source()
+        if source is None:
+            log.info("librechat reconcile skipped: no LibreChat MongoDB is configured")
+            return
+        from .reconcile import Reconciler
+
+        engine = self.engine
+        Reconciler(engine.service, source, engine.queue.send).step(job)
+        self.memory.forget_caches()
 
     def key_matches(self, presented: str | None) -> bool:
         """Whether the caller presented engram's proxy key (the admin key does not open the proxy)."""

@@ -41,6 +41,7 @@ class Said:
 
     user: str | None
     conversation: str | None
+    parent: str | None  # the message this turn answers ({{LIBRECHAT_BODY_PARENTMESSAGEID}}), if sent
     model: str
     body: dict[str, Any]
     inherited: bool | None  # the memory setting the chat's history set (a fork carries it)
@@ -93,6 +94,7 @@ def read_turn(s: ProxySettings, request: Request, body: dict[str, Any]) -> Said:
     return Said(
         user=request.headers.get(s.user_header) or None,
         conversation=request.headers.get(s.conversation_header) or None,
+        parent=_parent(request.headers.get(s.parent_message_header)),
         model=scrub(str(body.get("model") or "")),
         body=stripped,
         inherited=librechat.setting_in_history(body, s.command_prefix, is_command),
@@ -102,6 +104,13 @@ def read_turn(s: ProxySettings, request: Request, body: dict[str, Any]) -> Said:
         tool_round=tool_round,
         command=not tool_round and is_command(last, s.command_prefix),
     )
+
+
+def _parent(value: str | None) -> str | None:
+    """The parent message id LibreChat filled in (never its placeholder, never a runaway value)."""
+    if not value or librechat.unresolved(value) or len(value) > 200:
+        return None
+    return value
 
 
 PASS = "pass"  # relayed untouched: not a turn engram reads
@@ -173,9 +182,9 @@ async def chat_facts(proxy: Proxy, said: Said, trace: TurnTrace) -> ChatFacts:
             return await timed(
                 proxy, "project", lambda: proxy.projects.chat(user, conversation) if user else ChatFacts()
             )
-    except Exception:
+    except Exception:  # with LibreChat's MongoDB configured, its opt-outs are unknown: memory off (closed)
         log.exception("project lookup failed; answering without a project")
-        return ChatFacts()
+        return ChatFacts(unknown=proxy.projects.db is not None)
 
 
 async def resolve_turn(door: Door, said: Said, trace: TurnTrace) -> tuple[Turn, ChatFacts]:
@@ -209,7 +218,7 @@ async def chat_in_context(
     keep, block = await memory_for_turn(proxy, turn, said, chat, trace)
     _note_if_slow(proxy, said, started, project_ms)
     out = outgoing_body(door, api, said, block)
-    after = extraction_after(door, turn, said, trace) if keep else None
+    after = extraction_after(door, turn, said, trace, chat) if keep else None
     reading = Reading(api, after, trace, said.model)
     return await relay(door, request, CHAT_PATHS[api], json.dumps(out).encode(), reading)
 
@@ -222,7 +231,7 @@ async def memory_for_turn(
     # deleted by LibreChat, so nothing is kept from it (what is remembered may still be recalled). A
     # regenerate is extracted once by the worker (ExtractJob.turn_key).
     turn_key = (said.conversation, hashlib.sha256(said.said.encode("utf-8", "surrogatepass")).hexdigest())
-    memory_on, block = await turn_block(proxy, turn, said, turn_key, trace, chat.memories_off)
+    memory_on, block = await turn_block(proxy, turn, said, turn_key, trace, chat)
     return memory_on and not chat.temporary, block
 
 
@@ -263,7 +272,7 @@ def _note_if_slow(proxy: Proxy, said: Said, started: float, project_ms: float) -
         )
 
 
-def extraction_after(door: Door, turn: Turn, said: Said, trace: TurnTrace) -> After | None:
+def extraction_after(door: Door, turn: Turn, said: Said, trace: TurnTrace, chat: ChatFacts) -> After | None:
     """What queues the turn's extraction once the answer is complete, or None when the write mode keeps
     nothing of this turn."""
     s, last = door.proxy.settings, said.last
@@ -277,11 +286,8 @@ def extraction_after(door: Door, turn: Turn, said: Said, trace: TurnTrace) -> Af
         if not text.strip():  # tool calls only: the answer comes after the tool rounds
             return
         with trace.span("memory-write", mode=mode):
-            queue_extraction(
-                door.proxy,
-                turn,
-                Exchange(door.upstream.name, said.model, mode, last, text, history_key(said)),
-            )
+            exchange = Exchange(door.upstream.name, said.model, mode, last, text, history_key(said))
+            queue_extraction(door.proxy, turn, exchange, said.parent, chat.unknown)
 
     return after
 
@@ -292,19 +298,21 @@ async def turn_block(
     said: Said,
     key: tuple[str | None, str],
     trace: TurnTrace,
-    memories_off: bool = False,
+    chat: ChatFacts,
 ) -> tuple[bool, str]:
     """(memory on for this chat, the block to place at the turn's user message: the date and the recalled
     memories). A tool round tells the time its turn started (and its recall is the cached one within the
-    recall cache's TTL), so the block stays the same byte for byte across the rounds of one turn."""
+    recall cache's TTL), so the block stays the same byte for byte across the rounds of one turn. A chat
+    whose LibreChat settings could not be read recalls nothing (they may say memory off); what it says is
+    kept only once the worker has read them."""
     s = proxy.settings
     if not said.tool_round or key not in proxy.turn_started:
         proxy.turn_started[key] = datetime_block()
     memory_on = False
     blocks = [proxy.turn_started[key]] if s.datetime_enabled else []
     try:
-        memory_on = await _memory_on(proxy, turn, memories_off)
-        if memory_on and s.recall_enabled:
+        memory_on = await _memory_on(proxy, turn, chat.memories_off)
+        if memory_on and s.recall_enabled and not chat.unknown:
             blocks += await _recalled(proxy, turn, said.body, trace)
     except EngramError as exc:  # memory failing never fails the turn
         log.warning("memory unavailable, answering without it: %s", exc.message)
@@ -347,7 +355,9 @@ class Exchange:
     history: str  # history_key: a regenerate of it is extracted once
 
 
-def queue_extraction(proxy: Proxy, turn: Turn, exchange: Exchange) -> None:
+def queue_extraction(
+    proxy: Proxy, turn: Turn, exchange: Exchange, parent: str | None = None, unconfirmed: bool = False
+) -> None:
     """Hand the exchange to the worker; a queue failure costs the memory, never the reply."""
     try:
         job = ExtractJob(
@@ -362,6 +372,8 @@ def queue_extraction(proxy: Proxy, turn: Turn, exchange: Exchange) -> None:
             assistant_text=exchange.assistant_text[:20_000],
             queued_at=turn.received_at,  # a forget that landed while the answer streamed wins
             turn_key=exchange.history,
+            parent_message=parent,
+            unconfirmed=unconfirmed,
         )
         proxy.engine.queue.send(job)
     except Exception:
