@@ -43,6 +43,7 @@ def _filled(value, key: str, user: str, conversation: str):
         value.replace("${ENGRAM_PROXY_KEY}", key)
         .replace("{{LIBRECHAT_USER_ID}}", user)
         .replace("{{LIBRECHAT_BODY_CONVERSATIONID}}", conversation)
+        .replace("{{LIBRECHAT_BODY_PARENTMESSAGEID}}", "00000000-0000-0000-0000-000000000000")
     )
 
 
@@ -85,6 +86,9 @@ def test_the_compose_example_serves_librechat_by_service_name_and_keeps_its_volu
                                 ]
                             ),
                             "MEMORY_WRITE_MODE": "explicit",
+                            # MongoDB's image cannot be pulled here: without it, no LibreChat settings to
+                            # read (set but unreachable, every chat's opt-outs are unknown: memory off)
+                            "LIBRECHAT_MONGO_URI": "",
                         },
                     },
                     "librechat": {

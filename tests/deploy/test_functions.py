@@ -168,11 +168,20 @@ def test_schedule_function_queues_what_its_rules_send(deployment):
     process = deployment.start("ScheduleFunction")
     rules = deployment.stack.resources("AWS::Events::Rule")
     inputs = sorted(json.loads(t["Input"])["job"] for r in rules.values() for t in r["Properties"]["Targets"])
-    assert inputs == ["discord-catchup", "sweep"]
+    assert inputs == ["discord-catchup", "librechat-reconcile", "sweep"]
     deployment.discard("JobsQueue")
     deployment.discard("IndexQueue")
+    deployment.discard("MaintenanceQueue")
     for job in inputs:
         assert process.invoke({"job": job})["error"] is None
+    # the reconcile only where LibreChat's MongoDB is (LibreChatMongoUri): none on this stack
+    assert process.invoke({"job": "librechat-reconcile"})["result"] == {"queued": None}
+    with_mongo = deployment.start(
+        "ScheduleFunction", LIBRECHAT_MONGO_URI_PARAMETER="/engram/test/librechat-mongo-uri"
+    )
+    assert with_mongo.invoke({"job": "librechat-reconcile"})["result"] == {"queued": "librechat-reconcile"}
+    reconcile = [json.loads(m["Body"]) for m in deployment.receive("MaintenanceQueue")]
+    assert reconcile == [{"kind": "librechat-reconcile", "bot": "librechat", "cursor": None}]
     # the catch-up on the jobs queue (ingest), the sweep on the index queue (engram.jobs.QUEUE_OF_CLASS)
     assert [json.loads(m["Body"])["kind"] for m in deployment.receive("JobsQueue")] == ["discord"]
     assert [json.loads(m["Body"])["kind"] for m in deployment.receive("IndexQueue")] == ["sweep"]
