@@ -49,6 +49,13 @@ def test_tombstones_say_when_each_user_was_last_forgotten(state: StatePort):
     assert state.tombstones.when(BOT, [ALICE]) == {ALICE: 200}
     assert state.tombstones.when(BOT, [ALICE, BOB, ""]) == {ALICE: 200}
     assert state.tombstones.when(BOT, []) == {}
+    state.tombstones.mark(BOT, BOB, 7)
+    assert state.tombstones.page(BOT, None, 10) == sorted([(ALICE, 200), (BOB, 7)])
+    first = state.tombstones.page(BOT, None, 1)
+    assert len(first) == 1 and state.tombstones.page(BOT, first[0][0], 10) == [
+        t for t in sorted([(ALICE, 200), (BOB, 7)]) if t[0] > first[0][0]
+    ]
+    assert state.tombstones.page("bot3", None, 10) == []
 
 
 def test_a_forget_under_way_ends_only_for_its_own_time_or_a_later_one(state: StatePort):

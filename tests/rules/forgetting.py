@@ -89,3 +89,101 @@ def test_a_cached_recall_never_outlives_a_forget_made_by_another_instance(engine
     service.forget_user("librechat", "alice")
     assert here.recall(turn, "locker code") == []
     assert here.recall_cache.hits >= 1  # it was a hit, refused by the tombstone, then recalled afresh
+
+
+def test_an_import_racing_a_forget_stores_nothing_of_the_user(service, monkeypatch):
+    """An import's lines are received when the import arrives: a forget that lands while it stores its
+    batches refuses every line of the user, whichever batch it is in, facts and messages alike."""
+    from engram import portability
+
+    lines = [{"kind": "fact", "text": "Alice's door code is 1234.", "userId": "alice"}]
+    lines += [
+        {
+            "kind": "message",
+            "text": f"words {i}",
+            "userId": "alice" if i % 2 else "bob",
+            "sourceMessageId": f"m{i}",
+        }
+        for i in range(2 * portability.BATCH + 10)
+    ]
+    original = service.add_messages
+    calls = []
+
+    def forget_lands_then_write(bot, messages, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:  # the forget lands between two batches of the import
+            service.forget_user(bot, "alice")
+        return original(bot, messages, **kwargs)
+
+    monkeypatch.setattr(service, "add_messages", forget_lands_then_write)
+    import_ndjson(service, "bot1", lines)
+    assert len(calls) == 3
+    assert service.list("bot1", user="alice", kind="message", limit=500) == []
+    assert service.list("bot1", user="alice") == []
+    assert len(service.list("bot1", user="bob", kind="message", limit=500)) == portability.BATCH + 5
+
+
+def test_an_export_carries_the_bots_forgets_and_an_import_applies_them_first(service):
+    """Moving an installation moves its forgets: the forgotten user's tombstone comes with the export, and
+    neither that file nor an older one brings them back; an answer made from their words is refused, a
+    reply to them keeps no trace of whom it answered, and everyone else moves."""
+    from engram.portability import export_lines
+
+    service.add_fact("bot1", "Alice's door code is 1234.", user="alice")
+    service.add_fact("bot1", "Bob likes tea.", user="bob")
+    service.add_messages(
+        "bot1",
+        [
+            ChatMessage(source_id="a1", text="my door code is 1234", user="alice", thread="t"),
+            ChatMessage(
+                source_id="b1",
+                text="noted",
+                user="bob",
+                thread="t",
+                content={"replyTo": {"messageId": "a1", "authorId": "alice"}},
+            ),
+            ChatMessage(
+                source_id="ans1",
+                text="Alice's code is 1234.",
+                user="bot",
+                thread="t",
+                content={"drewOn": ["alice"]},
+            ),
+        ],
+    )
+    before = list(export_lines(service, "bot1"))
+    service.forget_user("bot1", "alice")
+    after = list(export_lines(service, "bot1"))
+    assert json.loads(after[0])["kind"] == "forgotten" and json.loads(after[0])["userId"] == "alice"
+    assert "1234" not in "".join(after)
+    moved = import_lines_of(service, "bot2", after)  # the new installation: its forgets first
+    assert moved["forgotten"] == 1 and moved["errors"] == []
+    assert "alice" in service.state.tombstones.when("bot2", ["alice"])
+    old = import_lines_of(service, "bot2", before)  # then the export taken before the forget
+    refused = [e for e in old["errors"] if "forgotten" in e["error"]]
+    assert len(refused) == 3  # her fact, her message, and the answer made from her words
+    everything = "".join(export_lines(service, "bot2"))
+    assert "1234" not in everything and "Bob likes tea." in everything and "noted" in everything
+    reply = next(m for m in service.list("bot2", kind="message") if m.text == "noted")
+    assert "replyTo" not in (reply.content or {})
+
+
+def test_an_answer_made_from_a_users_words_is_hidden_while_their_forget_runs(service):
+    service.add_messages(
+        "bot1",
+        [
+            ChatMessage(
+                source_id="ans1", text="Alice's code is 1234.", user="bot", content={"drewOn": ["alice"]}
+            )
+        ],
+    )
+    assert [m.text for m in service.list("bot1", kind="message")] == ["Alice's code is 1234."]
+    service.state.tombstones.begin("bot1", "alice", now_ms(), now_ms())  # a forget under way
+    assert service.list("bot1", kind="message") == []
+    assert [m.text for m in service.search("bot1", "Alice code 1234", kind="message")] == []
+
+
+def import_lines_of(service, bot: str, lines: list[str]) -> dict:
+    from engram.portability import import_lines
+
+    return import_lines(service, bot, lines)

@@ -1,7 +1,12 @@
 """Memories people can take with them: a bot's records (or one user's) as NDJSON, streamed a page at a
 time, and the same NDJSON imported — idempotent (facts fold into the memory already there, messages
 dedupe by source id), checked line by line (a bad line is reported by number and nothing of it is
-stored), its vectors made by index jobs afterwards."""
+stored), its vectors made by index jobs afterwards.
+
+A bot's export opens with its forgets (`{"kind": "forgotten", "userId", "forgottenAt"}`: ids and times,
+no words), and an import applies a file's forgets before anything else: moving an installation moves its
+forgets, so neither that file nor any older one brings a forgotten user back. An import stores each line
+as received when the import arrived: a forget that lands while it runs wins."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
+from .clock import now_ms
 from .domain import check_name, required_name
 from .errors import EngramError, Forgotten, InvalidInput
 from .record import Paging
@@ -29,14 +35,9 @@ def export_lines(service: MemoryService, bot: str, user: str | None = None) -> I
     records = service.records
     hidden = service.reads.hider(bot)  # a forget under way: its user's words are not exported meanwhile
     if user is not None:
-        after = None
-        while ids := records.user_ids_oldest_first(bot, user, after, PAGE):
-            found = records.batch_get(bot, ids)
-            for i in ids:
-                if i in found and not hidden.record(found[i]):
-                    yield json.dumps(export_line(found[i]), ensure_ascii=False) + "\n"
-            after = ids[-1]
+        yield from _user_lines(service, bot, user)
         return
+    yield from _forget_lines(service, bot)  # the forgets first: an import applies them before the lines
     for kind in KINDS:
         after = None
         while page := records.page(bot, kind, Paging(after, PAGE, oldest_first=True)):
@@ -45,6 +46,39 @@ def export_lines(service: MemoryService, bot: str, user: str | None = None) -> I
                     continue
                 yield json.dumps(export_line(r), ensure_ascii=False) + "\n"
             after = int(page[-1].id)
+
+
+def _user_lines(service: MemoryService, bot: str, user: str) -> Iterator[str]:
+    records, hidden = service.records, service.reads.hider(bot)
+    after = None
+    while ids := records.user_ids_oldest_first(bot, user, after, PAGE):
+        found = records.batch_get(bot, ids)
+        for i in ids:
+            if i in found and not hidden.record(found[i]):
+                yield json.dumps(export_line(found[i]), ensure_ascii=False) + "\n"
+        after = ids[-1]
+
+
+def _forget_lines(service: MemoryService, bot: str) -> Iterator[str]:
+    after = None
+    while page := service.state.tombstones.page(bot, after, PAGE):
+        for user, at in page:
+            line = {"kind": "forgotten", "userId": user, "forgottenAt": _iso(at)}
+            yield json.dumps(line, ensure_ascii=False) + "\n"
+        after = page[-1][0]
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class ForgetLine(BaseModel):
+    """A forget an export carries: whom, and when (no words)."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["forgotten"]
+    userId: str = Field(min_length=1)
+    forgottenAt: AwareDatetime
 
 
 class ImportLine(BaseModel):
@@ -93,24 +127,56 @@ def _written(line: ImportLine) -> dict[str, Any]:
     }
 
 
+def _apply_forgets(service: MemoryService, bot: str, lines: list[str]) -> tuple[dict[int, str], int]:
+    """The file's forgets, applied before its lines: each user's tombstone kept (the later of the two
+    times), and what the bot holds of them already forgotten. Returns the errors by line and the count."""
+    errors: dict[int, str] = {}
+    applied = 0
+    for number, raw in enumerate(lines, 1):
+        if '"forgotten"' not in raw:
+            continue
+        try:
+            line = ForgetLine.model_validate_json(raw)
+            user = required_name("userId", line.userId)
+        except (ValidationError, InvalidInput) as exc:
+            if '"kind": "forgotten"' in raw or '"kind":"forgotten"' in raw:
+                errors[number] = _error(exc)
+            continue
+        at = _ms(line.forgottenAt) or 0
+        known = service.state.tombstones.when(bot, [user]).get(user, 0)
+        if service.records.count_user(bot, user):
+            service.forget_user(bot, user)  # a fresh forget here: everything of theirs this bot holds
+        if at > known:
+            service.state.tombstones.mark(bot, user, at)
+        applied += 1
+    return errors, applied
+
+
 def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict[str, Any]:
     """Store an export's lines into `bot`; returns counts and every bad line's number and reason."""
     bot = required_name("bot", bot)
-    counts = {"facts": {"created": 0, "existing": 0}, "messages": {"created": 0, "existing": 0}}
-    errors: list[dict[str, Any]] = []
+    arrived = now_ms()  # every line is received now: a forget after this refuses it, however batched
+    lines = list(lines)
+    forget_errors, forgets = _apply_forgets(service, bot, lines)
+    counts: dict[str, Any] = {
+        "facts": {"created": 0, "existing": 0},
+        "messages": {"created": 0, "existing": 0},
+        "forgotten": forgets,
+    }
+    errors: list[dict[str, Any]] = [{"line": n, "error": e} for n, e in forget_errors.items()]
     pending: list[ChatMessage] = []
     seen: set[str] = set()
 
     def flush() -> None:
         if pending:
-            created = service.add_messages(bot, pending, defer_vectors=True).created
+            created = service.add_messages(bot, pending, defer_vectors=True, origin=arrived).created
             counts["messages"]["created"] += created
             counts["messages"]["existing"] += len(pending) - created
             pending.clear()
             seen.clear()
 
     for number, raw in enumerate(lines, 1):
-        if not raw.strip():
+        if not raw.strip() or _is_forget(raw):
             continue
         try:
             line = ImportLine.model_validate_json(raw)
@@ -122,16 +188,11 @@ def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict
                 ("contextUserId", line.contextUserId),
             ):
                 check_name(field, value)
-            # An export must not bring the forgotten back. When a line was written is only what the export
-            # says (a line dated in the future would pass any date check), so a forgotten user's lines are
-            # refused whatever their date, and a context quoting a forgotten user is left out
-            gone = service.state.tombstones.when(bot, {u for u in (line.userId, line.contextUserId) if u})
-            if line.userId in gone:
-                raise Forgotten(f"its user {line.userId!r} was forgotten; an import does not bring them back")
-            if line.contextUserId in gone:
-                line.context, line.contextUserId = None, None
+            _without_the_forgotten(service, bot, line)
             if line.kind == "fact":
-                _, created = service.add_fact(bot, line.text, **_written(line), defer_vectors=True)
+                _, created = service.add_fact(
+                    bot, line.text, **_written(line), defer_vectors=True, origin=arrived
+                )
                 counts["facts"]["created" if created else "existing"] += 1
                 continue
             if not line.sourceMessageId:
@@ -162,4 +223,41 @@ def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict
         if len(pending) >= BATCH:
             flush()
     flush()
-    return {**counts, "errors": errors}
+    return {**counts, "errors": sorted(errors, key=lambda e: int(e["line"]))}
+
+
+def _is_forget(raw: str) -> bool:
+    """A forget line (applied before the rest)."""
+    try:
+        return bool(json.loads(raw).get("kind") == "forgotten")
+    except (ValueError, AttributeError):
+        return False
+
+
+def _quoted_people(line: ImportLine) -> tuple[set[str], str]:
+    """Whose words a line's content carries besides its own author: those an /ask answer drew on, and the
+    author of the message it replies to ('' when none)."""
+    content: dict[str, Any] = line.content if isinstance(line.content, dict) else {}
+    listed, replied = content.get("drewOn"), content.get("replyTo")
+    drew = {str(u) for u in listed if u} if isinstance(listed, list) else set()
+    return drew, str(replied.get("authorId") or "") if isinstance(replied, dict) else ""
+
+
+def _without_the_forgotten(service: MemoryService, bot: str, line: ImportLine) -> None:
+    """An export must not bring the forgotten back. When a line was written is only what the export says (a
+    line dated in the future would pass any date check), so a forgotten user's lines are refused whatever
+    their date, and so is an answer made from their words (its drewOn names them); a context quoting them
+    is left out, and a reply to them keeps no trace of whom it replied to."""
+    drew, reply_author = _quoted_people(line)
+    named = {line.userId or "", line.contextUserId or "", reply_author, *drew} - {""}
+    gone = service.state.tombstones.when(bot, named)
+    if line.userId in gone:
+        raise Forgotten(f"its user {line.userId!r} was forgotten; an import does not bring them back")
+    if gone.keys() & drew:
+        raise Forgotten(
+            "it is an answer made from a forgotten user's words; an import does not bring them back"
+        )
+    if line.contextUserId in gone:
+        line.context, line.contextUserId = None, None
+    if reply_author in gone and isinstance(line.content, dict):
+        line.content = {k: v for k, v in line.content.items() if k != "replyTo"}

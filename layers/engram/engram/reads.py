@@ -12,7 +12,7 @@ from .errors import IndexUnavailable, InvalidInput, NotFound
 from .indexing import Indexer
 from .observability import timed
 from .parts import MemoryParts
-from .record import Listing
+from .record import Listing, drew_on
 from .retrieval import feedback_query, feedback_vector
 from .store import KINDS, Record, source_key
 from .text import check_text, format_memory_id
@@ -33,16 +33,26 @@ class Hidden:
         return bool(self.users)
 
     def record(self, r: Record) -> bool:
-        """A record of theirs received before the forget, or one whose context quotes them."""
+        """A record of theirs received before the forget, one whose context quotes them, or an answer made
+        from their words (its drewOn names them)."""
         if not self.users:
             return False
         mine = r.user in self.users and r.arrived <= self.users[r.user]
-        return mine or bool(r.context and r.context_author in self.users)
+        quoted = bool(r.context and r.context_author in self.users)
+        return mine or quoted or any(u in self.users for u in drew_on(r))
 
     def hit(self, hit: Hit) -> bool:
-        """A point of theirs, or one whose context quotes them (its payload says whose words it holds)."""
-        return bool(self.users) and (
-            hit.payload.get("user") in self.users or hit.payload.get("contextUser") in self.users
+        """A point of theirs, one whose context quotes them, or an answer drawn on their words (its payload
+        says whose words it holds)."""
+        if not self.users:
+            return False
+        payload = hit.payload
+        content = payload.get("content")
+        drew = content.get("drewOn") if isinstance(content, dict) else None
+        return (
+            payload.get("user") in self.users
+            or payload.get("contextUser") in self.users
+            or (isinstance(drew, list) and any(str(u) in self.users for u in drew))
         )
 
 

@@ -206,6 +206,9 @@ class ImportResult(BaseModel):
 
     facts: ImportCounts
     messages: ImportCounts
+    forgotten: int = Field(
+        0, description="Forgets the file carried, applied before its lines (its users' lines are refused)"
+    )
     errors: list[ImportLineError]
 
 

@@ -234,9 +234,11 @@ def export_memories(bot: Bot, access: Reader, userId: Name = None) -> StreamingR
     openapi_extra={"requestBody": {"required": True, "content": {NDJSON: {"schema": {"type": "string"}}}}},
 )
 async def import_memories(bot: Bot, request: Request, eng: Admin) -> dict[str, Any]:
-    """Store an export (NDJSON) into this bot: facts fold into the memory already there, messages already
-    stored by source id are skipped; a bad line is reported by number and nothing of it is stored.
-    Vectors are made by jobs after the answer."""
+    """Store an export (NDJSON) into this bot: its forgets first (`{"kind": "forgotten", ...}` lines: their
+    users' lines, here or in any later import, are refused), then facts fold into the memory already there,
+    messages already stored by source id are skipped; a bad line is reported by number and nothing of it
+    is stored. Every line counts as received when the import arrived: a forget that lands while it runs
+    wins. Vectors are made by jobs after the answer."""
     raw = await request.body()
     try:
         text = raw.decode("utf-8")

@@ -89,6 +89,10 @@ class MemoryTombstones:
     def when(self, bot: str, users: Iterable[str]) -> dict[str, int]:
         return {u: self._marks[bot, u] for u in dict.fromkeys(users) if u and (bot, u) in self._marks}
 
+    def page(self, bot: str, after: str | None, limit: int) -> list[tuple[str, int]]:
+        users = sorted(u for b, u in self._marks if b == bot and (after is None or u > after))
+        return [(u, self._marks[bot, u]) for u in users[:limit]]
+
     def begin(self, bot: str, user: str, at: int, touched: int) -> None:
         self._under_way[bot, user] = ForgetUnderWay(at, touched)
 

@@ -50,6 +50,18 @@ class Tombstones:
         """A forget of `user` (made at `at`) is under way: reads hide them until `end`."""
         guard(lambda: StateItem(*keys.forgetting(bot, user), value=at, data={"touched": touched}).save())
 
+    def page(self, bot: str, after: str | None, limit: int) -> list[tuple[str, int]]:
+        """The bot's tombstones, (user, when), in user order after `after` (what an export carries)."""
+        pk = keys.tombstone(bot, "")[0]
+        condition = StateItem.sk > after if after is not None else None
+        return guard(
+            lambda: [
+                (i.sk, int(i.value))
+                for i in StateItem.query(pk, range_key_condition=condition, limit=limit, consistent_read=True)
+                if i.value is not None
+            ]
+        )
+
     def under_way(self, bot: str) -> dict[str, ForgetUnderWay]:
         """The users of a bot whose forget has not finished. One strongly consistent query of a partition
         that is empty unless a forget is running or was cut off."""
