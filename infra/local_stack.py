@@ -58,6 +58,17 @@ TABLES = {"MemoriesTable": "engram-memories", "StateTable": "engram-state"}
 PURGE_AFTER_S = 2.0
 
 
+def owner_only(data_dir: Path) -> None:
+    """The data dir holds people's words (records, the queue journal, vectors) and the keys: readable by
+    its owner alone, folders 0700 and files 0600, what is there already tightened at start (a data dir
+    made by an older engram, or copied in)."""
+    data_dir.chmod(0o700)
+    for path in data_dir.rglob("*"):
+        if path.is_symlink():
+            continue
+        path.chmod(0o700 if path.is_dir() else path.stat().st_mode & 0o700 or 0o600)
+
+
 class LocalStack:
     """Everything `make run` starts, startable from tests too."""
 
@@ -118,6 +129,7 @@ class LocalStack:
     def start(self) -> LocalStack:
         """Start every part; returns when the API answers."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        owner_only(self.data_dir)
         for name, value in (("AWS_ACCESS_KEY_ID", "local"), ("AWS_SECRET_ACCESS_KEY", "local")):
             os.environ.setdefault(name, value)
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -444,7 +456,12 @@ def shown_key(key: str | None, variable: str, generated: Path) -> str:
 
 def main() -> None:
     """Run until Ctrl-C (or SIGTERM: a container's stop)."""
+    os.umask(0o077)  # everything this process and its children (dynalite) write: its owner's alone
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from engram.observability import QUIET_LOGGERS
+
+    for name in QUIET_LOGGERS:  # no request URL (ids, tokens, links) in the stack's output
+        logging.getLogger(name).setLevel(logging.WARNING)
     secrets_from_files()
     stack = LocalStack(
         data_dir=Path(os.environ.get("ENGRAM_DATA_DIR", ".engram")),

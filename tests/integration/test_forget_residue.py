@@ -264,6 +264,10 @@ def test_no_store_on_disk_holds_the_forgotten_words(forgotten, fakes):
     stack.stop()
     log = "".join(p.read_text() for p in data.glob("stack-*.log"))
     assert found(log) == []
+    # nor her id, the ids of her messages, or a live interaction's token: the log keeps no person
+    people = {m["id"] for ms in fakes[0].history.values() for m in ms if m["author"]["id"] == ALICE}
+    tokens = set(fakes[0].interactions)
+    assert [x for x in {ALICE, *people, *tokens} if x in log] == []
 
     # the raw bytes of LevelDB's tables and logs (dynalite compacts after every forget), of the journal's
     # files (secure_delete, its WAL truncated) and of the embedded index's segments and WAL (rewritten from

@@ -258,6 +258,19 @@ PROXY_OPENAI = [
     ("malformed JSON", b'{"messages": ', 400, "messages"),
     ("no messages list", b'{"messages": "hi"}', 400, "messages"),
     ("not an object", b"[1, 2]", 400, "messages"),
+    (
+        "a text part holding a list",
+        b'{"messages": [{"role": "user", "content": [{"type": "text", "text": ["a"]}]}]}',
+        400,
+        "must be a string",
+    ),
+    (
+        "stream_options a string",
+        b'{"stream": true, "stream_options": "yes", "messages": [{"role": "user", "content": "hi"}]}',
+        400,
+        "stream_options",
+    ),
+    ("a message that is a string", b'{"messages": ["hi"]}', 400, "must be an object"),
     ("over the body limit", b'{"messages": [], "pad": "' + b"x" * (17 * 1024 * 1024) + b'"}', 413, "bytes"),
 ]
 
@@ -268,7 +281,9 @@ def test_proxy_openai_refuses_clearly(stack, name, body, status, fragment):
     assert_clear_4xx(r, status, fragment)
 
 
-@pytest.mark.parametrize("name,body,status,fragment", PROXY_OPENAI[:3], ids=[c[0] for c in PROXY_OPENAI[:3]])
+@pytest.mark.parametrize(
+    "name,body,status,fragment", PROXY_OPENAI[:-1], ids=[c[0] for c in PROXY_OPENAI[:-1]]
+)
 def test_proxy_anthropic_refuses_clearly_in_anthropics_shape(stack, name, body, status, fragment):
     r = send(stack, "POST", "/an/v1/messages", body, turn_headers())
     assert_clear_4xx(r, status, fragment)
@@ -450,6 +465,8 @@ def test_mcp_initialize_names_its_version(stack):
         ("forget_memory", {"id": "mem:abc"}, "is not a memory id"),
         ("update_memory", {"id": "mem:999999", "text": "x"}, "no memory"),
         ("search_memory", {"query": ""}, "query is empty"),
+        # a destructive confirmation is a JSON boolean, never a string coerced to one
+        ("forget_me", {"confirm": "true"}, "valid boolean"),
     ],
 )
 def test_mcp_tool_errors_carry_their_reason(stack, name, arguments, fragment):

@@ -83,11 +83,21 @@ def test_state_survives_a_restart(tmp_path):
     # for it)
     assert key not in out and f"in {(tmp_path / 'api-key').resolve()}" in out
     assert "stopped; every write is on disk" in out
+    # people's words and the keys: readable by their owner alone, folders and files
+    (tmp_path / "left-by-an-older-engram").write_text("x")
+    (tmp_path / "left-by-an-older-engram").chmod(0o644)
+    open_to_others = [
+        p
+        for p in [tmp_path, *tmp_path.rglob("*")]
+        if p.stat().st_mode & 0o077 and p.name != "left-by-an-older-engram"
+    ]
+    assert open_to_others == []
 
     proc, port = start(tmp_path)
     base = f"http://127.0.0.1:{port}/v1/bots/restart/memories"
     try:
         assert (tmp_path / "api-key").read_text().strip() == key  # generated once
+        assert (tmp_path / "left-by-an-older-engram").stat().st_mode & 0o077 == 0  # tightened at start
         listed = httpx.get(base, headers=auth).json()["memories"]
         assert [m["text"] for m in listed] == [
             "The garage door code is 4417.",

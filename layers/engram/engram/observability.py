@@ -18,6 +18,13 @@ from aws_lambda_powertools.metrics import MetricUnit
 logger = Logger()  # POWERTOOLS_SERVICE_NAME, POWERTOOLS_LOG_LEVEL
 metrics = Metrics()  # POWERTOOLS_METRICS_NAMESPACE
 
+# Logs keep no person: httpx and httpcore log every request's whole URL at INFO (member and message ids,
+# an interaction's live token, links from someone's messages, a memory's words in a query string), and a
+# forget cannot reach a log. Their warnings and errors (no URL) still come through.
+QUIET_LOGGERS = ("httpx", "httpcore")
+for _name in QUIET_LOGGERS:
+    logging.getLogger(_name).setLevel(logging.WARNING)
+
 
 @lru_cache(maxsize=1)
 def metrics_on() -> bool:

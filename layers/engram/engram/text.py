@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import unicodedata
 
@@ -27,6 +28,17 @@ def encodable(text: str) -> bool:
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# Characters that change how the text around them is laid out without showing themselves: the line and
+# paragraph separators (a line break to a model, to JavaScript, not to JSON) and the bidi embeddings,
+# overrides and isolates (U+202E shows "gnp.exe" as "exe.png"). A fact refuses them; a quoted text
+# escapes them.
+_LAYOUT = re.compile("[\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def quoted_json(value: object) -> str:
+    """JSON of stored words as a model is shown them: non-ASCII kept readable, the layout characters
+    escaped (\\u2028, \\u202e, ...) so they neither break a line nor reorder what follows."""
+    return _LAYOUT.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
 
 
 def check_text(what: str, text: str, controls: bool = False) -> str:
@@ -68,6 +80,12 @@ def clean_fact(text: object) -> str:
     if not isinstance(text, str):
         raise InvalidInput("text must be a string")
     check_text("text", text)
+    layout = _LAYOUT.search(text)
+    if layout:
+        raise InvalidInput(
+            f"text contains U+{ord(layout.group()):04X}, a character that breaks lines or reorders text "
+            "without showing itself; a memory may not hold it"
+        )
     cleaned = text.strip()
     if not cleaned:
         raise InvalidInput("text is empty")

@@ -10,6 +10,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import StrictBool
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
@@ -113,9 +114,10 @@ def build_mcp_server(proxy_factory: Callable[[], Proxy]) -> MCPServer:
         return f"Forgot {format_memory_id(memory.id)}: {memory.text}"
 
     @server.tool()
-    async def forget_me(confirm: bool, ctx: Context) -> str:
+    async def forget_me(confirm: StrictBool, ctx: Context) -> str:
         """Forget everything engram keeps about this user (every memory, settings, anything queued), for
-        good; needs confirm=true. The same forget as the Memory API's and Discord's."""
+        good; needs confirm=true, the JSON boolean (a string "true" is refused: a destructive confirmation
+        is never coerced). The same forget as the Memory API's and Discord's."""
         proxy, turn = await proxy_and_turn(ctx)
         if confirm is not True:
             return "Nothing forgotten: call forget_me with confirm=true to forget everything about you."

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Callable
@@ -16,7 +15,7 @@ from ..config.proxy import ProxySettings
 from ..errors import EngramError, InvalidInput, NotFound
 from ..ports import StatePort
 from ..service import Memory, MemoryService
-from ..text import format_memory_id, parse_memory_id
+from ..text import format_memory_id, parse_memory_id, quoted_json
 from ..vectors import Scope
 from .cache import StatsCache
 from .projects import ProjectResolver
@@ -60,7 +59,7 @@ def datetime_block(now: datetime | None = None) -> str:
 
 def _line(m: Memory) -> str:
     when = datetime.fromtimestamp(m.updated_at / 1000, tz=UTC).strftime("%Y-%m-%d")
-    return f"- {format_memory_id(m.id)} ({when}): {json.dumps(m.text, ensure_ascii=False)}\n"
+    return f"- {format_memory_id(m.id)} ({when}): {quoted_json(m.text)}\n"
 
 
 def _fill(

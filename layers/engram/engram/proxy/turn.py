@@ -65,6 +65,25 @@ def parse_chat_body(raw: bytes) -> dict[str, Any] | None:
     return body if isinstance(body, dict) and isinstance(body.get("messages"), list) else None
 
 
+def malformed(body: dict[str, Any]) -> str | None:
+    """What a chat body gets wrong that engram reads (each message an object, its text parts' `text` a
+    string, `stream_options` an object), or None."""
+    wrong = next((w for n, m in enumerate(body["messages"]) if (w := _malformed_message(n, m))), None)
+    if wrong is None and not isinstance(body.get("stream_options"), dict | None):
+        return "`stream_options` must be an object"
+    return wrong
+
+
+def _malformed_message(number: int, message: Any) -> str | None:
+    if not isinstance(message, dict):
+        return f"messages[{number}] must be an object"
+    content = message.get("content")
+    parts = [p for p in content if isinstance(p, dict)] if isinstance(content, list) else []
+    if any(p.get("type") in ("text", "input_text") and not isinstance(p.get("text"), str) for p in parts):
+        return f"messages[{number}]: a text part's `text` must be a string"
+    return None
+
+
 def unresolved_identity(s: ProxySettings, request: Request, api: wire.Api) -> Response | None:
     """A refusal for identity headers LibreChat sent empty or with its placeholder unresolved: taken as an
     identity, every user of such an install would share one memory."""
@@ -124,6 +143,9 @@ def classify(door: Door, request: Request, api: wire.Api, raw: bytes) -> Said | 
     body = parse_chat_body(raw)
     if body is None:
         return error(400, "invalid", "the request body must be a JSON object with a `messages` list", api)
+    wrong = malformed(body)
+    if wrong is not None:
+        return error(400, "invalid", f"the request body is malformed: {wrong}", api)
     s = door.proxy.settings
     refused = unresolved_identity(s, request, api) if door.authorized else None
     if refused is not None:

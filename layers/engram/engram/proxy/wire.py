@@ -17,9 +17,11 @@ def content_text(content: Any) -> str:
         return content
     if isinstance(content, list):
         return "\n".join(
-            part.get("text", "")
+            part["text"]
             for part in content
-            if isinstance(part, dict) and part.get("type") in ("text", "input_text")
+            if isinstance(part, dict)
+            and part.get("type") in ("text", "input_text")
+            and isinstance(part.get("text"), str)
         )
     return ""
 
