@@ -55,7 +55,9 @@ def migrate_pickled_state(data_dir: Path, moto_endpoint: str, dynamodb) -> int:
 REGION = "us-east-1"
 TABLES = {"MemoriesTable": "engram-memories", "StateTable": "engram-state"}
 # A forget's index rewrite waits this long for the next forget of a burst (one rewrite for them all)
-PURGE_AFTER_S = 2.0
+PURGE_AFTER_S = 2.0  # after a forget: a burst of forgets is one purge
+CHANGE_PURGE_AFTER_S = 30.0  # after a single delete or change: batched, within a minute
+PURGE_MARK = "purge-wanted"  # in the data dir while deleted words may still be in a file: durable
 
 
 def owner_only(data_dir: Path) -> None:
@@ -110,7 +112,10 @@ class LocalStack:
         self.capture: GatewayCapture | None = None
         self.poll = poll
         self._stop = threading.Event()
-        self._purge_wanted = threading.Event()  # a forget asked for the embedded index to be rewritten
+        # when the files must next be rewritten without deleted words (monotonic; None: nothing waits);
+        # the data dir's PURGE_MARK says so durably, so a purge cut off by a crash runs at the next start
+        self._purge_due: float | None = None
+        self._purge_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
 
     # ---------------------------------------------------------------------------------------------
@@ -222,10 +227,15 @@ class LocalStack:
         # ... and the embedded index is rewritten from its live points (qdrant-edge keeps a deleted point's
         # payload in its segment and its updates in its WAL): in the background, once for a burst of forgets
         def purge_index(bot: str, user: str) -> None:
-            self._purge_wanted.set()
+            self.want_purge(PURGE_AFTER_S)
 
         for hook in (drop_queued, compact_records, purge_index):
             self.engine.service.on_forget(hook)
+        # a single delete or change leaves the old words in LevelDB's log and the index's pages too
+        self.engine.service.on_change(lambda bot: self.want_purge(CHANGE_PURGE_AFTER_S))
+        if (self.data_dir / PURGE_MARK).exists():  # cut off by a crash: done first thing
+            log.info("a purge of deleted words was cut off by the last stop: it runs now")
+            self.want_purge(0.0)
 
     def _start_workers(self, queues: dict[str, str]) -> None:
         """A poller per queue of a class of jobs on one worker handler, like the event source mappings on
@@ -327,22 +337,42 @@ class LocalStack:
                 log.exception("sweep failed")
             self._stop.wait(self.sweep_every_s)
 
-    def _purge_loop(self) -> None:
-        while not self._stop.is_set():
-            if self._purge_wanted.wait(1) and not self._stop.wait(PURGE_AFTER_S):
-                self._purge_index()
+    def want_purge(self, within_s: float) -> None:
+        """Deleted words may be in the files: rewrite them within `within_s` (sooner if already due), and
+        say so on disk first, so a crash before then leaves the purge to the next start."""
+        mark = self.data_dir / PURGE_MARK
+        if not mark.exists():
+            with open(mark, "w") as handle:
+                handle.flush()
+                os.fsync(handle.fileno())
+        due = time.monotonic() + within_s
+        with self._purge_lock:
+            self._purge_due = due if self._purge_due is None else min(self._purge_due, due)
 
-    def _purge_index(self) -> None:
-        """Rewrite the embedded index without the deleted points (a Qdrant server's are the operator's)."""
+    def _purge_loop(self) -> None:
+        while not self._stop.wait(0.5):
+            with self._purge_lock:
+                due = self._purge_due is not None and time.monotonic() >= self._purge_due
+            if due:
+                self._purge()
+
+    def _purge(self) -> None:
+        """Rewrite the embedded index without the deleted points (a Qdrant server's are the operator's) and
+        have LevelDB compact its files; the mark goes once both are done, else it is tried again in 30 s."""
+        with self._purge_lock:
+            self._purge_due = None
         purge = getattr(self.engine.service.index, "purge_deleted", None)
-        self._purge_wanted.clear()
-        if purge is None:
-            return
         try:
-            log.info("index rewritten without deleted points: %d kept", purge())
-        except Exception:  # the next forget (or stop) tries again; the points are deleted either way
-            self._purge_wanted.set()
-            log.exception("index purge failed")
+            if purge is not None:
+                log.info("index rewritten without deleted points: %d kept", purge())
+            if not self.local_dynamodb.compact():
+                raise RuntimeError("the local DynamoDB did not finish compacting")
+            with self._purge_lock:
+                if self._purge_due is None:  # nothing new asked for meanwhile
+                    (self.data_dir / PURGE_MARK).unlink(missing_ok=True)
+        except Exception:  # tried again: the words are deleted for every read either way
+            log.exception("purge of deleted words failed; trying again in 30 s")
+            self.want_purge(30.0)
 
     def _catchup_loop(self) -> None:
         from engram.jobs import CatchUpJob
@@ -396,8 +426,8 @@ class LocalStack:
             # A process that exits while torch is still loading aborts ("terminate called without an
             # active exception", exit -6): the warm-up is waited for, however long a loaded machine takes
             thread.join(timeout=300 if thread.name == "warm-embedder" else 10)
-        if getattr(self, "engine", None) and self._purge_wanted.is_set():
-            self._purge_index()  # a forget just before the stop: its bytes do not outlive the process
+        if getattr(self, "engine", None) and (self.data_dir / PURGE_MARK).exists():
+            self._purge()  # a forget or a delete just before the stop: its bytes do not outlive the process
         if getattr(self, "engine", None):
             self.engine.close()
             set_engine(None)

@@ -49,14 +49,23 @@ def main() -> None:
         if time.monotonic() > deadline:
             sys.exit("engram did not answer on the compose network")
         time.sleep(0.5)
-    answers = [chat(args["endpoint"], text) for text in args.get("say", [])]
+    answers = []
+    for text in args.get("say", []):
+        answers.append(chat(args["endpoint"], text))
+        remembered(args["mcp"])  # as a person would: the next turn comes after the fact is kept
+    print(json.dumps({"answers": answers, "found": remembered(args["mcp"])}))
+
+
+def remembered(mcp: dict) -> str:
+    """What the MCP search for "cat" finds once the fact is there (a worker job writes it, moments after
+    the turn), or after 30 s."""
     found = ""
-    for _ in range(60):  # a remembered fact is written by a worker job, moments after the turn
-        found = search(args["mcp"], "cat")
+    for _ in range(60):
+        found = search(mcp, "cat")
         if "Miso" in found:
             break
         time.sleep(0.5)
-    print(json.dumps({"answers": answers, "found": found}))
+    return found
 
 
 if __name__ == "__main__":

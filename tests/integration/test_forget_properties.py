@@ -32,7 +32,8 @@ program = st.lists(st.one_of(write, write, write, forget, remove), min_size=3, m
 
 
 @settings(
-    max_examples=10,
+    max_examples=int(__import__("os").environ.get("FORGET_EXAMPLES", "10")),
+    database=None,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -187,3 +187,25 @@ def import_lines_of(service, bot: str, lines: list[str]) -> dict:
     from engram.portability import import_lines
 
     return import_lines(service, bot, lines)
+
+
+def test_a_reply_to_a_forgotten_users_message_keeps_no_trace_of_them(service):
+    """Stored after her forget, a reply to her old message names neither her nor her message; a reply to
+    a message she wrote after coming back (stored here) keeps both."""
+    service.add_messages("bot1", [ChatMessage(source_id="a1", text="my words", user="alice", thread="t")])
+    service.forget_user("bot1", "alice")
+    service.add_messages("bot1", [ChatMessage(source_id="a2", text="back again", user="alice", thread="t")])
+    replies = [
+        ChatMessage(
+            source_id=source,
+            text=text,
+            user="bob",
+            thread="t",
+            content={"replyTo": {"messageId": answered, "authorId": "alice"}},
+        )
+        for source, text, answered in (("b1", "to the old one", "a1"), ("b2", "to the new one", "a2"))
+    ]
+    service.add_messages("bot1", replies)
+    stored = {m.text: m.content for m in service.list("bot1", kind="message", user="bob")}
+    assert "replyTo" not in (stored["to the old one"] or {})
+    assert stored["to the new one"]["replyTo"] == {"messageId": "a2", "authorId": "alice"}

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 # The front doors' names for what a memory is, from where they always came
@@ -81,6 +82,11 @@ class MemoryService:
         """Call `hook(bot, user)` after every forget made in this process (caches that could still serve the
         user drop them; the local stack purges its files)."""
         self._forget_hooks.append(hook)
+
+    def on_change(self, hook: Callable[[str], None]) -> None:
+        """Call `hook(bot)` after a memory is removed or its words changed in this process (the local stack
+        rewrites its files without the old words)."""
+        self.writes.change_hooks.append(hook)
 
     def forget_user(
         self, bot: str, user: str, *, at: int | None = None, budget_s: float = DOOR_BUDGET_S

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +24,7 @@ from .errors import Forgotten, InvalidInput, NotFound, Unavailable
 from .indexing import Indexer
 from .jobs import IndexJob
 from .parts import MemoryParts
+from .ports import ClaimsPort, StatePort
 from .record import Listing, Paging, record_line
 from .store import (
     Duplicate,
@@ -52,6 +53,34 @@ class Added:
         return len(self.fresh)
 
 
+def check_batch(messages: list[ChatMessage]) -> None:
+    """A batch of messages engram takes: at most MAX_BATCH, each source id once."""
+    if len(messages) > MAX_BATCH:
+        raise InvalidInput(f"at most {MAX_BATCH} messages per batch")
+    keys = [source_key(m.source_id) for m in messages]
+    if len(set(keys)) != len(keys):
+        raise InvalidInput("a batch names the same source message id twice")
+
+
+def unnamed_replies(state: StatePort, claims: ClaimsPort, bot: str, messages: list[ChatMessage]) -> None:
+    """A reply to a message of someone forgotten keeps no trace of them (content.replyTo: their id and
+    their message's), unless the message it answers is stored here (written after they came back)."""
+    replies = {
+        id(m): (str(r.get("messageId") or ""), str(r.get("authorId") or ""))
+        for m in messages
+        if isinstance(m.content, dict) and isinstance(r := m.content.get("replyTo"), dict)
+    }
+    gone = state.tombstones.when(bot, {author for _, author in replies.values() if author})
+    if not gone:
+        return
+    answered = [message for message, author in replies.values() if author in gone and message]
+    stored = claims.find_uniques(bot, [source_key(m) for m in answered]) if answered else {}
+    for m in messages:
+        message, author = replies.get(id(m), ("", ""))
+        if author in gone and source_key(message) not in stored:
+            m.content = {k: v for k, v in m.content.items() if k != "replyTo"}
+
+
 class MemoryWrites:
     """The write half of the memory service: facts and messages in, changes, removals, and words leaving
     the contexts that quote them."""
@@ -60,6 +89,16 @@ class MemoryWrites:
         self.records, self.state, self.index = parts.records, parts.state, parts.index
         self.queue, self.words, self.retrieval = parts.queue, parts.words, parts.retrieval
         self.indexer = indexer
+        # called with the bot after a memory is removed or its words changed (the local stack rewrites
+        # its files without the old words)
+        self.change_hooks: list[Callable[[str], None]] = []
+
+    def _changed(self, bot: str) -> None:
+        """A memory of the bot was removed or changed: recall caches everywhere are stale (the mark), and
+        whoever keeps files of the old words is told."""
+        self.state.marks.note_change(bot, now_ms())
+        for hook in self.change_hooks:
+            hook(bot)
 
     def refused(self, bot: str, users: Iterable[str | None], origin: int) -> set[str]:
         """Which of these users were forgotten at or after `origin` (when the write was made, asked for or
@@ -158,9 +197,10 @@ class MemoryWrites:
         bot = required_name("bot", bot)
         if not messages:
             return Added([], [])
-        self._check_batch(messages)
+        check_batch(messages)
         origin = origin if origin is not None else now_ms()
         messages = self._without_forgotten(bot, messages, origin)
+        unnamed_replies(self.state, self.records.claims, bot, messages)
         keys = [source_key(m.source_id) for m in messages]
         known = self.records.claims.find_uniques(bot, keys)
         records = self._new_records(
@@ -185,14 +225,6 @@ class MemoryWrites:
                 aheads[n] = None
         self._index_chunks(bot, chunks, aheads, kept)
         return self._outcome(bot, keys, known, kept)
-
-    @staticmethod
-    def _check_batch(messages: list[ChatMessage]) -> None:
-        if len(messages) > MAX_BATCH:
-            raise InvalidInput(f"at most {MAX_BATCH} messages per batch")
-        keys = [source_key(m.source_id) for m in messages]
-        if len(set(keys)) != len(keys):
-            raise InvalidInput("a batch names the same source message id twice")
 
     def _without_forgotten(self, bot: str, messages: list[ChatMessage], origin: int) -> list[ChatMessage]:
         """The batch less the messages of users forgotten since `origin`; a context quoting one is left
@@ -398,7 +430,7 @@ class MemoryWrites:
             return self._merge_into(record, dup.memory_id)
         self.release_words(bot, [record])
         self.indexer.index_or_defer(bot, [record])
-        self.state.marks.note_change(bot, now_ms())
+        self._changed(bot)
         return Memory.from_record(record)
 
     def edit_message(
@@ -415,14 +447,14 @@ class MemoryWrites:
             return None
         self.release_words(bot, [record])  # the old words leave the contexts and the tail that quote them
         self.indexer.index_or_defer(bot, [record])
-        self.state.marks.note_change(bot, now_ms())
+        self._changed(bot)
         return Memory.from_record(record)
 
     def _merge_into(self, changed: Record, other_id: int) -> Memory:
         other = self._wait_for(changed.bot, other_id)
         self._delete_records([changed])
         self.release_words(changed.bot, [changed])
-        self.state.marks.note_change(changed.bot, now_ms())
+        self._changed(changed.bot)
         return other
 
     def remove(self, bot: str, memory_id: int) -> None:
@@ -448,7 +480,7 @@ class MemoryWrites:
         if records:
             self._delete_records(records)
             self.release_words(bot, records)
-            self.state.marks.note_change(bot, now_ms())
+            self._changed(bot)
         return len(records)
 
     def remove_thread(
