@@ -87,7 +87,8 @@ class FakeUpstream(ServedApp):
         self._routes()
 
     def _record(self, request: Request, body: dict | None):
-        raw = getattr(request, "_body", b"")  # the bytes as they came (read by request.json() before)
+        # the body as it came (read by request.json() before), as text: records are dumped as JSON
+        raw = getattr(request, "_body", b"").decode("utf-8", "surrogateescape")
         self.requests.append(
             {"path": request.url.path, "headers": dict(request.headers), "json": body, "raw": raw}
         )

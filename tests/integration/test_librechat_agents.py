@@ -148,7 +148,7 @@ def test_librechats_side_calls_reach_the_provider_byte_for_byte_and_store_nothin
     librechat(stack, action, "The user told me their employer is Initech.", user, sent=sent)
     bodies = [json.loads(line)["body"] for line in sent.read_text().splitlines()]
     received = upstream.requests[before:]  # (LibreChat's identity headers are not the provider's to see)
-    assert bodies and [r["raw"].decode() for r in received] == bodies
+    assert bodies and [r["raw"] for r in received] == bodies
     assert "engram:" not in "".join(bodies) + json.dumps([r["json"] for r in received])
     stack.settle()
     assert memories_of(stack, user) == []

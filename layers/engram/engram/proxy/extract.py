@@ -188,21 +188,19 @@ class Extractor:
     def run(self, job: ExtractJob) -> list[str]:
         """Extract and store, once per turn of a chat (LibreChat's regenerate sends the same turn again);
         returns the facts stored."""
-        seen = f"turn#{job.turn_key}" if job.turn_key else None
-        if seen and not self.limits.first_sight(job.bot, seen, int(time.time()) + REGENERATE_WINDOW_S):
+        turn = f"turn#{job.turn_key}" if job.turn_key else None
+        if turn and self.limits.seen(job.bot, turn):
             log.info("extraction skipped: this turn was extracted already (a regenerate)")
             return []
         try:
-            return self._run(job)
+            stored = self._run(job)
         except _NotYet:
-            if seen:
-                self.limits.unsee(job.bot, seen)
             self._later(job)
             return []
-        except Exception:
-            if seen:  # the job comes back (SQS): it is not a regenerate then
-                self.limits.unsee(job.bot, seen)
-            raise
+        # marked once done: a job cut off (kill -9, a timeout) and delivered again is not a regenerate
+        if turn:
+            self.limits.first_sight(job.bot, turn, int(time.time()) + REGENERATE_WINDOW_S)
+        return stored
 
     def _later(self, job: ExtractJob) -> None:
         """Look for the chat again in a while, a few times; then the turn is not kept (memory off fails

@@ -162,9 +162,9 @@ class MemoryLimits:
             self._seen.add((bot, interaction_id))
             return True
 
-    def unsee(self, bot: str, interaction_id: str) -> None:
+    def seen(self, bot: str, interaction_id: str) -> bool:
         with self._lock:
-            self._seen.discard((bot, interaction_id))
+            return (bot, interaction_id) in self._seen
 
     def take_export_slot(self, bot: str, user: str, now: int, every_s: int) -> bool:
         with self._lock:

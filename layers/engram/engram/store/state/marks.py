@@ -93,9 +93,9 @@ class Limits:
             )
         )
 
-    def unsee(self, bot: str, interaction_id: str) -> None:
-        """Forget having seen an id (its work failed and will be tried again)."""
-        guard(lambda: StateItem(*keys.seen_interaction(bot, interaction_id)).delete())
+    def seen(self, bot: str, interaction_id: str) -> bool:
+        """Whether an id was seen already (one strongly consistent read)."""
+        return guard(lambda: get(*keys.seen_interaction(bot, interaction_id))) is not None
 
     def take_export_slot(self, bot: str, user: str, now: int, every_s: int) -> bool:
         """At most one export per `every_s` per user: False when one was taken too recently."""
