@@ -139,11 +139,3 @@ def test_words_name_mentions_and_keep_forwards_polls_and_voice_messages():
     )
     assert not sticker.empty  # a sticker-only message is not a sign of a missing Message Content intent
     assert Message.model_validate({"id": "6"}).empty
-
-
-def test_a_channels_position_is_ordered_like_its_ids_and_is_no_ones_message_id():
-    from engram.discord.objects import position
-
-    mine, later = "1301234567890123456", "1301234567990123456"
-    assert int(position(mine)) <= int(mine) < int(later) and int(position(mine)) < int(position(later))
-    assert position(mine) != mine and int(position(mine)) & ((1 << 22) - 1) == 0

@@ -10,7 +10,7 @@ from ..clock import now_ms
 from ..jobs import BackfillJob, FindServersJob, PlanBackfillJob, RememberJob
 from .core import TOKEN_LIFETIME_MS, DiscordCore
 from .intents import INTENT_OFF, has_content_intent
-from .objects import Message, position
+from .objects import Message
 from .rest import DiscordError, RateLimited
 from .window import timestamp_ms
 
@@ -317,5 +317,5 @@ class Backfill:
             raise
 
     def _remember_newest(self, channel: str, message_id: str) -> None:
-        """The newest position seen per channel (objects.position: no message id): where catch-up starts."""
-        self.state.channels.remember_newest(self.bot, channel, position(message_id))
+        """The newest message id seen per channel: where catch-up starts."""
+        self.state.channels.remember_newest(self.bot, channel, message_id)

@@ -9,7 +9,6 @@ from ..bookkeeping import ChannelSeen, RosterMark
 from ..clock import now_ms
 from ..jobs import CatchUpJob, RetentionJob
 from .core import DiscordCore
-from .objects import position
 from .rest import DiscordError, RateLimited
 from .sources import Sources
 from .window import WINDOW_DAYS, Window
@@ -220,7 +219,7 @@ class CatchUp:
             self.window.apply_window(guild, channel, page, whole=len(page) < PAGE)
             new = [m for m in page if newest is None or int(m.id) > int(newest)]
             stored += self.core.store_messages(guild, channel, new)  # consent of the page's people only
-            newest_read = position(max(page, key=lambda m: int(m.id)).id)
+            newest_read = max(page, key=lambda m: int(m.id)).id
             self.state.channels.see(self.bot, channel, ChannelSeen(newest=newest_read, window_at=now_ms()))
             oldest = min(page, key=lambda m: int(m.id)).id
             if len(page) == PAGE and (newest is None or int(oldest) > int(newest)):

@@ -158,14 +158,6 @@ def _mention(match: re.Match[str], users: Mapping[str, str], channels: Mapping[s
     return f"@{users[snowflake]}" if snowflake in users else "@someone"
 
 
-def position(message_id: str) -> str:
-    """Where a message stands in a channel, as an id-like number that is no one's message id: its
-    snowflake with the worker, process and increment bits cleared (the millisecond it was sent). What
-    catch-up keeps as a channel's newest seen: ordered like the ids, never naming a message of someone
-    who may be forgotten later (a message of the same millisecond is read again: storing is idempotent)."""
-    return str((int(message_id) >> 22) << 22)
-
-
 def messages(raw: Any) -> list[Message]:
     """A list of Discord's message objects, parsed (a list is what Get Channel Messages answers)."""
     return [Message.model_validate(m) for m in raw or []]
