@@ -48,17 +48,19 @@ def add(stack: Stack, text: str, user: str) -> str:
 def test_a_forget_cut_off_by_kill_9_is_purged_at_the_next_start(tmp_path, embedder):
     canary = f"vorquell{uuid.uuid4().hex[:6]}"
     stack = Stack(tmp_path, stack_env(embedder)).start()
-    for n in range(5):
-        add(stack, f"Alice's note {n}: {canary} lives in the shed.", "alice")
-    add(stack, "Bob keeps the ladder.", "bob")
-    stack.settle()
-    gone = stack.api.delete(f"/v1/bots/{BOT}/users/alice/memories")
-    assert gone.status_code == 200 and gone.json()["deleted"]["done"] is True
-    time.sleep(0.5)
-    stack.kill()  # before the index was rewritten (2 s after a forget)
-    assert (tmp_path / "purge-wanted").exists()  # the purge is on disk, waiting
-    stack.start()
-    stack.stop()
+    try:
+        for n in range(5):
+            add(stack, f"Alice's note {n}: {canary} lives in the shed.", "alice")
+        add(stack, "Bob keeps the ladder.", "bob")
+        stack.settle()
+        gone = stack.api.delete(f"/v1/bots/{BOT}/users/alice/memories")
+        assert gone.status_code == 200 and gone.json()["deleted"]["done"] is True
+        time.sleep(0.5)
+        stack.kill()  # before the index was rewritten (2 s after a forget)
+        assert (tmp_path / "purge-wanted").exists()  # the purge is on disk, waiting
+        stack.start()
+    finally:
+        stack.stop()
     assert canary not in on_disk(tmp_path)
     assert not (tmp_path / "purge-wanted").exists()
 
@@ -66,14 +68,17 @@ def test_a_forget_cut_off_by_kill_9_is_purged_at_the_next_start(tmp_path, embedd
 def test_a_single_delete_and_change_leave_no_old_words_on_disk_after_a_clean_stop(tmp_path, embedder):
     deleted, changed = f"quimbrel{uuid.uuid4().hex[:6]}", f"sardonyx{uuid.uuid4().hex[:6]}"
     stack = Stack(tmp_path, stack_env(embedder)).start()
-    first = add(stack, f"The spare key is under the {deleted} pot.", "carol")
-    second = add(stack, f"The wifi name is {changed}.", "carol")
-    add(stack, "Carol likes plums.", "carol")
-    stack.settle()
-    assert stack.api.delete(f"/v1/bots/{BOT}/memories/{first}").status_code in (200, 204)
-    patched = stack.api.patch(f"/v1/bots/{BOT}/memories/{second}", json={"text": "The wifi name is lantern."})
-    assert patched.status_code == 200, patched.text
-    stack.settle()
-    stack.stop()
+    try:
+        first = add(stack, f"The spare key is under the {deleted} pot.", "carol")
+        second = add(stack, f"The wifi name is {changed}.", "carol")
+        add(stack, "Carol likes plums.", "carol")
+        stack.settle()
+        assert stack.api.delete(f"/v1/bots/{BOT}/memories/{first}").status_code in (200, 204)
+        text = {"text": "The wifi name is lantern."}
+        patched = stack.api.patch(f"/v1/bots/{BOT}/memories/{second}", json=text)
+        assert patched.status_code == 200, patched.text
+        stack.settle()
+    finally:
+        stack.stop()
     raw = on_disk(tmp_path)
     assert deleted not in raw and changed not in raw and "lantern" in raw
