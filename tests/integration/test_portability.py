@@ -112,6 +112,7 @@ def test_import_into_a_fresh_stack_gives_the_same_lists_and_search_results(sourc
         assert result == {
             "facts": {"created": len(FACTS), "existing": 0},
             "messages": {"created": len(MESSAGES), "existing": 0},
+            "forgotten": 0,
             "errors": [],
         }
         again = api.post("/v1/bots/porta/import", content=export).json()  # idempotent
