@@ -159,6 +159,9 @@ def test_a_forget_killed_at_every_step_hides_the_user_and_finishes_by_itself(tmp
         bobs = stack.api.get(f"/v1/bots/{BOT}/memories", params={"kind": "message", "userId": "bob"})
         assert len(bobs.json()["memories"]) == RECORDS // EVERY_BOB  # Bob's own words stay
         export = stack.api.get(f"/v1/bots/{BOT}/export").text.splitlines()
+        forgets = [line for line in export if '"kind": "forgotten"' in line]
+        export = [line for line in export if line not in forgets]
+        assert len(forgets) == 1 and '"userId": "alice"' in forgets[0]  # her forget travels with the export
         assert len(export) == RECORDS // EVERY_BOB and all('"context"' not in line for line in export)
     finally:
         stack.stop()
