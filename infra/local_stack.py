@@ -269,7 +269,7 @@ class LocalStack:
         set_discord(self.discord)
         if self.discord.settings.application_id:  # the template's CatchUpRate schedule, locally
             self._spawn("discord-catchup", self._catchup_loop)
-        if self.proxy.source() is not None:  # the template's LibreChatReconcileRate schedule, locally
+        if self.proxy.source is not None:  # the template's LibreChatReconcileRate schedule, locally
             self._spawn("librechat-reconcile", self._reconcile_loop)
         if self.gateway and self.discord.settings.application_id:
             from engram.discord.gateway import GatewayCapture as Capture
@@ -488,10 +488,8 @@ def main() -> None:
     """Run until Ctrl-C (or SIGTERM: a container's stop)."""
     os.umask(0o077)  # everything this process and its children (dynalite) write: its owner's alone
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from engram.observability import QUIET_LOGGERS
+    import engram.observability  # noqa: F401  (importing it quiets httpx: no request URL in the output)
 
-    for name in QUIET_LOGGERS:  # no request URL (ids, tokens, links) in the stack's output
-        logging.getLogger(name).setLevel(logging.WARNING)
     secrets_from_files()
     stack = LocalStack(
         data_dir=Path(os.environ.get("ENGRAM_DATA_DIR", ".engram")),

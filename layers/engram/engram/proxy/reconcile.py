@@ -104,7 +104,8 @@ class Reconciler:
         kept = self.source.existing_chats(chats)
         gone = [s.record.id for s in sourced if (s.record.user or "", s.source.conversation) not in kept]
         self._remove(bot, gone, "chat deleted", tally)
-        return [s for s in sourced if s.record.id not in set(gone)]
+        removed = set(gone)
+        return [s for s in sourced if s.record.id not in removed]
 
     def _messages_kept(self, bot: str, sourced: list[_Sourced], tally: Tally) -> None:
         with_message = [s for s in sourced if s.source.message]

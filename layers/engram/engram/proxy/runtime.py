@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -83,17 +84,18 @@ class Proxy:
             from .extract import ExtractionParts, Extractor
 
             engine = self.engine
-            parts = ExtractionParts(engine.service, engine.state, engine.queue, self.projects, self.source())
+            parts = ExtractionParts(engine.service, engine.state, engine.queue, self.projects, self.source)
             self._extractor = Extractor(self.settings, parts, self.extract_transport)
         return self._extractor
 
+    @cached_property
     def source(self) -> LibreChatSource | None:
-        """LibreChat's MongoDB as the source of the facts (None: no MongoDB configured)."""
+        """LibreChat's MongoDB as the source of the facts (None: no MongoDB configured); one per proxy."""
         return LibreChatSource(self.projects.db) if self.projects.db is not None else None
 
     def reconcile(self, job: LibreChatReconcileJob) -> None:
         """A step of the pass that takes LibreChat's deletions and edits to engram's facts."""
-        source = self.source()
+        source = self.source
         if source is None:
             log.info("librechat reconcile skipped: no LibreChat MongoDB is configured")
             return
