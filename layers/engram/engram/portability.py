@@ -27,6 +27,7 @@ from .store import KINDS
 
 PAGE = 200
 BATCH = 200  # messages stored per add_messages call while importing
+Bad = dict[str, Any]  # a line that was not stored: {"line": its number, "error": why}
 
 
 def export_lines(service: MemoryService, bot: str, user: str | None = None) -> Iterator[str]:
@@ -127,20 +128,17 @@ def _written(line: ImportLine) -> dict[str, Any]:
     }
 
 
-def _apply_forgets(service: MemoryService, bot: str, lines: list[str]) -> tuple[dict[int, str], int]:
+def _apply_forgets(service: MemoryService, bot: str, forgets: list[tuple[int, Any]]) -> tuple[list[Bad], int]:
     """The file's forgets, applied before its lines: each user's tombstone kept (the later of the two
-    times), and what the bot holds of them already forgotten. Returns the errors by line and the count."""
-    errors: dict[int, str] = {}
+    times), and what the bot holds of them already forgotten. Returns the bad ones and the count."""
+    errors: list[Bad] = []
     applied = 0
-    for number, raw in enumerate(lines, 1):
-        if '"forgotten"' not in raw:
-            continue
+    for number, value in forgets:
         try:
-            line = ForgetLine.model_validate_json(raw)
+            line = ForgetLine.model_validate(value)
             user = required_name("userId", line.userId)
         except (ValidationError, InvalidInput) as exc:
-            if '"kind": "forgotten"' in raw or '"kind":"forgotten"' in raw:
-                errors[number] = _error(exc)
+            errors.append({"line": number, "error": _error(exc)})
             continue
         at = _ms(line.forgottenAt) or 0
         known = service.state.tombstones.when(bot, [user]).get(user, 0)
@@ -152,18 +150,37 @@ def _apply_forgets(service: MemoryService, bot: str, lines: list[str]) -> tuple[
     return errors, applied
 
 
+def _read(lines: Iterable[str]) -> tuple[list[tuple[int, Any]], list[tuple[int, Any]], list[Bad]]:
+    """An export's lines read once, by number: its forgets, its records, and the lines that are not JSON
+    (blank lines skipped)."""
+    forgets: list[tuple[int, Any]] = []
+    records: list[tuple[int, Any]] = []
+    errors: list[Bad] = []
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            value = json.loads(raw)
+        except ValueError as exc:
+            errors.append({"line": number, "error": f"Invalid JSON: {exc}"})
+            continue
+        forget = isinstance(value, dict) and value.get("kind") == "forgotten"
+        (forgets if forget else records).append((number, value))
+    return forgets, records, errors
+
+
 def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict[str, Any]:
     """Store an export's lines into `bot`; returns counts and every bad line's number and reason."""
     bot = required_name("bot", bot)
     arrived = now_ms()  # every line is received now: a forget after this refuses it, however batched
-    lines = list(lines)
-    forget_errors, forgets = _apply_forgets(service, bot, lines)
+    forget_lines, record_lines, errors = _read(lines)
+    forget_errors, forgets = _apply_forgets(service, bot, forget_lines)
+    errors += forget_errors
     counts: dict[str, Any] = {
         "facts": {"created": 0, "existing": 0},
         "messages": {"created": 0, "existing": 0},
         "forgotten": forgets,
     }
-    errors: list[dict[str, Any]] = [{"line": n, "error": e} for n, e in forget_errors.items()]
     pending: list[ChatMessage] = []
     seen: set[str] = set()
 
@@ -175,11 +192,9 @@ def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict
             pending.clear()
             seen.clear()
 
-    for number, raw in enumerate(lines, 1):
-        if not raw.strip() or _is_forget(raw):
-            continue
+    for number, value in record_lines:
         try:
-            line = ImportLine.model_validate_json(raw)
+            line = ImportLine.model_validate(value)
             for field, value in (
                 ("userId", line.userId),
                 ("serverId", line.serverId),
@@ -224,14 +239,6 @@ def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict
             flush()
     flush()
     return {**counts, "errors": sorted(errors, key=lambda e: int(e["line"]))}
-
-
-def _is_forget(raw: str) -> bool:
-    """A forget line (applied before the rest)."""
-    try:
-        return bool(json.loads(raw).get("kind") == "forgotten")
-    except (ValueError, AttributeError):
-        return False
 
 
 def _quoted_people(line: ImportLine) -> tuple[set[str], str]:
