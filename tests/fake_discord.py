@@ -122,7 +122,9 @@ class FakeDiscord(ServedApp):
         self._routes()
 
     def _id(self) -> str:
-        self.next_id += 1
+        # a real snowflake's time is its top bits (reference.mdx, "Snowflakes"): each message a millisecond
+        # after the last, as messages sent one after another are
+        self.next_id += 1 << 22
         return str(self.next_id)
 
     def add(self, channel: str, author: dict, content: str, **extra) -> dict:

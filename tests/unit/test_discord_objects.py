@@ -139,3 +139,17 @@ def test_words_name_mentions_and_keep_forwards_polls_and_voice_messages():
     )
     assert not sticker.empty  # a sticker-only message is not a sign of a missing Message Content intent
     assert Message.model_validate({"id": "6"}).empty
+
+
+def test_a_channels_position_is_ordered_like_its_ids_and_is_no_ones_message_id():
+    from engram.discord.objects import position, sent_after
+
+    mine = str((1_000_000 << 22) | (3 << 17) | 7)  # sent at millisecond 1,000,000 (worker 3, increment 7)
+    same_ms, later = str((1_000_000 << 22) | 9), str(1_000_001 << 22)
+    kept = position(mine)
+    assert int(kept) < int(mine) < int(later) and kept not in (mine, same_ms)
+    # read after the position: its whole millisecond again (idempotent), and nothing before it
+    assert int(kept) < int(same_ms) and int(kept) >= int(str((999_999 << 22) | 4095))
+    # new since: only what was sent in a later millisecond (one of the same millisecond was there to read)
+    assert sent_after(later, kept) and not sent_after(mine, kept) and not sent_after(same_ms, kept)
+    assert sent_after(later, mine) and not sent_after(mine, mine)  # a message id kept before positions

@@ -10,7 +10,7 @@ from ..clock import now_ms
 from ..jobs import BackfillJob, FindServersJob, PlanBackfillJob, RememberJob
 from .core import TOKEN_LIFETIME_MS, DiscordCore
 from .intents import INTENT_OFF, has_content_intent
-from .objects import Message
+from .objects import Message, position
 from .rest import DiscordError, RateLimited
 from .window import timestamp_ms
 
@@ -221,14 +221,14 @@ class Backfill:
                 self._count(job, stored, finished=False)
                 raise
             if page is None or self._no_history(job, cursor, page):  # that channel is done
-                return cursor.moved(done=True), stored
+                return cursor.moved(done=True, before=None), stored  # a done cursor keeps no message id
             if page:
                 self._remember_newest(job.channel, page[0].id)
             stored += self.core.store_messages(
                 job.guild, job.channel, page, {job.user}, origin=job.origin or 0, backfill=True
             )
             if len(page) < 100 or self._past_retention(page[-1]):
-                return cursor.moved(done=True), stored
+                return cursor.moved(done=True, before=None), stored  # a done cursor keeps no message id
             cursor = cursor.moved(before=page[-1].id)
         return cursor, stored
 
@@ -317,5 +317,5 @@ class Backfill:
             raise
 
     def _remember_newest(self, channel: str, message_id: str) -> None:
-        """The newest message id seen per channel: where catch-up starts."""
-        self.state.channels.remember_newest(self.bot, channel, message_id)
+        """The newest position seen per channel (objects.position: no message id): where catch-up starts."""
+        self.state.channels.remember_newest(self.bot, channel, position(message_id))

@@ -9,6 +9,7 @@ from ..bookkeeping import ChannelSeen, RosterMark
 from ..clock import now_ms
 from ..jobs import CatchUpJob, RetentionJob
 from .core import DiscordCore
+from .objects import position, sent_after
 from .rest import DiscordError, RateLimited
 from .sources import Sources
 from .window import WINDOW_DAYS, Window
@@ -174,9 +175,9 @@ class CatchUp:
 
     @staticmethod
     def _moved(listed: str | None, seen: str | None) -> bool:
-        """Whether a channel has messages newer than the newest one read. `last_message_id` is null for a
-        channel without messages (resources/channel.mdx), so nothing to read there."""
-        return listed is not None and (seen is None or int(listed) > int(seen))
+        """Whether a channel has messages newer than the newest one read (its position). `last_message_id`
+        is null for a channel without messages (resources/channel.mdx), so nothing to read there."""
+        return listed is not None and (seen is None or sent_after(listed, seen))
 
     def _window_due(self, seen: ChannelSeen, now: int) -> bool:
         """A quiet channel is re-read while it holds messages stored in the last WINDOW_DAYS, at most every
@@ -219,7 +220,7 @@ class CatchUp:
             self.window.apply_window(guild, channel, page, whole=len(page) < PAGE)
             new = [m for m in page if newest is None or int(m.id) > int(newest)]
             stored += self.core.store_messages(guild, channel, new)  # consent of the page's people only
-            newest_read = max(page, key=lambda m: int(m.id)).id
+            newest_read = position(max(page, key=lambda m: int(m.id)).id)  # no one's message id
             self.state.channels.see(self.bot, channel, ChannelSeen(newest=newest_read, window_at=now_ms()))
             oldest = min(page, key=lambda m: int(m.id)).id
             if len(page) == PAGE and (newest is None or int(oldest) > int(newest)):

@@ -158,6 +158,21 @@ def _mention(match: re.Match[str], users: Mapping[str, str], channels: Mapping[s
     return f"@{users[snowflake]}" if snowflake in users else "@someone"
 
 
+def position(message_id: str) -> str:
+    """Where a message stands in its channel, as a snowflake that is no one's message id: the one just
+    before the millisecond it was sent ((ms << 22) - 1). What catch-up keeps as a channel's newest read:
+    ordered like the ids, never naming a message of someone who may be forgotten later. Reading after it
+    reads that millisecond again, which costs nothing (storing is idempotent)."""
+    return str(((int(message_id) >> 22) << 22) - 1)
+
+
+def sent_after(message_id: str, kept: str) -> bool:
+    """Whether a message was sent after a position (or a message id, as kept before positions) —
+    compared by millisecond: a message of the position's own millisecond existed when it was read (its
+    snowflake's time is its creation), so it is never new."""
+    return int(message_id) >> 22 > (int(kept) + 1) >> 22
+
+
 def messages(raw: Any) -> list[Message]:
     """A list of Discord's message objects, parsed (a list is what Get Channel Messages answers)."""
     return [Message.model_validate(m) for m in raw or []]
