@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from engram.jobs import CatchUpJob
+from engram.clock import now_ms
+from engram.jobs import CatchUpJob, GatewayJob
 from tests.fake_discord import ALICE, APP_ID, BOB, C11, C12, C21, G1, G2, T14, FakeDiscord
 from tests.integration.conftest import KEY
 from tests.integration.test_discord import command, discord_stack, interact, memory_cmd, stored_ids
@@ -203,6 +204,28 @@ def test_every_part_of_a_long_answer_goes_when_someone_it_quoted_forgets(stack, 
     # the bot's earlier answer built on bob's words is not handed to the model again
     again = ask(stack, discord, ALICE, "what colour is the pergola paint", "tok-long-2")
     assert "sage green" not in json.dumps(again["messages"][:-1])
+
+
+def test_a_message_the_gateway_heard_before_a_forget_is_not_stored_after_it(stack, discord):
+    """A gateway job waits on the queue while its author forgets and opts in again: what it heard before the
+    forget stays out (its origin is when it was heard); what it heard after is stored."""
+
+    def created(text: str, message_id: str) -> dict:
+        message = {"id": message_id, "channel_id": C11, "guild_id": G1, "author": BOB_USER, "content": text}
+        return {"t": "MESSAGE_CREATE", "d": {**message, "timestamp": days_ago(0), "type": 0}}
+
+    heard = now_ms()
+    for sub, token in (("forget", "tok-gw-forget"), ("remember", "tok-gw-remember")):
+        interact(stack, memory_cmd(sub, BOB, token=token))
+        assert wait_until(lambda t=token: any(s.get("token") == t for s in discord.sent), timeout_s=60)
+    stack.settle()
+    before, after = "1400000000000000001", "1400000000000000002"
+    stack.engine.queue.send(GatewayJob(events=[created("heard before bob forgot", before)], issued_at=heard))
+    stack.engine.queue.send(
+        GatewayJob(events=[created("heard after bob came back", after)], issued_at=now_ms())
+    )
+    stack.settle()
+    assert after in stored_ids(stack, BOB) and before not in stored_ids(stack, BOB)
 
 
 def test_a_thread_that_archives_between_two_visits_is_read_once_more(stack, discord):

@@ -32,13 +32,13 @@ class GatewayEvents:
             if not isinstance(data, dict):
                 continue
             try:
-                self._apply_one(str(name), data, event)
+                self._apply_one(str(name), data, event, job.issued_at or None)
             except ValidationError as exc:  # a payload not shaped as Discord documents it: skipped, said
                 log.warning("a gateway %s event could not be read: %s", name, exc.errors()[:1])
 
-    def _apply_one(self, name: str, data: dict[str, Any], event: dict[str, Any]) -> None:
+    def _apply_one(self, name: str, data: dict[str, Any], event: dict[str, Any], heard: int | None) -> None:
         if name == "MESSAGE_CREATE":
-            self._created(data, event)
+            self._created(data, event, heard)
         elif name == "MESSAGE_UPDATE":
             self._edited(data)
         elif name in ("MESSAGE_DELETE", "MESSAGE_DELETE_BULK"):
@@ -54,7 +54,7 @@ class GatewayEvents:
         if removed:
             log.info("gateway: %d deleted messages removed", removed)
 
-    def _created(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+    def _created(self, data: dict[str, Any], event: dict[str, Any], heard: int | None) -> None:
         message = Message.model_validate(data)
         guild, channel = data.get("guild_id"), message.channel_id
         if not guild or not channel:
@@ -62,7 +62,8 @@ class GatewayEvents:
         self.core.channels.learn(channel, event.get("parent_id"), bool(event.get("private")))
         # the channel's newest-read mark is not moved: events missed while the gateway was away lie
         # before this one, and the catch-up reads from that mark
-        self.core.store_messages(str(guild), channel, [message])
+        # received when the gateway heard it: a forget since then refuses it, however late the job runs
+        self.core.store_messages(str(guild), channel, [message], origin=heard)
 
     def _edited(self, data: dict[str, Any]) -> None:
         stored = self.service.by_source(self.bot, str(data.get("id") or ""))
