@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import sys
 from pathlib import Path
 
@@ -14,6 +15,17 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# The forget properties' search (tests/integration/test_forget_properties.py): one seed per run, chosen here
+# before xdist starts its workers so that they all search with it, and said when the run ends: a
+# counterexample found in CI is found again with FORGET_SEED=<it>
+os.environ.setdefault("FORGET_SEED", str(random.SystemRandom().randrange(2**32)))
+
+
+def pytest_terminal_summary(terminalreporter):
+    examples = os.environ.get("FORGET_EXAMPLES") or "10"
+    terminalreporter.write_line(
+        f"forget properties: {examples} programs per engine, FORGET_SEED={os.environ['FORGET_SEED']}"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -32,6 +44,7 @@ TIERS = {"unit": 30, "integration": 300, "deploy": 600, "browser": 300, "contain
 # Under xdist (make test: --dist loadfile) a module runs on one worker; the longest are sent out first
 # (measured with --durations), so two workers finish together.
 LONG_MODULES = (
+    "test_forget_properties",  # with CI's FORGET_EXAMPLES=200
     "test_forget_crash",
     "test_local_stack_process",
     "test_crash_recovery",

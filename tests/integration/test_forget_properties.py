@@ -9,11 +9,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
-import sys
 import uuid
 
-from hypothesis import HealthCheck, given, seed, settings
+import pytest
+from hypothesis import HealthCheck, example, given, seed, settings
 from hypothesis import strategies as st
 
 import engram.forgetting
@@ -35,13 +34,13 @@ program = st.lists(st.one_of(write, write, write, forget, remove), min_size=3, m
 
 
 # How hard the search is: 10 programs by default, FORGET_EXAMPLES in CI (.ci/run); every run starts from
-# an empty example database with a seed of its own, printed, so a counterexample found in CI is found
-# again with FORGET_SEED, and one never found only by luck passes unseen
+# an empty example database with the run's seed (tests/conftest.py says it at the end of the run), so a
+# counterexample found in CI is found again with FORGET_SEED, and one never found only by luck passes unseen
 EXAMPLES = int(os.environ.get("FORGET_EXAMPLES") or 10)
-SEED = int(os.environ.get("FORGET_SEED") or random.randrange(2**32))
-sys.__stderr__.write(f"forget properties: {EXAMPLES} programs, FORGET_SEED={SEED}\n")
+SEED = int(os.environ["FORGET_SEED"])
 
 
+@pytest.mark.timeout(300 + 4 * EXAMPLES)  # a program takes about a second; the tier's 300 s is for 10
 @seed(SEED)
 @settings(
     max_examples=EXAMPLES,
@@ -50,6 +49,25 @@ sys.__stderr__.write(f"forget properties: {EXAMPLES} programs, FORGET_SEED={SEED
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(steps=program)
+# Hypothesis's counterexample of the last wave: u1's word of step 1 ("canary…1") was the start of the word
+# of step 12, a message rightly kept, so a substring check saw her in it; words now have a fixed width
+@example(
+    steps=[("write", "u2", "fact", 0), ("write", "u1", "message", 0), ("forget", "u1")]
+    + [("write", "u2", "message", 0)] * 10
+)
+# a forgotten user's words as the context of the next message in the thread, and of one asked for before
+# her forget but run after it
+@example(
+    steps=[
+        ("write", "u1", "message", 0),
+        ("write", "u2", "message", 0),
+        ("write", "u1", "message", 0),
+        ("forget", "u1"),
+        ("write", "u2", "message", 2),
+        ("write", "u3", "fact", 1),
+        ("remove", 0),
+    ]
+)
 def test_nothing_asked_for_before_a_forget_is_stored_after_it(service, aws, monkeypatch, steps):
     run = uuid.uuid4().hex[:6]
     bot = f"b-{run}"
@@ -104,10 +122,22 @@ def test_nothing_asked_for_before_a_forget_is_stored_after_it(service, aws, monk
             assert bool(ids) != refused, (step, last_forget)
             written += [(user, asked, word, i) for i in ids]
     # nothing from before a user's last forget, anywhere in either store
-    items = json.dumps(
-        aws["dynamodb"].scan(TableName="t-memories")["Items"]
-        + aws["dynamodb"].scan(TableName="t-state")["Items"]
-    )
+    tables = {table: everything(aws["dynamodb"], table) for table in ("t-memories", "t-state")}
+    items = json.dumps(list(tables.values()))
     for user, asked, word, _ in written:
         if user in last_forget and asked <= last_forget[user]:
             assert word not in items
+    # the next program starts from empty tables: each one's reads cost what it wrote, not what all before
+    # it wrote (a scan of everything grew with every program, and 200 of them outlived the tier's timeout)
+    for table, found in tables.items():
+        schema = aws["dynamodb"].describe_table(TableName=table)["Table"]["KeySchema"]
+        keys = [{k["AttributeName"]: item[k["AttributeName"]] for k in schema} for item in found]
+        for at in range(0, len(keys), 25):
+            batch = [{"DeleteRequest": {"Key": key}} for key in keys[at : at + 25]]
+            aws["dynamodb"].batch_write_item(RequestItems={table: batch})
+
+
+def everything(dynamodb, table: str) -> list[dict]:
+    """Every item of a table (scanned page by page)."""
+    pages = dynamodb.get_paginator("scan").paginate(TableName=table)
+    return [item for page in pages for item in page["Items"]]
