@@ -24,8 +24,8 @@ from .errors import Forgotten, InvalidInput, NotFound, Unavailable
 from .indexing import Indexer
 from .jobs import IndexJob
 from .parts import MemoryParts
-from .ports import ClaimsPort, StatePort
-from .record import Listing, Paging, record_line
+from .ports import CarriersPort, ClaimsPort, RecordsPort, StatePort
+from .record import Listing, Paging, carrier_notes, record_line
 from .store import (
     Duplicate,
     Record,
@@ -314,9 +314,8 @@ class MemoryWrites:
         gone = self.refused(bot, {u for r in written for u in _whose_words(r)}, origin)
         kept = [r for r in written if r.user not in gone]
         self._undo(bot, [r for r in written if r.user in gone])
-        for r in kept:
-            if _quotes_any(r, gone):
-                self.records.clear_context(r)
+        if gone and unquote(self.records, bot, kept, gone):
+            self._changed(bot)
         return kept
 
     def _undo(self, bot: str, records: list[Record]) -> None:
@@ -325,6 +324,8 @@ class MemoryWrites:
         if not records:
             return
         self._delete_records(records)
+        drop_carriers(self.records.carriers, bot, records)  # noted by the write: a forget never saw them
+        self._changed(bot)  # their words leave the files on disk too (the local purge)
         for r in records:
             threads = [
                 t
@@ -560,6 +561,28 @@ def rewritten(content: Any, old: str, new: str) -> Any:
     if isinstance(content, dict):
         return {key: rewritten(value, old, new) for key, value in content.items()}
     return content
+
+
+def unquote(records: RecordsPort, bot: str, kept: list[Record], gone: set[str]) -> bool:
+    """Clear the contexts of records just written that quote a user forgotten meanwhile (their carrier
+    items first, while the contexts still say whom they quote); whether any was."""
+    quoting = [r for r in kept if _quotes_any(r, gone)]
+    drop_carriers(records.carriers, bot, quoting, whose=gone)
+    for r in quoting:
+        records.clear_context(r)
+    return bool(quoting)
+
+
+def drop_carriers(
+    carriers: CarriersPort, bot: str, records: list[Record], whose: set[str] | None = None
+) -> None:
+    """The carrier items these records were noted under (only under these authors, given `whose`)."""
+    ids: dict[str | None, list[int]] = {}
+    for author, r in carrier_notes(records):
+        if whose is None or author in whose:
+            ids.setdefault(author, []).append(int(r.id))
+    for author, carrier_ids in ids.items():
+        carriers.drop(bot, author, carrier_ids)
 
 
 def _whose_words(record: Record) -> list[str | None]:
