@@ -329,6 +329,7 @@ class LocalStack:
         while not self._stop.is_set():
             try:
                 self.engine.service.indexer.sweep(grace_ms=self.sweep_grace_ms)
+                self.engine.service.expire_all()  # memories whose time ran out (reads hide them already)
                 resumed = self.engine.service.forgetting.resume_stalled(stalled_ms)
                 if resumed:
                     log.info("%d forgets cut off before they finished are resumed", resumed)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from engram.bookkeeping import ChannelSeen, Cursor, EmbeddingSettings, RosterMark, Unreadable
 from engram.ports import StatePort
+from engram.record import Record
 
 BOT, ALICE, BOB = "bot1", "alice", "bob"
 
@@ -310,3 +311,30 @@ def test_forget_user_deletes_everything_of_theirs_and_counts_it(state: StatePort
     assert state.tombstones.when(BOT, [ALICE]) == {ALICE: 5}  # the tombstone stays: it is what keeps them out
     assert state.roster.page(BOT, None, 5) == ["g1"]  # a server id names no one
     assert state.forget_user(BOT, ALICE) == dict.fromkeys(gone, 0)
+
+
+def test_expiring_memories_come_due_in_time_order_up_to_now_and_go_when_dropped(state: StatePort):
+    def expiring(memory_id: int, at: int) -> Record:
+        return Record(
+            bot="b",
+            id=memory_id,
+            kind="fact",
+            text="t",
+            saved_by="owner",
+            created_at=1,
+            updated_at=1,
+            expires_at=at,
+        )
+
+    state.expiries.note([expiring(7, 3_000), expiring(5, 1_000), expiring(6, 2_000)])
+    state.expiries.note(
+        [Record(bot="b", id=8, kind="fact", text="t", saved_by="owner", created_at=1, updated_at=1)]
+    )
+    assert state.expiries.due("b", 2_000, 10) == [
+        (1_000, 5),
+        (2_000, 6),
+    ]  # the one that never expires: not listed
+    assert state.expiries.due("b", 2_000, 1) == [(1_000, 5)]
+    assert state.expiries.due("other", 9_000, 10) == []
+    state.expiries.drop("b", [(1_000, 5)])
+    assert state.expiries.due("b", 9_000, 10) == [(2_000, 6), (3_000, 7)]

@@ -145,7 +145,17 @@ def test_every_named_exception_is_still_needed_and_says_why():
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("wiring", ("engram.engine", "engram.proxy.runtime", "engram.discord.runtime", "engram.singleton")),
     ("doors", ("engram.api", "engram.proxy", "engram.discord", "engram.worker", "engram.upkeep")),
-    ("rules", ("engram.service", "engram.writes", "engram.reads", "engram.forgetting", "engram.embedding")),
+    (
+        "rules",
+        (
+            "engram.service",
+            "engram.writes",
+            "engram.reads",
+            "engram.forgetting",
+            "engram.lifecycle",
+            "engram.embedding",
+        ),
+    ),
     ("rules", ("engram.engine_parts",)),
     ("rules", ("engram.portability",)),
     ("indexing", ("engram.indexing", "engram.line_windows", "engram.keeper")),

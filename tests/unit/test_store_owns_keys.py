@@ -273,6 +273,9 @@ def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_pe
         "spread_queued",  # when a bot's spread pass was queued (a time)
         "record_shard",  # which shard an id goes to (a number)
         "bot_of",  # reads the bot from a spread key
+        "expiries_pk",  # the memories that expire (their ids and times): the sweep deletes them, then these
+        "expiry_sk",
+        "expiry_entry",  # reads a time and an id from an expiry's key
     }
     # a record's line (byLine) and scope (byScope) are named by the record itself (engram.record), and go
     # with it; a fact line's tail is a thread tail, reached as every tail is

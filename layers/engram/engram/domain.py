@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -43,6 +44,90 @@ def check_name(what: str, value: str | None) -> str | None:
     return value
 
 
+MAX_METADATA_BYTES = 4096
+_METADATA_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def check_metadata(value: Any) -> dict[str, str | int | float | bool] | None:
+    """A memory's metadata: a flat JSON object of string, number or boolean values under keys of 1-64
+    letters, digits, _ or - (a key is named in a filter as metadata.<key>), at most 4 KB serialized; None
+    or {} for none."""
+    if value is None or value == {}:
+        return None
+    if not isinstance(value, dict):
+        raise InvalidInput("metadata must be a JSON object")
+    for key, item in value.items():
+        _check_metadata_item(key, item)
+    size = len(json.dumps(value, ensure_ascii=False).encode())
+    if size > MAX_METADATA_BYTES:
+        raise InvalidInput(f"metadata is {size} bytes serialized; at most {MAX_METADATA_BYTES}")
+    return dict(value)
+
+
+def _check_metadata_item(key: Any, item: Any) -> None:
+    if not isinstance(key, str) or not _METADATA_KEY.fullmatch(key):
+        raise InvalidInput(f"metadata keys must be 1-64 letters, digits, _ or - (got {key!r})")
+    finite = not isinstance(item, float) or math.isfinite(item)
+    if not isinstance(item, str | int | float | bool) or not finite:
+        raise InvalidInput(f"metadata.{key} must be a string, a number or a boolean")
+    if isinstance(item, str):
+        check_text(f"metadata.{key}", item)
+
+
+def metadata_filter(params: dict[str, str]) -> dict[str, str]:
+    """The `metadata.<key>=<value>` filters of a request (every key must be one metadata can have)."""
+    out = {}
+    for name, value in params.items():
+        key = name.removeprefix("metadata.")
+        if not _METADATA_KEY.fullmatch(key):
+            raise InvalidInput(f"{name}: metadata keys are 1-64 letters, digits, _ or -")
+        out[key] = value
+    return out
+
+
+def matches_metadata(metadata: dict[str, Any] | None, wanted: dict[str, str]) -> bool:
+    """Whether a memory's metadata has every wanted value (a filter's value is text: `true` matches the
+    boolean, `3` the number 3 and the text "3")."""
+    held = metadata or {}
+    return all(key in held and same_value(held[key], text) for key, text in wanted.items())
+
+
+def same_value(value: Any, text: str) -> bool:
+    """A stored metadata value against a filter's text."""
+    if isinstance(value, bool):
+        return text == ("true" if value else "false")
+    if isinstance(value, int | float):
+        try:
+            return float(text) == float(value)
+        except ValueError:
+            return False
+    return bool(value == text)
+
+
+def check_expiry(expires_at: int | None, now: int) -> int | None:
+    """When a memory stops being one (epoch ms), which must be ahead of now; None: never."""
+    if expires_at is None:
+        return None
+    if expires_at <= now:
+        raise InvalidInput("expiresAt is not in the future")
+    return int(expires_at)
+
+
+@dataclass(frozen=True, slots=True)
+class Terms:
+    """What the caller says of a memory besides its words: its metadata and when it expires (epoch ms)."""
+
+    metadata: dict[str, Any] | None = None
+    expires_at: int | None = None
+
+    def checked(self, now: int) -> Terms:
+        """These terms, refused (InvalidInput) unless the metadata is flat and small and the expiry ahead."""
+        return Terms(check_metadata(self.metadata), check_expiry(self.expires_at, now))
+
+
+NO_TERMS = Terms()
+
+
 def required_name(what: str, value: str | None) -> str:
     """A name that must be given (a bot, the user a forget is for)."""
     name = check_name(what, value)
@@ -79,6 +164,8 @@ class ChatMessage:
     updated_at: int | None = None
     context_author: str | None = None
     context_source: int | None = None
+    metadata: dict[str, Any] | None = None
+    expires_at: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.source_id, str) or not 1 <= len(self.source_id) <= 128:
@@ -88,6 +175,7 @@ class ChatMessage:
         check_text("a message id", self.source_id)
         check_text(f"message {self.source_id!r} text", self.text)
         self._check_content()
+        self.metadata = check_metadata(self.metadata)
         if not self.text.strip() and not self.content:
             raise InvalidInput(f"message {self.source_id} has no text and no content")
         (
@@ -157,3 +245,18 @@ class Found(list[Memory]):
     are off, the embedder is down or its model is still loading)."""
 
     meaning: bool = False
+    # a listing that stopped reading before its page was full (a metadata filter over many memories):
+    # the id to page on from (`before`), as more may match past it
+    read_to: int | None = None
+
+
+def rewritten(content: Any, old: str, new: str) -> Any:
+    """A message's content with its old words replaced wherever a string holds them (the caller's own
+    JSON: `message`, `text`, or any field they chose), so a change leaves no copy of the old text."""
+    if isinstance(content, str):
+        return content.replace(old, new) if old else content
+    if isinstance(content, list):
+        return [rewritten(item, old, new) for item in content]
+    if isinstance(content, dict):
+        return {key: rewritten(value, old, new) for key, value in content.items()}
+    return content

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from .clock import now_ms
-from .domain import check_name, required_name
+from .domain import Terms, check_name, required_name
 from .errors import EngramError, Forgotten, InvalidInput
 from .record import Paging
 from .service import ChatMessage, MemoryService
@@ -100,6 +100,8 @@ class ImportLine(BaseModel):
     context: str | None = None
     contextUserId: str | None = None
     content: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    expiresAt: AwareDatetime | None = None
 
 
 def _ms(value: datetime | None) -> int | None:
@@ -204,9 +206,10 @@ def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict
             ):
                 check_name(field, value)
             _without_the_forgotten(service, bot, line)
+            terms = Terms(line.metadata, _ms(line.expiresAt)).checked(arrived)  # an expired line: refused
             if line.kind == "fact":
                 _, created = service.add_fact(
-                    bot, line.text, **_written(line), defer_vectors=True, origin=arrived
+                    bot, line.text, **_written(line), defer_vectors=True, origin=arrived, terms=terms
                 )
                 counts["facts"]["created" if created else "existing"] += 1
                 continue
@@ -221,6 +224,8 @@ def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict
                 # a context whose author the line does not name is left out: no forget could find it
                 context=line.context if line.contextUserId else None,
                 context_author=line.contextUserId if line.context else None,
+                metadata=terms.metadata,
+                expires_at=terms.expires_at,
             )
             if message.source_id in seen:  # twice in one batch: the first stands
                 counts["messages"]["existing"] += 1

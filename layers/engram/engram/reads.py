@@ -5,9 +5,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 
 from .bookkeeping import ForgetUnderWay
-from .domain import FALLBACK_READ, FALLBACK_SCAN, Found, Memory, check_limit, check_name, required_name
+from .clock import now_ms
+from .domain import (
+    FALLBACK_READ,
+    FALLBACK_SCAN,
+    Found,
+    Memory,
+    check_limit,
+    check_name,
+    matches_metadata,
+    required_name,
+)
 from .errors import IndexUnavailable, InvalidInput, NotFound
 from .indexing import Indexer
 from .observability import timed
@@ -21,20 +32,24 @@ from .vectors import Hit, Query, Scope
 log = logging.getLogger(__name__)
 # How many pages a listing reads on when a forget under way hid rows of the first
 LIST_ROUNDS = 5
+# ... and how many records a listing filtered by metadata reads at most for one page (it says where it
+# stopped: the caller pages on from there)
+FILTERED_READ = 5_000
 
 
 class Hidden:
-    """The users whose forget is under way ({user: forget time}), and the test of a record or hit."""
+    """What no read shows: memories whose expiry has come (by `now`), and of the users whose forget is under
+    way ({user: forget time}) what they wrote and what quotes them; the test of a record or hit."""
 
-    def __init__(self, under_way: Mapping[str, ForgetUnderWay]) -> None:
+    def __init__(self, under_way: Mapping[str, ForgetUnderWay], now: int) -> None:
         self.users = {user: at for user, (at, _) in under_way.items()}
-
-    def __bool__(self) -> bool:
-        return bool(self.users)
+        self.now = now
 
     def record(self, r: Record) -> bool:
-        """A record of theirs received before the forget, one whose context quotes them, or an answer made
-        from their words (its drewOn names them)."""
+        """An expired record, a record of theirs received before the forget, one whose context quotes them,
+        or an answer made from their words (its drewOn names them)."""
+        if r.expired(self.now):
+            return True
         if not self.users:
             return False
         mine = r.user in self.users and r.arrived <= self.users[r.user]
@@ -44,6 +59,9 @@ class Hidden:
     def hit(self, hit: Hit) -> bool:
         """A point of theirs, one whose context quotes them, or an answer drawn on their words (its payload
         says whose words it holds)."""
+        expires = hit.payload.get("expiresAt")
+        if expires is not None and int(expires) <= self.now:
+            return True
         if not self.users:
             return False
         payload = hit.payload
@@ -69,7 +87,7 @@ class MemoryReads:
     def hider(self, bot: str | None) -> Hidden:
         """What a read of this bot must not show: the records of users whose forget is under way (received
         before it), and records whose context quotes them. One small strongly consistent query per read."""
-        return Hidden(self.state.tombstones.under_way(bot) if bot else {})
+        return Hidden(self.state.tombstones.under_way(bot) if bot else {}, now_ms())
 
     @property
     def dense_name(self) -> str | None:
@@ -117,8 +135,11 @@ class MemoryReads:
         project: str | None = None,
         user: str | None = None,
         before: int | None = None,
-    ) -> list[Memory]:
-        """Newest first; `before` (a memory id) pages on: only memories older than it."""
+        metadata: dict[str, str] | None = None,
+    ) -> Found:
+        """Newest first; `before` (a memory id) pages on: only memories older than it; `metadata`: only
+        those with every one of these values (reading at most FILTERED_READ records: `read_to` says where
+        a page that stopped there ends)."""
         bot, kind, limit = required_name("bot", bot), self._kind(kind), check_limit(limit)
         server, project, user = (
             check_name("serverId", server),
@@ -127,16 +148,29 @@ class MemoryReads:
         )
         hidden = self.hider(bot)
         if user is not None and user in hidden.users:
-            return []
-        out: list[Memory] = []
-        # A page that hid some rows reads on, so a forget under way never ends a listing early
-        for _ in range(LIST_ROUNDS):
+            return Found()
+        return self._page(bot, kind, limit, Listing(server, project, user, before), hidden, metadata or {})
+
+    def _page(
+        self, bot: str, kind: str, limit: int, listing: Listing, hidden: Hidden, wanted: dict[str, str]
+    ) -> Found:
+        """A listing's page: newest first, what is hidden or lacks the wanted metadata left out."""
+        out, before = Found(), listing.before
+        server, project, user = listing.server, listing.project, listing.user
+        # A page that hid some rows reads on, so a forget under way (or an expiry) never ends it early
+        rounds, read = (FILTERED_READ // limit + 1, 0) if wanted else (LIST_ROUNDS, 0)
+        for _ in range(rounds):
             rows = self.records.newest(bot, kind, limit, Listing(server, project, user, before))
-            out.extend(Memory.from_record(r) for r in rows if not hidden.record(r))
-            if len(rows) < limit or len(out) >= limit or not hidden:
+            read += len(rows)
+            shown = [r for r in rows if not hidden.record(r) and matches_metadata(r.metadata, wanted)]
+            out.extend(Memory.from_record(r) for r in shown[: limit - len(out)])
+            if len(rows) < limit or len(out) >= limit or len(shown) == len(rows):
                 break
             before = int(rows[-1].id)
-        return out[:limit]
+            if wanted and read >= FILTERED_READ:
+                out.read_to = before
+                break
+        return out
 
     def search(
         self,
@@ -148,15 +182,17 @@ class MemoryReads:
         server: str | None = None,
         project: str | None = None,
         user: str | None = None,
+        metadata: dict[str, str] | None = None,
     ) -> Found:
         """Best first, by words and (with vectors on) by meaning; words alone when the embedder is down
-        or still loading."""
+        or still loading. `metadata`: only memories with every one of these values."""
         scope = Scope(
             bot=required_name("bot", bot),
             kind=self._kind(kind),
             server=check_name("serverId", server),
             project=check_name("project", project),
             user=check_name("userId", user),
+            metadata=tuple(sorted((metadata or {}).items())),
         )
         return self.recall(scope, query, check_limit(limit))
 
@@ -166,6 +202,7 @@ class MemoryReads:
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query is empty")
         check_text("query", query)
+        scope = replace(scope, alive_at=now_ms())  # what expired is not among the top k
         words = self.words.query(query)
         dense = None
         if self.dense_name is not None and self.indexer.dense_exists(self.dense_name):
@@ -216,8 +253,9 @@ class MemoryReads:
         rows = self.records.newest(
             required_name("bot", scope.bot), scope.kind or "fact", FALLBACK_SCAN, listing
         )
-        hidden = self.hider(scope.bot)
-        scored = [(self.words.score(q, self.words.document(r.text)), r) for r in rows if not hidden.record(r)]
+        hidden, wanted = self.hider(scope.bot), dict(scope.metadata)
+        shown = [r for r in rows if not hidden.record(r) and matches_metadata(r.metadata, wanted)]
+        scored = [(self.words.score(q, self.words.document(r.text)), r) for r in shown]
         scored = [(s, r) for s, r in scored if s > 0]
         scored.sort(key=lambda pair: (-pair[0], -int(pair[1].id)))
         out = Found()

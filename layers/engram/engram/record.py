@@ -93,6 +93,14 @@ class MemoryFields:
     project: str | None = None
     content: Any = None
     source_id: str | None = None
+    # the caller's own labels (flat: string, number or boolean values), filtered on by list and search
+    metadata: dict[str, Any] | None = None
+    # when it stops being a memory (ms): past it no read shows it and the sweep deletes it
+    expires_at: int | None = None
+
+    def expired(self, now: int) -> bool:
+        """Whether its time ran out by `now` (ms)."""
+        return self.expires_at is not None and int(self.expires_at) <= now
 
 
 def field_names(cls: type) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ from .embedders import Embedder, NoEmbedder
 from .forgetting import DOOR_BUDGET_S, ForgetHook, Forgetting
 from .indexing import Indexer
 from .jobs import JobQueue
+from .lifecycle import Lifecycle
 from .parts import MemoryParts
 from .ports import RecordsPort, StatePort
 from .reads import MemoryReads
@@ -55,11 +56,15 @@ class MemoryService:
         self.writes = MemoryWrites(parts, self.indexer)
         self.reads = MemoryReads(parts, self.indexer)
         self.forgetting = Forgetting(self.writes, self._forget_hooks)
+        self.lifecycle = Lifecycle(self.writes)
         # writes
         self.refused = self.writes.refused
         self.add_fact = self.writes.add_fact
         self.add_messages = self.writes.add_messages
         self.update = self.writes.update
+        self.relabel = self.lifecycle.relabel
+        self.expire = self.lifecycle.expire
+        self.expire_all = self.lifecycle.expire_all
         self.edit_message = self.writes.edit_message
         self.remove = self.writes.remove
         self.remove_ids = self.writes.remove_ids

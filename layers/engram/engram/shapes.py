@@ -37,6 +37,8 @@ FIELDS = (
     Field("server", "serverId", "server", always=True),
     Field("project", "project", "project", always=True),
     Field("source_id", "sourceMessageId", "sourceId"),
+    Field("metadata", "metadata", "metadata", api_type=dict[str, str | int | float | bool] | None),
+    Field("expires_at", "expiresAt", "expiresAt", kind="time", api_type=str | None),
     Field("thread", "threadId", None, export_only=True),
     Field("context", "context", None, export_only=True),
     # in the payload so that a read can hide a point quoting someone whose forget is under way
@@ -67,7 +69,11 @@ def _outward(field: Field, value: Any) -> Any:
 
 def _value(source: Any, attr: str) -> Any:
     value = getattr(source, attr, None)
-    return int(value) if attr in ("id", "created_at", "updated_at") and value is not None else value
+    return (
+        int(value)
+        if attr in ("id", "created_at", "updated_at", "expires_at") and value is not None
+        else value
+    )
 
 
 def api_json(memory: Any) -> dict[str, Any]:

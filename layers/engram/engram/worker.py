@@ -54,7 +54,12 @@ def _sweep(worker: Worker, job: SweepJob) -> None:
     queued = engine.service.indexer.sweep()
     resumed = engine.service.forgetting.resume_stalled()
     stamps = queue_stamps(engine)
-    logger.info("sweep", extra={"queued": queued, "forgetsResumed": resumed, "stampsQueued": stamps})
+    # memories whose time ran out (reads hide them already): a bounded page per bot of what came due
+    expired = engine.service.expire_all()
+    logger.info(
+        "sweep",
+        extra={"queued": queued, "forgetsResumed": resumed, "stampsQueued": stamps, "expired": expired},
+    )
 
 
 def _forget(worker: Worker, job: ForgetJob) -> None:

@@ -14,11 +14,14 @@ from .domain import (
     INGEST_CHUNK,
     MAX_BATCH,
     MAX_CONTEXT_CHARS,
+    NO_TERMS,
     ChatMessage,
     Memory,
     SavedBy,
+    Terms,
     check_name,
     required_name,
+    rewritten,
 )
 from .errors import Forgotten, InvalidInput, NotFound, Unavailable
 from .indexing import Indexer
@@ -121,10 +124,12 @@ class MemoryWrites:
         defer_vectors: bool = False,
         origin: int | None = None,
         source_id: str | None = None,
+        terms: Terms = NO_TERMS,
     ) -> tuple[Memory, bool]:
         """Add a fact; (memory, True) when new, (the memory already there, False) for the same text.
         `origin`: when the fact was asked for (a job's queue time); Forgotten if its user was forgotten
-        since. `source_id`: where it was said (a LibreChat chat and message), for the source to correct."""
+        since. `source_id`: where it was said (a LibreChat chat and message), for the source to correct.
+        `terms`: its metadata and expiry (the memory already there keeps its own)."""
         bot = required_name("bot", bot)
         user, server, project = (
             check_name("userId", user),
@@ -132,6 +137,7 @@ class MemoryWrites:
             check_name("project", project),
         )
         text = clean_fact(text)
+        terms = terms.checked(now_ms())
         origin = origin if origin is not None else now_ms()
         self._refuse_forgotten(bot, user, origin, "after this was asked for")
         key = fact_key(server, project, user, text)
@@ -160,13 +166,16 @@ class MemoryWrites:
             context_author=author,
             context_source=source,
             source_id=source_id,
+            metadata=terms.metadata,
+            expires_at=terms.expires_at,
         )
         try:
             self.records.create(record)
         except Duplicate as dup:  # someone added the same text a moment ago
             return self._wait_for(bot, dup.memory_id), False
         self.records.carriers.note([record])
-        if self.retrieval.fact_context_minutes:
+        self.state.expiries.note([record])
+        if self.retrieval.fact_context_minutes and terms.expires_at is None:  # (as _advance_threads)
             self.records.tails.advance(bot, tail, created, text[:MAX_CONTEXT_CHARS], user, memory_id)
         try:  # a forget landed while we wrote: it wins
             self._refuse_forgotten(bot, user, origin, "while this was stored")
@@ -269,6 +278,8 @@ class MemoryWrites:
                     context=context or None,
                     context_author=author if context else None,
                     context_source=source if context else None,
+                    metadata=m.metadata,
+                    expires_at=m.expires_at,
                 )
             )
         return out
@@ -310,6 +321,7 @@ class MemoryWrites:
         Returns the records that stay. The tails move before the tombstones are read: a forget that lands
         after that read finds the tails already written, and one before it has them taken back here."""
         self.records.carriers.note(written)
+        self.state.expiries.note(written)
         self._advance_threads(bot, written)
         gone = self.refused(bot, {u for r in written for u in _whose_words(r)}, origin)
         kept = [r for r in written if r.user not in gone]
@@ -367,7 +379,7 @@ class MemoryWrites:
                 continue
             text, author, source = tails.get(m.thread) or (None, None, None)
             contexts[i] = (text[:MAX_CONTEXT_CHARS], author, source) if text else (None, None, None)
-            if m.text.strip():
+            if m.text.strip() and m.expires_at is None:
                 tails[m.thread] = (m.text, m.user, ids[i])
         return contexts
 
@@ -388,6 +400,7 @@ class MemoryWrites:
             if (
                 r.thread
                 and r.text.strip()
+                and r.expires_at is None  # words that expire are no one's context: they would outlive it
                 and (r.thread not in newest or r.created_at >= newest[r.thread].created_at)
             ):
                 newest[r.thread] = r
@@ -549,18 +562,6 @@ class MemoryWrites:
             ]
             self.records.tails.drop(bot, threads, user=author, memory_id=int(r.id))
         return len(cleared)
-
-
-def rewritten(content: Any, old: str, new: str) -> Any:
-    """A message's content with its old words replaced wherever a string holds them (the caller's own
-    JSON: `message`, `text`, or any field they chose), so a change leaves no copy of the old text."""
-    if isinstance(content, str):
-        return content.replace(old, new) if old else content
-    if isinstance(content, list):
-        return [rewritten(item, old, new) for item in content]
-    if isinstance(content, dict):
-        return {key: rewritten(value, old, new) for key, value in content.items()}
-    return content
 
 
 def unquote(records: RecordsPort, bot: str, kept: list[Record], gone: set[str]) -> bool:

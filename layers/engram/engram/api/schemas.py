@@ -61,6 +61,22 @@ class MemoryList(BaseModel):
         description="Searches only: whether meaning took part. False: words alone "
         "answered (vectors off, the embedder down, or its model still loading).",
     )
+    next: str | None = Field(
+        None,
+        description="Listings filtered by metadata only: this page read as far as this memory without "
+        "filling up, and more may match past it: ask again with before=<next>.",
+    )
+
+
+Metadata = dict[str, str | int | float | bool]
+METADATA_DOC = (
+    "Your own labels: a flat object of string, number or boolean values (keys of 1-64 letters, digits, "
+    "_ or -; at most 4 KB serialized), shown with the memory and filtered on with ?metadata.<key>=<value>."
+)
+EXPIRES_DOC = (
+    "When it stops being a memory (ISO 8601 with a zone, in the future): past it, it is neither listed, "
+    "searched, recalled nor exported, and the sweep deletes it."
+)
 
 
 class NewMemory(BaseModel):
@@ -70,12 +86,17 @@ class NewMemory(BaseModel):
     userId: str | None = Field(default=None, pattern=NAME)
     serverId: str | None = Field(default=None, pattern=NAME)
     project: str | None = Field(default=None, pattern=NAME)
+    metadata: Metadata | None = Field(default=None, description=METADATA_DOC)
+    expiresAt: AwareDatetime | None = Field(default=None, description=EXPIRES_DOC)
 
 
 class MemoryChange(BaseModel):
-    """The new text of a memory."""
+    """What changes in a memory: its text, its metadata (replaced whole; null or {} removes it), its expiry
+    (null: never). What is left out stays."""
 
-    text: str = Field(max_length=10_000)
+    text: str | None = Field(default=None, max_length=10_000)
+    metadata: Metadata | None = Field(default=None, description=METADATA_DOC)
+    expiresAt: AwareDatetime | None = Field(default=None, description=EXPIRES_DOC)
 
 
 # Chat messages older than this are not chat messages; later than 9999 is not a date Python can show.

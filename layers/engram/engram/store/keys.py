@@ -190,6 +190,21 @@ def carrier_sk(carrier_id: int) -> str:
     return f"{carrier_id:012d}"
 
 
+def expiries_pk(bot: str) -> str:
+    """The memories of a bot that expire (sk: expiry_sk), read by the sweep up to now."""
+    return f"expiry#{bot}"
+
+
+def expiry_sk(at: int, memory_id: int) -> str:
+    """When a memory expires (ms) then its id, zero-padded: sorted by time (ids only: no one's words)."""
+    return f"{at:015d}#{memory_id:016d}"
+
+
+def expiry_entry(sk: str) -> tuple[int, int]:
+    at, memory_id = sk.split("#")
+    return int(at), int(memory_id)
+
+
 # ----- forgetting ----------------------------------------------------------------------------------
 
 

@@ -86,6 +86,8 @@ class MemoryRecord(Model):
     user = UnicodeAttribute(null=True, attr_name="userId")
     saved_by = UnicodeAttribute(attr_name="savedBy")
     source_id = UnicodeAttribute(null=True, attr_name="sourceId")
+    metadata = JSONAttribute(null=True)
+    expires_at = NumberAttribute(null=True, attr_name="expiresAt")
     unique_key = UnicodeAttribute(null=True, attr_name="uniqueKey")
     thread = UnicodeAttribute(null=True)
     context = UnicodeAttribute(null=True)

@@ -212,15 +212,12 @@ class RecordStore:
         claimed = [r for r, holder in zip(records, held, strict=False) if not holder]
         # One conditional put per record, side by side (a batch write cannot refuse an existing id): an id
         # taken by another process (see ids.py) is refused, never overwritten
-        written = list(self._pool.map(self._put_new, claimed))
+        written = list(self._pool.map(_put_new, claimed))
         refused = [r for r, ok in zip(claimed, written, strict=True) if not ok]
         if refused:
             let_go(self.claims, refused)
             raise Unavailable(f"{len(refused)} memory ids were taken by another writer; try again")
         return claimed
-
-    def _put_new(self, record: Record) -> bool:
-        return attempt(lambda: _row(record).save(condition=MemoryRecord.id.does_not_exist()))
 
     def get(self, bot: str, memory_id: int) -> Record | None:
         """One record, or None."""
@@ -288,6 +285,22 @@ class RecordStore:
         record.text, record.updated_at, record.vector_model, record.pending = text, stamp, None, True
         if content is not None:
             record.content = content
+        return True
+
+    def change_terms(self, record: Record, metadata: JsonObject | None, expires_at: int | None) -> bool:
+        """A memory's metadata and expiry replaced (None: none), its point to be written again; False when
+        the record is gone."""
+        stamp = now_ms()
+        actions = [
+            MemoryRecord.metadata.set(metadata) if metadata else MemoryRecord.metadata.remove(),
+            MemoryRecord.expires_at.set(expires_at) if expires_at else MemoryRecord.expires_at.remove(),
+            MemoryRecord.updated_at.set(stamp),
+            MemoryRecord.pending_bot.set(_pending_key(record)),
+        ]
+        if not _update_if_exists(record, actions):
+            return False
+        record.metadata, record.expires_at, record.pending = metadata or None, expires_at, True
+        record.updated_at = stamp
         return True
 
     def delete(self, records: list[Record]) -> None:
@@ -428,3 +441,8 @@ class RecordStore:
 # mypy holds RecordStore to engram.ports.RecordsPort here (a Protocol is checked where it is used)
 if TYPE_CHECKING:
     _conforms: RecordsPort = RecordStore()
+
+
+def _put_new(record: Record) -> bool:
+    """Write a record's row unless one with its id exists (whether it was written)."""
+    return attempt(lambda: _row(record).save(condition=MemoryRecord.id.does_not_exist()))

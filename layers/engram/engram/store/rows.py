@@ -25,6 +25,8 @@ def _record(row: MemoryRecord) -> Record:
         values["context_source"] = int(row.context_source)
     if row.received_at is not None:
         values["received_at"] = int(row.received_at)
+    if row.expires_at is not None:
+        values["expires_at"] = int(row.expires_at)
     return Record(**values, pending=bool(row.pending_bot), stored_line=row.line, stored_scope=row.scope)
 
 

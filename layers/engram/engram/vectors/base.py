@@ -3,6 +3,7 @@ legs, and the VectorIndex protocol the memory rules write and search through."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
@@ -25,10 +26,27 @@ class Scope:
     server: str | None = None
     project: str | None = None
     user: str | None = None
+    # a search's narrowing beyond who may see: metadata values every hit has ((key, text) pairs), and
+    # the time (ms) by which a hit's expiry must not have come
+    metadata: tuple[tuple[str, str], ...] = ()
+    alive_at: int | None = None
 
     def conditions(self) -> dict[str, str]:
         """The payload fields that must match, without the open ones."""
         return {name: getattr(self, name) for name in SCOPE_FIELDS if getattr(self, name) is not None}
+
+    def metadata_options(self) -> list[tuple[str, list[Any]]]:
+        """Per metadata filter, its payload key and what matches its text: the text itself, the boolean it
+        names, or (a float) the number it is."""
+        out = []
+        for key, text in self.metadata:
+            options: list[Any] = [text]
+            if text in ("true", "false"):
+                options.append(text == "true")
+            with contextlib.suppress(ValueError):  # not a number: matched as text and boolean only
+                options.append(float(text))
+            out.append((f"metadata.{key}", options))
+        return out
 
 
 @dataclass(slots=True)

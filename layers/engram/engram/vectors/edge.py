@@ -29,9 +29,20 @@ _KEYWORD_FIELDS = ("bot", "kind", "server", "project", "user")
 
 
 def _filter(scope: Scope) -> qe.Filter:
-    return qe.Filter(
-        must=[qe.FieldCondition(k, match=qe.MatchValue(v)) for k, v in scope.conditions().items()]
-    )
+    must: list[Any] = [qe.FieldCondition(k, match=qe.MatchValue(v)) for k, v in scope.conditions().items()]
+    for key, options in scope.metadata_options():
+        must.append(qe.Filter(should=[_matching(key, option) for option in options]))
+    if scope.alive_at is None:
+        return qe.Filter(must=must)
+    expired = qe.FieldCondition("expiresAt", range=qe.RangeFloat(lte=float(scope.alive_at)))
+    return qe.Filter(must=must, must_not=[expired])
+
+
+def _matching(key: str, option: Any) -> qe.FieldCondition:
+    """A metadata value as one option matches it: a number by its range of one, text and booleans as is."""
+    if isinstance(option, float):
+        return qe.FieldCondition(key, range=qe.RangeFloat(gte=option, lte=option))
+    return qe.FieldCondition(key, match=qe.MatchValue(option))
 
 
 def _scroll(shard: Any, request: Any) -> tuple[list[Any], Any]:
@@ -108,6 +119,7 @@ class EdgeIndex:
         for name in _KEYWORD_FIELDS:
             shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
         shard.update(qe.UpdateOperation.create_field_index("createdAt", qe.PayloadSchemaType.Integer))
+        shard.update(qe.UpdateOperation.create_field_index("expiresAt", qe.PayloadSchemaType.Integer))
 
     # ----- purging: no deleted point's bytes left on disk -------------------------------------------
     # qdrant-edge marks a deleted point deleted in its segment (its payload stays in the segment's

@@ -36,7 +36,19 @@ def _named(point: dict[str, Any], name: str | None) -> list[float] | None:
 
 
 def _filter(scope: Scope) -> dict[str, Any]:
-    return {"must": [{"key": k, "match": {"value": v}} for k, v in scope.conditions().items()]}
+    must: list[dict[str, Any]] = [{"key": k, "match": {"value": v}} for k, v in scope.conditions().items()]
+    for key, options in scope.metadata_options():
+        must.append({"should": [_matching(key, option) for option in options]})
+    if scope.alive_at is None:
+        return {"must": must}
+    return {"must": must, "must_not": [{"key": "expiresAt", "range": {"lte": scope.alive_at}}]}
+
+
+def _matching(key: str, option: Any) -> dict[str, Any]:
+    """A metadata value as one option matches it: a number by its range of one, text and booleans as is."""
+    if isinstance(option, float):
+        return {"key": key, "range": {"gte": option, "lte": option}}
+    return {"key": key, "match": {"value": option}}
 
 
 def _sparse(vector: SparseVector) -> dict[str, Any]:
@@ -122,6 +134,7 @@ class QdrantServerIndex:
         # createdAt is only ordered and ranged by, never a tenant: no graph of its own
         integer = {"type": "integer", "lookup": False, "range": True, "enable_hnsw": False}
         self._request("PUT", "/index", {"field_name": "createdAt", "field_schema": integer}, wait=True)
+        self._request("PUT", "/index", {"field_name": "expiresAt", "field_schema": integer}, wait=True)
 
     def collection_config(self) -> dict[str, Any]:
         """A new collection as Qdrant's multitenancy guide sets one up (every search is filtered by bot

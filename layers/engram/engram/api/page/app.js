@@ -37,6 +37,10 @@ function describe(memory) {
   if (files.length) parts.push(`attachments: ${files.join(", ")}`);
   const links = (c.links || []).map((l) => l.url || l).filter(Boolean);
   if (links.length) parts.push(`links: ${links.join(", ")}`);
+  // the caller's own labels and when it stops being a memory
+  const labels = Object.entries(memory.metadata || {}).map(([k, v]) => `${k}=${v}`);
+  if (labels.length) parts.push(`metadata: ${labels.join(", ")}`);
+  if (memory.expiresAt) parts.push(`expires ${when(memory.expiresAt)}`);
   return parts.filter(Boolean).join(" · ");
 }
 

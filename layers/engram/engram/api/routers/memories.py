@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 
+from ...domain import Terms, metadata_filter
 from ...errors import InvalidInput
 from ...portability import export_lines, import_lines
 from ...service import ChatMessage
@@ -41,6 +43,7 @@ NOT_FOUND: dict[int | str, dict[str, Any]] = {
 def list_memories(  # noqa: PLR0913 - FastAPI's query parameters; to become one query model
     bot: Bot,
     access: Reader,
+    request: Request,
     response: Response,
     query: Annotated[
         str | None, Query(description="Search by words and meaning, best first.", max_length=2000)
@@ -60,16 +63,31 @@ def list_memories(  # noqa: PLR0913 - FastAPI's query parameters; to become one 
     ] = None,
 ) -> dict[str, Any]:
     """List a bot's memories newest first (page on with `before`), or search them when `query` is given.
-    The proxy key may read its own bot's memories here."""
+    `metadata.<key>=<value>` (repeatable: all must hold) keeps only memories with those values. The proxy
+    key may read its own bot's memories here."""
     access.check(bot)
     eng = access.engine
-    scope = {"user": userId, "server": serverId, "project": project}
+    metadata = metadata_filter({k: v for k, v in request.query_params.items() if k.startswith("metadata.")})
     if query is not None and query.strip():
-        found = eng.service.search(bot, query, kind, limit, **scope)
+        found = eng.service.search(
+            bot, query, kind, limit, user=userId, server=serverId, project=project, metadata=metadata
+        )
         response.headers["x-engram-search"] = "words+meaning" if found.meaning else "words"
         return {"memories": [m.to_json() for m in found], "meaning": found.meaning}
-    newest = eng.service.list(bot, kind, limit, **scope, before=parse_memory_id(before) if before else None)
-    return {"memories": [m.to_json() for m in newest]}
+    newest = eng.service.list(
+        bot,
+        kind,
+        limit,
+        user=userId,
+        server=serverId,
+        project=project,
+        before=parse_memory_id(before) if before else None,
+        metadata=metadata,
+    )
+    page: dict[str, Any] = {"memories": [m.to_json() for m in newest]}
+    if newest.read_to is not None:
+        page["next"] = format_memory_id(newest.read_to)
+    return page
 
 
 @router.get("/v1/bots", response_model=BotList)
@@ -88,9 +106,16 @@ def list_bots(access: Reader) -> dict[str, Any]:
     max_body_size=SMALL_BODY,
 )
 def add_memory(bot: Bot, body: NewMemory, eng: Admin, response: Response) -> dict[str, Any]:
-    """Add a fact; the same text in other case or spacing answers 200 with the memory already there."""
+    """Add a fact; the same text in other case or spacing answers 200 with the memory already there (its
+    metadata and expiry unchanged)."""
     memory, created = eng.service.add_fact(
-        bot, body.text, user=body.userId, server=body.serverId, project=body.project, saved_by="owner"
+        bot,
+        body.text,
+        user=body.userId,
+        server=body.serverId,
+        project=body.project,
+        saved_by="owner",
+        terms=Terms(body.metadata, epoch_ms(body.expiresAt)),
     )
     response.status_code = 201 if created else 200
     return memory.to_json()
@@ -138,8 +163,27 @@ def get_memory(bot: Bot, memory_id: MemoryId, access: Reader) -> dict[str, Any]:
     max_body_size=SMALL_BODY,
 )
 def change_memory(bot: Bot, memory_id: MemoryId, body: MemoryChange, eng: Admin) -> dict[str, Any]:
-    """Change a memory's text; if it now says what another says, that other memory stands and comes back."""
-    return eng.service.update(bot, parse_memory_id(memory_id), body.text).to_json()
+    """Change a memory's text, metadata or expiry; if its text now says what another says, that other memory
+    stands and comes back."""
+    service, memory = eng.service, parse_memory_id(memory_id)
+    given = body.model_fields_set
+    if "metadata" in given or "expiresAt" in given:
+        held = service.get(bot, memory)
+        terms = Terms(
+            body.metadata if "metadata" in given else held.metadata,
+            epoch_ms(body.expiresAt) if "expiresAt" in given else held.expires_at,
+        )
+        changed = service.relabel(bot, memory, terms)
+    if body.text is not None:
+        return service.update(bot, memory, body.text).to_json()
+    if "metadata" in given or "expiresAt" in given:
+        return changed.to_json()
+    raise InvalidInput("nothing to change: give text, metadata or expiresAt")
+
+
+def epoch_ms(when: datetime | None) -> int | None:
+    """A time the API was given, as epoch milliseconds."""
+    return int(when.timestamp() * 1000) if when is not None else None
 
 
 @router.delete("/v1/bots/{bot}/memories/{memory_id}", status_code=204, responses=NOT_FOUND)

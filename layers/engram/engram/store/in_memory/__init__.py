@@ -10,6 +10,7 @@ from ...ports import SpreadPass, StatePort
 from ._core import (
     MemoryChatSettings,
     MemoryEmbedderSettings,
+    MemoryExpiries,
     MemoryLimits,
     MemoryMarks,
     MemoryReembedRuns,
@@ -36,6 +37,7 @@ class InMemoryState:
         self.channels = MemoryChannels()
         self.marks = MemoryMarks()
         self.limits = MemoryLimits()
+        self.expiries = MemoryExpiries()
 
     def forget_user(self, bot: str, user: str) -> dict[str, int]:
         """Everything of the user's that the DynamoDB store's forget deletes, counted the same way."""

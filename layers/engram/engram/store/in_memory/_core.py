@@ -12,6 +12,7 @@ from ...bookkeeping import (
     ExtractionHealth,
     ForgetUnderWay,
 )
+from ...record import Record
 from ..state.reembed import FOLLOWED
 
 
@@ -176,3 +177,19 @@ class MemoryLimits:
 
     def release_export_slot(self, bot: str, user: str) -> None:
         self.exports.pop((bot, user), None)
+
+
+class MemoryExpiries:
+    def __init__(self) -> None:
+        self._due: dict[str, set[tuple[int, int]]] = {}
+
+    def note(self, records: list[Record]) -> None:
+        for r in records:
+            if r.expires_at is not None:
+                self._due.setdefault(r.bot, set()).add((int(r.expires_at), int(r.id)))
+
+    def due(self, bot: str, now: int, limit: int) -> list[tuple[int, int]]:
+        return sorted(e for e in self._due.get(bot, set()) if e[0] <= now)[:limit]
+
+    def drop(self, bot: str, entries: list[tuple[int, int]]) -> None:
+        self._due.get(bot, set()).difference_update(entries)

@@ -18,7 +18,14 @@ from .. import keys
 from ..budget import walk_kind
 from ..claims import hold_key, let_go
 from ..ids import MAX_ID, IdMaker
-from ._ties import MemoryCarriers, MemoryClaims, MemoryPending, MemoryScopeMarks, MemoryThreadTails, Table
+from ._ties import (
+    MemoryCarriers,
+    MemoryClaims,
+    MemoryPending,
+    MemoryScopeMarks,
+    MemoryThreadTails,
+    Table,
+)
 
 
 class _LineReads:
@@ -200,6 +207,18 @@ class InMemoryRecords:
         change(record)
         if old_key and old_key != unique_key:
             self.claims.release(record.bot, old_key, int(record.id))
+
+    def change_terms(self, record: Record, metadata: JsonObject | None, expires_at: int | None) -> bool:
+        stamp = now_ms()
+
+        def change(row: Record) -> None:
+            row.metadata, row.expires_at = copy.deepcopy(metadata) or None, expires_at
+            row.updated_at, row.pending = stamp, True
+
+        if not self._table.update(record, change):
+            return False
+        change(record)
+        return True
 
     def change_message(self, record: Record, text: str, content: JsonObject | None) -> bool:
         stamp = now_ms()

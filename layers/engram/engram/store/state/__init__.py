@@ -14,6 +14,7 @@ from ..models import StateItem
 from .backfill import BackfillRuns, Cursors
 from .channels import Channels, move_channel
 from .consent import Consents, Roster
+from .expiries import Expiries
 from .forgets import ScanClient, Tombstones
 from .marks import Limits, Marks
 from .reembed import ReembedRuns
@@ -26,6 +27,7 @@ __all__ = [
     "Consents",
     "Cursors",
     "EmbedderSettingsStore",
+    "Expiries",
     "Limits",
     "Marks",
     "ReembedRuns",
@@ -52,6 +54,7 @@ class StateStore:
         self.channels = Channels()
         self.marks = Marks()
         self.limits = Limits()
+        self.expiries = Expiries()
 
     def spread_passes(self) -> list[SpreadPass]:
         """The kinds of state item once kept under one key per bot (store/spread.py)."""
