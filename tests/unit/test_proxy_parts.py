@@ -382,3 +382,13 @@ def test_layout_characters_never_reach_a_model_as_themselves_and_no_fact_holds_t
         with pytest.raises(InvalidInput, match=f"U\\+{ord(character):04X}"):
             clean_fact(f"My file is a{character}b")
     assert clean_fact("Mon fichier est prêt — שלום") == "Mon fichier est prêt — שלום"  # scripts are fine
+
+
+def test_a_saved_fact_says_how_long_it_lasts_at_its_end():
+    from engram.proxy.memory import lifespan
+
+    assert lifespan("I'm in Lisbon for a week") == ("I'm in Lisbon", 7 * 86_400)
+    assert lifespan("The door code is 4417, for 3 days.") == ("The door code is 4417", 3 * 86_400)
+    assert lifespan("Parking on level 2 for an hour") == ("Parking on level 2", 3600)
+    assert lifespan("I love green tea") == ("I love green tea", None)
+    assert lifespan("For a week I will be away") == ("For a week I will be away", None)  # only at the end

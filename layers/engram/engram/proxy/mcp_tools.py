@@ -90,10 +90,11 @@ def build_mcp_server(proxy_factory: Callable[[], Proxy]) -> MCPServer:
         return "\n".join(f"{format_memory_id(m.id)}: {m.text}" for m in found) or "Nothing found."
 
     @server.tool()
-    async def save_memory(text: str, ctx: Context) -> str:
-        """Store a memory now (one fact, at most 1,000 characters)."""
+    async def save_memory(text: str, ctx: Context, ttl: int | None = None) -> str:
+        """Store a memory now (one fact, at most 1,000 characters); `ttl`: seconds it lasts (a door code,
+        a trip), after which it is forgotten; left out: for good."""
         proxy, turn = await proxy_and_turn(ctx)
-        memory, created = await call(proxy.memory.save, turn, text)
+        memory, created = await call(proxy.memory.save, turn, text, ttl)
         return (
             f"{'Saved' if created else 'Already remembered'} as {format_memory_id(memory.id)}: {memory.text}"
         )

@@ -12,9 +12,11 @@ from typing import Any
 
 from ..clock import now_ms
 from ..config.proxy import ProxySettings
+from ..domain import Terms
 from ..errors import EngramError, InvalidInput, NotFound
 from ..ports import StatePort
 from ..service import Memory, MemoryService
+from ..shapes import iso
 from ..text import format_memory_id, parse_memory_id, quoted_json
 from ..vectors import Scope
 from .cache import StatsCache
@@ -238,10 +240,18 @@ class ChatMemory:
 
     # ----- explicit actions (commands and MCP tools) ----------------------------------------------
 
-    def save(self, turn: Turn, text: str) -> tuple[Memory, bool]:
-        """Store a fact for this user (and project)."""
+    def save(self, turn: Turn, text: str, ttl_s: int | None = None) -> tuple[Memory, bool]:
+        """Store a fact for this user (and project); with `ttl_s`, one that expires that many seconds on."""
+        if ttl_s is not None and ttl_s <= 0:
+            raise InvalidInput("ttl must be a positive number of seconds")
+        expires = now_ms() + ttl_s * 1000 if ttl_s else None
         memory, created = self.service.add_fact(
-            self.bot, text, user=turn.user, project=turn.project, saved_by="user"
+            self.bot,
+            text,
+            user=turn.user,
+            project=turn.project,
+            saved_by="user",
+            terms=Terms(expires_at=expires),
         )
         self.forget_caches()
         return memory, created
@@ -353,9 +363,11 @@ class ChatMemory:
         if not rest:
             return None
         if verb == "save":
-            memory, created = self.save(turn, rest)
+            text, ttl_s = lifespan(rest)
+            memory, created = self.save(turn, text, ttl_s)
             said = "Saved" if created else "Already remembered"
-            return f"{said} as {format_memory_id(memory.id)}: {memory.text}"
+            until = f" (until {iso(memory.expires_at)})" if created and memory.expires_at else ""
+            return f"{said} as {format_memory_id(memory.id)}{until}: {memory.text}"
         if verb == "search":
             found = self.search(turn, rest, 10)
             return "\n".join(f"- {format_memory_id(m.id)}: {m.text}" for m in found) or "Nothing found."
@@ -376,7 +388,8 @@ class ChatMemory:
             f"engram memory commands:\n"
             f"- {p} on | off: memory for this chat\n- {p} status: the setting, its source and the project\n"
             f"- {p} default on | off: your default for chats without their own setting\n"
-            f"- {p} reset: drop this chat's setting\n- {p} save <text>: remember something now\n"
+            f"- {p} reset: drop this chat's setting\n- {p} save <text>: remember something now "
+            f"(… for a week, for 3 days: only that long)\n"
             f"- {p} search <query>: search memory without the model\n"
             f"- {p} forget <id>: delete a memory (mem:12)\n"
             f"- {p} forget everything: forget all engram keeps about you, for good"
@@ -386,6 +399,32 @@ class ChatMemory:
 def is_command(text: str, prefix: str) -> bool:
     """Whether a user message is a /memory command: the prefix alone, or followed by any whitespace."""
     return text == prefix or (text.startswith(prefix) and text[len(prefix)].isspace())
+
+
+# "/memory save … for a week": how long a saved fact lasts, said at its end
+LIFESPAN = re.compile(
+    r"^(?P<text>.+?)[\s,;]+for\s+(?:(?P<n>\d{1,4})|an?|one)\s+"
+    r"(?P<unit>minute|hour|day|week|month|year)s?[\s.!]*$",
+    re.IGNORECASE | re.DOTALL,
+)
+UNIT_S = {
+    "minute": 60,
+    "hour": 3600,
+    "day": 86_400,
+    "week": 7 * 86_400,
+    "month": 30 * 86_400,
+    "year": 365 * 86_400,
+}
+
+
+def lifespan(text: str) -> tuple[str, int | None]:
+    """A saved fact's words and, when it ends with one ("… for a week", "for 3 days"), how many seconds it
+    lasts (None: for good)."""
+    match = LIFESPAN.match(text.strip())
+    if not match:
+        return text, None
+    count = int(match["n"]) if match["n"] else 1
+    return match["text"].strip(), count * UNIT_S[match["unit"].lower()]
 
 
 REMEMBER = re.compile(r"^\s*(?:please\s+)?remember(?:\s+that)?[\s,:]+(.+)$", re.IGNORECASE | re.DOTALL)
