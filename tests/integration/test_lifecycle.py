@@ -129,3 +129,23 @@ def test_export_and_import_carry_metadata_and_expiry_and_refuse_a_line_already_e
     copied = api.get(f"/v1/bots/{other}/memories", params={"metadata.source": "crm"}).json()["memories"]
     assert [m["text"] for m in copied] == ["The quarterly report is due Friday."]
     assert copied[0]["expiresAt"] == exported[0]["expiresAt"]
+
+
+def test_a_patch_keeps_the_old_text_in_history_export_carries_it_and_a_forget_takes_it(api, bot):
+    fact = add(api, bot, "I live in Berlin.")
+    assert api.get(f"/v1/bots/{bot}/memories/{fact['id']}/history").json() == {"history": []}
+    assert (
+        api.patch(f"/v1/bots/{bot}/memories/{fact['id']}", json={"text": "I live in Munich."}).status_code
+        == 200
+    )
+    history = api.get(f"/v1/bots/{bot}/memories/{fact['id']}/history").json()["history"]
+    assert [(v["text"], v["by"]) for v in history] == [("I live in Berlin.", "api")] and history[0]["at"]
+    assert texts(api, bot, query="Berlin") == ["I live in Munich."]  # the old text is reached only here
+    line = json.loads(api.get(f"/v1/bots/{bot}/export").text.splitlines()[0])
+    assert [v["text"] for v in line["history"]] == ["I live in Berlin."]
+    moved = f"{bot}-moved"
+    assert api.post(f"/v1/bots/{moved}/import", content=json.dumps(line)).json()["facts"]["created"] == 1
+    [copy] = api.get(f"/v1/bots/{moved}/memories").json()["memories"]
+    assert api.get(f"/v1/bots/{moved}/memories/{copy['id']}/history").json()["history"] == history
+    assert api.delete(f"/v1/bots/{bot}/users/u1/memories").status_code == 200
+    assert api.get(f"/v1/bots/{bot}/memories/{fact['id']}/history").status_code == 404

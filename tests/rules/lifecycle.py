@@ -8,7 +8,7 @@ import pytest
 
 from engram.clock import now_ms
 from engram.domain import Terms
-from engram.errors import InvalidInput
+from engram.errors import InvalidInput, NotFound
 
 
 def texts(found) -> list[str]:
@@ -65,3 +65,35 @@ def test_terms_that_are_not_flat_small_or_ahead_are_refused(service):
         with pytest.raises(InvalidInput):
             service.add_fact("b", "A fact with bad terms.", terms=terms)
     assert service.list("b") == []
+
+
+def test_a_change_keeps_the_old_text_as_a_version_and_an_edit_at_the_source_withholds_it(service):
+    from engram.service import ChatMessage
+
+    fact, _ = service.add_fact("b", "Mia lives in Berlin.", user="u")
+    service.update("b", fact.id, "Mia lives in Munich.")
+    service.update("b", fact.id, "Mia lives in Hamburg.", by="mcp")
+    history = service.history("b", fact.id)
+    assert [(v.text, v.by) for v in history] == [
+        ("Mia lives in Munich.", "mcp"),
+        ("Mia lives in Berlin.", "api"),
+    ]
+    assert history[0].at >= history[1].at > 0
+    # a chat message edited where it was written: the change is noted, its withdrawn words are not kept
+    added = service.add_messages(
+        "b", [ChatMessage(source_id="m1", text="my pin is 4417", user="u", thread="t")]
+    )
+    service.edit_message("b", added.memories[0].id, "my pin is (removed)", None)
+    assert [(v.text, v.by) for v in service.history("b", added.memories[0].id)] == [(None, "source")]
+    # a forget takes the history with the memory
+    service.forget_user("b", "u")
+    with pytest.raises(NotFound):
+        service.history("b", fact.id)
+
+
+def test_versions_keep_the_newest_ten(service):
+    fact, _ = service.add_fact("b", "Counter at 0.", user="u")
+    for n in range(1, 14):
+        service.update("b", fact.id, f"Counter at {n}.")
+    texts_then = [v.text for v in service.history("b", fact.id)]
+    assert texts_then == [f"Counter at {n}." for n in range(12, 2, -1)]

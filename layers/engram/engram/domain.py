@@ -128,6 +128,16 @@ class Terms:
 NO_TERMS = Terms()
 
 
+@dataclass(frozen=True, slots=True)
+class Version:
+    """What a memory said before a change: its text (None: withdrawn at its source), when that text was
+    written (ms), and what changed it (api, mcp, extraction, source)."""
+
+    text: str | None
+    at: int
+    by: str
+
+
 def required_name(what: str, value: str | None) -> str:
     """A name that must be given (a bot, the user a forget is for)."""
     name = check_name(what, value)
@@ -166,6 +176,7 @@ class ChatMessage:
     context_source: int | None = None
     metadata: dict[str, Any] | None = None
     expires_at: int | None = None
+    versions: list[dict[str, Any]] | None = None  # its earlier texts (an import carries them)
 
     def __post_init__(self) -> None:
         if not isinstance(self.source_id, str) or not 1 <= len(self.source_id) <= 128:
@@ -238,6 +249,19 @@ class Memory(MemoryFields):
         if self.score is not None:
             out["score"] = round(self.score, 6)
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class Added:
+    """What a batch of chat messages became: every message's memory in input order (new or already
+    there), and the ones this call created."""
+
+    memories: list[Memory]
+    fresh: list[Memory]
+
+    @property
+    def created(self) -> int:
+        return len(self.fresh)
 
 
 class Found(list[Memory]):

@@ -5,8 +5,9 @@ them, the words on disk). Reads never show an expired memory meanwhile (engram.r
 from __future__ import annotations
 
 from .clock import now_ms
-from .domain import Memory, Terms
+from .domain import Memory, Terms, Version
 from .errors import NotFound
+from .reads import MemoryReads
 from .text import format_memory_id
 from .writes import MemoryWrites
 
@@ -15,15 +16,12 @@ EXPIRED_PER_SWEEP = 500
 
 
 class Lifecycle:
-    """relabel: a memory's metadata and expiry; expire: the sweep's deletion of what ran out."""
+    """relabel: a memory's metadata and expiry; history: what it said before; expire: the sweep's deletion
+    of what ran out."""
 
-    def __init__(self, writes: MemoryWrites) -> None:
-        self.writes, self.records, self.state, self.indexer = (
-            writes,
-            writes.records,
-            writes.state,
-            writes.indexer,
-        )
+    def __init__(self, writes: MemoryWrites, reads: MemoryReads) -> None:
+        self.writes, self.reads = writes, reads
+        self.records, self.state, self.indexer = writes.records, writes.state, writes.indexer
 
     def relabel(self, bot: str, memory_id: int, terms: Terms) -> Memory:
         """Replace a memory's metadata and expiry (an expiry must be ahead); its point carries them next."""
@@ -34,6 +32,16 @@ class Lifecycle:
         self.state.expiries.note([record])
         self.indexer.index_or_defer(bot, [record])
         return Memory.from_record(record)
+
+    def history(self, bot: str, memory_id: int) -> list[Version]:
+        """What a memory said before, newest first (its words withheld where the source withdrew them)."""
+        record = self.records.get(bot, memory_id)
+        if record is None or self.reads.hider(bot).record(record):
+            raise NotFound(f"bot {bot!r} has no memory {format_memory_id(memory_id)}")
+        return [
+            Version(text=v.get("text"), at=int(v.get("at") or 0), by=str(v.get("by") or ""))
+            for v in reversed(record.versions or [])
+        ]
 
     def expire_all(self) -> int:
         """The sweep's share: each bot's memories whose expiry came, a bounded page per bot."""

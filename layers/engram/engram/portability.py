@@ -20,7 +20,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 from .clock import now_ms
 from .domain import Terms, check_name, required_name
 from .errors import EngramError, Forgotten, InvalidInput
-from .record import Paging
+from .record import MAX_VERSIONS, Paging
 from .service import ChatMessage, MemoryService
 from .shapes import export_line
 from .store import KINDS
@@ -82,6 +82,25 @@ class ForgetLine(BaseModel):
     forgottenAt: AwareDatetime
 
 
+class HistoryLine(BaseModel):
+    """One earlier text of a memory, as an export carries it."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str | None = Field(None, max_length=16_000)
+    at: AwareDatetime
+    by: str = Field(min_length=1, max_length=40)
+
+
+def _versions(line: ImportLine) -> list[dict[str, Any]] | None:
+    """A line's history as a record keeps it (times in ms; a withdrawn text stays left out)."""
+    if not line.history:
+        return None
+    return [
+        {"at": _ms(v.at), "by": v.by, **({"text": v.text} if v.text is not None else {})}
+        for v in line.history
+    ]
+
+
 class ImportLine(BaseModel):
     """One line of an export."""
 
@@ -102,6 +121,7 @@ class ImportLine(BaseModel):
     content: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     expiresAt: AwareDatetime | None = None
+    history: list[HistoryLine] | None = Field(None, max_length=MAX_VERSIONS)
 
 
 def _ms(value: datetime | None) -> int | None:
@@ -209,7 +229,13 @@ def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict
             terms = Terms(line.metadata, _ms(line.expiresAt)).checked(arrived)  # an expired line: refused
             if line.kind == "fact":
                 _, created = service.add_fact(
-                    bot, line.text, **_written(line), defer_vectors=True, origin=arrived, terms=terms
+                    bot,
+                    line.text,
+                    **_written(line),
+                    defer_vectors=True,
+                    origin=arrived,
+                    terms=terms,
+                    versions=_versions(line),
                 )
                 counts["facts"]["created" if created else "existing"] += 1
                 continue
@@ -226,6 +252,7 @@ def import_lines(service: MemoryService, bot: str, lines: Iterable[str]) -> dict
                 context_author=line.contextUserId if line.context else None,
                 metadata=terms.metadata,
                 expires_at=terms.expires_at,
+                versions=_versions(line),
             )
             if message.source_id in seen:  # twice in one batch: the first stands
                 counts["messages"]["existing"] += 1

@@ -128,6 +128,9 @@ class Record(MemoryFields):
     stored_line: str | None = None
     # the byScope key its row holds: None for a record stored before byScope (the stamp pass gives it)
     stored_scope: str | None = None
+    # what it said before each change, oldest first: {"text" (left out when the source withdrew it),
+    # "at" (ms, when that text was written), "by" (what changed it)}; it goes with the record
+    versions: list[dict[str, Any]] | None = None
 
     @property
     def scope(self) -> str | None:
@@ -150,6 +153,22 @@ class Record(MemoryFields):
         self.context_source = None
 
 
+# A memory's versions: the newest ten, within 32 KB of old text (a DynamoDB item holds 400 KB)
+MAX_VERSIONS, MAX_VERSION_BYTES = 10, 32_768
+SOURCE_EDIT = "source"  # a chat message edited where it was written (Discord): its old words are withdrawn
+
+
+def versions_after(record: Record, by: str, withheld: bool = False) -> list[dict[str, Any]]:
+    """A record's versions with its current text added as the newest (`withheld`: only that it changed)."""
+    version: dict[str, Any] = {"at": int(record.updated_at), "by": by}
+    if not withheld:
+        version["text"] = record.text
+    kept = [*(record.versions or []), version][-MAX_VERSIONS:]
+    while len(kept) > 1 and sum(len(str(v.get("text", "")).encode()) for v in kept) > MAX_VERSION_BYTES:
+        kept.pop(0)
+    return kept
+
+
 def drew_on(record: MemoryFields) -> list[str]:
     """Whose words an /ask answer was made from (its content's drewOn), if it is one (a stored record or
     a memory as a door shows it)."""
@@ -162,6 +181,16 @@ def reply_author(record: Record) -> str | None:
     reply = record.content.get("replyTo") if isinstance(record.content, dict) else None
     author = reply.get("authorId") if isinstance(reply, dict) else None
     return str(author) if author else None
+
+
+def whose_words(record: Record) -> list[str | None]:
+    """Whose words a record holds: its author's, and its context's author's."""
+    return [record.user, record.context_author] if record.context else [record.user]
+
+
+def quotes_any(record: Record, users: set[str]) -> bool:
+    """Whether its context quotes one of these users."""
+    return bool(record.context) and record.context_author in users
 
 
 def carrier_notes(records: list[Record]) -> list[tuple[str | None, Record]]:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 # The front doors' names for what a memory is, from where they always came
-from .domain import MAX_CONTEXT_CHARS, ChatMessage, Found, Memory, check_limit, check_name  # noqa: F401
+from .domain import MAX_CONTEXT_CHARS, Added, ChatMessage, Found, Memory, check_limit, check_name  # noqa: F401
 from .embedders import Embedder, NoEmbedder
 from .forgetting import DOOR_BUDGET_S, ForgetHook, Forgetting
 from .indexing import Indexer
@@ -20,7 +20,7 @@ from .reads import MemoryReads
 from .retrieval import DEFAULT, Retrieval
 from .vectors import VectorIndex
 from .words import WordVectorizer
-from .writes import Added, MemoryWrites
+from .writes import MemoryWrites
 
 log = logging.getLogger(__name__)
 __all__ = ["Added", "ChatMessage", "Found", "Memory", "MemoryService"]
@@ -56,13 +56,14 @@ class MemoryService:
         self.writes = MemoryWrites(parts, self.indexer)
         self.reads = MemoryReads(parts, self.indexer)
         self.forgetting = Forgetting(self.writes, self._forget_hooks)
-        self.lifecycle = Lifecycle(self.writes)
+        self.lifecycle = Lifecycle(self.writes, self.reads)
         # writes
         self.refused = self.writes.refused
         self.add_fact = self.writes.add_fact
         self.add_messages = self.writes.add_messages
         self.update = self.writes.update
         self.relabel = self.lifecycle.relabel
+        self.history = self.lifecycle.history
         self.expire = self.lifecycle.expire
         self.expire_all = self.lifecycle.expire_all
         self.edit_message = self.writes.edit_message

@@ -44,6 +44,8 @@ FIELDS = (
     # in the payload so that a read can hide a point quoting someone whose forget is under way
     Field("context_author", "contextUserId", "contextUser", export_only=True),
     Field("content", "content", "content", api_type=Any | None),
+    # a memory's earlier texts (GET …/history shows them); an export carries them
+    Field("versions", "history", None, export_only=True, kind="versions"),
 )
 
 
@@ -64,6 +66,8 @@ def _outward(field: Field, value: Any) -> Any:
         return iso(int(value))
     if field.kind == "id":
         return format_memory_id(int(value))
+    if field.kind == "versions":  # as GET …/history shows them, oldest first
+        return [{**v, "at": iso(int(v["at"]))} for v in value]
     return value
 
 

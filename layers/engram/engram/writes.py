@@ -7,7 +7,6 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any
 
 from .domain import (
@@ -15,6 +14,7 @@ from .domain import (
     MAX_BATCH,
     MAX_CONTEXT_CHARS,
     NO_TERMS,
+    Added,
     ChatMessage,
     Memory,
     SavedBy,
@@ -28,7 +28,16 @@ from .indexing import Indexer
 from .jobs import IndexJob
 from .parts import MemoryParts
 from .ports import CarriersPort, ClaimsPort, RecordsPort, StatePort
-from .record import Listing, Paging, carrier_notes, record_line
+from .record import (
+    SOURCE_EDIT,
+    Listing,
+    Paging,
+    carrier_notes,
+    quotes_any,
+    record_line,
+    versions_after,
+    whose_words,
+)
 from .store import (
     Duplicate,
     Record,
@@ -41,19 +50,6 @@ from .store import (
 from .text import clean_fact, format_memory_id
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Added:
-    """What a batch of chat messages became: every message's memory in input order (new or already
-    there), and the ones this call created."""
-
-    memories: list[Memory]
-    fresh: list[Memory]
-
-    @property
-    def created(self) -> int:
-        return len(self.fresh)
 
 
 def check_batch(messages: list[ChatMessage]) -> None:
@@ -125,6 +121,7 @@ class MemoryWrites:
         origin: int | None = None,
         source_id: str | None = None,
         terms: Terms = NO_TERMS,
+        versions: list[dict[str, Any]] | None = None,
     ) -> tuple[Memory, bool]:
         """Add a fact; (memory, True) when new, (the memory already there, False) for the same text.
         `origin`: when the fact was asked for (a job's queue time); Forgotten if its user was forgotten
@@ -168,6 +165,7 @@ class MemoryWrites:
             source_id=source_id,
             metadata=terms.metadata,
             expires_at=terms.expires_at,
+            versions=versions,
         )
         try:
             self.records.create(record)
@@ -280,6 +278,7 @@ class MemoryWrites:
                     context_source=source if context else None,
                     metadata=m.metadata,
                     expires_at=m.expires_at,
+                    versions=m.versions,
                 )
             )
         return out
@@ -323,7 +322,7 @@ class MemoryWrites:
         self.records.carriers.note(written)
         self.state.expiries.note(written)
         self._advance_threads(bot, written)
-        gone = self.refused(bot, {u for r in written for u in _whose_words(r)}, origin)
+        gone = self.refused(bot, {u for r in written for u in whose_words(r)}, origin)
         kept = [r for r in written if r.user not in gone]
         self._undo(bot, [r for r in written if r.user in gone])
         if gone and unquote(self.records, bot, kept, gone):
@@ -348,10 +347,9 @@ class MemoryWrites:
 
     def _index(self, bot: str, records: list[Record], defer: bool) -> None:
         """Points now (the usual write), or by an index job (bulk imports: the answer does not wait)."""
-        if not records:
-            return
-        if not defer:
+        if records and not defer:
             self.indexer.index_or_defer(bot, records)
+        if not records or not defer:
             return
         ids = sorted(int(r.id) for r in records)
         try:
@@ -420,15 +418,17 @@ class MemoryWrites:
                 raise Unavailable("the same text is being saved by another request; try again")
             time.sleep(0.05)
 
-    def update(self, bot: str, memory_id: int, text: str) -> Memory:
+    def update(self, bot: str, memory_id: int, text: str, by: str = "api") -> Memory:
         """Change a memory's text; if it now says what another memory says, the other one stands. The old
-        text leaves every context that quoted it."""
+        text leaves every context that quoted it and is kept as a version (`by`: what changed it)."""
         text = clean_fact(text)
         record = self.records.get(bot, memory_id)
         if record is None:
             raise NotFound(f"bot {bot!r} has no memory {format_memory_id(memory_id)}")
         if record.kind == "message":  # its content holds its words too: they change with the text
-            changed = self.edit_message(bot, memory_id, text, rewritten(record.content, record.text, text))
+            changed = self.edit_message(
+                bot, memory_id, text, rewritten(record.content, record.text, text), by=by
+            )
             if changed is None:
                 raise NotFound(f"bot {bot!r} has no memory {format_memory_id(memory_id)}")
             return changed
@@ -438,6 +438,7 @@ class MemoryWrites:
         holder = self.records.claims.find_unique(bot, key) if key != record.unique_key else None
         if holder is not None and int(holder.id) != memory_id:
             return self._merge_into(record, int(holder.id))
+        record.versions = versions_after(record, by)
         try:
             self.records.change_text(record, text, key)
         except Duplicate as dup:
@@ -448,15 +449,18 @@ class MemoryWrites:
         return Memory.from_record(record)
 
     def edit_message(
-        self, bot: str, memory_id: int, text: str, content: dict[str, Any] | None
+        self, bot: str, memory_id: int, text: str, content: dict[str, Any] | None, by: str = SOURCE_EDIT
     ) -> Memory | None:
         """A stored chat message edited at its source: its text and content follow, the old words leave
-        every context that quoted them, and its point is made again. None when it is no longer stored."""
+        every context that quoted them, and its point is made again. None when it is no longer stored. A
+        version notes the change; its old words are kept only when engram's own API changed them (`by`):
+        what the source withdrew is not kept."""
         record = self.records.get(bot, memory_id)
         if record is None or record.kind != "message":
             return None
         if record.text == text and (content is None or record.content == content):
             return Memory.from_record(record)
+        record.versions = versions_after(record, by, withheld=by == SOURCE_EDIT)
         if not self.records.change_message(record, text, content):
             return None
         self.release_words(bot, [record])  # the old words leave the contexts and the tail that quote them
@@ -567,7 +571,7 @@ class MemoryWrites:
 def unquote(records: RecordsPort, bot: str, kept: list[Record], gone: set[str]) -> bool:
     """Clear the contexts of records just written that quote a user forgotten meanwhile (their carrier
     items first, while the contexts still say whom they quote); whether any was."""
-    quoting = [r for r in kept if _quotes_any(r, gone)]
+    quoting = [r for r in kept if quotes_any(r, gone)]
     drop_carriers(records.carriers, bot, quoting, whose=gone)
     for r in quoting:
         records.clear_context(r)
@@ -584,13 +588,3 @@ def drop_carriers(
             ids.setdefault(author, []).append(int(r.id))
     for author, carrier_ids in ids.items():
         carriers.drop(bot, author, carrier_ids)
-
-
-def _whose_words(record: Record) -> list[str | None]:
-    """Whose words a record holds: its author's, and its context's author's."""
-    return [record.user, record.context_author] if record.context else [record.user]
-
-
-def _quotes_any(record: Record, users: set[str]) -> bool:
-    """Whether its context quotes one of these users."""
-    return bool(record.context) and record.context_author in users

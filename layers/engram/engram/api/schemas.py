@@ -90,6 +90,24 @@ class NewMemory(BaseModel):
     expiresAt: AwareDatetime | None = Field(default=None, description=EXPIRES_DOC)
 
 
+class VersionOut(BaseModel):
+    """What a memory said before a change."""
+
+    text: str | None = Field(
+        description="Its text then (null: withdrawn where it was written, as a Discord edit)"
+    )
+    at: str = Field(description="When that text was written (ISO 8601)")
+    by: str = Field(
+        description="What changed it: api, mcp, extraction, source (an edit where it was written)"
+    )
+
+
+class History(BaseModel):
+    """A memory's earlier texts, newest first (the newest ten, within 32 KB)."""
+
+    history: list[VersionOut]
+
+
 class MemoryChange(BaseModel):
     """What changes in a memory: its text, its metadata (replaced whole; null or {} removes it), its expiry
     (null: never). What is left out stays."""

@@ -271,7 +271,7 @@ class ChatMemory:
     def update(self, turn: Turn, raw_id: str, text: str) -> Memory:
         """Change one of this user's memories."""
         memory = self.own(turn, raw_id)
-        changed = self.service.update(self.bot, memory.id, text)
+        changed = self.service.update(self.bot, memory.id, text, by="mcp")
         self.forget_caches()
         return changed
 

@@ -87,6 +87,7 @@ class MemoryRecord(Model):
     saved_by = UnicodeAttribute(attr_name="savedBy")
     source_id = UnicodeAttribute(null=True, attr_name="sourceId")
     metadata = JSONAttribute(null=True)
+    versions = JSONAttribute(null=True)
     expires_at = NumberAttribute(null=True, attr_name="expiresAt")
     unique_key = UnicodeAttribute(null=True, attr_name="uniqueKey")
     thread = UnicodeAttribute(null=True)

@@ -248,7 +248,8 @@ class RecordStore:
         return {int(r.id) for r in rows}
 
     def change_text(self, record: Record, text: str, unique_key: str | None) -> None:
-        """Give a record new text, moving its unique key; raises Duplicate if the new key is held."""
+        """Give a record new text, moving its unique key; raises Duplicate if the new key is held. Its
+        versions are written as the record holds them (the caller adds the old text)."""
         old_key = record.unique_key
         stamp = now_ms()
         if unique_key and unique_key != old_key:
@@ -261,6 +262,7 @@ class RecordStore:
             MemoryRecord.updated_at.set(stamp),
             MemoryRecord.vector_model.remove(),
             MemoryRecord.pending_bot.set(_pending_key(record)),
+            _versions(record),
         ]
         self._guard(lambda: _key(record).update(actions=actions, condition=MemoryRecord.id.exists()))
         record.text, record.unique_key, record.updated_at = text, unique_key, stamp
@@ -269,14 +271,16 @@ class RecordStore:
             self.claims.release(record.bot, old_key, int(record.id))
 
     def change_message(self, record: Record, text: str, content: JsonObject | None) -> bool:
-        """A chat message edited where it was written: new text and content, its point to be made again;
-        False when the record is gone (forgotten or deleted meanwhile)."""
+        """A chat message edited where it was written: new text and content, its point to be made again
+        (its versions written as the record holds them); False when the record is gone (forgotten or
+        deleted meanwhile)."""
         stamp = now_ms()
         actions = [
             MemoryRecord.text.set(text),
             MemoryRecord.updated_at.set(stamp),
             MemoryRecord.vector_model.remove(),
             MemoryRecord.pending_bot.set(_pending_key(record)),
+            _versions(record),
         ]
         if content is not None:
             actions.append(MemoryRecord.content.set(content))
@@ -446,3 +450,8 @@ if TYPE_CHECKING:
 def _put_new(record: Record) -> bool:
     """Write a record's row unless one with its id exists (whether it was written)."""
     return attempt(lambda: _row(record).save(condition=MemoryRecord.id.does_not_exist()))
+
+
+def _versions(record: Record) -> Action:
+    """The update of a record's versions to what it holds."""
+    return MemoryRecord.versions.set(record.versions) if record.versions else MemoryRecord.versions.remove()

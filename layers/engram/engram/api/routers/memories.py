@@ -15,12 +15,14 @@ from ...domain import Terms, metadata_filter
 from ...errors import InvalidInput
 from ...portability import export_lines, import_lines
 from ...service import ChatMessage
+from ...shapes import iso
 from ...text import MEMORY_ID_PATTERN, NAME_PATTERN, format_memory_id, parse_memory_id
 from ..deps import ERRORS, MESSAGES_BODY, SMALL_BODY, Admin, Bot, Reader
 from ..schemas import (
     BotList,
     ErrorResponse,
     ForgetResult,
+    History,
     ImportResult,
     MemoryChange,
     MemoryList,
@@ -153,6 +155,14 @@ def get_memory(bot: Bot, memory_id: MemoryId, access: Reader) -> dict[str, Any]:
     """One memory by id (`12` or `mem:12`)."""
     access.check(bot)
     return access.engine.service.get(bot, parse_memory_id(memory_id)).to_json()
+
+
+@router.get("/v1/bots/{bot}/memories/{memory_id}/history", response_model=History, responses=NOT_FOUND)
+def memory_history(bot: Bot, memory_id: MemoryId, access: Reader) -> dict[str, Any]:
+    """What a memory said before each change, newest first; a forget or delete takes it with the memory."""
+    access.check(bot)
+    versions = access.engine.service.history(bot, parse_memory_id(memory_id))
+    return {"history": [{"text": v.text, "at": iso(v.at), "by": v.by} for v in versions]}
 
 
 @router.patch(

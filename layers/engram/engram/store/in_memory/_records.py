@@ -201,6 +201,7 @@ class InMemoryRecords:
                 None,
                 True,
             )
+            row.versions = copy.deepcopy(record.versions)
 
         if not self._table.update(record, change):
             raise Unavailable(f"memory {record.id} was deleted meanwhile")
@@ -225,6 +226,7 @@ class InMemoryRecords:
 
         def change(row: Record) -> None:
             row.text, row.updated_at, row.vector_model, row.pending = text, stamp, None, True
+            row.versions = copy.deepcopy(record.versions)
             if content is not None:
                 row.content = copy.deepcopy(content)
 
