@@ -149,3 +149,23 @@ def test_a_patch_keeps_the_old_text_in_history_export_carries_it_and_a_forget_ta
     assert api.get(f"/v1/bots/{moved}/memories/{copy['id']}/history").json()["history"] == history
     assert api.delete(f"/v1/bots/{bot}/users/u1/memories").status_code == 200
     assert api.get(f"/v1/bots/{bot}/memories/{fact['id']}/history").status_code == 404
+
+
+def test_an_add_that_supersedes_rewrites_the_fact_it_names_and_keeps_the_old_in_history(api, bot):
+    old = add(api, bot, "My office is on the 3rd floor.")
+    r = api.post(
+        f"/v1/bots/{bot}/memories",
+        json={"text": "My office is on the 5th floor.", "userId": "u1", "supersedes": old["id"]},
+    )
+    assert r.status_code == 200 and r.json()["id"] == old["id"]
+    assert texts(api, bot) == ["My office is on the 5th floor."]
+    history = api.get(f"/v1/bots/{bot}/memories/{old['id']}/history").json()["history"]
+    assert [v["text"] for v in history] == ["My office is on the 3rd floor."]
+    other = api.post(
+        f"/v1/bots/{bot}/memories", json={"text": "Not mine.", "userId": "u2", "supersedes": old["id"]}
+    )
+    assert other.status_code == 400 and texts(api, bot) == ["My office is on the 5th floor."]
+    assert (
+        api.post(f"/v1/bots/{bot}/memories", json={"text": "x", "supersedes": "mem:999999"}).status_code
+        == 404
+    )

@@ -13,6 +13,7 @@ from engram.jobs import ExtractJob
 from engram.proxy.extract import ExtractionParts, Extractor
 from engram.proxy.memory import ChatMemory, Turn
 from engram.proxy.projects import ProjectResolver
+from engram.vectors import Scope
 from tests.fake_upstream import TEMPERATURE_REFUSED
 
 
@@ -199,3 +200,38 @@ def extraction_server(answers, seen):
 
 def job(text="My tea is sencha"):
     return ExtractJob(bot="librechat", user="u1", conversation="c", user_text=text, assistant_text="Nice.")
+
+
+def test_a_turn_that_changes_a_known_fact_rewrites_it_and_keeps_the_old_in_its_history(engine):
+    """Issue 45: "I moved from Berlin to Munich" with a model that answers an update for the Berlin fact it
+    was shown leaves one fact, Munich, with Berlin in its history; ids it was not shown are ignored."""
+    service = engine.service
+    berlin, _ = service.add_fact("librechat", "The user lives in Berlin.", user="u1")
+    service.add_fact("librechat", "The user likes techno.", user="u1")
+    others, _ = service.add_fact("librechat", "The user lives in Berlin too.", user="u2")
+    seen = []
+
+    def handle(request):
+        body = json.loads(request.content)
+        seen.append(body)
+        shown = dict(re.findall(r"- (mem:\d+): (.+)", body["messages"][-1]["content"]))
+        moved = next(i for i, t in shown.items() if "Berlin" in t)
+        answer = {
+            "memories": [],
+            "updates": [{"id": moved, "text": "The user lives in Munich."}],
+            "deletes": [f"mem:{others.id}"],  # another user's fact, never shown: ignored
+        }
+        return httpx.Response(200, json={"choices": [{"message": {"content": json.dumps(answer)}}]})
+
+    settings = ProxySettings(EXTRACT_BASE_URL="http://extract/v1", EXTRACT_MODEL="small")
+    extractor = Extractor(settings, parts(engine), httpx.MockTransport(handle))
+    assert extractor.run(job("I moved from Berlin to Munich last month")) == []
+    assert f"mem:{berlin.id}: The user lives in Berlin." in seen[0]["messages"][-1]["content"]
+    facts = [m.text for m in service.list("librechat", user="u1")]
+    assert sorted(facts) == ["The user likes techno.", "The user lives in Munich."]
+    assert [(v.text, v.by) for v in service.history("librechat", berlin.id)] == [
+        ("The user lives in Berlin.", "extraction")
+    ]
+    recalled = service.recall(Scope(bot="librechat", kind="fact", user="u1"), "where does the user live", 5)
+    assert "The user lives in Berlin." not in [m.text for m in recalled]  # only its history has it
+    assert service.get("librechat", others.id).text == "The user lives in Berlin too."

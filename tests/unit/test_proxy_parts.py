@@ -392,3 +392,21 @@ def test_a_saved_fact_says_how_long_it_lasts_at_its_end():
     assert lifespan("Parking on level 2 for an hour") == ("Parking on level 2", 3600)
     assert lifespan("I love green tea") == ("I love green tea", None)
     assert lifespan("For a week I will be away") == ("For a week I will be away", None)  # only at the end
+
+
+def test_an_extraction_answer_reads_updates_and_deletes_beside_its_memories():
+    from engram.proxy.extract import parse_extraction
+
+    body = {
+        "memories": ["The user has a cat."],
+        "updates": [{"id": "mem:12", "text": " The user lives in Munich. "}, {"id": "mem:13"}, "junk"],
+        "deletes": ["mem:14", 15, {"x": 1}],
+    }
+    answer = "```json\n" + json.dumps(body) + "\n```"
+    extracted = parse_extraction(answer)
+    assert extracted.memories == ["The user has a cat."]
+    assert extracted.updates == [("mem:12", "The user lives in Munich.")]
+    assert extracted.deletes == ["mem:14", "15"]
+    only = parse_extraction('{"memories": ["The user drinks tea."]}')  # as models answered before
+    assert only.memories == ["The user drinks tea."] and only.updates == [] and only.deletes == []
+    assert parse_extraction('["a fact"]').memories == ["a fact"] and parse_extraction("no json") is None

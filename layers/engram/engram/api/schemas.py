@@ -9,6 +9,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, create_model, 
 
 from ..shapes import Field as ApiField
 from ..shapes import api_fields
+from ..text import MEMORY_ID_PATTERN
 from ..text import NAME_PATTERN as NAME
 
 
@@ -88,6 +89,13 @@ class NewMemory(BaseModel):
     project: str | None = Field(default=None, pattern=NAME)
     metadata: Metadata | None = Field(default=None, description=METADATA_DOC)
     expiresAt: AwareDatetime | None = Field(default=None, description=EXPIRES_DOC)
+    supersedes: str | None = Field(
+        default=None,
+        pattern=MEMORY_ID_PATTERN,
+        examples=["mem:12"],
+        description="A memory this fact replaces: that memory takes this text (its old text is kept in its "
+        "history) and is answered with 200, instead of a second memory beside it.",
+    )
 
 
 class VersionOut(BaseModel):

@@ -3,6 +3,7 @@ drop secrets and what is already known, and store the rest. Runs in the worker, 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -16,10 +17,11 @@ import httpx
 from .. import observability
 from ..clock import now_ms
 from ..config.proxy import ProxySettings, Upstream
-from ..errors import Forgotten
+from ..errors import EngramError, Forgotten, InvalidInput, NotFound
 from ..jobs import ExtractJob, JobQueue
 from ..ports import StatePort
-from ..service import MemoryService
+from ..service import Memory, MemoryService
+from ..text import format_memory_id, parse_memory_id
 from ..vectors import Scope
 from .memory import explicit_fact
 from .projects import ProjectResolver
@@ -33,8 +35,13 @@ the user's preferences, personal details, circumstances, projects, plans and dec
 Each fact is one sentence that stands on its own, about "the user" (third person).
 Skip small talk, questions, anything only true for this chat, and anything the assistant said
 that the user did not confirm. Never include secrets: passwords, API keys, tokens, account or card numbers.
-Answer with only a JSON object: {{"memories": ["fact", ...]}} (an empty list when nothing is worth
-keeping)."""
+Facts already known about the user may follow the exchange, each with its id. When the exchange changes
+one of them, rewrite it as it now stands in "updates" (by its id) instead of adding a new fact; when one no
+longer holds at all, put its id in "deletes"; never repeat a known fact in "memories".
+Answer with only a JSON object: {{"memories": ["fact", ...], "updates": [{{"id": "mem:1", "text": "fact"}}],
+"deletes": ["mem:2"]}} (empty lists when nothing applies)."""
+# How many of the user's nearest known facts extraction shows the model, with their ids
+KNOWN_SHOWN = 5
 
 _SECRET = re.compile(
     r"(?i)\b(password|passwd|passphrase|api[ _-]?key|secret|access[ _-]?token|private[ _-]?key"
@@ -85,33 +92,68 @@ def looks_secret(text: str) -> bool:
     return bool(_SECRET.search(text))
 
 
+@dataclass(frozen=True)
+class Extracted:
+    """What a model's answer asks for: new facts, known facts rewritten ((id, text)), known facts gone."""
+
+    memories: list[str]
+    updates: list[tuple[str, str]]
+    deletes: list[str]
+
+
 def parse_memories(text: str) -> list[str] | None:
     """The facts in a model's answer: JSON in fences or prose, repaired when malformed; None if hopeless."""
+    extracted = parse_extraction(text)
+    return extracted.memories if extracted is not None else None
+
+
+def parse_extraction(text: str) -> Extracted | None:
+    """A model's answer read as {"memories", "updates", "deletes"} (an answer with only memories, or only
+    a list, as before): JSON in fences or prose, repaired when malformed; None if hopeless."""
     if not isinstance(text, str):
         return None
     body = re.sub(r"```(?:json)?", "", text)
     for candidate in _spans(body, "{}") + _spans(body, "[]"):
         for attempt in (candidate, _repair(candidate)):
-            items = _memories_in(attempt)
-            if items is not None:
-                return [i.strip() for i in items if isinstance(i, str) and i.strip()]
+            try:
+                value = json.loads(attempt)
+            except ValueError:
+                continue
+            items = value.get("memories") if isinstance(value, dict) else value
+            if isinstance(items, list):
+                return Extracted(_texts(items), *_changes(value))
     return None
+
+
+def _texts(items: list[Any]) -> list[str]:
+    return [i.strip() for i in items if isinstance(i, str) and i.strip()]
+
+
+def _changes(value: Any) -> tuple[list[tuple[str, str]], list[str]]:
+    """The updates and deletes of an answer's object (none for a bare list, or what is not shaped right)."""
+    if not isinstance(value, dict):
+        return [], []
+    updates = [u for u in map(_update, _listed(value, "updates")) if u is not None]
+    return updates, [str(d) for d in _listed(value, "deletes") if isinstance(d, str | int)]
+
+
+def _listed(value: dict[str, Any], key: str) -> list[Any]:
+    items = value.get(key)
+    return items if isinstance(items, list) else []
+
+
+def _update(item: Any) -> tuple[str, str] | None:
+    """One update as (id, text), if shaped as one."""
+    if not isinstance(item, dict) or not item.get("id") or not isinstance(item.get("text"), str):
+        return None
+    text = item["text"].strip()
+    return (str(item["id"]), text) if text else None
 
 
 def _spans(body: str, brackets: str) -> list[str]:
     """The text from the first opening bracket to the last closing one ([] when there is none)."""
     start, end = body.find(brackets[0]), body.rfind(brackets[1])
     return [body[start : end + 1]] if start != -1 and end > start else []
-
-
-def _memories_in(attempt: str) -> list[Any] | None:
-    """The list a JSON text holds: itself, or its `memories` (None: not JSON, or no list)."""
-    try:
-        value = json.loads(attempt)
-    except ValueError:
-        return None
-    items = value.get("memories") if isinstance(value, dict) else value
-    return items if isinstance(items, list) else None
 
 
 def _repair(candidate: str) -> str:
@@ -235,17 +277,49 @@ class Extractor:
         where = self._where(job)
         if where is None:
             return []
+        known: list[Memory] = []
         if job.mode == "explicit":
             fact = explicit_fact(job.user_text)
-            candidates = [fact] if fact else []
+            extracted = Extracted([fact] if fact else [], [], [])
         else:
-            candidates = self._ask(job)
+            known = self._nearest_known(job)
+            extracted = self._ask(job, known)
         if self.service.refused(job.bot, {job.user}, job.queued_at):
             log.info("extraction dropped: its user was forgotten after the turn")
             return []
-        return self._store(
-            job, [f for f in candidates[: self.settings.max_per_turn] if self._new(job, f)], where
-        )
+        self._revise(job, extracted, known)
+        candidates = extracted.memories[: self.settings.max_per_turn]
+        return self._store(job, [f for f in candidates if self._new(job, f)], where)
+
+    def _nearest_known(self, job: ExtractJob) -> list[Memory]:
+        """The user's facts nearest to what they just said: shown to the model with their ids, so a fact
+        the turn changes is rewritten rather than joined by a second one."""
+        if not job.user_text.strip():
+            return []
+        scope = Scope(bot=job.bot, kind="fact", user=job.user)
+        try:
+            return list(self.service.recall(scope, job.user_text[:2000], KNOWN_SHOWN))
+        except EngramError as exc:  # the index or the text: extraction goes on without them
+            log.warning("the user's known facts could not be read for extraction: %s", exc.message)
+            return []
+
+    def _revise(self, job: ExtractJob, extracted: Extracted, known: list[Memory]) -> None:
+        """Apply the model's updates and deletes to facts it was shown (any other id is ignored): an update
+        keeps the old text as a version, a delete removes the fact as a single delete does."""
+        shown = {format_memory_id(m.id): m for m in known}
+        for raw, text in extracted.updates:
+            memory = shown.get(_memory_id(raw))
+            if memory is None or looks_secret(text) or len(text) > 1000 or text == memory.text:
+                continue
+            with contextlib.suppress(NotFound, InvalidInput):  # gone meanwhile, or no fact at all
+                self.service.update(job.bot, memory.id, text, by="extraction")
+                log.info("extraction rewrote a fact it was shown")
+        for raw in extracted.deletes:
+            memory = shown.get(_memory_id(raw))
+            if memory is not None:
+                with contextlib.suppress(NotFound):
+                    self.service.remove(job.bot, memory.id)
+                    log.info("extraction removed a fact it was shown")
 
     def _new(self, job: ExtractJob, fact: str) -> bool:
         """Whether a candidate is worth storing: no secret, not too long, not known already."""
@@ -279,25 +353,28 @@ class Extractor:
         similar = self.service.similar(scope, fact)
         return similar is not None and similar[1] >= self.settings.dedupe_threshold
 
-    def _ask(self, job: ExtractJob) -> list[str]:
+    def _ask(self, job: ExtractJob, known: list[Memory]) -> Extracted:
         exchange = f"User: {job.user_text}\n\nAssistant: {job.assistant_text}"
+        if known:
+            listed = "\n".join(f"- {format_memory_id(m.id)}: {m.text}" for m in known)
+            exchange += f"\n\nKnown facts about the user:\n{listed}"
         system = PROMPT.format(n=self.settings.max_per_turn)
         answer = self._complete(job, system, exchange)
         if answer is None:
-            return []
-        facts = parse_memories(answer)
+            return Extracted([], [], [])
+        facts = parse_extraction(answer)
         if facts is None:  # one more try, asking for nothing but the JSON
             answer = self._complete(
                 job, system, exchange + '\n\nReply with only the JSON object {"memories": [...]}.'
             )
-            facts = parse_memories(answer or "")
+            facts = parse_extraction(answer or "")
         if facts is None:
             # never the answer itself: it quotes what the user said (README: no log line carries memory text)
             log.warning(
                 "extraction dropped: the model's answer was not JSON even after a retry (%d chars)",
                 len(answer or ""),
             )
-            return []
+            return Extracted([], [], [])
         return facts
 
     def _complete(self, job: ExtractJob, system: str, user: str) -> str | None:
@@ -377,3 +454,11 @@ class Extractor:
         )
         r.raise_for_status()
         return "".join(b.get("text", "") for b in r.json()["content"] if b.get("type") == "text")
+
+
+def _memory_id(raw: str) -> str:
+    """An id as the model wrote it (mem:12, or 12), as it was shown; '' when it is none."""
+    try:
+        return format_memory_id(parse_memory_id(raw.strip()))
+    except (InvalidInput, ValueError):
+        return ""

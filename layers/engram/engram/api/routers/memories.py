@@ -14,7 +14,7 @@ from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 from ...domain import Terms, metadata_filter
 from ...errors import InvalidInput
 from ...portability import export_lines, import_lines
-from ...service import ChatMessage
+from ...service import ChatMessage, MemoryService
 from ...shapes import iso
 from ...text import MEMORY_ID_PATTERN, NAME_PATTERN, format_memory_id, parse_memory_id
 from ..deps import ERRORS, MESSAGES_BODY, SMALL_BODY, Admin, Bot, Reader
@@ -109,7 +109,11 @@ def list_bots(access: Reader) -> dict[str, Any]:
 )
 def add_memory(bot: Bot, body: NewMemory, eng: Admin, response: Response) -> dict[str, Any]:
     """Add a fact; the same text in other case or spacing answers 200 with the memory already there (its
-    metadata and expiry unchanged)."""
+    metadata and expiry unchanged). With `supersedes`, the memory named takes the text instead (its old
+    text kept in its history) and is answered with 200."""
+    if body.supersedes is not None:
+        response.status_code = 200
+        return _supersede(eng.service, bot, parse_memory_id(body.supersedes), body)
     memory, created = eng.service.add_fact(
         bot,
         body.text,
@@ -189,6 +193,16 @@ def change_memory(bot: Bot, memory_id: MemoryId, body: MemoryChange, eng: Admin)
     if "metadata" in given or "expiresAt" in given:
         return changed.to_json()
     raise InvalidInput("nothing to change: give text, metadata or expiresAt")
+
+
+def _supersede(service: MemoryService, bot: str, memory_id: int, body: NewMemory) -> dict[str, Any]:
+    """A new fact that replaces one: the old memory rewritten (and relabelled when terms are given)."""
+    held = service.get(bot, memory_id)
+    if held.kind != "fact" or (body.userId is not None and held.user != body.userId):
+        raise InvalidInput("supersedes must name a fact of the same user")
+    if body.metadata is not None or body.expiresAt is not None:
+        service.relabel(bot, memory_id, Terms(body.metadata, epoch_ms(body.expiresAt)))
+    return service.update(bot, memory_id, body.text).to_json()
 
 
 def epoch_ms(when: datetime | None) -> int | None:
