@@ -97,3 +97,13 @@ def test_versions_keep_the_newest_ten(service):
         service.update("b", fact.id, f"Counter at {n}.")
     texts_then = [v.text for v in service.history("b", fact.id)]
     assert texts_then == [f"Counter at {n}." for n in range(12, 2, -1)]
+
+
+def test_the_same_text_after_its_memory_expired_is_a_new_memory(service, monkeypatch):
+    import engram.writes
+
+    first, _ = service.add_fact("b", "Gate B12 for the flight.", terms=Terms(expires_at=now_ms() + 60_000))
+    later = now_ms() + 120_000
+    monkeypatch.setattr(engram.writes, "now_ms", lambda: later)
+    again, created = service.add_fact("b", "Gate B12 for the flight.")
+    assert created and again.id != first.id and service.records.get("b", first.id) is None

@@ -139,10 +139,11 @@ class MemoryWrites:
         self._refuse_forgotten(bot, user, origin, "after this was asked for")
         key = fact_key(server, project, user, text)
         existing = self.records.claims.find_unique(bot, key)
-        if existing is not None:
+        if existing is not None and existing.expired(now_ms()):  # not swept yet: it goes, this one is new
+            self._remove_records(bot, [existing])
+        elif existing is not None:
             return Memory.from_record(existing), False
-        stamp = now_ms()
-        created, updated = created_at or stamp, updated_at or created_at or stamp
+        created, updated = given_times(created_at, updated_at, now_ms())
         self.records.register_bot(bot)
         tail = fact_tail(server, project, user)
         memory_id = self.records.next_id()
@@ -566,6 +567,12 @@ class MemoryWrites:
             ]
             self.records.tails.drop(bot, threads, user=author, memory_id=int(r.id))
         return len(cleared)
+
+
+def given_times(created_at: int | None, updated_at: int | None, stamp: int) -> tuple[int, int]:
+    """A new memory's times: as given (updated defaults to created), else now."""
+    created = created_at or stamp
+    return created, updated_at or created
 
 
 def unquote(records: RecordsPort, bot: str, kept: list[Record], gone: set[str]) -> bool:
