@@ -12,7 +12,6 @@ import json
 import re
 import sqlite3
 import threading
-import time
 from collections import Counter
 
 import httpx
@@ -219,6 +218,8 @@ def forgotten(tmp_path_factory, fakes):
         api.patch(f"/v1/bots/notes/memories/{changed['id']}", json={"text": "My tent is a dome."}).status_code
         == 200
     )
+    # the change kept her old text in the memory's history; Carol clears it (DELETE …/history)
+    assert api.delete(f"/v1/bots/notes/memories/{changed['id']}/history").status_code == 204
     # Forget Alice through three doors: Discord's /memory forget, the proxy's command, the Memory API
     interact(stack, memory_command("forget", ALICE, "tok-forget"))
     assert wait_until(
@@ -236,7 +237,14 @@ def forgotten(tmp_path_factory, fakes):
         )
     )
     importing.start()
-    time.sleep(0.5)
+
+    def racing_lines_stored() -> bool:  # the import has arrived (and stores): the forget lands mid-way
+        listed = api.get(
+            "/v1/bots/notes/memories", params={"kind": "message", "userId": "alice", "limit": 500}
+        )
+        return any(m.get("sourceMessageId") not in ("i0", "n1") for m in listed.json()["memories"])
+
+    assert wait_until(racing_lines_stored, timeout_s=60, every_s=0.02)
     gone = api.delete("/v1/bots/notes/users/alice/memories")
     importing.join()
     assert gone.status_code == 200 and racing[0].status_code == 200
@@ -316,7 +324,8 @@ def test_no_store_on_disk_holds_the_forgotten_words(forgotten, fakes):
         *(data / "qdrant").rglob("*"),
     ]
     raw = b"".join(f.read_bytes() for f in files if f.is_file())
-    assert found(raw.decode("latin-1")) == []
+    holding = [str(f) for f in files if f.is_file() and found(f.read_bytes().decode("latin-1"))]
+    assert found(raw.decode("latin-1")) == [], holding
 
     journal = sqlite3.connect(data / "queue-journal.sqlite")
     rows = [row[0] for row in journal.execute("SELECT body FROM messages")]

@@ -77,6 +77,10 @@ def test_a_single_delete_and_change_leave_no_old_words_on_disk_after_a_clean_sto
         text = {"text": "The wifi name is lantern."}
         patched = stack.api.patch(f"/v1/bots/{BOT}/memories/{second}", json=text)
         assert patched.status_code == 200, patched.text
+        # a change keeps the old text in the memory's history (GET …/history) until that is cleared
+        history = stack.api.get(f"/v1/bots/{BOT}/memories/{second}/history").json()["history"]
+        assert [v["text"] for v in history] == [f"The wifi name is {changed}."]
+        assert stack.api.delete(f"/v1/bots/{BOT}/memories/{second}/history").status_code == 204
         stack.settle()
     finally:
         stack.stop()

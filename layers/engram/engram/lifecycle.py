@@ -43,6 +43,17 @@ class Lifecycle:
             for v in reversed(record.versions or [])
         ]
 
+    def clear_history(self, bot: str, memory_id: int) -> int:
+        """Forget what a memory said before (its versions), keeping the memory; returns how many went. The
+        old words leave the files on disk too (the local purge)."""
+        record = self.records.get(bot, memory_id)
+        if record is None or self.reads.hider(bot).record(record):
+            raise NotFound(f"bot {bot!r} has no memory {format_memory_id(memory_id)}")
+        cleared, record.versions = len(record.versions or []), None
+        if cleared and self.records.change_terms(record, record.metadata, record.expires_at):
+            self.writes.changed(bot)
+        return cleared
+
     def expire_all(self) -> int:
         """The sweep's share: each bot's memories whose expiry came, a bounded page per bot."""
         now = now_ms()

@@ -64,6 +64,7 @@ class MemoryService:
         self.update = self.writes.update
         self.relabel = self.lifecycle.relabel
         self.history = self.lifecycle.history
+        self.clear_history = self.lifecycle.clear_history
         self.expire = self.lifecycle.expire
         self.expire_all = self.lifecycle.expire_all
         self.edit_message = self.writes.edit_message

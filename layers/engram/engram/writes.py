@@ -92,7 +92,7 @@ class MemoryWrites:
         # its files without the old words)
         self.change_hooks: list[Callable[[str], None]] = []
 
-    def _changed(self, bot: str) -> None:
+    def changed(self, bot: str) -> None:
         """A memory of the bot was removed or changed: recall caches everywhere are stale (the mark), and
         whoever keeps files of the old words is told."""
         self.state.marks.note_change(bot, now_ms())
@@ -327,7 +327,7 @@ class MemoryWrites:
         kept = [r for r in written if r.user not in gone]
         self._undo(bot, [r for r in written if r.user in gone])
         if gone and unquote(self.records, bot, kept, gone):
-            self._changed(bot)
+            self.changed(bot)
         return kept
 
     def _undo(self, bot: str, records: list[Record]) -> None:
@@ -337,7 +337,7 @@ class MemoryWrites:
             return
         self._delete_records(records)
         drop_carriers(self.records.carriers, bot, records)  # noted by the write: a forget never saw them
-        self._changed(bot)  # their words leave the files on disk too (the local purge)
+        self.changed(bot)  # their words leave the files on disk too (the local purge)
         for r in records:
             threads = [
                 t
@@ -446,7 +446,7 @@ class MemoryWrites:
             return self._merge_into(record, dup.memory_id)
         self.release_words(bot, [record])
         self.indexer.index_or_defer(bot, [record])
-        self._changed(bot)
+        self.changed(bot)
         return Memory.from_record(record)
 
     def edit_message(
@@ -466,14 +466,14 @@ class MemoryWrites:
             return None
         self.release_words(bot, [record])  # the old words leave the contexts and the tail that quote them
         self.indexer.index_or_defer(bot, [record])
-        self._changed(bot)
+        self.changed(bot)
         return Memory.from_record(record)
 
     def _merge_into(self, changed: Record, other_id: int) -> Memory:
         other = self._wait_for(changed.bot, other_id)
         self._delete_records([changed])
         self.release_words(changed.bot, [changed])
-        self._changed(changed.bot)
+        self.changed(changed.bot)
         return other
 
     def remove(self, bot: str, memory_id: int) -> None:
@@ -499,7 +499,7 @@ class MemoryWrites:
         if records:
             self._delete_records(records)
             self.release_words(bot, records)
-            self._changed(bot)
+            self.changed(bot)
         return len(records)
 
     def remove_thread(

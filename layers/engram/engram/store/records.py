@@ -292,12 +292,13 @@ class RecordStore:
         return True
 
     def change_terms(self, record: Record, metadata: JsonObject | None, expires_at: int | None) -> bool:
-        """A memory's metadata and expiry replaced (None: none), its point to be written again; False when
-        the record is gone."""
+        """A memory's metadata and expiry replaced (None: none), and its versions written as the record
+        holds them; its point to be written again; False when the record is gone."""
         stamp = now_ms()
         actions = [
             MemoryRecord.metadata.set(metadata) if metadata else MemoryRecord.metadata.remove(),
             MemoryRecord.expires_at.set(expires_at) if expires_at else MemoryRecord.expires_at.remove(),
+            _versions(record),
             MemoryRecord.updated_at.set(stamp),
             MemoryRecord.pending_bot.set(_pending_key(record)),
         ]

@@ -104,7 +104,10 @@ def list_bots(access: Reader) -> dict[str, Any]:
     response_model=MemoryOut,
     response_model_exclude_unset=True,
     status_code=201,
-    responses={200: {"model": MemoryOut, "description": "The same text was already remembered"}},
+    responses={
+        200: {"model": MemoryOut, "description": "The same text was already remembered (or superseded)"},
+        **NOT_FOUND,
+    },
     max_body_size=SMALL_BODY,
 )
 def add_memory(bot: Bot, body: NewMemory, eng: Admin, response: Response) -> dict[str, Any]:
@@ -167,6 +170,13 @@ def memory_history(bot: Bot, memory_id: MemoryId, access: Reader) -> dict[str, A
     access.check(bot)
     versions = access.engine.service.history(bot, parse_memory_id(memory_id))
     return {"history": [{"text": v.text, "at": iso(v.at), "by": v.by} for v in versions]}
+
+
+@router.delete("/v1/bots/{bot}/memories/{memory_id}/history", status_code=204, responses=NOT_FOUND)
+def clear_memory_history(bot: Bot, memory_id: MemoryId, eng: Admin) -> Response:
+    """Forget what a memory said before its changes (its history), keeping the memory as it is now."""
+    eng.service.clear_history(bot, parse_memory_id(memory_id))
+    return Response(status_code=204)
 
 
 @router.patch(

@@ -215,6 +215,7 @@ class InMemoryRecords:
         def change(row: Record) -> None:
             row.metadata, row.expires_at = copy.deepcopy(metadata) or None, expires_at
             row.updated_at, row.pending = stamp, True
+            row.versions = copy.deepcopy(record.versions)
 
         if not self._table.update(record, change):
             return False
