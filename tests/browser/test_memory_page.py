@@ -275,3 +275,19 @@ def test_the_proxy_key_reads_only_the_proxys_bot(page, stack):
         httpx.delete(f"{stack.url}/v1/bots/librechat/users/alice/memories", headers=proxy).status_code == 401
     )
     assert httpx.get(f"{stack.url}/v1/settings", headers=proxy).status_code == 401
+
+
+def test_a_memory_shows_its_metadata_and_when_it_expires(page, stack):
+    stack.api.post(
+        "/v1/bots/labels/memories",
+        json={
+            "text": "The gate code is 2580.",
+            "metadata": {"source": "crm", "pinned": True},
+            "expiresAt": "2099-01-01T00:00:00Z",
+        },
+    )
+    sign_in(page)
+    open_bot(page, "labels")
+    meta = page.locator("#memories li .meta").first
+    expect(meta).to_contain_text("metadata: source=crm, pinned=true")
+    expect(meta).to_contain_text("expires")
