@@ -148,10 +148,10 @@ def bench_locomo(stack, path: Path, quick: bool) -> dict:
 
     service = stack.engine.service
 
-    def in_process(kind):
+    def in_process(kind, min_score=0.0):
         def search(conv, question, k):
             bot = f"locomo-{conv.sample_id}" + ("-facts" if kind == "fact" else "")
-            found = service.recall(Scope(bot=bot, kind=kind), question, k)
+            found = service.recall(Scope(bot=bot, kind=kind), question, k, min_score)
             return (
                 [m.source_id for m in found]
                 if kind == "message"
@@ -187,6 +187,7 @@ def bench_locomo(stack, path: Path, quick: bool) -> dict:
         "engram facts (HTTP)": facts,
         "engram messages (in-process)": evaluate(conversations, in_process("message")),
         "engram facts (in-process)": evaluate(conversations, in_process("fact")),
+        **recall_floor(conversations, service, in_process),
         "engram words only": evaluate(conversations, engine_mode("words")),
         "engram meaning only": evaluate(conversations, engine_mode("meaning")),
         "plain BM25": evaluate(conversations, plain),
@@ -200,6 +201,36 @@ def bench_locomo(stack, path: Path, quick: bool) -> dict:
     }
     result["R@10 vs plain BM25"] = round(messages["R@10"] / result["plain BM25"]["R@10"], 3)
     return result
+
+
+def recall_floor(conversations, service, in_process) -> dict:
+    """Recall with its default relevance floor (MEMORY_RECALL_MIN_SCORE, MEMORY_MIN_SCORE): what it keeps
+    of the evidence, and how many requests unrelated to a conversation inject nothing at all from it
+    (tests/bench/unrelated.py; and the next conversation's questions, which are about other people's
+    lives: a harder test, as LoCoMo's conversations share their topics)."""
+    from engram.config.proxy import ProxySettings
+    from engram.vectors import Scope
+    from tests.bench.unrelated import REQUESTS
+
+    floor = ProxySettings.model_fields["recall_min_score"].default
+    out: dict = {}
+    for kind in ("message", "fact"):
+        out[f"engram {kind}s (in-process, recall floor {floor})"] = evaluate(
+            conversations, in_process(kind, floor)
+        )
+    nothing: dict[str, list[bool]] = {"requests": [], "another conversation's questions": []}
+    for n, conv in enumerate(conversations):
+        scope = Scope(bot=f"locomo-{conv.sample_id}-facts", kind="fact")
+        others = conversations[(n + 1) % len(conversations)].questions[:40] if len(conversations) > 1 else []
+        for name, asked in (
+            ("requests", REQUESTS),
+            ("another conversation's questions", [q.text for q in others]),
+        ):
+            nothing[name] += [not service.recall(scope, text, 6, floor) for text in asked]
+    out[f"unrelated asks that recall nothing (facts, floor {floor})"] = {
+        name: round(statistics.fmean(v), 3) for name, v in nothing.items() if v
+    }
+    return out
 
 
 def bench_leave_out(path: Path, quick: bool, embedder) -> dict:
@@ -881,6 +912,7 @@ def table(results: dict) -> str:
             "engram facts (HTTP)",
             "engram messages (in-process)",
             "engram facts (in-process)",
+            *(name for name in loc if "recall floor" in name),
             "engram words only",
             "engram meaning only",
             "plain BM25",
@@ -889,6 +921,7 @@ def table(results: dict) -> str:
             lines.append(
                 f"  {name:<30}" + "".join(f"{r['R@' + str(k)]:>8.3f}" for k in KS) + f"{r['all@10']:>8.3f}"
             )
+        lines.extend(f"  {name}: {value}" for name, value in loc.items() if name.startswith("unrelated asks"))
         lines.append(f"  R@10 by category (messages): {loc['engram messages (HTTP)']['R@10 by category']}")
         lines.append(
             "  R@10 per conversation (messages, facts): "

@@ -465,6 +465,7 @@ def test_mcp_initialize_names_its_version(stack):
         ("forget_memory", {"id": "mem:abc"}, "is not a memory id"),
         ("update_memory", {"id": "mem:999999", "text": "x"}, "no memory"),
         ("search_memory", {"query": ""}, "query is empty"),
+        ("search_memory", {"query": "tea", "min_score": 2}, "min_score must be a number from 0 to 1"),
         # a destructive confirmation is a JSON boolean, never a string coerced to one
         ("forget_me", {"confirm": "true"}, "valid boolean"),
     ],

@@ -127,7 +127,9 @@ def test_a_turn_with_librechats_memory_tools_is_recalled_extracted_and_answers_c
     assert "<!-- engram:datetime -->" in sent["messages"][0]["content"]
     assert {t["function"]["name"] for t in sent["tools"]} == {"set_memory", "delete_memory"}
     assert wait_until(lambda: "The user's employer is Initech." in memories_of(stack, user), timeout_s=30)
-    librechat(stack, "memory-tools", "Where do I work?", user)
+    # "Where do I work?" would not do: MiniLM puts it at cosine 0.22 to the fact, where unrelated texts
+    # are, so recall's relevance floor leaves it out: the price of a floor (docs/memory-api.md, Relevance)
+    librechat(stack, "memory-tools", "Who is my employer?", user)
     assert "Initech" in upstream.chats()[-1]["json"]["messages"][0]["content"]  # recalled
     before = len(upstream.requests)
     out = librechat(stack, "memory-tools", "/memory status", user)

@@ -169,3 +169,50 @@ def test_an_add_that_supersedes_rewrites_the_fact_it_names_and_keeps_the_old_in_
         api.post(f"/v1/bots/{bot}/memories", json={"text": "x", "supersedes": "mem:999999"}).status_code
         == 404
     )
+
+
+TEA = ("I drink green tea.", "I love oolong tea in the afternoon.", "My favourite tea shop is in Kyoto.")
+
+
+def searched(api, bot, query, **params) -> dict[str, float]:
+    """Each found memory's text and score, once search has meaning (the model is warm)."""
+    params = {"query": query, "userId": "u1", **params}
+    out: dict = {}
+
+    def found() -> bool:
+        r = api.get(f"/v1/bots/{bot}/memories", params=params)
+        assert r.status_code == 200, r.text
+        out.update(r=r.json())
+        return r.json()["meaning"]
+
+    assert wait_until(found, timeout_s=30)
+    return {m["text"]: m["score"] for m in out["r"]["memories"]}
+
+
+def test_a_relevance_floor_keeps_what_is_related_and_nothing_of_an_unrelated_question(api, bot):
+    for text in TEA:
+        add(api, bot, text)
+    assert searched(api, bot, "quantum physics lecture", minScore=0.5) == {}
+    beverage = searched(api, bot, "favourite beverage", minScore=0.5)
+    assert "I drink green tea." in beverage and all(0.5 <= s <= 1 for s in beverage.values())
+    # without a floor the unrelated question is still answered, each memory scored low
+    unrelated = searched(api, bot, "quantum physics lecture")
+    assert set(unrelated) == set(TEA) and max(unrelated.values()) < 0.2
+
+
+def test_a_score_means_the_same_whatever_else_the_scope_holds(api, bot):
+    """A fused rank's score depends on the other hits; relevance is the memory's own: the same fact scores
+    the same for a question whether 3 or 23 memories are searched."""
+    for text in TEA:
+        add(api, bot, text)
+    alone = searched(api, bot, "favourite beverage")["I drink green tea."]
+    for n in range(20):
+        add(api, bot, f"Note {n}: the meeting room {n} has a projector and a whiteboard.")
+    crowded = searched(api, bot, "favourite beverage")["I drink green tea."]
+    assert crowded == pytest.approx(alone, abs=1e-6)
+
+
+@pytest.mark.parametrize("value", ["1.5", "-0.1", "high"])
+def test_a_min_score_outside_0_to_1_is_a_400(api, bot, value):
+    r = api.get(f"/v1/bots/{bot}/memories", params={"query": "tea", "minScore": value})
+    assert r.status_code == 400 and "minScore" in r.text

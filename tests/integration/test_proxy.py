@@ -545,6 +545,11 @@ def test_mcp_tools(stack):
             tools = {t.name for t in (await session.list_tools()).tools}
             saved = await session.call_tool("save_memory", {"text": "The user plays the oboe."})
             found = await session.call_tool("search_memory", {"query": "musical instrument", "limit": 3})
+            floor = {"query": "quantum physics lecture", "min_score": 0.5}
+            assert (
+                "oboe" in (await session.call_tool("search_memory", floor | {"min_score": 0})).content[0].text
+            )
+            assert (await session.call_tool("search_memory", floor)).content[0].text == "Nothing found."
             status = await session.call_tool("memory_status", {})
             return init, tools, saved, found, status
 

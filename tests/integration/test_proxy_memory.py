@@ -15,6 +15,32 @@ from engram.proxy.memory import ChatMemory, Turn
 from engram.proxy.projects import ProjectResolver
 from engram.vectors import Scope
 from tests.fake_upstream import TEMPERATURE_REFUSED
+from tests.support import wait_until
+
+
+def test_an_unrelated_turn_is_told_no_memories_and_a_related_one_is(stack, monkeypatch):
+    """Recall's default floor (MEMORY_RECALL_MIN_SCORE, 0.4), with the real model: a request that has nothing
+    to do with what the user said injects nothing; one that does is told it."""
+    monkeypatch.delenv("MEMORY_RECALL_MIN_SCORE", raising=False)
+    chat = ChatMemory(Settings().proxy, stack.engine.service, ProjectResolver(None), stack.engine.state)
+    turn = Turn("u-floor", "c", None, authorized=True)
+    for text in (
+        "The user drinks green tea.",
+        "The user's dog is called Biscuit.",
+        "The user lives in Lyon.",
+    ):
+        chat.save(turn, text)
+    scope = Scope(bot=chat.bot, kind="fact", user="u-floor")
+    assert wait_until(lambda: stack.engine.service.recall(scope, "tea", 3).meaning, timeout_s=30)
+    for unrelated in (
+        "Can you help me write a python function that reverses a list?",
+        "What is the capital of Peru?",
+        "quantum physics lecture",
+    ):
+        chat.forget_caches()
+        assert chat.context(turn, unrelated) == ("", 0), unrelated
+    block, found = chat.context(turn, "What's my favourite beverage?")
+    assert found >= 1 and "green tea" in block and "Biscuit" not in block
 
 
 @pytest.mark.parametrize("mode", ["relevant", "newest", "both"])

@@ -170,6 +170,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "engram.domain",
             "engram.jobs",
             "engram.retrieval",
+            "engram.relevance",
             "engram.words",
             "engram.vectors",
             "engram.shapes",

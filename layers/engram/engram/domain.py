@@ -155,6 +155,15 @@ def check_limit(limit: int | None) -> int:
     return limit
 
 
+def check_min_score(min_score: float | None, name: str = "minScore") -> float:
+    """A relevance floor: a number from 0 to 1 (engram.relevance), 0 when not given."""
+    if min_score is None:
+        return 0.0
+    if isinstance(min_score, bool) or not isinstance(min_score, int | float) or not 0 <= min_score <= 1:
+        raise InvalidInput(f"{name} must be a number from 0 to 1")
+    return float(min_score)
+
+
 @dataclass(slots=True)
 class ChatMessage:
     """A chat message to store: its source id is unique per bot, so storing it twice does nothing."""

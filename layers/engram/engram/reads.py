@@ -4,8 +4,8 @@ words scan of the records when the index is down."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import astuple, replace
 
 from .bookkeeping import ForgetUnderWay
 from .clock import now_ms
@@ -15,6 +15,7 @@ from .domain import (
     Found,
     Memory,
     check_limit,
+    check_min_score,
     check_name,
     matches_metadata,
     required_name,
@@ -24,10 +25,12 @@ from .indexing import Indexer
 from .observability import timed
 from .parts import MemoryParts
 from .record import Listing, drew_on
+from .relevance import QUERIES, STATEMENTS, Calibration, calibrate, combined, cosine, words_share
 from .retrieval import feedback_query, feedback_vector
 from .store import KINDS, Record, source_key
 from .text import check_text, format_memory_id
 from .vectors import Hit, Query, Scope
+from .words import terms
 
 log = logging.getLogger(__name__)
 # How many pages a listing reads on when a forget under way hid rows of the first
@@ -81,6 +84,7 @@ class MemoryReads:
         self.records, self.state, self.index = parts.records, parts.state, parts.index
         self.queue, self.words, self.retrieval = parts.queue, parts.words, parts.retrieval
         self.indexer = indexer
+        self.calibrations: dict[str, Calibration] = {}  # per named vector: its model's cosine levels
 
     # ----- forgets under way: hidden from every read until they finish ----------------------------------
 
@@ -172,7 +176,7 @@ class MemoryReads:
                 break
         return out
 
-    def search(
+    def search(  # noqa: PLR0913 - the Memory API's search, one keyword a query parameter
         self,
         bot: str,
         query: str,
@@ -183,9 +187,11 @@ class MemoryReads:
         project: str | None = None,
         user: str | None = None,
         metadata: dict[str, str] | None = None,
+        min_score: float | None = None,
     ) -> Found:
         """Best first, by words and (with vectors on) by meaning; words alone when the embedder is down
-        or still loading. `metadata`: only memories with every one of these values."""
+        or still loading. `metadata`: only memories with every one of these values; `min_score`: only
+        memories at least this relevant (engram.relevance)."""
         scope = Scope(
             bot=required_name("bot", bot),
             kind=self._kind(kind),
@@ -194,14 +200,21 @@ class MemoryReads:
             user=check_name("userId", user),
             metadata=tuple(sorted((metadata or {}).items())),
         )
-        return self.recall(scope, query, check_limit(limit))
+        return self.recall(scope, query, check_limit(limit), check_min_score(min_score))
 
-    def recall(self, scope: Scope, query: str, k: int) -> Found:
-        """The top-k memories of a scope for a query: one embed, one vector query. A search never waits
-        for a model to load: until it is warm, words alone answer (`Found.meaning` says which)."""
+    def recall(self, scope: Scope, query: str, k: int, min_score: float = 0.0) -> Found:
+        """The top-k memories of a scope for a query: one embed, one vector query; each scored by how
+        relevant it is (engram.relevance), and those under `min_score` left out. A search never waits for a
+        model to load: until it is warm, words alone answer (`Found.meaning` says which)."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query is empty")
         check_text("query", query)
+        found = self._recall(scope, query, k)
+        kept = Found(m for m in found if (m.score or 0.0) >= min_score)
+        kept.meaning = found.meaning
+        return kept
+
+    def _recall(self, scope: Scope, query: str, k: int) -> Found:
         scope = replace(scope, alive_at=now_ms())  # what expired is not among the top k
         words = self.words.query(query)
         dense = None
@@ -213,8 +226,8 @@ class MemoryReads:
         try:
             with timed("vector-query"):
                 settings = self.retrieval
-                moving = bool(settings.feedback_docs and settings.feedback_dense and dense)
-                first = Query(words, dense, max(k, settings.feedback_min_hits), fusion, with_vector=moving)
+                # every hit carries its vector: its cosine with the query is its relevance by meaning
+                first = Query(words, dense, max(k, settings.feedback_min_hits), fusion, dense is not None)
                 hits = self.index.search(scope, first)
                 # Feedback needs a crowd: in a handful of memories the top three are most of the scope
                 if settings.feedback_docs and len(hits) >= settings.feedback_min_hits:
@@ -222,7 +235,7 @@ class MemoryReads:
                     more_words = feedback_query(words, hits, settings) if words.indices else None
                     more_dense = feedback_vector(dense, hits, settings)
                     if more_words is not None or more_dense is not None:
-                        again = Query(more_words or words, more_dense or dense, k, fusion)
+                        again = Query(more_words or words, more_dense or dense, k, fusion, dense is not None)
                         hits = self.index.search(scope, again)
             hits = hits[:k]  # the index ranks equal scores by id: the same question, the same answer
         except IndexUnavailable as exc:
@@ -230,9 +243,41 @@ class MemoryReads:
             log.warning("index unavailable, searching records by words: %s", exc.message)
             return self._words_fallback(scope, query, k)
         hidden = self.hider(scope.bot)
-        found = Found(Memory.from_hit(h) for h in hits if not hidden.hit(h))
+        found = self._scored([h for h in hits if not hidden.hit(h)], query, dense)
         found.meaning = dense is not None
         return found
+
+    def _scored(self, hits: Sequence[Hit], query: str, dense: tuple[str, Sequence[float]] | None) -> Found:
+        """The hits as memories, each scored by how relevant it is: its cosine with the query on the model's
+        scale and the share of the query's words it has (engram.relevance)."""
+        asked = set(terms(query))
+        levels = self._calibration() if dense is not None else None
+        found = Found()
+        for hit in hits:
+            memory = Memory.from_hit(hit)
+            close = cosine(dense[1], hit.vector) if dense is not None and hit.vector else None
+            memory.score = combined(levels.meaning(close) if levels else 0.0, words_share(asked, memory.text))
+            found.append(memory)
+        return found
+
+    def _calibration(self) -> Calibration | None:
+        """The current model's cosine levels, measured once per process on the reference pairs (None while
+        the model cannot embed them: relevance is then by words alone)."""
+        name = self.dense_name
+        if name is None:
+            return None
+        if name not in self.calibrations:
+            queries = self.indexer.embed(list(QUERIES), wait=False, query=True)
+            statements = self.indexer.embed(list(STATEMENTS), wait=False)
+            if not queries or not statements:
+                return None
+            self.calibrations[name] = calibrate(queries, statements)
+            log.info(
+                "relevance levels of %s: unrelated %.3f, related %.3f",
+                name,
+                *astuple(self.calibrations[name]),
+            )
+        return self.calibrations.get(name)
 
     def similar(self, scope: Scope, text: str) -> tuple[Memory, float] | None:
         """The memory closest in meaning to a text and its cosine similarity (None without vectors)."""
@@ -258,10 +303,10 @@ class MemoryReads:
         scored = [(self.words.score(q, self.words.document(r.text)), r) for r in shown]
         scored = [(s, r) for s, r in scored if s > 0]
         scored.sort(key=lambda pair: (-pair[0], -int(pair[1].id)))
-        out = Found()
-        for score, r in scored[:k]:
+        asked, out = set(terms(query)), Found()
+        for _, r in scored[:k]:
             memory = Memory.from_record(r)
-            memory.score = score
+            memory.score = words_share(asked, r.text)  # relevance by words alone
             out.append(memory)
         return out
 

@@ -35,7 +35,14 @@ def _memory_out() -> type[BaseModel]:
     }
     score: Any = (
         float | None,
-        Field(default=None, description="Present on search results: higher is better."),
+        Field(
+            default=None,
+            ge=0,
+            le=1,
+            description="On search results: how relevant the memory is, 0-1, the same scale for every query "
+            "(0.5: as close as a question and an answer that share no word). Results come in engram's "
+            "ranking, which need not follow this score (docs/memory-api.md, Relevance).",
+        ),
     )
     model = create_model("MemoryOut", __config__=ConfigDict(extra="allow"), **fields, score=score)
     model.__doc__ = "A memory in JSON."

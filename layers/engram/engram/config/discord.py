@@ -35,6 +35,8 @@ class DiscordSettings(BaseModel):
     chat_model: str | None = Field(None, validation_alias="OLLAMA_CHAT_MODEL")
     vision_model: str | None = Field(None, validation_alias="OLLAMA_VISION_MODEL")
     top_k: int = Field(5, ge=1, le=50, validation_alias="MEMORY_TOP_K")
+    # How relevant a memory must be for /ask to use it (engram.relevance; as the proxy's recall)
+    min_score: float = Field(0.4, ge=0, le=1, validation_alias="MEMORY_MIN_SCORE")
     pages_per_job: int = Field(5, ge=1, le=50, validation_alias="DISCORD_BACKFILL_PAGES_PER_JOB")
     # a quiet channel holding messages stored in the last WINDOW_DAYS is re-read for edits and deletions at
     # most this often (0: every catch-up tick); a channel with new messages is re-read with them, for free

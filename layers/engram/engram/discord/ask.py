@@ -205,7 +205,10 @@ class Ask:
         who may read what."""
         k = self.settings.top_k
         found = self.service.recall(
-            Scope(bot=self.bot, kind="message", server=job.need("guild")), job.prompt, k * 5
+            Scope(bot=self.bot, kind="message", server=job.need("guild")),
+            job.prompt,
+            k * 5,
+            self.settings.min_score,
         )
         channels: set[str] = set()
         parents: dict[str, str] = {}

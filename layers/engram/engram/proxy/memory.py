@@ -12,7 +12,7 @@ from typing import Any
 
 from ..clock import now_ms
 from ..config.proxy import ProxySettings
-from ..domain import Terms
+from ..domain import Terms, check_min_score
 from ..errors import EngramError, InvalidInput, NotFound
 from ..ports import StatePort
 from ..service import Memory, MemoryService
@@ -204,7 +204,7 @@ class ChatMemory:
         k = self.settings.recall_limit
 
         def load() -> list[Memory]:
-            found = self.service.recall(scope, query, k * 2 if boost else k)
+            found = self.service.recall(scope, query, k * 2 if boost else k, self.settings.recall_min_score)
             if boost:
                 top = max((m.score or 0) for m in found) if found else 0
                 found.sort(key=lambda m: -((m.score or 0) + (top if m.project == boost else 0)))
@@ -256,10 +256,10 @@ class ChatMemory:
         self.forget_caches()
         return memory, created
 
-    def search(self, turn: Turn, query: str, limit: int = 10) -> list[Memory]:
-        """Search what this turn may recall (no cache)."""
+    def search(self, turn: Turn, query: str, limit: int = 10, min_score: float = 0.0) -> list[Memory]:
+        """Search what this turn may recall (no cache); `min_score`: only memories at least this relevant."""
         scope, _ = self.scope(turn)
-        return self.service.recall(scope, query, limit)
+        return self.service.recall(scope, query, limit, check_min_score(min_score, "min_score"))
 
     def own(self, turn: Turn, raw_id: str) -> Memory:
         """A memory of this user's, or NotFound (other users' memories do not exist for them)."""

@@ -51,6 +51,15 @@ def list_memories(  # noqa: PLR0913 - FastAPI's query parameters; to become one 
         str | None, Query(description="Search by words and meaning, best first.", max_length=2000)
     ] = None,
     limit: Annotated[int | None, Query(ge=1, le=500, description="1-500; 200 when not given.")] = None,
+    minScore: Annotated[
+        float | None,
+        Query(
+            ge=0,
+            le=1,
+            description="With `query`: only memories at least this relevant (0-1; a memory's `score`: "
+            "0.5 is as close as a question and an answer that share no word; see docs/memory-api.md).",
+        ),
+    ] = None,
     kind: Annotated[Literal["fact", "message"], Query()] = "fact",
     userId: Name = None,
     serverId: Name = None,
@@ -72,7 +81,15 @@ def list_memories(  # noqa: PLR0913 - FastAPI's query parameters; to become one 
     metadata = metadata_filter({k: v for k, v in request.query_params.items() if k.startswith("metadata.")})
     if query is not None and query.strip():
         found = eng.service.search(
-            bot, query, kind, limit, user=userId, server=serverId, project=project, metadata=metadata
+            bot,
+            query,
+            kind,
+            limit,
+            user=userId,
+            server=serverId,
+            project=project,
+            metadata=metadata,
+            min_score=minScore,
         )
         response.headers["x-engram-search"] = "words+meaning" if found.meaning else "words"
         return {"memories": [m.to_json() for m in found], "meaning": found.meaning}

@@ -1,0 +1,36 @@
+"""Requests that have nothing to do with what anyone said in a LoCoMo conversation: what a LibreChat user
+asks an assistant (code, facts, translation, small talk). Recall's relevance floor should inject nothing
+for them; `make bench` says for how many it does. Written for engram."""
+
+REQUESTS: tuple[str, ...] = (
+    "can you help me write a python function that reverses a list",
+    "what is the capital of Peru",
+    "translate 'good morning' into French",
+    "explain how a transformer neural network works",
+    "what's 17 times 23",
+    "write a haiku about autumn",
+    "how do I fix a segmentation fault in C",
+    "summarise the causes of the first world war",
+    "give me a regex for email addresses",
+    "what is the boiling point of water at altitude",
+    "convert 5 miles to kilometres",
+    "recommend a sorting algorithm for nearly sorted data",
+    "what does HTTP 418 mean",
+    "draft a polite email declining a meeting",
+    "how many moons does Jupiter have",
+    "explain quantum entanglement simply",
+    "what is the derivative of x squared",
+    "hello",
+    "thanks!",
+    "how are you today?",
+    "quantum physics lecture",
+    "write SQL to find duplicate rows",
+    "what's the difference between TCP and UDP",
+    "list the planets in order",
+    "how do I center a div in CSS",
+    "who wrote Pride and Prejudice",
+    "what time zone is Tokyo in",
+    "debug this: TypeError: 'NoneType' object is not subscriptable",
+    "tell me a joke",
+    "what's a good name for a sourdough starter",
+)
