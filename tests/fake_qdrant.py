@@ -28,15 +28,22 @@ def _error(status: int, message: str) -> JSONResponse:
 class FakeQdrant(ServedApp):
     """`.requests` holds (method, path) of everything received; `.down = True` answers 503."""
 
-    def __init__(self, api_key: str | None = None):
+    def __init__(self, api_key: str | None = None, version: str = "1.18.0"):
         self.api_key = api_key
+        self.version = version  # what `GET /` says the server is
         self.down = False
         self.requests: list[tuple[str, str]] = []
         # what a real server would be told to set up, which the local engine does not model: each
         # collection's create body and each payload index's schema, as validated
         self.collections: dict[str, m.CreateCollection] = {}
         self.field_indexes: dict[str, dict[str, object]] = {}
+        self.named_vectors: dict[str, dict[str, m.DenseVectorConfig]] = {}  # per collection, as created
+        # ... how each is stored (what PATCHes of the collection set: the local engine keeps none of it,
+        # so it is kept here and shown in the collection's info as a server shows it)
+        self.vector_storage: dict[str, dict[str, dict]] = {}
+        self.patches: list[m.UpdateCollection] = []
         self.answered_bytes = 0  # of search answers (query batches)
+        self.vectors_asked: list[object] = []  # each retrieve's and each search leg's `with_vector`
         self.engine = QdrantClient(location=":memory:")
         self._lock = threading.Lock()
         self.app = FastAPI()
@@ -63,6 +70,10 @@ class FakeQdrant(ServedApp):
             with self._lock:
                 return fn()
 
+        @app.get("/")
+        async def root():  # the server's own answer has no `result`
+            return JSONResponse({"title": "qdrant - vector search engine", "version": self.version})
+
         @app.get("/collections/{c}/exists")
         async def exists(c: str):
             return _ok({"exists": run(lambda: engine.collection_exists(c))})
@@ -80,7 +91,33 @@ class FakeQdrant(ServedApp):
 
         @app.get("/collections/{c}")
         async def info(c: str):
-            return _ok(run(lambda: engine.get_collection(c)).model_dump(mode="json"))
+            shown = run(lambda: engine.get_collection(c)).model_dump(mode="json")
+            vectors = shown["config"]["params"].get("vectors")
+            for name, storage in self.vector_storage.get(c, {}).items():
+                if isinstance(vectors, dict) and name in vectors:
+                    vectors[name].update(storage)
+            if c in self.collections and self.collections[c].quantization_config is not None:
+                shown["config"]["quantization_config"] = self.collections[c].quantization_config.model_dump(
+                    mode="json"
+                )
+            return _ok(shown)
+
+        @app.patch("/collections/{c}")
+        async def update(c: str, request: Request):
+            body = m.UpdateCollection.model_validate(await request.json())
+            self.patches.append(body)
+            run(
+                lambda: engine.update_collection(
+                    c, vectors_config=body.vectors, sparse_vectors_config=body.sparse_vectors
+                )
+            )
+            for name, diff in (body.vectors or {}).items():
+                self.vector_storage.setdefault(c, {}).setdefault(name, {}).update(
+                    diff.model_dump(mode="json", exclude_none=True)
+                )
+            if body.quantization_config == m.Disabled.DISABLED and c in self.collections:
+                self.collections[c].quantization_config = None
+            return _ok(True)
 
         @app.put("/collections/{c}/index")
         async def index(c: str, request: Request):
@@ -92,6 +129,7 @@ class FakeQdrant(ServedApp):
         @app.put("/collections/{c}/vectors/{name}")
         async def create_vector(c: str, name: str, request: Request):
             body = m.DenseVectorNameConfig.model_validate(await request.json())
+            self.named_vectors.setdefault(c, {})[name] = body.dense
             run(lambda: engine.create_vector_name(c, name, body))
             return _ok({"operation_id": 0, "status": "completed"})
 
@@ -115,6 +153,7 @@ class FakeQdrant(ServedApp):
         @app.post("/collections/{c}/points")
         async def retrieve(c: str, request: Request):
             body = m.PointRequest.model_validate(await request.json())
+            self.vectors_asked.append(body.with_vector)
             found = run(
                 lambda: engine.retrieve(
                     c, ids=body.ids, with_payload=body.with_payload, with_vectors=body.with_vector
@@ -175,6 +214,7 @@ class FakeQdrant(ServedApp):
         @app.post("/collections/{c}/points/query/batch")
         async def query_batch(c: str, request: Request):
             body = m.QueryRequestBatch.model_validate(await request.json())
+            self.vectors_asked += [search.with_vector for search in body.searches]
             found = run(lambda: engine.query_batch_points(c, requests=body.searches))
             answer = [f.model_dump(mode="json") for f in found]
             self.answered_bytes += len(json.dumps(answer))

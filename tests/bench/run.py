@@ -678,6 +678,7 @@ def bench_recall(sizes: list[int], embedder, queries: int, with_client_mode: boo
     """Scope-filtered recall through MemoryService.recall on the embedded engine (and qdrant-client's
     local mode, over engram's REST client, as the baseline), with and without the query embed."""
     from engram.embedders import vector_name
+    from engram.relevance import QUERIES, STATEMENTS
     from engram.service import MemoryService
     from engram.vectors import Scope
     from engram.vectors.edge import EdgeIndex
@@ -685,7 +686,9 @@ def bench_recall(sizes: list[int], embedder, queries: int, with_client_mode: boo
 
     rng = random.Random(11)
     qtexts = [" ".join(rng.choice(VOCAB[:300]) for _ in range(4)) + f" question {i}" for i in range(queries)]
-    qvectors = dict(zip(qtexts, embedder.embed(qtexts), strict=False))
+    # ... and the relevance reference pairs, which the first search of a process embeds (engram.relevance)
+    known = qtexts + list(QUERIES + STATEMENTS)
+    qvectors = dict(zip(known, embedder.embed(known), strict=False))
 
     class Named(PrecomputedEmbedder):
         pass

@@ -30,3 +30,12 @@ def test_a_blend_gives_each_side_its_weight_and_a_flat_side_its_whole_weight():
     flat = hits({1: 0.5, 2: 0.5})
     blend = fuse([(hits({1: 3.0, 2: 1.0}), 2.0), (flat, 0.5)], Fusion(mode="blend"), 2)
     assert [(h.id, h.score) for h in blend] == [(1, 2.5), (2, 0.5)]
+
+
+def test_each_hit_keeps_the_meaning_legs_own_score_as_its_cosine():
+    """A hit's relevance is judged by the meaning leg's score of it, not by its fused rank (none when the
+    meaning leg did not have it among its candidates, or there was none)."""
+    fused = fuse([(WORDS, 1.0), (hits({3: 0.80, 2: 0.79}), 1.0)], Fusion(k=2), 3, meaning=1)
+    assert {h.id: h.cosine for h in fused} == {1: None, 2: 0.79, 3: 0.80}
+    assert [h.cosine for h in fuse([(MEANING, 1.0)], Fusion(), 3, meaning=0)] == [0.80, 0.79, 0.10]
+    assert [h.cosine for h in fuse([(WORDS, 1.0)], Fusion(), 3)] == [None, None, None]

@@ -37,6 +37,7 @@ def build_index(settings: Settings) -> VectorIndex:
             settings.collection,
             shards=settings.qdrant_shards,
             replicas=settings.qdrant_replicas,
+            write_consistency=settings.qdrant_write_consistency,
         )
     from .vectors.edge import EdgeIndex
 

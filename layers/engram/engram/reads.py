@@ -25,7 +25,7 @@ from .indexing import Indexer
 from .observability import timed
 from .parts import MemoryParts
 from .record import Listing, drew_on
-from .relevance import QUERIES, STATEMENTS, Calibration, calibrate, combined, cosine, words_share
+from .relevance import QUERIES, STATEMENTS, Calibration, calibrate, combined, words_share
 from .retrieval import feedback_query, feedback_vector
 from .store import KINDS, Record, source_key
 from .text import check_text, format_memory_id
@@ -226,17 +226,22 @@ class MemoryReads:
         try:
             with timed("vector-query"):
                 settings = self.retrieval
-                # every hit carries its vector: its cosine with the query is its relevance by meaning
-                first = Query(words, dense, max(k, settings.feedback_min_hits), fusion, dense is not None)
+                moving = bool(settings.feedback_docs and settings.feedback_dense and dense)
+                first = Query(words, dense, max(k, settings.feedback_min_hits), fusion, with_vector=moving)
                 hits = self.index.search(scope, first)
+                # a hit's relevance is its cosine with the query asked, not with the one feedback moves
+                cosines = {h.id: h.cosine for h in hits}
                 # Feedback needs a crowd: in a handful of memories the top three are most of the scope
                 if settings.feedback_docs and len(hits) >= settings.feedback_min_hits:
                     # Pseudo-relevance feedback: what the best hits agree on, asked again (no new embed)
                     more_words = feedback_query(words, hits, settings) if words.indices else None
                     more_dense = feedback_vector(dense, hits, settings)
                     if more_words is not None or more_dense is not None:
-                        again = Query(more_words or words, more_dense or dense, k, fusion, dense is not None)
-                        hits = self.index.search(scope, again)
+                        again = Query(more_words or words, more_dense or dense, k, fusion)
+                        hits = [
+                            replace(h, cosine=cosines.get(h.id, h.cosine) if more_dense else h.cosine)
+                            for h in self.index.search(scope, again)
+                        ]
             hits = hits[:k]  # the index ranks equal scores by id: the same question, the same answer
         except IndexUnavailable as exc:
             self.indexer.failed(exc.message)
@@ -255,8 +260,8 @@ class MemoryReads:
         found = Found()
         for hit in hits:
             memory = Memory.from_hit(hit)
-            close = cosine(dense[1], hit.vector) if dense is not None and hit.vector else None
-            memory.score = combined(levels.meaning(close) if levels else 0.0, words_share(asked, memory.text))
+            by_meaning = levels.meaning(hit.cosine) if levels else 0.0
+            memory.score = combined(by_meaning, words_share(asked, memory.text))
             found.append(memory)
         return found
 

@@ -74,6 +74,8 @@ class Settings(BaseSettings):
     # How a new collection is made on a Qdrant server (an existing one is used as it is)
     qdrant_shards: int = Field(default=1, ge=1)
     qdrant_replicas: int = Field(default=1, ge=1)
+    # how many replicas must take a write before it is answered (at most the replicas; 1: the leader)
+    qdrant_write_consistency: int = Field(default=1, ge=1)
     data_dir: Path = Path(".engram")
 
     # Embedder: local (MiniLM shipped in a PyPI package), ollama, remote (OpenAI-style) or off

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, Protocol
 
 from ..words import SparseVector
@@ -67,6 +67,9 @@ class Hit:
     score: float
     payload: dict[str, Any]
     vector: list[float] | None = None  # the dense vector, when asked for
+    # the meaning leg's own score of this point (the cosine with the query), when it was among that
+    # leg's candidates: what its relevance is judged by (engram.relevance), with no vector sent back
+    cosine: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,13 +97,17 @@ def ranked(hits: list[Hit], second: dict[int, float] | None = None) -> list[Hit]
     return sorted(hits, key=lambda h: (-_close(h.score), -second.get(h.id, float("-inf")), -h.id))
 
 
-def fuse(legs: list[tuple[list[Hit], float]], fusion: Fusion, limit: int) -> list[Hit]:
+def fuse(
+    legs: list[tuple[list[Hit], float]], fusion: Fusion, limit: int, meaning: int | None = None
+) -> list[Hit]:
     """Weighted reciprocal rank fusion of each side's hits (Qdrant's formula: weight / (k + rank), the best
     at rank 0), done here rather than by the engine so that equal scores on one side are ranked by the
-    other side, then by id, not by where the engine happened to store them."""
-    if len(legs) == 1:
-        return ranked(legs[0][0])[:limit]
+    other side, then by id, not by where the engine happened to store them. `meaning`: which leg is the
+    meaning one, whose score each hit keeps as its `cosine`."""
     sides = [{h.id: h.score for h in hits} for hits, _ in legs]
+    cosines = sides[meaning] if meaning is not None else {}
+    if len(legs) == 1:
+        return [replace(h, cosine=cosines.get(h.id)) for h in ranked(legs[0][0])[:limit]]
     scores: dict[int, float] = {}
     best: dict[int, Hit] = {}
     depth = max(fusion.candidates, limit)  # as Qdrant's prefetch: a long page reads deeper
@@ -110,7 +117,7 @@ def fuse(legs: list[tuple[list[Hit], float]], fusion: Fusion, limit: int) -> lis
             share = part if part is not None else 1 / (fusion.k + rank)
             scores[hit.id] = scores.get(hit.id, 0.0) + weight * share
             best[hit.id] = _fuller(best.get(hit.id), hit)
-    fused = [Hit(i, score, best[i].payload, best[i].vector) for i, score in scores.items()]
+    fused = [Hit(i, score, best[i].payload, best[i].vector, cosines.get(i)) for i, score in scores.items()]
     return ranked(fused)[:limit]
 
 

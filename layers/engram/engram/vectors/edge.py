@@ -291,7 +291,7 @@ class EdgeIndex:
             )
             points: list[Any] = self._run(partial(_query, request=request))
             out.append(([Hit(int(p.id), float(p.score), {}) for p in points], weight))
-        hits = fuse(out, fusion, limit)
+        hits = fuse(out, fusion, limit, len(out) - 1 if dense is not None else None)
         names = [dense[0]] if with_vector and dense is not None else None
         vectors: list[str] | bool = names or False
         records = {int(r.id): r for r in self._run(lambda s: s.retrieve([h.id for h in hits], True, vectors))}
@@ -301,6 +301,7 @@ class EdgeIndex:
                 h.score,
                 dict(records[h.id].payload or {}),
                 _dense_of(records[h.id].vector, names),
+                h.cosine,
             )
             for h in hits
             if h.id in records

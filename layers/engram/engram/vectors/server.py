@@ -13,10 +13,29 @@ from typing import Any
 
 import httpx
 
+from ..embedders import own_vector_name
 from ..errors import IndexUnavailable
 from ..words import SparseVector
 from .base import SCOPE_FIELDS, TIE_MARGIN, WORDS, Hit, IndexPoint, Query, Scope, fuse
 from .base import by_point as vectors_by_point
+
+# The oldest server engram works with: a named vector is added to an existing collection (a new embedding
+# model, a point's own vector) by `PUT /collections/{c}/vectors/{name}`, which Qdrant has from 1.18 on
+MINIMUM_VERSION = (1, 18, 0)
+# How each named vector is stored, set by a PATCH of the collection once it exists (a new named vector
+# takes only its size and distance). The vector a search ranks by: its originals on disk, int8 copies of
+# them in RAM (a quarter of the size) that the search reads, rescored from the originals; its graphs are
+# the collection's, one per tenant (m 0, payload_m 16).
+INT8_IN_RAM: dict[str, Any] = {"scalar": {"type": "int8", "quantile": 0.99, "always_ram": True}}
+SEARCHED_VECTOR: dict[str, Any] = {"on_disk": True, "quantization_config": INT8_IN_RAM}
+# A point's own meaning beside its mixed one (engram.line_windows): read by id, never searched, so on
+# disk with no graph at all and no copy in RAM
+OWN_VECTOR: dict[str, Any] = {
+    "on_disk": True,
+    "hnsw_config": {"m": 0, "payload_m": 0},
+    "quantization_config": "Disabled",
+}
+WORDS_ON_DISK: dict[str, Any] = {"modifier": "idf", "index": {"on_disk": True}}
 
 # Every search is filtered by bot: its index is the tenant one (its points stored together); kind has two
 # values, so a graph per value would be a second global graph (none is built for it)
@@ -51,6 +70,31 @@ def _matching(key: str, option: Any) -> dict[str, Any]:
     return {"key": key, "match": {"value": option}}
 
 
+def _stored_as(now: dict[str, Any], name: str, inherited: Any) -> bool:
+    """Whether a named vector's reported params are already stored as `QdrantServerIndex.storage` says."""
+    wanted = QdrantServerIndex.storage(name)
+    graph = wanted.get("hnsw_config") or {}
+    graph_right = all((now.get("hnsw_config") or {}).get(k) == v for k, v in graph.items())
+    return bool(now.get("on_disk")) and _quantized_as(now, wanted, inherited) and graph_right
+
+
+def _words_on_disk(params: dict[str, Any]) -> bool:
+    """Whether a collection's words index is on disk, by its reported params."""
+    words = (params.get("sparse_vectors") or {}).get(WORDS) or {}
+    return bool((words.get("index") or {}).get("on_disk"))
+
+
+def _quantized_as(now: dict[str, Any], wanted: dict[str, Any], inherited: Any) -> bool:
+    """Whether a named vector's quantization (its own, else the collection's) is the one wanted."""
+    quantization = now.get("quantization_config") or inherited
+    if quantization == "Disabled":  # a vector's own "none", whatever the collection's
+        quantization = None
+    if wanted["quantization_config"] == "Disabled":
+        return not quantization
+    scalar = (quantization or {}).get("scalar") or {}
+    return scalar.get("type") == "int8" and bool(scalar.get("always_ram"))
+
+
 def _sparse(vector: SparseVector) -> dict[str, Any]:
     return {"indices": list(vector.indices), "values": list(vector.values)}
 
@@ -58,10 +102,17 @@ def _sparse(vector: SparseVector) -> dict[str, Any]:
 class QdrantServerIndex:
     """One collection: sparse `words` (IDF) and a dense named vector per embedding model."""
 
-    def __init__(self, client: httpx.Client, collection: str, shards: int = 1, replicas: int = 1):
+    def __init__(  # noqa: PLR0913 - a collection's documented parameters, each named
+        self,
+        client: httpx.Client,
+        collection: str,
+        shards: int = 1,
+        replicas: int = 1,
+        write_consistency: int = 1,
+    ):
         self.client = client
         self.collection = collection
-        self.shards, self.replicas = shards, replicas
+        self.shards, self.replicas, self.write_consistency = shards, replicas, write_consistency
         # Checked on first use, not here: a Qdrant that does not answer at cold start must degrade
         # exactly as a later outage does (writes kept pending, words search), not fail the process.
         self._collection_ready = False
@@ -79,22 +130,31 @@ class QdrantServerIndex:
         transport: httpx.BaseTransport | None = None,
         shards: int = 1,
         replicas: int = 1,
+        write_consistency: int = 1,
     ) -> QdrantServerIndex:
         """A client for the server at `url` (no request is made until the index is first used)."""
         headers = {"api-key": api_key} if api_key else {}
         client = httpx.Client(
             base_url=url.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport
         )
-        return cls(client, collection, shards, replicas)
+        return cls(client, collection, shards, replicas, write_consistency)
 
     # ----- the wire --------------------------------------------------------------------------------
 
-    def _request(self, method: str, path: str, body: dict[str, Any] | None = None, wait: bool = False) -> Any:
-        """One REST call; its `result`. Every failure (refused, timed out, 4xx/5xx) is IndexUnavailable."""
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        wait: bool = False,
+        root: bool = False,
+    ) -> Any:
+        """One REST call (of the collection; `root`: of the server); its `result`, or the whole answer where
+        it has none. Every failure (refused, timed out, 4xx/5xx) is IndexUnavailable."""
         try:
             response = self.client.request(
                 method,
-                f"/collections/{self.collection}{path}",
+                path if root else f"/collections/{self.collection}{path}",
                 json=body,
                 params={"wait": "true"} if wait else None,
             )
@@ -109,7 +169,8 @@ class QdrantServerIndex:
                 detail = response.text
             raise IndexUnavailable(f"Qdrant answered {response.status_code}: {str(detail)[:300]}")
         try:
-            return response.json().get("result")
+            answer = response.json()
+            return answer.get("result", answer)
         except ValueError as exc:
             raise IndexUnavailable(
                 f"Qdrant answered something that is not JSON: {response.text[:200]}"
@@ -123,8 +184,22 @@ class QdrantServerIndex:
                     self._collection_ready = True
         return self._request(method, path, body, wait)
 
+    def check_version(self) -> str:
+        """The server's version; IndexUnavailable saying so in one line when it is older than engram needs."""
+        version = str(self._request("GET", "/", root=True).get("version", ""))
+        parts = tuple(int(p) for p in version.split("-")[0].split(".")[:3] if p.isdigit())
+        if parts < MINIMUM_VERSION:
+            least = ".".join(map(str, MINIMUM_VERSION))
+            raise IndexUnavailable(
+                f"Qdrant {version or '(no version)'} is older than {least}, the least engram works with "
+                "(it adds named vectors to a collection): upgrade the server"
+            )
+        return version
+
     def _ensure_collection(self) -> None:
+        self.check_version()
         if self._request("GET", "/exists").get("exists"):
+            self._settle_storage()
             return
         self._request("PUT", "", self.collection_config())
         for name in SCOPE_FIELDS:
@@ -139,17 +214,40 @@ class QdrantServerIndex:
     def collection_config(self) -> dict[str, Any]:
         """A new collection as Qdrant's multitenancy guide sets one up (every search is filtered by bot
         and narrower keys): no global graph (m 0) but one per value of each keyword field (payload_m 16);
-        int8 copies of the vectors in RAM for the search, the originals and the payloads on disk; shards
-        and replicas as the operator sets them."""
+        the words index and the payloads on disk; each dense vector stored as its use needs
+        (`dense_config`); shards, replicas and write consistency as the operator sets them."""
         return {
             "vectors": {},
-            "sparse_vectors": {WORDS: {"modifier": "idf"}},
+            "sparse_vectors": {WORDS: WORDS_ON_DISK},
             "hnsw_config": {"m": 0, "payload_m": 16},
-            "quantization_config": {"scalar": {"type": "int8", "quantile": 0.99, "always_ram": True}},
             "on_disk_payload": True,
             "shard_number": self.shards,
             "replication_factor": self.replicas,
+            "write_consistency_factor": self.write_consistency,
         }
+
+    @staticmethod
+    def storage(name: str) -> dict[str, Any]:
+        """How a named dense vector is stored: a searched one with int8 copies in RAM over originals on disk;
+        a point's own vector (never searched) on disk only, with no graph."""
+        return OWN_VECTOR if name.endswith(own_vector_name("")) else SEARCHED_VECTOR
+
+    def _settle_storage(self) -> None:
+        """An existing collection's vectors stored as `storage` says, and its words index on disk: one PATCH
+        of what differs (none when all is as it should be, so a cold start changes nothing)."""
+        config = self._request("GET", "")["config"]
+        params, inherited = config["params"], config.get("quantization_config")
+        vectors = params.get("vectors") if isinstance(params.get("vectors"), dict) else {}
+        diff = {
+            name: self.storage(name) for name, now in vectors.items() if not _stored_as(now, name, inherited)
+        }
+        body: dict[str, Any] = {"vectors": diff} if diff else {}
+        if inherited:  # a collection made by an older engram: quantization per vector, not for all
+            body["quantization_config"] = "Disabled"
+        if not _words_on_disk(params):
+            body["sparse_vectors"] = {WORDS: WORDS_ON_DISK}
+        if body:
+            self._request("PATCH", "", body, wait=True)
 
     # ----- the port ----------------------------------------------------------------------------------
 
@@ -162,6 +260,7 @@ class QdrantServerIndex:
         """Create the named dense vector (cosine) unless it exists."""
         if name not in self.dense_names():
             self._call("PUT", f"/vectors/{name}", {"dense": {"size": size, "distance": "Cosine"}}, wait=True)
+            self._call("PATCH", "", {"vectors": {name: self.storage(name)}}, wait=True)
 
     def delete_dense(self, name: str) -> None:
         """Drop a named dense vector (every point's)."""
@@ -241,6 +340,7 @@ class QdrantServerIndex:
             ],
             fusion,
             limit,
+            len(legs) - 1 if dense is not None else None,
         )
         if not hits:
             return []
@@ -248,7 +348,7 @@ class QdrantServerIndex:
         body = {"ids": [h.id for h in hits], "with_payload": True, "with_vector": [name] if name else False}
         found = {int(p["id"]): p for p in self._call("POST", "/points", body)}
         return [
-            Hit(h.id, h.score, dict(found[h.id].get("payload") or {}), _named(found[h.id], name))
+            Hit(h.id, h.score, dict(found[h.id].get("payload") or {}), _named(found[h.id], name), h.cosine)
             for h in hits
             if h.id in found  # deleted between the two requests
         ]
