@@ -583,6 +583,49 @@ def test_mcp_tools(stack):
     assert httpx.post(f"{stack.url}/mcp", json={}).status_code == 401
 
 
+@pytest.mark.parametrize("hangs", ["qdrant", "embedder"])
+def test_a_turn_goes_on_without_memory_when_qdrant_or_the_embedder_hangs(stack, upstream, monkeypatch, hangs):
+    """A dependency that hangs (rather than refuses) costs a turn its memory budget (1 s), not its timeout;
+    the turn says so, and the turns right after do not wait at all until a trial comes back in time."""
+    service, user = stack.engine.service, f"hang-{hangs}"
+    api = httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {KEY}"})
+    fact = {"text": "The user likes oolong tea.", "userId": user}
+    assert api.post("/v1/bots/librechat/memories", json=fact).status_code == 201
+    asked = {"query": "oolong", "userId": user}
+    assert wait_until(lambda: api.get("/v1/bots/librechat/memories", params=asked).json()["meaning"])
+    held = service.reads.index if hangs == "qdrant" else service.indexer.embedder
+    name = "search" if hangs == "qdrant" else "embed"
+    inner = getattr(held, name)
+
+    def hanging(*args, **kwargs):
+        time.sleep(4)
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(held, name, hanging)
+    monkeypatch.setattr(stack.proxy.memory_breaker, "pause_s", 2.0)
+    c = oa(stack, user=user)
+
+    def turn(words):
+        started = time.monotonic()
+        raw = c.chat.completions.with_raw_response.create(
+            model="fake-model", messages=[{"role": "user", "content": f"{words} {uuid.uuid4().hex}"}]
+        )
+        return raw.headers.get("x-engram-memory"), time.monotonic() - started
+
+    try:
+        said, took = turn("What tea do I like?")
+        assert said == "skipped; reason=over-budget" and took < 2.0, (said, took)
+        assert "Remembered from earlier" not in json.dumps(upstream.chats()[-1]["json"])
+        said, took = turn("And which coffee?")
+        assert said == "skipped; reason=paused" and took < 1.0, (said, took)
+        monkeypatch.setattr(held, name, inner)  # back: after the pause, a trial finds it on time
+        time.sleep(2.1)
+        said, _ = turn("Which tea again?")
+        assert said is None and not stack.proxy.memory_breaker.open
+    finally:
+        stack.proxy.memory_breaker.succeeded()
+
+
 def test_langfuse_traces_each_model_turn_and_no_command(stack, upstream):
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 

@@ -9,7 +9,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -156,6 +156,7 @@ class Reading:
     after: After | None = None
     trace: TurnTrace | None = None
     model: str = ""
+    headers: dict[str, str] = field(default_factory=dict)  # engram's own, added to the answer's
 
 
 @dataclass(frozen=True)
@@ -288,6 +289,7 @@ async def relay(
             upstream.api,  # in the wire format its callers speak (Anthropic's SDK reads `error.type`)
         )
     headers = {k: v for k, v in response.headers.items() if k.lower() not in _DROP_RESPONSE}
+    headers |= reading.headers if reading else {}
     if "text/event-stream" not in response.headers.get("content-type", ""):
         return await exchange.whole(response, headers)
     return StreamingResponse(exchange.chunks(response), status_code=response.status_code, headers=headers)

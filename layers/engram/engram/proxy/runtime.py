@@ -18,6 +18,7 @@ from ..engine_parts import Engine
 from ..jobs import LibreChatReconcileJob
 from ..keys import key_matches
 from ..singleton import ProcessSingleton
+from .budget import Breaker
 from .cache import StatsCache
 from .memory import ChatMemory
 from .projects import ProjectResolver
@@ -77,6 +78,11 @@ class Proxy:
         default_factory=lambda: TTLCache(maxsize=10_000, ttl=900)
     )
     _extractor: Extractor | None = None
+    # Open while memory is too slow for a turn to wait for it (engram.proxy.budget)
+    memory_breaker: Breaker = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.memory_breaker = Breaker(pause_s=self.settings.memory_pause_s)
 
     def extractor(self) -> Extractor:
         """The post-turn extractor (built on first use: only workers need it)."""

@@ -5,11 +5,12 @@ complete). Each step is a function of this module; `chat_turn` runs them in orde
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
@@ -30,6 +31,9 @@ if TYPE_CHECKING:  # the wiring's type: the process's parts are handed in, never
     from .runtime import Proxy
 
 log = logging.getLogger(__name__)
+# On a turn that went on without its memory: why ("over-budget": it took too long; "paused": a turn just
+# before took too long, and memory gets a rest: engram.proxy.budget)
+MEMORY_HEADER = "x-engram-memory"
 
 CHAT_PATHS: dict[wire.Api, str] = {"openai": "v1/chat/completions", "anthropic": "v1/messages"}
 
@@ -237,24 +241,26 @@ async def chat_in_context(
     project_ms = (time.perf_counter() - started) * 1000
     if said.command:
         return await answer_command(door, api, said, turn)
-    keep, block = await memory_for_turn(proxy, turn, said, chat, trace)
+    keep, block, skipped = await memory_for_turn(proxy, turn, said, chat, trace)
     _note_if_slow(proxy, said, started, project_ms)
     out = outgoing_body(door, api, said, block)
     after = extraction_after(door, turn, said, trace, chat) if keep else None
-    reading = Reading(api, after, trace, said.model)
+    told = {MEMORY_HEADER: f"skipped; reason={skipped}"} if skipped else {}
+    reading = Reading(api, after, trace, said.model, told)
     return await relay(door, request, CHAT_PATHS[api], json.dumps(out).encode(), reading)
 
 
 async def memory_for_turn(
     proxy: Proxy, turn: Turn, said: Said, chat: ChatFacts, trace: TurnTrace
-) -> tuple[bool, str]:
-    """(whether to keep what this turn says, the block to place at its user message)."""
+) -> tuple[bool, str, str | None]:
+    """(whether to keep what this turn says, the block to place at its user message, why its recall was
+    skipped when it was: engram.proxy.budget)."""
     # LibreChat's own opt-outs: personalization memories off means no memory at all; a temporary chat is
     # deleted by LibreChat, so nothing is kept from it (what is remembered may still be recalled). A
     # regenerate is extracted once by the worker (ExtractJob.turn_key).
     turn_key = (said.conversation, hashlib.sha256(said.said.encode("utf-8", "surrogatepass")).hexdigest())
-    memory_on, block = await turn_block(proxy, turn, said, turn_key, trace, chat)
-    return memory_on and not chat.temporary, block
+    memory_on, block, skipped = await turn_block(proxy, turn, said, turn_key, trace, chat)
+    return memory_on and not chat.temporary, block, skipped
 
 
 def history_key(said: Said) -> str:
@@ -321,26 +327,54 @@ async def turn_block(
     key: tuple[str | None, str],
     trace: TurnTrace,
     chat: ChatFacts,
-) -> tuple[bool, str]:
+) -> tuple[bool, str, str | None]:
     """(memory on for this chat, the block to place at the turn's user message: the date and the recalled
-    memories). A tool round tells the time its turn started (and its recall is the cached one within the
-    recall cache's TTL), so the block stays the same byte for byte across the rounds of one turn. A chat
-    whose LibreChat settings could not be read recalls nothing (they may say memory off); what it says is
-    kept only once the worker has read them."""
+    memories, why the recall was skipped if it was). A tool round tells the time its turn started (and its
+    recall is the cached one within the recall cache's TTL), so the block stays the same byte for byte
+    across the rounds of one turn. A chat whose LibreChat settings could not be read recalls nothing (they
+    may say memory off); what it says is kept only once the worker has read them. Memory has a budget
+    (engram.proxy.budget): past it the turn goes on without."""
     s = proxy.settings
     if not said.tool_round or key not in proxy.turn_started:
         proxy.turn_started[key] = datetime_block()
-    memory_on = False
     blocks = [proxy.turn_started[key]] if s.datetime_enabled else []
+    started = time.monotonic()
+    memory = _TurnMemory()
     try:
-        memory_on = await _memory_on(proxy, turn, chat.memories_off)
-        if memory_on and s.recall_enabled and not chat.unknown:
-            blocks += await _recalled(proxy, turn, said.body, trace)
+        await asyncio.wait_for(memory.read(proxy, turn, said, chat, trace), s.memory_budget_ms / 1000)
+    except TimeoutError:
+        memory.skipped = "over-budget"
+        if memory.recalling:
+            proxy.memory_breaker.failed()
+        log.warning("memory took over %d ms: this turn goes on without it", s.memory_budget_ms)
     except EngramError as exc:  # memory failing never fails the turn
         log.warning("memory unavailable, answering without it: %s", exc.message)
     except Exception:
         log.exception("memory failed, answering without it")
-    return memory_on, "\n\n".join(blocks)
+    if memory.skipped:
+        proxy.counters.record("memorySkipped", (time.monotonic() - started) * 1000, ok=False)
+    return memory.on, "\n\n".join(blocks + memory.blocks), memory.skipped
+
+
+@dataclass
+class _TurnMemory:
+    """What a turn's memory came to within its budget: on or not, what it recalled, why it was skipped."""
+
+    on: bool = False
+    blocks: list[str] = field(default_factory=list)
+    skipped: str | None = None
+    recalling: bool = False  # the recall was under way (when the budget ran out: it, not the settings)
+
+    async def read(self, proxy: Proxy, turn: Turn, said: Said, chat: ChatFacts, trace: TurnTrace) -> None:
+        self.on = await _memory_on(proxy, turn, chat.memories_off)
+        if not (self.on and proxy.settings.recall_enabled and not chat.unknown):
+            return
+        if not proxy.memory_breaker.allows():
+            self.skipped = "paused"
+            return
+        self.recalling = True
+        self.blocks = await _recalled(proxy, turn, said.body, trace)
+        proxy.memory_breaker.succeeded()
 
 
 async def _memory_on(proxy: Proxy, turn: Turn, memories_off: bool) -> bool:
