@@ -1,6 +1,7 @@
 """The worker function: typed jobs from real (moto) SQS, partial batch failures, DLQ after retries."""
 
 import json
+import time
 
 from engram.jobs import IndexJob, SweepJob, parse_job
 from infra.poller import LambdaContext, SqsPoller, load_function_handler, sqs_event
@@ -14,6 +15,7 @@ def test_jobs_round_trip_through_their_json():
 def test_one_bad_message_fails_alone(service, aws):
     memory, _ = service.add_fact("bot1", "The owner drinks tea.")
     handler = load_function_handler("worker")
+    arn = aws["sqs"].get_queue_attributes(QueueUrl=aws["queue_url"], AttributeNames=["QueueArn"])
     messages = [
         {
             "MessageId": "good",
@@ -23,10 +25,11 @@ def test_one_bad_message_fails_alone(service, aws):
         {"MessageId": "bad", "ReceiptHandle": "r2", "Body": json.dumps({"kind": "explode"})},
         {"MessageId": "sweep", "ReceiptHandle": "r3", "Body": SweepJob().model_dump_json()},
     ]
-    result = handler(
-        sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:t-jobs", "us-east-1"), LambdaContext()
-    )
-    assert result == {"batchItemFailures": [{"itemIdentifier": "bad"}]}
+    result = handler(sqs_event(messages, arn["Attributes"]["QueueArn"], "us-east-1"), LambdaContext())
+    # the bad one is no job at all: it went to the dead-letter queue (below), and fails nothing
+    assert result == {"batchItemFailures": []}
+    dead = aws["sqs"].receive_message(QueueUrl=aws["dlq_url"], MessageAttributeNames=["All"])["Messages"]
+    assert [m["Body"] for m in dead] == [json.dumps({"kind": "explode"})]
 
 
 def test_index_job_for_a_deleted_record_is_a_no_op(service):
@@ -36,16 +39,63 @@ def test_index_job_for_a_deleted_record_is_a_no_op(service):
     assert service.search("bot1", "tea") == []
 
 
-def test_failed_messages_go_to_the_dead_letter_queue(service, aws):
+def in_queue(sqs, url) -> int:
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"]) + int(
+        attributes["ApproximateNumberOfMessagesNotVisible"]
+    )
+
+
+def test_a_message_that_is_no_job_goes_to_the_dead_letter_queue_at_once_with_why(service, aws):
+    """Every try of it would fail the same way: five tries at the queue's 18-minute visibility were 90
+    minutes before anyone could read it."""
     sqs = aws["sqs"]
-    sqs.set_queue_attributes(QueueUrl=aws["queue_url"], Attributes={"VisibilityTimeout": "0"})
     sqs.send_message(QueueUrl=aws["queue_url"], MessageBody='{"kind": "explode"}')
     poller = SqsPoller(sqs, aws["queue_url"], load_function_handler("worker"), "us-east-1", wait_s=0)
-    for _ in range(6):
-        poller.poll_once()
+    assert poller.poll_once() == 1
     dlq = aws["dlq_url"]
-    dead = sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=10)["Messages"]
+    dead = sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=10, MessageAttributeNames=["All"])[
+        "Messages"
+    ]
     assert [m["Body"] for m in dead] == ['{"kind": "explode"}']
+    assert dead[0]["MessageAttributes"]["reason"]["StringValue"].startswith("not a job")
+    assert in_queue(sqs, aws["queue_url"]) == 0  # gone from the jobs queue, not waiting to be tried again
+
+
+def test_a_failed_interactive_job_is_tried_again_within_seconds_and_bulk_work_after_minutes(
+    service, engine, aws
+):
+    """A failure holds the job back as long as its class waits (engram.jobs.retry_after_s): an /ask that
+    failed comes back 5 s later (not after the queue's 18-minute visibility), a bulk job 30 s later."""
+    from aws_lambda_powertools.utilities.batch import process_partial_response
+
+    from engram.jobs import AskJob, BackfillJob, retry_after_s
+    from engram.worker import Worker, processor
+
+    sqs = aws["sqs"]
+    # wired without Discord's parts: every Discord job fails (a RuntimeError), as one would with Discord down
+    worker = Worker(lambda: engine)
+
+    def handler(event, context):
+        return process_partial_response(
+            event=event, record_handler=worker.handle, processor=processor, context=context
+        )
+
+    ask = AskJob(user="u1", guild="g1", channel="c1", token="t", prompt="what did we plan?")
+    sqs.send_message(QueueUrl=aws["interactive_queue_url"], MessageBody=ask.model_dump_json())
+    poller = SqsPoller(sqs, aws["interactive_queue_url"], handler, "us-east-1", wait_s=0)
+    assert poller.poll_once() == 1  # failed
+    assert poller.poll_once() == 0  # held back
+    time.sleep(retry_after_s("interactive", 1) + 0.5)
+    again = sqs.receive_message(QueueUrl=aws["interactive_queue_url"], AttributeNames=["All"])["Messages"]
+    assert len(again) == 1 and again[0]["Attributes"]["ApproximateReceiveCount"] == "2"
+
+    bulk = BackfillJob(user="u1", guild="g1", run="r1", channel="c1")
+    sqs.send_message(QueueUrl=aws["queue_url"], MessageBody=bulk.model_dump_json())
+    jobs = SqsPoller(sqs, aws["queue_url"], handler, "us-east-1", wait_s=0)
+    assert jobs.poll_once() == 1 and retry_after_s("ingest", 1) == 30
+    time.sleep(retry_after_s("interactive", 1) + 0.5)
+    assert jobs.poll_once() == 0  # still held back where an /ask would be tried again
 
 
 class ContextWithLittleTimeLeft(LambdaContext):

@@ -171,3 +171,12 @@ def test_a_job_that_needs_a_server_it_was_not_given_says_which():
     with pytest.raises(ValueError, match="catchup job without guild"):
         CatchUpJob(channel="c1").need("guild")
     assert CatchUpJob(guild="g1").need("guild") == "g1"
+
+
+def test_a_failed_job_waits_seconds_where_someone_waits_and_minutes_for_bulk_work():
+    from engram.jobs import retry_after_s
+
+    assert [retry_after_s("interactive", n) for n in (0, 1, 2, 3, 4, 40)] == [5, 5, 10, 20, 40, 60]
+    assert [retry_after_s("index", n) for n in (1, 2, 3, 4, 5, 6, 40)] == [30, 60, 120, 240, 480, 900, 900]
+    # three tries of an interactive job (its queue's maxReceiveCount) are over within a minute
+    assert sum(retry_after_s("interactive", n) for n in (1, 2)) < 60

@@ -172,3 +172,19 @@ def test_sam_local_s_env_json_names_every_queue_the_functions_are_given():
     }
     given = json.loads((ROOT / "env.json").read_text())["Parameters"]
     assert wanted and wanted <= set(given), wanted - set(given)
+
+
+def test_the_worker_may_dead_letter_what_is_no_job_and_nothing_else_may():
+    sends = {
+        name: [
+            p["SQSSendMessagePolicy"]["QueueName"]["GetAtt"]
+            for p in props["Policies"]
+            if "SQSSendMessagePolicy" in p
+        ]
+        for name, props in _functions().items()
+        if isinstance(props.get("Policies"), list)
+    }
+    assert "JobsDeadLetterQueue.QueueName" in sends["WorkerFunction"]
+    assert [n for n, queues in sends.items() if "JobsDeadLetterQueue.QueueName" in queues] == [
+        "WorkerFunction"
+    ]

@@ -328,6 +328,10 @@ class SqsQueue:
         self._client = client
         self.queue_url = queue_url
 
+    def redelivery(self) -> SqsRedelivery:
+        """The worker's side of this queue's client (engram.worker: back-off, dead letters)."""
+        return SqsRedelivery(self._client)
+
     def send(self, job: BaseModel, delay_s: int = 0) -> None:
         """Send one job; delays beyond SQS's 15 minutes are capped."""
         self._client.send_message(
@@ -345,6 +349,56 @@ class SqsQueue:
             )
             for failed in answer.get("Failed") or []:
                 self.send(chunk[int(failed["Id"])])
+
+
+def retry_after_s(job_class_name: str, receives: int) -> int:
+    """How long a failed job waits before SQS hands it out again: seconds where someone waits for it (5,
+    10, 20: three tries within a minute, then the dead-letter queue), minutes for bulk work (30 s doubling
+    to 15 min: a dependency down has time to come back; five tries in ~8 minutes, not the 90 the queue's
+    visibility timeout alone would take)."""
+    n = max(1, receives)
+    if job_class_name == "interactive":
+        return min(60, 5 << min(n - 1, 10))
+    return min(900, 30 << min(n - 1, 10))
+
+
+class SqsRedelivery:
+    """What the worker may do with a message it was handed: hold it back for a while before SQS hands it out
+    again (ChangeMessageVisibility: a retry's back-off), or send it to its queue's dead-letter queue at
+    once (a body that is no job at all would fail every try). Queues are known by the ARN on the record."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._urls: dict[str, str] = {}
+        self._dead_letters: dict[str, str] = {}
+
+    def _url(self, arn: str) -> str:
+        if arn not in self._urls:
+            _, _, _, _, account, name = arn.split(":", 5)
+            answer = self._client.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)
+            self._urls[arn] = answer["QueueUrl"]
+        return self._urls[arn]
+
+    def hold(self, arn: str, receipt: str, seconds: int) -> None:
+        """Keep a received message out of sight for `seconds` (from now)."""
+        self._client.change_message_visibility(
+            QueueUrl=self._url(arn), ReceiptHandle=receipt, VisibilityTimeout=seconds
+        )
+
+    def dead_letter(self, arn: str, body: str, reason: str) -> None:
+        """Send a message's body to the dead-letter queue its queue's redrive policy names, with why."""
+        if arn not in self._dead_letters:
+            attributes = self._client.get_queue_attributes(
+                QueueUrl=self._url(arn), AttributeNames=["RedrivePolicy"]
+            )["Attributes"]
+            self._dead_letters[arn] = self._url(
+                json.loads(attributes["RedrivePolicy"])["deadLetterTargetArn"]
+            )
+        self._client.send_message(
+            QueueUrl=self._dead_letters[arn],
+            MessageBody=body,
+            MessageAttributes={"reason": {"DataType": "String", "StringValue": reason[:1000]}},
+        )
 
 
 class DroppingQueue:
@@ -401,6 +455,10 @@ class RoutedQueue:
     def _queue(self, job: BaseModel) -> JobQueue:
         return self.routes.get(job_class(job), self.jobs)
 
+    def redelivery(self) -> SqsRedelivery | None:
+        """The worker's side of the queues' client, when they are SQS's."""
+        return self.jobs.redelivery() if isinstance(self.jobs, SqsQueue) else None
+
     def send(self, job: BaseModel, delay_s: int = 0) -> None:
         """Queue one job on the queue its class belongs to."""
         self._queue(job).send(job, delay_s)
@@ -412,6 +470,13 @@ class RoutedQueue:
             by_queue.setdefault(id(queue), (queue, []))[1].append(job)
         for queue, batch in by_queue.values():
             queue.send_many(batch)
+
+
+def redelivery_of(queue: JobQueue) -> SqsRedelivery | None:
+    """The worker's side of a queue: SQS's, or None (no queue: nothing to hold back or dead-letter)."""
+    if isinstance(queue, SqsQueue | RoutedQueue):
+        return queue.redelivery()
+    return None
 
 
 def build_queue(settings: Settings, sqs_client: Any = None) -> JobQueue:

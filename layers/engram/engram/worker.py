@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from .engine_parts import Engine
 from .errors import Forgotten
@@ -25,7 +25,10 @@ from .jobs import (
     LibreChatReconcileJob,
     ReembedJob,
     SweepJob,
+    job_class,
     parse_job,
+    redelivery_of,
+    retry_after_s,
 )
 from .observability import logger, timed
 from .upkeep import maintain, queue_stamps
@@ -138,8 +141,23 @@ class Worker:
         return self._discord()
 
     def handle(self, record: SQSRecord, lambda_context: LambdaContext | None = None) -> None:
-        """Run one job; raising marks just this message failed, so SQS retries it and then dead-letters it."""
-        job = parse_job(record.body)
+        """Run one job; raising marks just this message failed, so SQS retries it (after a back-off that fits
+        the job: `retry_after_s`) and then dead-letters it. A body that is no job goes to the dead-letter
+        queue at once: every try would fail the same way."""
+        try:
+            job = parse_job(record.body)
+        except ValidationError as exc:
+            redelivery = redelivery_of(self.engine.queue)
+            if redelivery is None:
+                raise
+            reason = f"not a job: {exc.errors()[0]['msg'] if exc.errors() else exc}"
+            try:
+                redelivery.dead_letter(record.event_source_arn, record.body, reason)
+            except Exception:  # the queue's redrive takes it there after its tries instead
+                logger.exception("could not dead-letter a message that is no job")
+                raise exc from None
+            logger.error("a message that is no job went to the dead-letter queue", extra={"reason": reason})
+            return
         with timed(f"job-{job.kind}"):
             try:
                 self.run(job, lambda_context)
@@ -147,6 +165,21 @@ class Worker:
                 Forgotten
             ):  # its user was forgotten after it was queued: deleted from the queue, never retried
                 logger.info("dropped a job of a forgotten user", extra={"kind": job.kind})
+            except Exception:
+                self._back_off(record, job)
+                raise
+
+    def _back_off(self, record: SQSRecord, job: AnyJob) -> None:
+        """Hold a failed job back for as long as its class waits between tries (never masking its error)."""
+        redelivery = redelivery_of(self.engine.queue)
+        if redelivery is None:
+            return
+        receives = int(record.attributes.approximate_receive_count or 1)
+        seconds = retry_after_s(job_class(job), receives)
+        try:
+            redelivery.hold(record.event_source_arn, record.receipt_handle, seconds)
+        except Exception:  # the queue's own visibility timeout brings it back instead
+            logger.exception("could not hold a failed job back", extra={"kind": job.kind})
 
     def run(self, job: AnyJob, lambda_context: LambdaContext | None = None) -> None:
         """One job by its type's handler, unless too little time is left to finish it."""
