@@ -125,11 +125,20 @@ def test_alarms_watch_what_pages_someone(stages):
         stack.template["Resources"][logical]["Properties"]["AlarmActions"] == [topic] for logical in alarms
     )
 
+    def metrics(alarm: dict) -> list[dict]:
+        """An alarm's metrics: its one, or those its math is made of."""
+        if "MetricName" in alarm:
+            return [alarm]
+        return [m["MetricStat"]["Metric"] for m in alarm.get("Metrics", []) if "MetricStat" in m]
+
     def watching(metric: str, dimension_value) -> list[dict]:
         return [
             a
             for a in alarms.values()
-            if a["MetricName"] == metric and any(d["Value"] == dimension_value for d in a["Dimensions"])
+            if any(
+                m["MetricName"] == metric and any(d["Value"] == dimension_value for d in m["Dimensions"])
+                for m in metrics(a)
+            )
         ]
 
     def physical(logical: str) -> str:
@@ -137,11 +146,17 @@ def test_alarms_watch_what_pages_someone(stages):
 
     dlq = stack.resolve({"Fn::GetAtt": ["JobsDeadLetterQueue", "QueueName"]})
     assert watching("ApproximateNumberOfMessagesVisible", dlq)[0]["Threshold"] == 0
-    for queue in ("JobsQueue", "InteractiveQueue"):
+    for queue in ("JobsQueue", "InteractiveQueue", "ExtractQueue", "IndexQueue", "MaintenanceQueue"):
         assert watching("ApproximateAgeOfOldestMessage", stack.resolve({"Fn::GetAtt": [queue, "QueueName"]}))
     for logical in FUNCTIONS:
         for metric in ("Errors", "Throttles"):
             assert watching(metric, physical(logical)), (logical, metric)
+        # errors as a share of the invocations: one error in a million calls pages nobody
+        [errors] = watching("Errors", physical(logical))
+        assert watching("Invocations", physical(logical)) == [errors] and float(errors["Threshold"]) == 1
+    for table in ("MemoriesTable", "StateTable"):
+        throttled = watching("WriteThrottleEvents", physical(table))
+        assert throttled and throttled == watching("ReadThrottleEvents", physical(table))
     slow = watching("Duration", physical("InteractionsFunction"))[0]
     assert slow["ExtendedStatistic"] == "p99" and float(slow["Threshold"]) == 2500
     assert watching("5xx", physical("HttpApi"))
