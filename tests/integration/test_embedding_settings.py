@@ -174,6 +174,55 @@ def test_a_reembed_runs_a_chain_per_bot_and_kind_at_once_and_the_last_one_finish
     assert queued() == [] and not engine.embedding.progress()["mixing"]
 
 
+def test_a_reembed_step_delivered_twice_queues_its_next_step_once(engine, fake, aws, monkeypatch):
+    """Issue 46: SQS delivers at least once. A step delivered twice (or redelivered after its follow-on was
+    queued) used to queue its next step twice, and each copy went on to the chain's end, doubling with every
+    duplicate. Each step now claims its follow-on first: every position is queued once, the re-embed ends."""
+    import engram.embedding
+    from engram.jobs import ReembedJob, parse_job
+
+    monkeypatch.setattr(engram.embedding, "PAGE", 2)  # a page of two, one page a step: many steps
+    monkeypatch.setattr(engram.embedding, "STEP_S", 0.0)
+    service = engine.service
+    for n in range(24):
+        service.add_fact("b1", f"Fact number {n} about the harbour.")
+    engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m1"})
+
+    def queued() -> list[ReembedJob]:
+        jobs = []
+        while (
+            got := aws["sqs"]
+            .receive_message(QueueUrl=aws["queue_url"], MaxNumberOfMessages=10)
+            .get("Messages")
+        ):
+            for m in got:
+                aws["sqs"].delete_message(QueueUrl=aws["queue_url"], ReceiptHandle=m["ReceiptHandle"])
+                job = parse_job(m["Body"])
+                if isinstance(job, ReembedJob):
+                    jobs.append(job)
+        return jobs
+
+    [plan] = queued()
+    engine.embedding.reembed(plan)  # (the plan itself is delivered once: its duplicate is not guarded yet)
+    pending, follow_ons, steps = queued(), [], 0
+    while pending:
+        job = pending.pop()
+        engine.embedding.reembed(job)
+        engine.embedding.reembed(job)  # the same step delivered again
+        steps += 1
+        more = queued()
+        follow_ons += [(j.bot, j.phase, j.shard, j.step, j.after_id) for j in more if j.after_id is not None]
+        pending += more
+    assert len(follow_ons) == len(set(follow_ons)) and len(follow_ons) >= 5, sorted(follow_ons)
+    assert (
+        steps == len(follow_ons) + 2 * 2 * 9
+    )  # each follow-on once, and each chain's first step of both passes
+    assert (
+        engine.embedding.progress()["memoriesWithVectors"] == 24 and not engine.embedding.progress()["mixing"]
+    )
+    assert service.index.dense_names() == {"dense-fakeai-m1", "dense-fakeai-m1-own"}
+
+
 def test_switching_back_reuses_vectors_that_still_exist(engine, fake, aws):
     service = engine.service
     service.add_fact("b1", "The owner drinks green tea.")

@@ -14,6 +14,7 @@ import httpx
 from pydantic import ValidationError
 
 from .bookkeeping import EmbeddingSettings
+from .clock import now_ms
 from .config import Settings
 from .embedders import Embedder, NoEmbedder, own_vector_name, vector_name
 from .errors import EmbedderUnavailable, InvalidInput
@@ -237,7 +238,7 @@ class EmbeddingManager:
                 break
             job = job.model_copy(update={"after_id": int(page[-1].id)})
             if not budget.another_fits():
-                self.queue.send(job)
+                self._queue_next(job)
                 return
             before, page = page, following if ahead else self._page(job, job.after_id)
         chain = f"{job.bot}#{job.phase}" + ("" if job.shard is None else f"#{job.shard}")
@@ -253,6 +254,24 @@ class EmbeddingManager:
         else:
             self._finish(job.vector)
         state.reembeds.mark_followed(run)
+
+    def _queue_next(self, job: ReembedJob) -> None:
+        """A chain's next step, queued once however often this step is delivered: claimed first (a
+        duplicate delivery finds it claimed), marked sent after; a send that fails gives the claim back."""
+        assert job.bot is not None and job.after_id is not None
+        chain = f"{job.bot}#{job.phase}#{job.shard}#{job.planned}"
+        runs, run = self.service.state.reembeds, _run_of(job.vector, job.step)
+        if not runs.claim_next(run, chain, job.after_id, now_ms()):
+            log.info(
+                "re-embed step below %s of %s was queued already (a duplicate delivery)", job.after_id, chain
+            )
+            return
+        try:
+            self.queue.send(job)
+        except Exception:
+            runs.release_next(run, chain, job.after_id)
+            raise
+        runs.next_sent(run, chain, job.after_id)
 
     def _page(self, job: ReembedJob, after_id: int | None) -> list[Record]:
         """The chain's next page, newest first, below `after_id`."""
@@ -284,8 +303,9 @@ class EmbeddingManager:
         """Every bot's facts and messages, a chain of pages per key of each kind (READ_SHARDS), all at once
         (a serial pass over 100 M records took days); the count of chains tells the last one it is the
         last."""
+        planned = now_ms()
         chains = [
-            ReembedJob(vector=vector, bot=bot, phase=phase, shard=shard, step=step)
+            ReembedJob(vector=vector, bot=bot, phase=phase, shard=shard, step=step, planned=planned)
             for bot in self.service.records.bots()
             for phase in ("fact", "message")
             for shard in range(READ_SHARDS)

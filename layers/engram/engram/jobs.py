@@ -258,6 +258,9 @@ class ReembedJob(BaseModel):
     shard: int | None = Field(None, ge=0)  # one of the kind's keys (store.keys.READ_SHARDS); None: all
     bot_index: int = 0  # a job queued before chains (a serial pass): planned again as chains
     after_id: int | None = None
+    # When its pass was planned (ms): a chain's follow-ons are claimed under it, so a later pass of the same
+    # model starts its chains afresh (engram.embedding: each step queues its next once)
+    planned: int = 0
 
 
 class IndexMaintenanceJob(BaseModel):

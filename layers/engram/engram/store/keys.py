@@ -325,6 +325,11 @@ def reembed_run(vector: str) -> tuple[str, str]:
     return "reembed", vector
 
 
+def reembed_chain(run: str, chain: str) -> tuple[str, str]:
+    """The follow-on a re-embed chain last queued (its position: a memory id; no one's words)."""
+    return "reembed-chain", f"{run}#{chain}"
+
+
 def extraction(bot: str) -> tuple[str, str]:
     """How post-turn extraction has been going (times, a count, an error's words: no one's memories)."""
     return f"sweep#{bot}", "extraction"
