@@ -203,8 +203,11 @@ def test_a_reembed_step_delivered_twice_queues_its_next_step_once(engine, fake, 
         return jobs
 
     [plan] = queued()
-    engine.embedding.reembed(plan)  # (the plan itself is delivered once: its duplicate is not guarded yet)
-    pending, follow_ons, steps = queued(), [], 0
+    engine.embedding.reembed(plan)
+    chains = queued()
+    engine.embedding.reembed(plan)  # the plan delivered again: no chain is queued twice
+    assert len(chains) == 2 * 9 and queued() == []
+    pending, follow_ons, steps = chains, [], 0
     while pending:
         job = pending.pop()
         engine.embedding.reembed(job)

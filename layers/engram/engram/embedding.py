@@ -171,7 +171,7 @@ class EmbeddingManager:
             self._current, self._loaded_at = chosen, time.monotonic()
         name = self.service.dense_name
         if name is not None and model_changes:
-            self.queue.send(ReembedJob(vector=name))
+            self.queue.send(ReembedJob(vector=name, planned=now_ms()))
         return chosen
 
     # ----- progress --------------------------------------------------------------------------------
@@ -221,7 +221,7 @@ class EmbeddingManager:
             log.info("re-embed for %s stopped: the model changed again", job.vector)
             return
         if job.bot is None:
-            self._plan(job.vector, job.step)
+            self._plan_once(job)
             return
         budget, reads = StepBudget(STEP_S), self.service.records.line_reads()
         # the mix pass reads a page ahead: a page's windows lie mostly in the pages either side of it, so
@@ -299,11 +299,30 @@ class EmbeddingManager:
             return False
         return True
 
-    def _plan(self, vector: str, step: str = "vectors") -> None:
+    def _plan_once(self, job: ReembedJob) -> None:
+        """A plan job planned once however often it is delivered (its duplicate would queue every chain
+        again): claimed as its plan's own follow-on, marked sent once the chains are queued. A plan job
+        queued before plans carried their time (planned 0) is planned as it comes."""
+        runs, run = self.service.state.reembeds, _run_of(job.vector, job.step)
+        if not job.planned:
+            self._plan(job.vector, job.step)
+            return
+        plan = f"plan#{job.planned}"
+        if not runs.claim_next(run, plan, 0, now_ms()):
+            log.info("re-embed plan of %s was made already (a duplicate delivery)", job.vector)
+            return
+        try:
+            self._plan(job.vector, job.step, job.planned)
+        except Exception:
+            runs.release_next(run, plan, 0)
+            raise
+        runs.next_sent(run, plan, 0)
+
+    def _plan(self, vector: str, step: str = "vectors", planned: int = 0) -> None:
         """Every bot's facts and messages, a chain of pages per key of each kind (READ_SHARDS), all at once
         (a serial pass over 100 M records took days); the count of chains tells the last one it is the
         last."""
-        planned = now_ms()
+        planned = planned or now_ms()
         chains = [
             ReembedJob(vector=vector, bot=bot, phase=phase, shard=shard, step=step, planned=planned)
             for bot in self.service.records.bots()
