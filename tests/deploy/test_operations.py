@@ -192,3 +192,16 @@ def test_built_functions_publish_cold_starts_and_phase_timings(deployment):
     emitted = metrics(worker)
     assert "ColdStart" in emitted and "job-sweepMs" in emitted, worker.logs
     assert emitted["job-sweepMs"]["stage"] == deployment.stack.parameters["Stage"]
+
+
+def test_the_doors_someone_waits_on_have_reserved_concurrency(stages):
+    """Workers in a burst must not take the room Discord's 3 s or a LibreChat turn needs: the HTTP,
+    interactions and streaming proxy functions each keep theirs (0 in the parameters reserves none)."""
+    stack = stages["prod"]
+    functions = stack.resources("AWS::Lambda::Function")
+    reserved = {
+        logical: int(stack.resolve(functions[logical]["Properties"]["ReservedConcurrentExecutions"]))
+        for logical in ("HttpFunction", "InteractionsFunction", "StreamingProxyFunction")
+    }
+    assert reserved == {"HttpFunction": 20, "InteractionsFunction": 10, "StreamingProxyFunction": 20}
+    assert "ReservedConcurrentExecutions" not in functions["WorkerFunction"]["Properties"]
