@@ -53,6 +53,20 @@ def fake(engine):
     return server
 
 
+def taken(aws) -> list:
+    """Every job on the jobs queue, taken off it (received and deleted), as typed jobs."""
+    from engram.jobs import parse_job
+
+    jobs = []
+    while (
+        got := aws["sqs"].receive_message(QueueUrl=aws["queue_url"], MaxNumberOfMessages=10).get("Messages")
+    ):
+        for m in got:
+            aws["sqs"].delete_message(QueueUrl=aws["queue_url"], ReceiptHandle=m["ReceiptHandle"])
+            jobs.append(parse_job(m["Body"]))
+    return jobs
+
+
 def drain(aws):
     SqsPoller(aws["sqs"], aws["queue_url"], load_function_handler("worker"), "us-east-1", wait_s=0).drain()
 
@@ -114,7 +128,7 @@ def test_a_reembed_runs_a_chain_per_bot_and_kind_at_once_and_the_last_one_finish
     every bot's facts and messages as chains of their own, one per key of the kind, and the one that ends
     last drops the old model's vectors (a redelivered last page counts once)."""
 
-    from engram.jobs import ReembedJob, parse_job
+    from engram.jobs import ReembedJob
     from engram.store import READ_SHARDS
 
     service = engine.service
@@ -123,16 +137,7 @@ def test_a_reembed_runs_a_chain_per_bot_and_kind_at_once_and_the_last_one_finish
     engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m1"})
 
     def queued() -> list:
-        jobs = []
-        while (
-            got := aws["sqs"]
-            .receive_message(QueueUrl=aws["queue_url"], MaxNumberOfMessages=10)
-            .get("Messages")
-        ):
-            for m in got:
-                aws["sqs"].delete_message(QueueUrl=aws["queue_url"], ReceiptHandle=m["ReceiptHandle"])
-                jobs.append(parse_job(m["Body"]))
-        return jobs
+        return taken(aws)
 
     plan = [j for j in queued() if isinstance(j, ReembedJob)]
     assert [j.bot for j in plan] == [None]
@@ -179,7 +184,7 @@ def test_a_reembed_step_delivered_twice_queues_its_next_step_once(engine, fake, 
     queued) used to queue its next step twice, and each copy went on to the chain's end, doubling with every
     duplicate. Each step now claims its follow-on first: every position is queued once, the re-embed ends."""
     import engram.embedding
-    from engram.jobs import ReembedJob, parse_job
+    from engram.jobs import ReembedJob
 
     monkeypatch.setattr(engram.embedding, "PAGE", 2)  # a page of two, one page a step: many steps
     monkeypatch.setattr(engram.embedding, "STEP_S", 0.0)
@@ -189,18 +194,7 @@ def test_a_reembed_step_delivered_twice_queues_its_next_step_once(engine, fake, 
     engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m1"})
 
     def queued() -> list[ReembedJob]:
-        jobs = []
-        while (
-            got := aws["sqs"]
-            .receive_message(QueueUrl=aws["queue_url"], MaxNumberOfMessages=10)
-            .get("Messages")
-        ):
-            for m in got:
-                aws["sqs"].delete_message(QueueUrl=aws["queue_url"], ReceiptHandle=m["ReceiptHandle"])
-                job = parse_job(m["Body"])
-                if isinstance(job, ReembedJob):
-                    jobs.append(job)
-        return jobs
+        return [job for job in taken(aws) if isinstance(job, ReembedJob)]
 
     [plan] = queued()
     engine.embedding.reembed(plan)

@@ -330,10 +330,13 @@ class SqsQueue:
     def __init__(self, client: Any, queue_url: str) -> None:
         self._client = client
         self.queue_url = queue_url
+        # one per queue, kept: it remembers the queue URLs it looked up (one GetQueueUrl per queue, not one
+        # per failed job)
+        self._redelivery = SqsRedelivery(client)
 
     def redelivery(self) -> SqsRedelivery:
         """The worker's side of this queue's client (engram.worker: back-off, dead letters)."""
-        return SqsRedelivery(self._client)
+        return self._redelivery
 
     def send(self, job: BaseModel, delay_s: int = 0) -> None:
         """Send one job; delays beyond SQS's 15 minutes are capped."""

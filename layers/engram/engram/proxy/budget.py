@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -19,7 +20,7 @@ class Breaker:
     """Open for `pause_s` after a failure; the first call after that is a trial, the rest wait for it."""
 
     pause_s: float
-    clock: object = field(default=time.monotonic, repr=False)
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
     _open_until: float = 0.0
     _trial: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -50,4 +51,4 @@ class Breaker:
         return self._open_until != 0.0
 
     def _now(self) -> float:
-        return float(self.clock())  # type: ignore[operator]
+        return self.clock()
