@@ -20,25 +20,25 @@ def test_embedder_settings_are_none_until_saved_then_read_back(state: StatePort)
     assert state.embedder_settings.get() == chosen
 
 
-def test_a_reembed_chains_next_step_is_claimed_once_per_position_and_positions_only_fall(state: StatePort):
-    from engram.store.state.reembed import CLAIM_STALE_MS
+def test_a_chains_next_step_is_claimed_once_per_position_and_positions_only_rise(state: StatePort):
+    from engram.store.state.follow_ons import CLAIM_STALE_MS
 
-    runs, now = state.reembeds, 1_800_000_000_000
-    assert runs.claim_next("v", "b#fact#0#1", 900, now)
-    assert not runs.claim_next("v", "b#fact#0#1", 900, now)  # a duplicate delivery of the same step
-    runs.next_sent("v", "b#fact#0#1", 900)
-    assert runs.claim_next("v", "b#fact#0#1", 400, now)  # the next step's follow-on
-    assert not runs.claim_next("v", "b#fact#0#1", 900, now + 10 * CLAIM_STALE_MS)  # an old step again
+    chains, now = state.follow_ons, 1_800_000_000_000
+    assert chains.claim("c", 4, now)
+    assert not chains.claim("c", 4, now)  # a duplicate delivery of the same step
+    chains.sent("c", 4)
+    assert chains.claim("c", 5, now)  # the next step's follow-on
+    assert not chains.claim("c", 4, now + 10 * CLAIM_STALE_MS)  # an old step again
     # claimed and never marked sent (its claimer cut off): taken over once stale, not before
-    assert not runs.claim_next("v", "b#fact#0#1", 400, now + CLAIM_STALE_MS // 2)
-    assert runs.claim_next("v", "b#fact#0#1", 400, now + 2 * CLAIM_STALE_MS)
-    runs.next_sent("v", "b#fact#0#1", 400)
-    assert not runs.claim_next("v", "b#fact#0#1", 400, now + 10 * CLAIM_STALE_MS)  # sent: never again
-    # a send that failed gives the claim back at once; chains and runs are apart
-    assert runs.claim_next("v", "b#fact#1#1", 700, now)
-    runs.release_next("v", "b#fact#1#1", 700)
-    assert runs.claim_next("v", "b#fact#1#1", 700, now)
-    assert runs.claim_next("v#mix", "b#fact#0#1", 900, now)
+    assert not chains.claim("c", 5, now + CLAIM_STALE_MS // 2)
+    assert chains.claim("c", 5, now + 2 * CLAIM_STALE_MS)
+    chains.sent("c", 5)
+    assert not chains.claim("c", 5, now + 10 * CLAIM_STALE_MS)  # sent: never again
+    # a send that failed gives the claim back at once; chains are apart; positions may be negative and large
+    assert chains.claim("d", -(2**63) * 1000, now)
+    chains.release("d", -(2**63) * 1000)
+    assert chains.claim("d", -(2**63) * 1000, now)
+    assert chains.claim("d", -(2**62) * 1000, now) and chains.claim("c", 6, now)
 
 
 def test_chat_settings_per_chat_and_a_default_and_none_drops_one(state: StatePort):

@@ -618,3 +618,32 @@ def test_a_tick_re_reads_a_bounded_number_of_quiet_windows_those_read_longest_ag
         tick(stack)
         read.append(discord.history_reads[before:])
     assert [len(r) for r in read] == [1, 1] and read[0] != read[1]  # the other one waited a tick
+
+
+def test_a_catch_up_gap_delivered_twice_queues_each_of_its_jobs_once(stack, discord, monkeypatch):
+    """Issue 46: a gap older than a channel's newest page is read a few pages a job, each job queuing the
+    next. SQS delivers at least once: a job delivered twice queued the rest of the gap twice, and each copy
+    went on to the gap's end, doubling with every duplicate of its own. Every job here is run twice."""
+    from engram.clock import now_ms
+    from engram.jobs import CatchUpJob
+
+    remembered(stack, discord)
+    alice = {"id": ALICE, "username": "alice"}
+    ids = [discord.add(C21, alice, f"gap message {n}", timestamp=_now())["id"] for n in range(450)]
+    queued: list[CatchUpJob] = []
+    monkeypatch.setattr(
+        stack.discord.core, "queue", type("Recorder", (), {"send": lambda _, job, **kw: queued.append(job)})()
+    )
+    pending = [
+        CatchUpJob(guild=G2, channel=C21, before=str(int(ids[-1]) + 1), until=None, issued_at=now_ms())
+    ]
+    runs = 0
+    while pending:
+        job = pending.pop()
+        for _ in range(2):  # delivered twice
+            stack.discord.catch_up.catch_up_gap(job)
+        runs += 1
+        pending, queued[:] = list(queued), []
+        assert len(pending) <= 1, pending
+    assert runs == 3  # 450 messages, two pages of 100 a job
+    assert set(ids) <= set(stored_ids(stack, ALICE))

@@ -220,6 +220,39 @@ def test_a_reembed_step_delivered_twice_queues_its_next_step_once(engine, fake, 
     assert service.index.dense_names() == {"dense-fakeai-m1", "dense-fakeai-m1-own"}
 
 
+def test_a_reembed_page_that_failed_is_tried_again_once_however_often_it_was_delivered(engine, fake, aws):
+    """Issue 46: a page whose embedder was down is queued again to be tried in a minute; a step delivered
+    twice while it was down queued two tries, and each went on to its chain's end."""
+    from engram.jobs import ReembedJob
+
+    for n in range(3):
+        engine.service.add_fact("b1", f"Fact number {n} about the harbour.")
+    engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m1"})
+    [plan] = [job for job in taken(aws) if isinstance(job, ReembedJob)]
+    engine.embedding.reembed(plan)
+    from engram.record import Paging
+
+    chain = next(  # a chain with a fact to embed
+        j
+        for j in taken(aws)
+        if isinstance(j, ReembedJob)
+        and j.phase == "fact"
+        and engine.service.records.page("b1", "fact", Paging(None, 10, shard=j.shard))
+    )
+    fake.down = True
+    for _ in range(2):
+        engine.embedding.reembed(chain)  # delivered twice while the embedder is down
+    [again] = [job for job in taken(aws) if isinstance(job, ReembedJob)]
+    assert (again.after_id, again.attempt) == (chain.after_id, 1)
+    engine.embedding.reembed(again)  # still down: tried again once more, and once only
+    engine.embedding.reembed(again)
+    [third] = [job for job in taken(aws) if isinstance(job, ReembedJob)]
+    assert third.attempt == 2
+    fake.down = False
+    engine.embedding.reembed(third)
+    assert [job for job in taken(aws) if isinstance(job, ReembedJob)] == []
+
+
 def test_switching_back_reuses_vectors_that_still_exist(engine, fake, aws):
     service = engine.service
     service.add_fact("b1", "The owner drinks green tea.")

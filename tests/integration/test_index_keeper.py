@@ -155,3 +155,40 @@ def test_a_rebuild_writes_no_record_it_finds_whole_and_leaves_what_it_cannot_fin
     service.indexer.embedder.down = False
     assert service.indexer.fill_vectors("b6", [f.id for f in facts]) == 6
     assert service.index.count(Scope(bot="b6"), model) == 6 and service.records.pending.ids("b6", 10) == []
+
+
+def test_a_rebuild_whose_every_job_is_delivered_twice_queues_each_step_once(
+    service, engine, aws, monkeypatch
+):
+    """Issue 46: SQS delivers at least once. A rebuild step delivered twice used to queue its continuation
+    twice, and each copy carried on to its part's end, doubling with every duplicate of its own. Every job
+    of the rebuild is sent twice here (the fan-outs too); each step is still queued once."""
+    from collections import Counter
+
+    import engram.keeper
+    import engram.upkeep
+    from engram.jobs import IndexMaintenanceJob
+    from infra.poller import SqsPoller, load_function_handler
+
+    service.add_messages(
+        "b6", [ChatMessage(source_id=f"m{i}", text=f"message {i} about oars") for i in range(300)]
+    )
+    service.index.delete(service.index.scroll_ids(Scope(bot="b6"), None, 1000)[0])  # the index lost
+    monkeypatch.setattr(engram.upkeep, "MAINTENANCE_STEP_S", 0.0)  # one page a step
+    monkeypatch.setattr(engram.keeper, "PAGE", 20)
+    queued: Counter = Counter()
+    send = engine.queue.send
+
+    def twice(job, **kw):
+        if isinstance(job, IndexMaintenanceJob):
+            queued[job.bot, job.part, job.shard, job.cursor] += 1
+            send(job, **kw)
+        send(job, **kw)
+
+    monkeypatch.setattr(engine.queue, "send", twice)
+    monkeypatch.setattr(engine.queue, "send_many", lambda jobs: [twice(j) for j in jobs] and None)
+    engine.queue.send(IndexMaintenanceJob(action="rebuild", started=1_800_000_000_000))
+    SqsPoller(aws["sqs"], aws["queue_url"], load_function_handler("worker"), "us-east-1", wait_s=0).drain()
+    assert service.index.count(Scope(bot="b6")) == 300
+    continued = {k: n for k, n in queued.items() if k[3] is not None}
+    assert len(continued) >= 8 and set(queued.values()) == {1}, queued

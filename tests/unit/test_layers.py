@@ -154,6 +154,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "engram.forgetting",
             "engram.lifecycle",
             "engram.embedding",
+            "engram.follow_on",
         ),
     ),
     ("rules", ("engram.engine_parts",)),

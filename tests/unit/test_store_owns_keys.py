@@ -267,7 +267,7 @@ def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_pe
         "servers_left_pk",  # servers the bot left and when their deletion is due (guild ids, a time)
         "active_threads",  # a server's threads active at its last visit (thread and channel ids)
         "reembed_run",  # a re-embedding's chains left (bot ids and kinds)
-        "reembed_chain",  # the follow-on a re-embed chain last queued (a bot id, a kind, a key, a memory id)
+        "follow_on",  # the follow-on a chain of jobs last queued (bot, vector, kind, channel ids; a position)
         "scopes_ready",  # a bot's kind all carries its byScope key (a time)
         "mixed_scopes",  # some record of a bot names a server and a project (a time)
         "stamp_queued",  # when a bot's stamp pass was queued (a time)

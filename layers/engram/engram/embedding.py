@@ -18,6 +18,7 @@ from .clock import now_ms
 from .config import Settings
 from .embedders import Embedder, NoEmbedder, own_vector_name, vector_name
 from .errors import EmbedderUnavailable, InvalidInput
+from .follow_on import queue_once
 from .jobs import JobQueue, ReembedJob
 from .line_spans import LineReader
 from .record import Paging
@@ -35,6 +36,11 @@ PAGE = 500
 # well inside the worker's 180 s. Shorter than a rebuild's 40 s step, as a page is longer (a model's embeds,
 # and each vector mixed into the points around it): at 50,000 records one page took up to ~17 s here.
 STEP_S = 30.0
+# A page that failed (the index or the embedder down) is tried again a minute later this many times at
+# most: ~16 hours of outage before the step fails for good (to SQS's back-off and its dead letters)
+MAX_ATTEMPTS = 1000
+# Where a chain starts (no memory id above it): memory ids are below 2**63
+CHAIN_TOP = 2**63
 
 
 @dataclass
@@ -236,7 +242,7 @@ class EmbeddingManager:
                 return
             if len(page) < PAGE:
                 break
-            job = job.model_copy(update={"after_id": int(page[-1].id)})
+            job = job.model_copy(update={"after_id": int(page[-1].id), "attempt": 0})
             if not budget.another_fits():
                 self._queue_next(job)
                 return
@@ -255,23 +261,18 @@ class EmbeddingManager:
             self._finish(job.vector)
         state.reembeds.mark_followed(run)
 
-    def _queue_next(self, job: ReembedJob) -> None:
-        """A chain's next step, queued once however often this step is delivered: claimed first (a
-        duplicate delivery finds it claimed), marked sent after; a send that fails gives the claim back."""
-        assert job.bot is not None and job.after_id is not None
-        chain = f"{job.bot}#{job.phase}#{job.shard}#{job.planned}"
-        runs, run = self.service.state.reembeds, _run_of(job.vector, job.step)
-        if not runs.claim_next(run, chain, job.after_id, now_ms()):
-            log.info(
-                "re-embed step below %s of %s was queued already (a duplicate delivery)", job.after_id, chain
-            )
-            return
-        try:
-            self.queue.send(job)
-        except Exception:
-            runs.release_next(run, chain, job.after_id)
-            raise
-        runs.next_sent(run, chain, job.after_id)
+    def _queue_next(self, job: ReembedJob, delay_s: int = 0) -> None:
+        """A chain's next step (or a page tried again), queued once however often this step is delivered
+        (engram.follow_on)."""
+        assert job.bot is not None
+        run = _run_of(job.vector, job.step)
+        chain = f"reembed#{run}#{job.bot}#{job.phase}#{job.shard}#{job.planned}"
+        queue_once(
+            self.service.state.follow_ons,
+            chain,
+            _position(job),
+            lambda: self.queue.send(job, delay_s=delay_s),
+        )
 
     def _page(self, job: ReembedJob, after_id: int | None) -> list[Record]:
         """The chain's next page, newest first, below `after_id`."""
@@ -292,31 +293,32 @@ class EmbeddingManager:
             done = indexer.add_dense(page, reads)
         except Exception as exc:  # Qdrant down: try this page again in a minute
             indexer.failed(str(exc))
-            self.queue.send(job, delay_s=self.retry_delay_s)
+            self._try_again(job)
             return False
         if done < len(page):  # the embedder is down: wait for it, keep our place
-            self.queue.send(job, delay_s=self.retry_delay_s)
+            self._try_again(job)
             return False
         return True
+
+    def _try_again(self, job: ReembedJob) -> None:
+        """The page that failed, queued again to be tried in a while (once however often this step was
+        delivered); past MAX_ATTEMPTS the step fails instead, and SQS backs it off to its dead letters."""
+        if job.attempt + 1 >= MAX_ATTEMPTS:
+            raise EmbedderUnavailable(f"a re-embed page failed {MAX_ATTEMPTS} times")
+        self._queue_next(job.model_copy(update={"attempt": job.attempt + 1}), delay_s=self.retry_delay_s)
 
     def _plan_once(self, job: ReembedJob) -> None:
         """A plan job planned once however often it is delivered (its duplicate would queue every chain
         again): claimed as its plan's own follow-on, marked sent once the chains are queued. A plan job
         queued before plans carried their time (planned 0) is planned as it comes."""
-        runs, run = self.service.state.reembeds, _run_of(job.vector, job.step)
+        run = _run_of(job.vector, job.step)
         if not job.planned:
             self._plan(job.vector, job.step)
             return
-        plan = f"plan#{job.planned}"
-        if not runs.claim_next(run, plan, 0, now_ms()):
-            log.info("re-embed plan of %s was made already (a duplicate delivery)", job.vector)
-            return
-        try:
-            self._plan(job.vector, job.step, job.planned)
-        except Exception:
-            runs.release_next(run, plan, 0)
-            raise
-        runs.next_sent(run, plan, 0)
+        plan = f"reembed#{run}#plan#{job.planned}"
+        queue_once(
+            self.service.state.follow_ons, plan, 0, lambda: self._plan(job.vector, job.step, job.planned)
+        )
 
     def _plan(self, vector: str, step: str = "vectors", planned: int = 0) -> None:
         """Every bot's facts and messages, a chain of pages per key of each kind (READ_SHARDS), all at once
@@ -344,6 +346,12 @@ class EmbeddingManager:
             index.delete_dense(name)
             self.service.indexer.dense_dropped(name)
         log.info("re-embed for %s complete; other models' vectors deleted", vector)
+
+
+def _position(job: ReembedJob) -> int:
+    """A chain step's place in its chain (engram.follow_on: positions rise): a chain walks its records
+    newest first from `after_id`, so the id is negated; a page tried again is the same place a step on."""
+    return -(CHAIN_TOP if job.after_id is None else job.after_id) * MAX_ATTEMPTS + job.attempt
 
 
 def _run_of(vector: str, step: str) -> str:

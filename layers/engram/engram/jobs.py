@@ -173,6 +173,7 @@ class CatchUpJob(DiscordWork):
     # from `before` down to `until` (exclusive; None: the channel's first message), a few pages a job
     before: str | None = None
     until: str | None = None
+    link: int = Field(0, ge=0)  # which job of a gap's chain: each queues the next once (engram.follow_on)
     # a server's visit: how many of its quiet channels' windows it may re-read for edits and deletions
     # (its share of the tick's DISCORD_WINDOW_BUDGET; None: the whole)
     budget: int | None = Field(None, ge=0)
@@ -261,6 +262,8 @@ class ReembedJob(BaseModel):
     # When its pass was planned (ms): a chain's follow-ons are claimed under it, so a later pass of the same
     # model starts its chains afresh (engram.embedding: each step queues its next once)
     planned: int = 0
+    # how often this page was queued again because the index or the embedder was down (0: a step's first)
+    attempt: int = Field(0, ge=0)
 
 
 class IndexMaintenanceJob(BaseModel):
@@ -277,6 +280,10 @@ class IndexMaintenanceJob(BaseModel):
     part: Literal["fact", "message", "points"] | None = None
     shard: int | None = Field(None, ge=0)  # a kind's part: one of its keys (store.keys.READ_SHARDS)
     cursor: int | None = None
+    # when the pass was asked for (ms), and which step of its part's chain this is: each step queues its
+    # next once however often it is delivered (engram.follow_on); 0: a job queued before steps carried them
+    started: int = Field(0, ge=0)
+    link: int = Field(0, ge=0)
 
 
 AnyJob = (

@@ -5,8 +5,11 @@ plain key to their spread keys (both queued by the sweep)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from .clock import now_ms
+from .follow_on import queue_once
 from .jobs import IndexMaintenanceJob
 from .observability import logger
 from .ports import SpreadPass
@@ -24,7 +27,7 @@ STAMP_AGAIN_MS = 3_600_000
 
 def maintain(engine: Engine, job: IndexMaintenanceJob) -> None:
     """A reconcile or rebuild: fanned out per bot and per part, each part a bounded step that queues its
-    continuation (a failure raises, and SQS retries the step from its cursor)."""
+    continuation once (a failure raises, and SQS retries the step from its cursor)."""
     if job.action == "stamp":
         _stamp(engine, job)
         return
@@ -32,8 +35,8 @@ def maintain(engine: Engine, job: IndexMaintenanceJob) -> None:
         _spread(engine, job)
         return
     if job.bot is None:  # each bot its own jobs, retried on their own
-        for bot in engine.keeper.bots():
-            engine.queue.send(IndexMaintenanceJob(action=job.action, bot=bot))
+        bots = [job.model_copy(update={"bot": bot}) for bot in engine.keeper.bots()]
+        _fan_out(engine, job, lambda: engine.queue.send_many(bots))
         return
     if job.part is None:  # its facts and its messages, a part per key of each, and its points, in parallel
         parts = [job.model_copy(update={"part": "points"})] + [
@@ -41,8 +44,12 @@ def maintain(engine: Engine, job: IndexMaintenanceJob) -> None:
             for kind in KINDS
             for shard in range(READ_SHARDS)
         ]
-        engine.keeper.begin_parts(job.action, len(parts))
-        engine.queue.send_many(parts)
+
+        def send_parts() -> None:
+            engine.keeper.begin_parts(job.action, len(parts))
+            engine.queue.send_many(parts)
+
+        _fan_out(engine, job, send_parts)
         return
     cursor = engine.keeper.step(
         job.action, job.bot, job.part, job.cursor, budget_s=MAINTENANCE_STEP_S, shard=job.shard
@@ -58,7 +65,29 @@ def maintain(engine: Engine, job: IndexMaintenanceJob) -> None:
         },
     )
     if cursor is not None:
-        engine.queue.send(job.model_copy(update={"cursor": cursor}))
+        _continue(engine, job.model_copy(update={"cursor": cursor}))
+
+
+def _chain(job: IndexMaintenanceJob) -> str:
+    """The chain a step belongs to: its pass (action, when asked for), bot and part."""
+    return f"maintain#{job.action}#{job.started}#{job.bot}#{job.part}#{job.shard}"
+
+
+def _continue(engine: Engine, following: IndexMaintenanceJob) -> None:
+    """Queue a step's continuation once however often the step is delivered (engram.follow_on)."""
+    if not following.started:  # a job queued before steps carried their pass: as it was
+        engine.queue.send(following)
+        return
+    step = following.model_copy(update={"link": following.link + 1})
+    queue_once(engine.state.follow_ons, _chain(following), step.link, lambda: engine.queue.send(step))
+
+
+def _fan_out(engine: Engine, job: IndexMaintenanceJob, send: Callable[[], None]) -> None:
+    """A pass's jobs per bot, or a bot's per part, queued once however often the job is delivered."""
+    if not job.started:
+        send()
+        return
+    queue_once(engine.state.follow_ons, _chain(job), 1, send)
 
 
 def _stamp(engine: Engine, job: IndexMaintenanceJob) -> None:
@@ -68,8 +97,8 @@ def _stamp(engine: Engine, job: IndexMaintenanceJob) -> None:
     if job.bot is None:
         return
     if job.part is None:
-        for kind in records.scopes.unscoped().get(job.bot, []):
-            engine.queue.send(job.model_copy(update={"part": kind}))
+        kinds = [job.model_copy(update={"part": kind}) for kind in records.scopes.unscoped().get(job.bot, [])]
+        _fan_out(engine, job, lambda: engine.queue.send_many(kinds))
         return
     if job.part == "points":
         return
@@ -78,7 +107,7 @@ def _stamp(engine: Engine, job: IndexMaintenanceJob) -> None:
     if cursor is None:
         records.scopes.mark_ready(job.bot, job.part)
     else:
-        engine.queue.send(job.model_copy(update={"cursor": cursor}))
+        _continue(engine, job.model_copy(update={"cursor": cursor}))
 
 
 def _plain_keys(engine: Engine) -> list[SpreadPass]:
@@ -96,7 +125,7 @@ def _spread(engine: Engine, job: IndexMaintenanceJob) -> None:
     done = all(kind.move_step(job.bot, budget_s=deadline - time.monotonic()) for kind in _plain_keys(engine))
     logger.info("spread pass", extra={"bot": job.bot, "done": done})
     if not done:
-        engine.queue.send(job)
+        _continue(engine, job)
 
 
 def queue_stamps(engine: Engine) -> int:
@@ -108,11 +137,11 @@ def queue_stamps(engine: Engine) -> int:
     queued = 0
     for bot in records.scopes.unscoped():
         if records.scopes.claim_stamp(bot, again_after_ms=STAMP_AGAIN_MS):
-            engine.queue.send(IndexMaintenanceJob(action="stamp", bot=bot))
+            engine.queue.send(IndexMaintenanceJob(action="stamp", bot=bot, started=now_ms()))
             queued += 1
     for bot in records.bots():
         moving = any(kind.plain_left(bot) for kind in _plain_keys(engine))
         if moving and records.scopes.claim_spread_pass(bot, again_after_ms=STAMP_AGAIN_MS):
-            engine.queue.send(IndexMaintenanceJob(action="spread", bot=bot))
+            engine.queue.send(IndexMaintenanceJob(action="spread", bot=bot, started=now_ms()))
             queued += 1
     return queued

@@ -7,6 +7,7 @@ import logging
 
 from ..bookkeeping import ChannelSeen, RosterMark
 from ..clock import now_ms
+from ..follow_on import queue_once
 from ..jobs import CatchUpJob, RetentionJob
 from .core import DiscordCore
 from .objects import position, sent_after
@@ -255,7 +256,9 @@ class CatchUp:
             if len(page) < PAGE or len(older) < len(page):
                 return stored  # the channel's first message, or the newest one read before: done
             before = min(page, key=lambda m: int(m.id)).id
-        self.core.queue.send(job.model_copy(update={"before": before}))
+        following = job.model_copy(update={"before": before, "link": job.link + 1})
+        chain = f"gap#{self.bot}#{job.channel}#{job.until}#{job.issued_at}"
+        queue_once(self.state.follow_ons, chain, following.link, lambda: self.core.queue.send(following))
         return stored
 
 

@@ -325,9 +325,10 @@ def reembed_run(vector: str) -> tuple[str, str]:
     return "reembed", vector
 
 
-def reembed_chain(run: str, chain: str) -> tuple[str, str]:
-    """The follow-on a re-embed chain last queued (its position: a memory id; no one's words)."""
-    return "reembed-chain", f"{run}#{chain}"
+def follow_on(chain: str) -> tuple[str, str]:
+    """The follow-on a chain of jobs last queued (engram.follow_on: bot, vector, kind, channel and server
+    ids, a position; no one's words)."""
+    return "follow-on", chain
 
 
 def extraction(bot: str) -> tuple[str, str]:

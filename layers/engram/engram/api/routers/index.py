@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 
+from ...clock import now_ms
 from ...jobs import IndexMaintenanceJob
 from ...text import NAME_PATTERN
 from ..deps import ERRORS, Admin
@@ -22,7 +23,7 @@ def maintain_index(
     """Queue a reconcile (points without a record deleted, records without a point written again) or a
     rebuild (every point written again from DynamoDB), for one bot or every bot. Both read every record
     of the bots named: see the README for what that costs on AWS."""
-    eng.queue.send(IndexMaintenanceJob(action=action, bot=bot))
+    eng.queue.send(IndexMaintenanceJob(action=action, bot=bot, started=now_ms()))
     return {"queued": action, "bot": bot}
 
 

@@ -11,6 +11,7 @@ from ._core import (
     MemoryChatSettings,
     MemoryEmbedderSettings,
     MemoryExpiries,
+    MemoryFollowOns,
     MemoryLimits,
     MemoryMarks,
     MemoryReembedRuns,
@@ -29,6 +30,7 @@ class InMemoryState:
         self.embedder_settings = MemoryEmbedderSettings()
         self.chat_settings = MemoryChatSettings()
         self.reembeds = MemoryReembedRuns()
+        self.follow_ons = MemoryFollowOns()
         self.tombstones = MemoryTombstones()
         self.roster = MemoryRoster()
         self.consents = MemoryConsents(self.roster)

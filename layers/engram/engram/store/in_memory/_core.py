@@ -13,7 +13,8 @@ from ...bookkeeping import (
     ForgetUnderWay,
 )
 from ...record import Record
-from ..state.reembed import CLAIM_STALE_MS, FOLLOWED
+from ..state.follow_ons import CLAIM_STALE_MS
+from ..state.reembed import FOLLOWED
 
 
 class MemoryEmbedderSettings:
@@ -48,34 +49,39 @@ class _Pass:
     members: set[str] = field(default_factory=set)
 
 
+class MemoryFollowOns:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, tuple[int, bool, int]] = {}  # chain: (position, sent, claimed at)
+
+    def claim(self, chain: str, position: int, now: int) -> bool:
+        with self._lock:
+            held = self._held.get(chain)
+            if held is not None:
+                at, sent, claimed = held
+                stale = at == position and not sent and claimed < now - CLAIM_STALE_MS
+                if not (at < position or stale):
+                    return False
+            self._held[chain] = (position, False, now)
+            return True
+
+    def sent(self, chain: str, position: int) -> None:
+        with self._lock:
+            held = self._held.get(chain)
+            if held is not None and held[0] == position:
+                self._held[chain] = (position, True, held[2])
+
+    def release(self, chain: str, position: int) -> None:
+        with self._lock:
+            held = self._held.get(chain)
+            if held is not None and held[0] == position and not held[1]:
+                del self._held[chain]
+
+
 class MemoryReembedRuns:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._runs: dict[str, _Pass] = {}
-        self._next: dict[tuple[str, str], tuple[int, bool, int]] = {}  # (position, sent, claimed at)
-
-    def claim_next(self, run: str, chain: str, position: int, now: int) -> bool:
-        with self._lock:
-            held = self._next.get((run, chain))
-            if held is not None:
-                at, sent, claimed = held
-                stale = at == position and not sent and claimed < now - CLAIM_STALE_MS
-                if not (at > position or stale):
-                    return False
-            self._next[(run, chain)] = (position, False, now)
-            return True
-
-    def next_sent(self, run: str, chain: str, position: int) -> None:
-        with self._lock:
-            held = self._next.get((run, chain))
-            if held is not None and held[0] == position:
-                self._next[(run, chain)] = (position, True, held[2])
-
-    def release_next(self, run: str, chain: str, position: int) -> None:
-        with self._lock:
-            held = self._next.get((run, chain))
-            if held is not None and held[0] == position and not held[1]:
-                del self._next[(run, chain)]
 
     def start(self, vector: str, chains: int) -> None:
         with self._lock:

@@ -1,6 +1,7 @@
 """Everything in StateTable that is not a record's bookkeeping, as small stores by concern, each handing
-out typed values (engram.bookkeeping): embedder and chat settings, re-embed runs, tombstones and forgets
-under way, Discord consent and the roster, backfill runs and cursors, channels, marks and limits.
+out typed values (engram.bookkeeping): embedder and chat settings, re-embed runs, follow-on claims of job
+chains, tombstones and forgets under way, Discord consent and the roster, backfill runs and cursors,
+channels, marks and limits.
 `StateStore` holds one of each, and deletes everything of a user's across them (`forget_user`)."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from .backfill import BackfillRuns, Cursors
 from .channels import Channels, move_channel
 from .consent import Consents, Roster
 from .expiries import Expiries
+from .follow_ons import FollowOns
 from .forgets import ScanClient, Tombstones
 from .marks import Limits, Marks
 from .reembed import ReembedRuns
@@ -28,6 +30,7 @@ __all__ = [
     "Cursors",
     "EmbedderSettingsStore",
     "Expiries",
+    "FollowOns",
     "Limits",
     "Marks",
     "ReembedRuns",
@@ -46,6 +49,7 @@ class StateStore:
         self.embedder_settings = EmbedderSettingsStore()
         self.chat_settings = ChatSettingsStore()
         self.reembeds = ReembedRuns()
+        self.follow_ons = FollowOns()
         self.tombstones = Tombstones()
         self.roster = Roster()
         self.consents = Consents(self.roster)

@@ -11,11 +11,6 @@ from ..models import StateItem
 from ._items import get
 
 FOLLOWED = "followed#"  # in a re-embed pass's members once what follows its last chain was done
-SENT = "sent"  # a chain's follow-on was queued (tag of its item); "claimed" until then
-# A claimed follow-on not marked sent this long after: its claimer was cut off between the two (a step runs
-# for at most its 30 s budget and a page), so a redelivery of the step sends it
-CLAIM_STALE_MS = 5 * 60_000
-CHAIN_ITEM_DAYS = 14  # the chain's item outlives any redelivery (SQS keeps a message 4 days)
 
 
 class ReembedRuns:
@@ -51,37 +46,3 @@ class ReembedRuns:
         item = StateItem(*keys.reembed_run(vector))
         followed: list[Action] = [StateItem.members.add({FOLLOWED})]
         attempt(lambda: item.update(actions=followed, condition=StateItem.pk.exists()))
-
-    def claim_next(self, run: str, chain: str, position: int, now: int) -> bool:
-        """The right to queue a chain's next step, which starts below `position` (a chain walks its records
-        newest first: positions only fall). One conditional update, won by the first delivery of a step: a
-        duplicate, or a redelivery of a step whose follow-on was queued, finds it taken; a redelivery of one
-        cut off between the claim and the send takes it over once that claim is stale."""
-        item = StateItem(*keys.reembed_chain(run, chain))
-        condition = (
-            StateItem.pk.does_not_exist()
-            | (StateItem.value > position)
-            | (
-                (StateItem.value == position)
-                & (StateItem.tag != SENT)
-                & (StateItem.tally < now - CLAIM_STALE_MS)
-            )
-        )
-        claim: list[Action] = [
-            StateItem.value.set(position),
-            StateItem.tag.set("claimed"),
-            StateItem.tally.set(now),
-            StateItem.expires_at.set(now // 1000 + CHAIN_ITEM_DAYS * 86_400),
-        ]
-        return attempt(lambda: item.update(actions=claim, condition=condition))
-
-    def next_sent(self, run: str, chain: str, position: int) -> None:
-        """The claimed follow-on was queued."""
-        item = StateItem(*keys.reembed_chain(run, chain))
-        sent: list[Action] = [StateItem.tag.set(SENT)]
-        attempt(lambda: item.update(actions=sent, condition=StateItem.value == position))
-
-    def release_next(self, run: str, chain: str, position: int) -> None:
-        """The follow-on could not be queued: the step's redelivery may claim it again."""
-        item = StateItem(*keys.reembed_chain(run, chain))
-        attempt(lambda: item.delete(condition=(StateItem.value == position) & (StateItem.tag != SENT)))
