@@ -117,6 +117,33 @@ def test_a_job_started_too_close_to_the_timeout_goes_back_on_the_queue(service, 
     assert [json.loads(m["Body"]) for m in again] == [{"kind": "sweep"}]
 
 
+class ContextWithAMinuteLeft(LambdaContext):
+    def get_remaining_time_in_millis(self):
+        return 55_000
+
+
+def test_a_stepped_job_needs_its_steps_time_left_and_a_short_one_does_not(service, aws):
+    """Issue 46: a re-embed step runs its 30 s budget and the page it started just before, ~50 s; with a
+    minute left in the batch it is put back on the queue for a fresh invocation, a sweep there is run."""
+    from engram.jobs import ReembedJob
+    from engram.worker import time_needed_ms
+
+    step = ReembedJob(vector="dense-x", bot="b1", after_id=5, planned=1)
+    assert time_needed_ms(step) > 55_000 > time_needed_ms(SweepJob())
+    handler = load_function_handler("worker")
+    messages = [
+        {"MessageId": "step", "ReceiptHandle": "r1", "Body": step.model_dump_json()},
+        {"MessageId": "sweep", "ReceiptHandle": "r2", "Body": SweepJob().model_dump_json()},
+    ]
+    result = handler(
+        sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:t-jobs", "us-east-1"),
+        ContextWithAMinuteLeft(),
+    )
+    assert result == {"batchItemFailures": []}
+    again = aws["sqs"].receive_message(QueueUrl=aws["queue_url"], MaxNumberOfMessages=10)["Messages"]
+    assert [json.loads(m["Body"])["kind"] for m in again] == ["reembed"]
+
+
 def test_a_batch_that_fails_whole_is_reported_not_raised(service, aws):
     handler = load_function_handler("worker")
     messages = [

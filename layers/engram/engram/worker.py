@@ -10,6 +10,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ValidationError
 
+from .embedding import STEP_S
 from .engine_parts import Engine
 from .errors import Forgotten
 from .forgetting import JOB_BUDGET_S
@@ -31,7 +32,7 @@ from .jobs import (
     retry_after_s,
 )
 from .observability import logger, timed
-from .upkeep import maintain, queue_stamps
+from .upkeep import MAINTENANCE_STEP_S, maintain, queue_stamps
 
 if TYPE_CHECKING:  # handed by the wiring (functions/worker/app.py, the local stack), never looked up here
     from .discord.memory import DiscordMemory
@@ -43,8 +44,21 @@ processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failu
 
 
 # A job is bounded (a few history pages, one re-embed page, <= 500 records); one started with less time
-# left than this could be cut off by the function's timeout, so it goes back on the queue instead.
+# left than its kind needs could be cut off by the function's timeout (and the rest of its batch would wait
+# out the visibility timeout), so it goes back on the queue instead. A stepped job's need is its step's
+# budget, the page it may start just before that budget ends, and room to queue its next step.
+LONGEST_PAGE_S = 20  # a re-embed page took up to ~17 s at 50,000 records; a rebuild page less
 MIN_TIME_LEFT_MS = 45_000
+TIME_NEEDED_MS: dict[type[BaseModel], int] = {
+    ReembedJob: int((STEP_S + LONGEST_PAGE_S + 10) * 1000),
+    IndexMaintenanceJob: int((MAINTENANCE_STEP_S + LONGEST_PAGE_S + 10) * 1000),
+    ForgetJob: int((JOB_BUDGET_S + LONGEST_PAGE_S + 10) * 1000),
+}
+
+
+def time_needed_ms(job: BaseModel) -> int:
+    """How much of the function's time a job must have left to be started."""
+    return TIME_NEEDED_MS.get(type(job), MIN_TIME_LEFT_MS)
 
 
 def _index(worker: Worker, job: IndexJob) -> None:
@@ -184,7 +198,7 @@ class Worker:
     def run(self, job: AnyJob, lambda_context: LambdaContext | None = None) -> None:
         """One job by its type's handler, unless too little time is left to finish it."""
         engine = self.engine
-        if lambda_context is not None and lambda_context.get_remaining_time_in_millis() < MIN_TIME_LEFT_MS:
+        if lambda_context is not None and lambda_context.get_remaining_time_in_millis() < time_needed_ms(job):
             engine.queue.send(job)  # at once, rather than after the visibility timeout a failure would cost
             logger.info("requeued: too little time left", extra={"kind": job.kind})
             return
