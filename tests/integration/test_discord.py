@@ -200,6 +200,46 @@ def test_ask_recalls_memories_of_the_same_server_only(stack, discord):
     )  # the reply is stored, attributed to alice
 
 
+def test_ask_answers_without_memory_when_qdrant_hangs_and_says_so(stack, discord, monkeypatch):
+    """Issue 46: a Qdrant that hangs (rather than refuses) held an /ask for its timeouts, one of the few
+    interactive slots with it; /ask now waits DISCORD_ASK_MEMORY_BUDGET_MS for its memories, then answers
+    without them, saying so under the answer (not in what is stored)."""
+    from engram.discord.ask import WITHOUT_MEMORY
+
+    index = stack.engine.service.reads.index
+    inner = index.search
+
+    def hanging(*args, **kwargs):
+        time.sleep(6)
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(index, "search", hanging)
+    asks = stack.discord.asks
+    monkeypatch.setattr(asks, "settings", asks.settings.model_copy(update={"memory_budget_ms": 500}))
+    chats, started = len(discord.chat_requests), time.monotonic()
+    interact(
+        stack,
+        command(
+            "ask",
+            ALICE,
+            guild=G2,
+            channel=C21,
+            options=[{"name": "prompt", "type": 3, "value": "Which boats again?"}],
+            token="tok-ask-hang",
+        ),
+    )
+    assert wait_until(lambda: any(s.get("token") == "tok-ask-hang" for s in discord.sent), timeout_s=40)
+    took = time.monotonic() - started
+    [answer] = [s for s in discord.sent if s.get("token") == "tok-ask-hang"]
+    assert took < 4 and answer["content"] == "Here is what I remember." + WITHOUT_MEMORY, (took, answer)
+    request = discord.chat_requests[chats]
+    assert not [m for m in request["messages"] if m["role"] == "system"]  # no memories given
+    monkeypatch.setattr(index, "search", inner)
+    assert wait_until(lambda: answer["id"] in stored_ids(stack, ALICE))
+    stored = stack.engine.service.by_sources(APP_ID, [answer["id"]])[answer["id"]]
+    assert WITHOUT_MEMORY.strip() not in stored.text
+
+
 def test_export_sends_everything_stored_about_the_user_by_dm_once_per_ten_minutes(stack, discord):
     stored = stored_ids(stack, ALICE)
     assert stored

@@ -180,6 +180,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "engram.clock",
             "engram.config",
             "engram.observability",
+            "engram.breaker",
             "engram.keys",
         ),
     ),

@@ -37,6 +37,9 @@ class DiscordSettings(BaseModel):
     top_k: int = Field(5, ge=1, le=50, validation_alias="MEMORY_TOP_K")
     # How relevant a memory must be for /ask to use it (engram.relevance; as the proxy's recall)
     min_score: float = Field(0.4, ge=0, le=1, validation_alias="MEMORY_MIN_SCORE")
+    # How long /ask waits for its memories (an embed, Qdrant's searches) before it answers without them and
+    # says so: a Qdrant or an embedder that hangs would otherwise hold an interactive slot for its timeouts
+    memory_budget_ms: int = Field(3000, ge=100, le=60_000, validation_alias="DISCORD_ASK_MEMORY_BUDGET_MS")
     pages_per_job: int = Field(5, ge=1, le=50, validation_alias="DISCORD_BACKFILL_PAGES_PER_JOB")
     # a quiet channel holding messages stored in the last WINDOW_DAYS is re-read for edits and deletions at
     # most this often (0: every catch-up tick); a channel with new messages is re-read with them, for free

@@ -109,7 +109,7 @@ class ProxySettings(BaseModel):
     cache_max_entries: int = Field(5000, validation_alias="CACHE_MAX_ENTRIES")
     upstream_timeout_s: float = Field(600.0, validation_alias="UPSTREAM_TIMEOUT_S")
     slow_call_ms: int = Field(1000, validation_alias="SLOW_CALL_MS")
-    # How long a turn waits for its memory (settings, recall) before it goes on without (engram.proxy.budget)
+    # How long a turn waits for its memory (settings, recall) before it goes on without (engram.breaker)
     memory_budget_ms: int = Field(1000, ge=50, le=30_000, validation_alias="MEMORY_BUDGET_MS")
     # ... and, once a turn went over it, how long the turns that follow do not wait at all
     memory_pause_s: float = Field(30.0, ge=0, le=3600, validation_alias="MEMORY_PAUSE_S")

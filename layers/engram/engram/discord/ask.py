@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as TimedOut
 
 import httpx
 
 from ..domain import MAX_MESSAGE_CHARS
+from ..errors import Unavailable
 from ..jobs import AskJob
+from ..observability import count
 from ..record import drew_on as answer_drew_on
 from ..service import ChatMessage, Memory
 from ..text import quoted_json
@@ -19,6 +23,9 @@ from .rest import VIEW_AND_HISTORY, DiscordError, RateLimited
 from .sources import Sources
 
 log = logging.getLogger(__name__)
+# Recalls run here so /ask can stop waiting for one past its budget (the recall finishes on its own)
+_recalls = ThreadPoolExecutor(max_workers=4, thread_name_prefix="ask-recall")
+WITHOUT_MEMORY = "\n\n-# Answered without memory: it did not answer in time."
 
 
 class Ask:
@@ -44,14 +51,20 @@ class Ask:
         if consented:
             self._store(job, self._prompt_message(job))
         drew_on: set[str] = set()
-        answer = self._answer(self._chat(job, drew_on))
+        chat, remembered = self._chat(job, drew_on)
+        answer = self._answer(chat)
         if answer is None:
             self.core.reply(
                 job.token, job.issued_at, job.user, "I couldn't reach the model just now; please try again."
             )
             return
-        posted = self._post(job, answer)
-        if consented and posted:
+        self._deliver(job, answer, remembered, drew_on if consented else None)
+
+    def _deliver(self, job: AskJob, answer: str, remembered: bool, drew_on: set[str] | None) -> None:
+        """Post the answer, and store it when the asker consented (`drew_on`: whose words it used). An
+        answer made without memory says so where it is read, not in what is stored (no one's words)."""
+        posted = self._post(job, answer if remembered else answer + WITHOUT_MEMORY)
+        if drew_on is not None and posted:
             self._store(job, self._answer_message(job, [p.id for p in posted], answer, drew_on))
 
     def _place(self, job: AskJob) -> bool:
@@ -120,11 +133,13 @@ class Ask:
             },
         )
 
-    def _chat(self, job: AskJob, drew_on: set[str]) -> list[dict[str, str]]:
+    def _chat(self, job: AskJob, drew_on: set[str]) -> tuple[list[dict[str, str]], bool]:
         """The model's messages: the readable memories as data, the channel's recent messages, the prompt;
-        whose words they are is added to `drew_on`."""
+        whose words they are is added to `drew_on`. And whether memory answered in time."""
         messages = []
-        memories = self.readable_memories(job)
+        memories = self._memories_in_time(job)
+        remembered = memories is not None
+        memories = memories or []
         drew_on.update(m.user for m in memories if m.user)
         drew_on.update(who for m in memories for who in answer_drew_on(m))  # answers built on answers
         if memories:
@@ -138,7 +153,19 @@ class Ask:
             )
         messages.extend(self._rolling_context(job, drew_on))
         messages.append({"role": "user", "content": job.prompt})
-        return messages
+        return messages, remembered
+
+    def _memories_in_time(self, job: AskJob) -> list[Memory] | None:
+        """The readable memories, or None when memory did not answer within DISCORD_ASK_MEMORY_BUDGET_MS
+        (or is down): the answer goes on without them (engram.breaker rests what hangs meanwhile)."""
+        recall = _recalls.submit(self.readable_memories, job)
+        try:
+            return recall.result(timeout=self.settings.memory_budget_ms / 1000)
+        except (TimedOut, Unavailable) as exc:
+            reason = "over budget" if isinstance(exc, TimedOut) else str(exc)
+            log.warning("/ask answers without memory: %s", reason)
+            count("askMemorySkipped")
+            return None
 
     @staticmethod
     def _may_read(job: AskJob) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx
 
+from ..breaker import guarded
 from ..config import get_discord_settings, get_settings
 from ..config.discord import DiscordSettings
 from ..engine import get_engine
@@ -42,7 +43,12 @@ def build_discord(
     )
     # the chat and vision models /ask and attachments use sit on the one Ollama the settings name
     if ollama is None:
-        ollama = httpx.Client(base_url=engine.settings.ollama_url.rstrip("/"), timeout=120)
+        # a model may take minutes to answer, never to connect; one that hangs is rested (engram.breaker)
+        ollama = httpx.Client(
+            base_url=engine.settings.ollama_url.rstrip("/"),
+            timeout=httpx.Timeout(120, connect=5),
+            transport=guarded(None, "the chat model"),
+        )
     return DiscordMemory(DiscordCore(settings, engine.service, engine.queue, client, state, ollama))
 
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import httpx
 
+from ..breaker import guarded
 from ..errors import EmbedderUnavailable
 
 
@@ -41,9 +42,16 @@ class OllamaEmbedder:
     ) -> None:
         self.model = model
         self.batch_size = batch_size
-        self._client = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout_s, transport=transport)
+        # an Ollama that hangs is rested, its calls failing at once (engram.breaker): each endpoint apart
+        self._client = httpx.Client(
+            base_url=base_url.rstrip("/"), timeout=timeout_s, transport=guarded(transport, "Ollama")
+        )
         self._bulk = (
-            httpx.Client(base_url=bulk_url.rstrip("/"), timeout=timeout_s, transport=transport)
+            httpx.Client(
+                base_url=bulk_url.rstrip("/"),
+                timeout=timeout_s,
+                transport=guarded(transport, "Ollama (bulk)"),
+            )
             if bulk_url and bulk_url.rstrip("/") != base_url.rstrip("/")
             else self._client
         )
@@ -89,7 +97,12 @@ class OpenAIEmbedder:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         base = base_url.rstrip("/")
         self._path = "/embeddings" if base.endswith("/v1") else "/v1/embeddings"
-        self._client = httpx.Client(base_url=base, headers=headers, timeout=timeout_s, transport=transport)
+        self._client = httpx.Client(  # one that hangs is rested, its calls failing at once (engram.breaker)
+            base_url=base,
+            headers=headers,
+            timeout=timeout_s,
+            transport=guarded(transport, "the embeddings server"),
+        )
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Vectors for texts, `batch_size` per request, put back in input order."""

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from cachetools import TTLCache
 
+from ..breaker import Breaker
 from ..config import get_proxy_settings
 from ..config import get_settings as engine_settings
 from ..config.proxy import ProxySettings
@@ -18,7 +19,6 @@ from ..engine_parts import Engine
 from ..jobs import LibreChatReconcileJob
 from ..keys import key_matches
 from ..singleton import ProcessSingleton
-from .budget import Breaker
 from .cache import StatsCache
 from .memory import ChatMemory
 from .projects import ProjectResolver
@@ -78,7 +78,7 @@ class Proxy:
         default_factory=lambda: TTLCache(maxsize=10_000, ttl=900)
     )
     _extractor: Extractor | None = None
-    # Open while memory is too slow for a turn to wait for it (engram.proxy.budget)
+    # Open while memory is too slow for a turn to wait for it (engram.breaker)
     memory_breaker: Breaker = field(init=False)
 
     def __post_init__(self) -> None:

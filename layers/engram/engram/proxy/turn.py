@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # the wiring's type: the process's parts are handed in, never
 
 log = logging.getLogger(__name__)
 # On a turn that went on without its memory: why ("over-budget": it took too long; "paused": a turn just
-# before took too long, and memory gets a rest: engram.proxy.budget)
+# before took too long, and memory gets a rest: engram.breaker)
 MEMORY_HEADER = "x-engram-memory"
 
 CHAT_PATHS: dict[wire.Api, str] = {"openai": "v1/chat/completions", "anthropic": "v1/messages"}
@@ -254,7 +254,7 @@ async def memory_for_turn(
     proxy: Proxy, turn: Turn, said: Said, chat: ChatFacts, trace: TurnTrace
 ) -> tuple[bool, str, str | None]:
     """(whether to keep what this turn says, the block to place at its user message, why its recall was
-    skipped when it was: engram.proxy.budget)."""
+    skipped when it was: engram.breaker)."""
     # LibreChat's own opt-outs: personalization memories off means no memory at all; a temporary chat is
     # deleted by LibreChat, so nothing is kept from it (what is remembered may still be recalled). A
     # regenerate is extracted once by the worker (ExtractJob.turn_key).
@@ -333,7 +333,7 @@ async def turn_block(
     recall is the cached one within the recall cache's TTL), so the block stays the same byte for byte
     across the rounds of one turn. A chat whose LibreChat settings could not be read recalls nothing (they
     may say memory off); what it says is kept only once the worker has read them. Memory has a budget
-    (engram.proxy.budget): past it the turn goes on without."""
+    (engram.breaker): past it the turn goes on without."""
     s = proxy.settings
     if not said.tool_round or key not in proxy.turn_started:
         proxy.turn_started[key] = datetime_block()

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from ..breaker import guarded
 from ..embedders import own_vector_name
 from ..errors import IndexUnavailable
 from ..words import SparseVector
@@ -134,8 +135,11 @@ class QdrantServerIndex:
     ) -> QdrantServerIndex:
         """A client for the server at `url` (no request is made until the index is first used)."""
         headers = {"api-key": api_key} if api_key else {}
-        client = httpx.Client(
-            base_url=url.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport
+        client = httpx.Client(  # a Qdrant that hangs is rested, its calls failing at once (engram.breaker)
+            base_url=url.rstrip("/"),
+            headers=headers,
+            timeout=timeout_s,
+            transport=guarded(transport, "Qdrant"),
         )
         return cls(client, collection, shards, replicas, write_consistency)
 
