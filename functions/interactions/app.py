@@ -8,7 +8,7 @@ from functools import lru_cache
 
 from engram.config import get_discord_settings, get_settings
 from engram.discord.interactions import consent_status, handle_interaction, seen_once
-from engram.observability import instrumented, timed
+from engram.observability import instrumented_untraced, timed
 
 settings = get_discord_settings()
 
@@ -41,7 +41,7 @@ def first_time(interaction_id: str) -> bool:
     return seen_once(settings, stores()[0].limits)(interaction_id)
 
 
-@instrumented
+@instrumented_untraced  # no X-Ray SDK on the 3 s cold path (template: Tracing PassThrough)
 def handler(event, context):
     """API Gateway HTTP API event in, Discord interaction response out."""
     raw = event.get("body") or ""

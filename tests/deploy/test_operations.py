@@ -110,7 +110,9 @@ def test_every_function_logs_json_to_a_group_with_a_retention(stages):
         assert props["LoggingConfig"]["LogFormat"] == "JSON"
         group = props["LoggingConfig"]["LogGroup"]["Ref"]
         assert int(stack.resolve(groups[group]["Properties"]["RetentionInDays"])) == 90  # prod's samconfig
-        assert props["TracingConfig"] == {"Mode": "Active"}
+        # traced, but Discord's interactions: the X-Ray SDK's import is off its 3 s cold path (issue 46)
+        mode = "PassThrough" if logical == "InteractionsFunction" else "Active"
+        assert props["TracingConfig"] == {"Mode": mode}
         assert stack.resolve(props["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"]) == "engram"
 
 

@@ -1158,3 +1158,26 @@ def test_a_single_delete_or_change_reaches_every_cached_recall(stack, upstream):
     )
     c.chat.completions.create(model="m", messages=ask)
     assert "code is 4402" not in system_of(upstream.chats()[-1])
+
+
+def test_a_caller_without_the_key_is_refused_before_its_body_is_read(stack, upstream):
+    """Issue 46: the proxy's URL is open to the internet (a Function URL, AuthType NONE: LibreChat sends a
+    bearer key, never a SigV4 signature). A caller without engram's key holds a slot only as long as its
+    refusal takes: the key is checked on the headers, before any of the body is read, so a body that is
+    never sent holds nothing up."""
+    import socket
+    from urllib.parse import urlsplit
+
+    where = urlsplit(stack.url)
+    before = len(upstream.requests)
+    with socket.create_connection((where.hostname, where.port), timeout=5) as conn:
+        started = time.monotonic()
+        conn.sendall(
+            b"POST /oa/v1/chat/completions HTTP/1.1\r\nHost: engram\r\nAuthorization: Bearer wrong\r\n"
+            b'Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{"model": '
+        )
+        answer = conn.recv(4096).decode()
+        took = time.monotonic() - started
+    assert answer.startswith("HTTP/1.1 401") and "needs engram's proxy key" in answer, answer
+    assert took < 1.0, took
+    assert len(upstream.requests) == before

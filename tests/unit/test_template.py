@@ -1,6 +1,7 @@
 """template.yaml is the one declaration of tables and functions; check what code relies on."""
 
 import ast
+import json
 import re
 import shlex
 from pathlib import Path
@@ -61,8 +62,8 @@ def test_model_indexes_match_the_template():
 
 def test_workers_report_partial_batch_failures_and_have_a_dlq():
     resources = load_template()["Resources"]
-    event = resources["WorkerFunction"]["Properties"]["Events"]["Jobs"]["Properties"]
-    assert event["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    for mapping in _mappings().values():
+        assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert "deadLetterTargetArn" in resources["JobsQueue"]["Properties"]["RedrivePolicy"]
 
 
@@ -97,9 +98,46 @@ def test_queues_hide_a_batch_longer_than_the_worker_can_run():
     """AWS's rule for Lambda event sources: visibility timeout >= 6x the function's timeout."""
     resources = load_template()["Resources"]
     worker = _functions()["WorkerFunction"]
-    for source in worker["Events"].values():
-        queue = source["Properties"]["Queue"]["GetAtt"].split(".")[0]
+    for mapping in _mappings().values():
+        queue = mapping["EventSourceArn"]["GetAtt"].split(".")[0]
         assert resources[queue]["Properties"]["VisibilityTimeout"] >= 6 * worker["Timeout"]
+
+
+def _mappings() -> dict:
+    """The worker's event source mappings (its queues), by logical id."""
+    resources = load_template()["Resources"]
+    return {
+        name: r["Properties"]
+        for name, r in resources.items()
+        if r["Type"] == "AWS::Lambda::EventSourceMapping"
+        and r["Properties"]["FunctionName"] == {"Ref": "WorkerFunction"}
+    }
+
+
+def test_the_worker_polls_each_of_its_queues_with_a_policy_for_that_queue_alone():
+    """Issue 46: SAM's SQS events attach AWSLambdaSQSQueueExecutionRole (receive and delete on every queue
+    of the account, no ChangeMessageVisibility for the back-off). The mappings are written out under SAM's
+    own logical ids, and the worker's role may poll exactly the queues they name."""
+    from engram.jobs import QUEUE_OF_CLASS
+
+    worker = _functions()["WorkerFunction"]
+    assert "Events" not in worker
+    mappings = _mappings()
+    polled = sorted(m["EventSourceArn"]["GetAtt"].removesuffix(".Arn") for m in mappings.values())
+    allowed = sorted(
+        p["SQSPollerPolicy"]["QueueName"]["GetAtt"].removesuffix(".QueueName")
+        for p in worker["Policies"]
+        if "SQSPollerPolicy" in p
+    )
+    assert polled == allowed == sorted(QUEUE_OF_CLASS.values())
+    # as SAM named them (function + event): a stack deployed with the events keeps its mappings
+    assert set(mappings) == {
+        f"WorkerFunction{n}" for n in ("Jobs", "Interactive", "Extract", "Index", "Maintenance")
+    }
+    for other, props in _functions().items():
+        assert other == "WorkerFunction" or not [
+            p for p in props.get("Policies", []) if "SQSPollerPolicy" in p
+        ]
 
 
 def test_only_the_functions_that_call_ollama_join_the_vpc():
@@ -188,3 +226,27 @@ def test_the_worker_may_dead_letter_what_is_no_job_and_nothing_else_may():
     assert [n for n, queues in sends.items() if "JobsDeadLetterQueue.QueueName" in queues] == [
         "WorkerFunction"
     ]
+
+
+def test_each_function_may_read_its_own_secrets_and_no_other():
+    """Issue 46: every function in the VPC could read every secret of its stage (`engram/<stage>/*`). Each
+    now names the parameters it reads: the functions open to the internet never the bot token, the worker
+    never the admin key; every secret the template names is someone's."""
+    grants = {
+        name: {
+            p["SSMParameterReadPolicy"]["ParameterName"]["Sub"].removeprefix("engram/${Stage}/")
+            for p in props.get("Policies", [])
+            if "SSMParameterReadPolicy" in p
+        }
+        for name, props in _functions().items()
+    }
+    assert not [g for names in grants.values() for g in names if "*" in g or "/" in g]
+    assert "discord-bot-token" not in grants["HttpFunction"] | grants["StreamingProxyFunction"]
+    assert "api-key" not in grants["WorkerFunction"] and not grants["InteractionsFunction"]
+    variables = load_template()["Globals"]["Function"]["Environment"]["Variables"]
+    named = set()
+    for name, value in variables.items():
+        if name.endswith("_PARAMETER"):
+            text = json.dumps(value)
+            named |= {m for m in re.findall(r"/engram/\$\{Stage\}/([a-z-]+)", text)}
+    assert named and named == set().union(*grants.values()), named ^ set().union(*grants.values())

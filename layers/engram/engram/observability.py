@@ -83,16 +83,25 @@ def _engram_logs_as_json() -> None:
 def instrumented(handler: Callable[..., Any]) -> Callable[..., Any]:
     """A Lambda handler with the Lambda context in every log line, an X-Ray trace, and its metrics
     (a cold start counted) flushed at the end of each invocation."""
+    # No bodies in traces: a handler's response (a list, an export) and an error's text can carry memory
+    # text, which a forget could not reach inside X-Ray
+    return logger.inject_lambda_context(
+        tracer().capture_lambda_handler(_measured(handler), capture_response=False, capture_error=False)
+    )
+
+
+def instrumented_untraced(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """As `instrumented`, without X-Ray: for Discord's interactions, which must answer within 3 s cold start
+    included, and whose trace would be a signature check and a queue send (the SDK's import was ~0.2 s)."""
+    return logger.inject_lambda_context(_measured(handler))
+
+
+def _measured(handler: Callable[..., Any]) -> Callable[..., Any]:
     from .config import get_settings
 
     if get_settings().runtime.on_lambda:  # locally (the stack's worker) logs stay as they are
         _engram_logs_as_json()
-    wrapped = metrics.log_metrics(handler, capture_cold_start_metric=True) if metrics_on() else handler
-    # No bodies in traces: a handler's response (a list, an export) and an error's text can carry memory
-    # text, which a forget could not reach inside X-Ray
-    return logger.inject_lambda_context(
-        tracer().capture_lambda_handler(wrapped, capture_response=False, capture_error=False)
-    )
+    return metrics.log_metrics(handler, capture_cold_start_metric=True) if metrics_on() else handler
 
 
 def record_ms(phase: str, ms: float) -> None:

@@ -109,7 +109,8 @@ class Channels:
 
     def content_intent(self, bot: str) -> ContentIntent | None:
         """As last noted, or None (never checked)."""
-        item = guard(lambda: get(*keys.content_intent(bot)))
+        # stale by a second at most: the note is re-made by the next check anyway
+        item = guard(lambda: get(*keys.content_intent(bot), consistent=False))
         if item is None:
             return None
         data = item.data or {}

@@ -38,7 +38,8 @@ class Roster:
 
     def mark(self, bot: str) -> RosterMark:
         """Where the rotation stands (a fresh mark before the first tick)."""
-        item = guard(lambda: get(*keys.roster_mark(bot)))
+        # stale: a tick visits a page of servers again, whose catch-up is idempotent
+        item = guard(lambda: get(*keys.roster_mark(bot), consistent=False))
         return RosterMark.from_data(dict(item.data or {})) if item is not None else RosterMark()
 
     def set_mark(self, bot: str, mark: RosterMark) -> None:

@@ -27,7 +27,8 @@ class Marks:
 
     def sweep_mark(self, bot: str) -> tuple[int, int] | None:
         """(the last pending id the sweep queued, when its pass over the bot's pending records began)."""
-        item = guard(lambda: get(*keys.sweep_mark(bot)))
+        # stale: the sweep queues a few pending records again, whose vectors are written once anyway
+        item = guard(lambda: get(*keys.sweep_mark(bot), consistent=False))
         if item is None or item.value is None:
             return None
         return int(item.value), int((item.data or {}).get("since") or 0)
@@ -53,7 +54,7 @@ class Marks:
 
     def extraction(self, bot: str) -> ExtractionHealth:
         """As last noted (nothing yet: all zero)."""
-        item = guard(lambda: get(*keys.extraction(bot)))
+        item = guard(lambda: get(*keys.extraction(bot), consistent=False))  # shown to operators
         if item is None:
             return ExtractionHealth()
         return ExtractionHealth(

@@ -22,7 +22,7 @@ class ReembedRuns:
 
     def left(self, vector: str) -> int:
         """How many chains of a re-embedding's pass are still running (0: none on record)."""
-        item = guard(lambda: get(*keys.reembed_run(vector)))
+        item = guard(lambda: get(*keys.reembed_run(vector), consistent=False))  # a progress figure
         return int(item.value or 0) if item is not None else 0
 
     def end_chain(self, vector: str, chain: str) -> ChainEnd | None:
