@@ -193,6 +193,7 @@ def test_built_functions_publish_cold_starts_and_phase_timings(deployment):
 
     emitted = metrics(worker)
     assert "ColdStart" in emitted and "job-sweepMs" in emitted, worker.logs
+    assert "pendingRecords" in emitted  # the backlog waiting for vectors, each sweep (issue 46)
     assert emitted["job-sweepMs"]["stage"] == deployment.stack.parameters["Stage"]
 
 

@@ -329,3 +329,16 @@ def test_webhook_calls_carry_no_authorization_and_answers_suppress_embeds_and_a_
     dms = [r for r in seen if r.url.path == "/channels/55/messages"]
     assert len(posted) == 3 and len(dms) == 3  # every part by DM once the token is dead, none to the token
     assert all(r.headers["authorization"] == "Bot t" for r in dms)
+
+
+def test_the_catch_up_lag_is_the_time_since_the_rotation_last_started_again():
+    """Issue 46: the catch-up lag (a metric each tick): how long the quietest server has waited."""
+    from engram.bookkeeping import RosterMark
+
+    mark, lag = RosterMark().visited(now=1_000_000, wrapped=False)
+    assert lag is None and mark.round_started == 1_000_000  # the first tick starts the clock
+    mark, lag = mark.moved(after="g5").visited(now=1_600_000, wrapped=False)
+    assert lag == 600 and mark.round_started == 1_000_000  # mid-rotation: the clock runs on
+    mark, lag = mark.visited(now=2_200_000, wrapped=True)
+    assert lag == 1_200 and mark.round_started == 2_200_000  # back at the roster's start: again from 0
+    assert RosterMark.from_data(mark.to_data()) == mark

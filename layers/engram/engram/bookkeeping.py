@@ -168,9 +168,20 @@ class RosterMark:
     built: bool = False
     consents_after: str | None = None
     every_server: bool = False  # a consent naming no servers put every server of the bot in, once
+    # when the rotation last started again from the roster's first server (ms; 0: not yet known): how long
+    # a quiet server has waited at most for its visit is the time since (the catch-up lag)
+    round_started: int = 0
 
     def moved(self, **changes: Any) -> RosterMark:
         return replace(self, **changes)
+
+    def visited(self, now: int, wrapped: bool) -> tuple[RosterMark, float | None]:
+        """A tick's visit: the rotation started again when it reached the roster's first server
+        (`wrapped`), and the lag before it — seconds since the rotation last started again, the most a
+        quiet server has waited for its visit (None: not known yet)."""
+        lag_s = (now - self.round_started) / 1000 if self.round_started else None
+        started = now if wrapped or not self.round_started else self.round_started
+        return replace(self, round_started=started), lag_s
 
     def to_data(self) -> dict[str, Any]:
         return {
@@ -179,6 +190,7 @@ class RosterMark:
             "built": self.built,
             "consentsAfter": self.consents_after,
             "everyServer": self.every_server,
+            "roundStarted": self.round_started,
         }
 
     @classmethod
@@ -189,6 +201,7 @@ class RosterMark:
             built=bool(data.get("built")),
             consents_after=data.get("consentsAfter"),
             every_server=bool(data.get("everyServer")),
+            round_started=int(data.get("roundStarted") or 0),
         )
 
 

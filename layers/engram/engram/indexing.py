@@ -13,7 +13,7 @@ from .errors import EmbedderUnavailable, IndexUnavailable, Unavailable
 from .jobs import IndexJob
 from .line_spans import LineReader
 from .line_windows import LineWindows, _Held, mix_meaning
-from .observability import timed
+from .observability import record_value, timed
 from .parts import MemoryParts
 from .shapes import payload
 from .store import Record, now_ms
@@ -362,12 +362,17 @@ class Indexer:
         fed the same records every sweep; a pass begun `requeue_ms` ago starts again from the oldest
         (a job that long gone has run or dead-lettered: what still waits was lost)."""
         now = now_ms()
-        return sum(
+        swept = [
             self._sweep_bot(bot, now, batch, grace_ms, requeue_ms) for bot in self.records.pending.bots()
-        )
+        ]
+        # how many records the sweep found still waiting for their vectors (from each bot's mark, at most
+        # SWEEP_LIMIT a bot): a backlog that grows means the embedder or Qdrant is not keeping up
+        record_value("pendingRecords", sum(found for _, found in swept))
+        return sum(queued for queued, _ in swept)
 
-    def _sweep_bot(self, bot: str, now: int, batch: int, grace_ms: int, requeue_ms: int) -> int:
-        """One bot's share of the sweep, from its mark (or the oldest, for a pass begun too long ago)."""
+    def _sweep_bot(self, bot: str, now: int, batch: int, grace_ms: int, requeue_ms: int) -> tuple[int, int]:
+        """One bot's share of the sweep, from its mark (or the oldest, for a pass begun too long ago): how
+        many records it queued, and how many pending it found."""
         queued = 0
         mark = self.state.marks.sweep_mark(bot)
         after, since = mark if mark is not None and now - mark[1] < requeue_ms else (None, now)
@@ -383,7 +388,7 @@ class Indexer:
             through = max(held_back - 1, after or 0) or None
         if through is not None and through != after:
             self.state.marks.set_sweep_mark(bot, through, since)
-        return queued
+        return queued, len(ids)
 
     def _queue_due(self, bot: str, chunk: list[int], cutoff: int) -> tuple[int, int | None]:
         """One index job for the records of `chunk` still pending and unchanged since `cutoff`; (how many

@@ -110,6 +110,13 @@ def record_ms(phase: str, ms: float) -> None:
         metrics.add_metric(name=f"{phase}Ms", unit=MetricUnit.Milliseconds, value=round(ms, 2))
 
 
+def record_value(name: str, value: float) -> None:
+    """A level (a lag in seconds, a backlog) as the metric `name`: its Maximum over a period is what an
+    alarm or a dashboard watches."""
+    if metrics_on():
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=round(value, 2))
+
+
 def count(name: str, value: int = 1) -> None:
     """Count an event as the metric `name` (429s from Discord, invalid requests)."""
     if metrics_on():

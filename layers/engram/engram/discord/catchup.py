@@ -9,6 +9,7 @@ from ..bookkeeping import ChannelSeen, RosterMark
 from ..clock import now_ms
 from ..follow_on import queue_once
 from ..jobs import CatchUpJob, RetentionJob
+from ..observability import record_value
 from .core import DiscordCore
 from .objects import position, sent_after
 from .rest import DiscordError, RateLimited
@@ -48,11 +49,15 @@ class CatchUp:
             mark = self._build_roster(mark)
         limit, after = self.settings.guilds_per_tick, mark.after
         guilds = self.state.roster.page(self.bot, after, limit)
+        wrapped = after is None or len(guilds) < limit
         if len(guilds) < limit and after is not None:  # the roster's end: on from its start
             again = self.state.roster.page(self.bot, None, limit - len(guilds))
             guilds += [g for g in again if g not in guilds]
         turn = mark.turn
         last = guilds[-1] if guilds else None
+        mark, lag_s = mark.visited(now_ms(), wrapped)
+        if lag_s is not None:  # the most a quiet server has waited for its visit: the catch-up lag
+            record_value("catchUpLagS", lag_s)
         self.state.roster.set_mark(self.bot, mark.moved(after=last, turn=turn + 1))
         shares = self._window_shares(len(guilds), turn)
         pages = range(0, len(guilds), SERVERS_PER_JOB)
