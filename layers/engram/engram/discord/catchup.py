@@ -47,12 +47,7 @@ class CatchUp:
         mark = self.state.roster.mark(self.bot)
         if not mark.built:
             mark = self._build_roster(mark)
-        limit, after = self.settings.guilds_per_tick, mark.after
-        guilds = self.state.roster.page(self.bot, after, limit)
-        wrapped = after is None or len(guilds) < limit
-        if len(guilds) < limit and after is not None:  # the roster's end: on from its start
-            again = self.state.roster.page(self.bot, None, limit - len(guilds))
-            guilds += [g for g in again if g not in guilds]
+        guilds, wrapped = self._next_servers(mark.after)
         turn = mark.turn
         last = guilds[-1] if guilds else None
         mark, lag_s = mark.visited(now_ms(), wrapped)
@@ -72,6 +67,17 @@ class CatchUp:
             ]
         )
         return len(guilds)
+
+    def _next_servers(self, after: str | None) -> tuple[list[str], bool]:
+        """The tick's page of the roster after `after`, and whether it reached the roster's start again
+        (at its end, it goes on from the start)."""
+        limit = self.settings.guilds_per_tick
+        guilds = self.state.roster.page(self.bot, after, limit)
+        wrapped = after is None or len(guilds) < limit
+        if len(guilds) < limit and after is not None:
+            again = self.state.roster.page(self.bot, None, limit - len(guilds))
+            guilds += [g for g in again if g not in guilds]
+        return guilds, wrapped
 
     def _window_shares(self, servers: int, turn: int) -> list[int]:
         """The tick's DISCORD_WINDOW_BUDGET split over the servers it visits; what does not divide evenly
