@@ -44,9 +44,34 @@ def table_definitions(template: dict | None = None) -> dict[str, dict]:
             "BillingMode": props.get("BillingMode", "PAY_PER_REQUEST"),
         }
         if props.get("GlobalSecondaryIndexes"):
-            args["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
+            args["GlobalSecondaryIndexes"] = _indexes(template, props["GlobalSecondaryIndexes"])
         out[logical_id] = args
     return out
+
+
+def _indexes(template: dict, declared: list) -> list[dict]:
+    """A table's indexes as the template's parameter defaults make them: an `!If [condition, index,
+    AWS::NoValue]` taken by its condition (an `!Equals` of a parameter's default and a value)."""
+    out = []
+    for index in declared:
+        choice = index.get("If", index.get("Fn::If")) if isinstance(index, dict) else None
+        if choice is not None:
+            condition, then, otherwise = choice
+            index = then if _holds(template, condition) else otherwise
+        if isinstance(index, dict) and index.get("Ref") == "AWS::NoValue":
+            continue
+        out.append(index)
+    return out
+
+
+def _holds(template: dict, name: str) -> bool:
+    rule = template["Conditions"][name]
+    left, right = rule.get("Equals", rule.get("Fn::Equals"))
+    values = [
+        template["Parameters"][side["Ref"]].get("Default") if isinstance(side, dict) else side
+        for side in (left, right)
+    ]
+    return str(values[0]) == str(values[1])
 
 
 def create_tables(dynamodb_client, names: dict[str, str]) -> None:

@@ -44,6 +44,10 @@ class FakeQdrant(ServedApp):
         self.patches: list[m.UpdateCollection] = []
         self.answered_bytes = 0  # of search answers (query batches)
         self.vectors_asked: list[object] = []  # each retrieve's and each search leg's `with_vector`
+        # snapshots as a server with `snapshots_config` on S3 keeps them: each collection's, newest last,
+        # and, with `snapshot_store` (an S3 client and a bucket), the object under snapshots/<collection>/
+        self.snapshots: dict[str, list[dict]] = {}
+        self.snapshot_store: tuple[object, str] | None = None
         self.engine = QdrantClient(location=":memory:")
         self._lock = threading.Lock()
         self.app = FastAPI()
@@ -219,6 +223,63 @@ class FakeQdrant(ServedApp):
             answer = [f.model_dump(mode="json") for f in found]
             self.answered_bytes += len(json.dumps(answer))
             return _ok(answer)
+
+        @app.post("/collections/{c}/snapshots")
+        async def take_snapshot(c: str):
+            made = run(lambda: self._snapshot(c))
+            return _ok({k: v for k, v in made.items() if k != "data"})
+
+        @app.get("/collections/{c}/snapshots")
+        async def list_snapshots(c: str):
+            return _ok([{k: v for k, v in s.items() if k != "data"} for s in self.snapshots.get(c, [])])
+
+        @app.delete("/collections/{c}/snapshots/{name}")
+        async def drop_snapshot(c: str, name: str):
+            self.snapshots[c] = [s for s in self.snapshots.get(c, []) if s["name"] != name]
+            if self.snapshot_store is not None:
+                s3, bucket = self.snapshot_store
+                s3.delete_object(Bucket=bucket, Key=f"snapshots/{c}/{name}")
+            return _ok(True)
+
+        @app.put("/collections/{c}/snapshots/recover")
+        async def recover(c: str, request: Request):
+            import httpx
+
+            body = m.SnapshotRecover.model_validate(await request.json())
+            async with httpx.AsyncClient() as fetch:
+                got = await fetch.get(body.location)
+            if got.status_code != 200:
+                return _error(400, f"Failed to download snapshot from {body.location}: {got.status_code}")
+            run(lambda: self._restore(c, json.loads(got.content)))
+            return _ok(True)
+
+    def _snapshot(self, c: str) -> dict:
+        """The collection's points, whole, as this stand-in's snapshot format (a real one is a tar)."""
+        points, after = [], None
+        while True:
+            page, after = self.engine.scroll(c, limit=256, offset=after, with_payload=True, with_vectors=True)
+            points += [p.model_dump(mode="json") for p in page]
+            if after is None:
+                break
+        taken = self.snapshots.setdefault(c, [])
+        data = json.dumps({"points": points}).encode()
+        name = f"{c}-{len(taken) + 1:04d}.snapshot"
+        made = {"name": name, "creation_time": f"2026-12-05T00:00:{len(taken):02d}", "size": len(data)}
+        taken.append({**made, "data": data})
+        if self.snapshot_store is not None:
+            s3, bucket = self.snapshot_store
+            s3.put_object(Bucket=bucket, Key=f"snapshots/{c}/{name}", Body=data)
+        return made
+
+    def _restore(self, c: str, snapshot: dict) -> None:
+        """The collection as the snapshot had it: every point now not in it gone, every one in it back."""
+        self.engine.delete(c, points_selector=m.FilterSelector(filter=m.Filter()))
+        points = [
+            m.PointStruct(id=p["id"], vector=p.get("vector") or {}, payload=p.get("payload"))
+            for p in snapshot["points"]
+        ]
+        if points:
+            self.engine.upsert(c, points=points)
 
     def stop(self) -> None:
         super().stop()

@@ -93,8 +93,16 @@ def test_a_collection_an_older_engram_made_is_settled_in_one_patch(qdrant):
     assert patch.quantization_config == m.Disabled.DISABLED
     assert patch.sparse_vectors["words"].index.on_disk
     assert set(patch.vectors) == {"dense-old", "dense-old-own"}
+    before = len(qdrant.requests)
     QdrantServerIndex.connect(qdrant.url, None, "engram").count(Scope(bot="b1"))
     assert len(qdrant.patches) == 1
+    # a later cold start asks two things before its work: the server's version and the collection's
+    # settings (a missing collection is a 404 there, then made: no separate `exists` call)
+    assert qdrant.requests[before:] == [
+        ("GET", "/"),
+        ("GET", "/collections/engram"),
+        ("POST", "/collections/engram/points/count"),
+    ]
     index.close()
 
 

@@ -267,7 +267,8 @@ class ReembedJob(BaseModel):
 
 
 class IndexMaintenanceJob(BaseModel):
-    """Reconcile the index with the records (both ways), or rebuild it from them; or stamp a bot's older
+    """Reconcile the index with the records (both ways), or rebuild it from them; or have a Qdrant server
+    snapshot the collection (scheduled: `snapshot`, no bot); or stamp a bot's older
     records with their byScope key, or move its older claims, thread tails and channel states to their
     spread keys (both queued by the sweep). Without a bot, one job per bot is queued;
     without a part, one job per part of the bot (its facts and its messages, each per key of the kind, and
@@ -275,7 +276,7 @@ class IndexMaintenanceJob(BaseModel):
     queues itself again from its `cursor`."""
 
     kind: Literal["index-maintenance"] = "index-maintenance"
-    action: Literal["reconcile", "rebuild", "stamp", "spread"]
+    action: Literal["reconcile", "rebuild", "stamp", "spread", "snapshot"]
     bot: str | None = None
     part: Literal["fact", "message", "points"] | None = None
     shard: int | None = Field(None, ge=0)  # a kind's part: one of its keys (store.keys.READ_SHARDS)

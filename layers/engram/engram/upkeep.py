@@ -34,6 +34,11 @@ def maintain(engine: Engine, job: IndexMaintenanceJob) -> None:
     if job.action == "spread":
         _spread(engine, job)
         return
+    if job.action == "snapshot":
+        kept = engine.settings.qdrant_snapshots_kept
+        taken = engine.service.index.take_snapshot(kept)
+        logger.info("index snapshot", extra={"started": taken, "kept": kept})
+        return
     if job.bot is None:  # each bot its own jobs, retried on their own
         bots = [job.model_copy(update={"bot": bot}) for bot in engine.keeper.bots()]
         _fan_out(engine, job, lambda: engine.queue.send_many(bots))

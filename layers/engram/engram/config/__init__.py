@@ -76,6 +76,9 @@ class Settings(BaseSettings):
     qdrant_replicas: int = Field(default=1, ge=1)
     # how many replicas must take a write before it is answered (at most the replicas; 1: the leader)
     qdrant_write_consistency: int = Field(default=1, ge=1)
+    # how many of a Qdrant server's snapshots of the collection are kept (the scheduled snapshot job drops
+    # older ones: each holds what was stored when it was made, forgotten users' words included)
+    qdrant_snapshots_kept: int = Field(default=7, ge=1, le=90)
     data_dir: Path = Path(".engram")
 
     # Embedder: local (MiniLM shipped in a PyPI package), ollama, remote (OpenAI-style) or off

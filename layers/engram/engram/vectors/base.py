@@ -208,5 +208,11 @@ class VectorIndex(Protocol):
     def scroll_ids(self, scope: Scope, after: int | None, limit: int) -> tuple[list[int], int | None]:
         """One page of the point ids in a scope, in id order, and where the next page starts (None: done)."""
 
+    def take_snapshot(self, keep: int) -> bool:
+        """Have the server snapshot the collection (where it keeps snapshots: S3 when configured), and drop
+        all but the `keep` newest; False where the engine keeps none (the embedded engine: its data dir is
+        its own backup, and the index is derived from the records either way)."""
+        ...
+
     def close(self) -> None:
         """Release files and connections."""

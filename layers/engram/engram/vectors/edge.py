@@ -356,6 +356,10 @@ class EdgeIndex:
             self._writes_since_optimize = 0
             self._shard.optimize()
 
+    def take_snapshot(self, keep: int) -> bool:
+        """The embedded engine keeps no snapshots: its data dir is the backup (and a rebuild remakes it)."""
+        return False
+
     def close(self) -> None:
         """Flush and release the shard."""
         with self._lock:

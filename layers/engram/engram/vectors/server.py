@@ -152,9 +152,11 @@ class QdrantServerIndex:
         body: dict[str, Any] | None = None,
         wait: bool = False,
         root: bool = False,
+        missing: bool = False,
     ) -> Any:
         """One REST call (of the collection; `root`: of the server); its `result`, or the whole answer where
-        it has none. Every failure (refused, timed out, 4xx/5xx) is IndexUnavailable."""
+        it has none; with `missing`, None for a 404. Every failure (refused, timed out, 4xx/5xx) is
+        IndexUnavailable."""
         try:
             response = self.client.request(
                 method,
@@ -164,6 +166,8 @@ class QdrantServerIndex:
             )
         except httpx.HTTPError as exc:
             raise IndexUnavailable(f"Qdrant failed: {type(exc).__name__}: {exc}") from exc
+        if response.status_code == 404 and missing:
+            return None
         if response.status_code >= 400:
             if response.status_code == 404:
                 self._collection_ready = False  # deleted behind our back: made again on the next call
@@ -202,8 +206,11 @@ class QdrantServerIndex:
 
     def _ensure_collection(self) -> None:
         self.check_version()
-        if self._request("GET", "/exists").get("exists"):
-            self._settle_storage()
+        found = self._request(
+            "GET", "", missing=True
+        )  # its settings, or None: made below (two calls a start)
+        if found is not None:
+            self._settle_storage(found["config"])
             return
         self._request("PUT", "", self.collection_config())
         for name in SCOPE_FIELDS:
@@ -236,10 +243,10 @@ class QdrantServerIndex:
         a point's own vector (never searched) on disk only, with no graph."""
         return OWN_VECTOR if name.endswith(own_vector_name("")) else SEARCHED_VECTOR
 
-    def _settle_storage(self) -> None:
-        """An existing collection's vectors stored as `storage` says, and its words index on disk: one PATCH
-        of what differs (none when all is as it should be, so a cold start changes nothing)."""
-        config = self._request("GET", "")["config"]
+    def _settle_storage(self, config: dict[str, Any]) -> None:
+        """An existing collection's vectors stored as `storage` says, and its words index on disk (`config`:
+        as the server reports it): one PATCH of what differs (none when all is as it should be, so a cold
+        start changes nothing)."""
         params, inherited = config["params"], config.get("quantization_config")
         vectors = params.get("vectors") if isinstance(params.get("vectors"), dict) else {}
         diff = {
@@ -384,6 +391,42 @@ class QdrantServerIndex:
         page = self._call("POST", "/points/scroll", body)
         following = page.get("next_page_offset")
         return [int(p["id"]) for p in page["points"]], (int(following) if following is not None else None)
+
+    # ----- snapshots ------------------------------------------------------------------------------
+
+    def take_snapshot(self, keep: int) -> bool:
+        """Start a snapshot of the collection (in the background: at 100 M points it takes a while) and drop
+        all but the `keep` newest of those already made. Where they are kept is the server's setting
+        (`storage.snapshots_config`: S3 for engram on AWS, docs/operating.md). A snapshot holds what was in
+        the collection when it was made, forgotten users' words included, until it is dropped: `keep` bounds
+        how long (a restore reconciles with the records, which deletes them again)."""
+        self._call("POST", "/snapshots", wait=False)
+        made = self._request("GET", "/snapshots") or []
+        newest_first = sorted(made, key=lambda s: str(s.get("creation_time") or ""), reverse=True)
+        for old in newest_first[max(keep, 1) :]:
+            self._request("DELETE", f"/snapshots/{old['name']}", wait=True)
+        return True
+
+    def recover(self, location: str, timeout_s: float = 3_600.0) -> None:
+        """Replace the collection with the snapshot at `location` (a URL the server can fetch: a pre-signed
+        S3 URL, or file:// on the server), made if missing; waits until it is done (the recovery of a big
+        collection takes minutes: its own timeout, not the client's)."""
+        try:
+            response = self.client.put(
+                f"/collections/{self.collection}/snapshots/recover",
+                json={"location": location, "priority": "snapshot"},
+                params={"wait": "true"},
+                timeout=timeout_s,
+            )
+        except httpx.HTTPError as exc:
+            raise IndexUnavailable(
+                f"Qdrant failed to recover the snapshot: {type(exc).__name__}: {exc}"
+            ) from exc
+        if response.status_code >= 400:
+            raise IndexUnavailable(
+                f"Qdrant refused to recover the snapshot ({response.status_code}): {response.text[:300]}"
+            )
+        self._collection_ready = False  # its settings are the snapshot's: settled again on the next call
 
     def close(self) -> None:
         """Close the HTTP client."""
