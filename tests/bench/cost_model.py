@@ -35,10 +35,13 @@ QDRANT_OVERHEAD = 1.10  # id tracker, segment bookkeeping, the optimizer's worki
 QDRANT_RAM_GB_MONTH = 13.9  # the review's rate: ~$7,000 a month for ~500 GB of RAM (a managed cluster)
 QDRANT_DISK_GB_MONTH = 0.10  # block storage (gp3 $0.08) with its share of snapshots
 # DynamoDB write units per stored message: the review's figure for real ~1.2 KB items (the bench's small
-# items took 15.3: docs/operating.md, At scale); byKind still copies the whole item (ALL)
-WRITE_UNITS_A_MESSAGE = 20.0
+# items took 15.3: docs/operating.md, At scale), of which byKind's whole copy took 4 (2 to store, 2 again
+# when its vectors' mark rewrote it); byKindKeys takes 1 (tests/unit/test_index_units.py), once a stack
+# deploys with ByKindIndex=drop
+WRITE_UNITS_A_MESSAGE = {"before": 20.0, "after": 17.0}
 READ_UNITS_A_MESSAGE = 11.5  # At scale: a busy tick's read units per stored message
-ITEM_KB = 1.2 + 1.2 + 0.3  # the record, its byKind copy, its other index entries and state items
+# the record, its byKind copy (after: byKindKeys' keys and scope), its other index entries and state items
+ITEM_KB = {"before": 1.2 + 1.2 + 0.3, "after": 1.2 + 0.1 + 0.3}
 QUIET_TICK_READ_UNITS = 1_010  # At scale: a tick visits 1,000 servers of the roster
 QUIET_TICK_JOBS = 41
 JOB_S = {"catch-up": 0.3, "ask": 1.5, "extract": 0.2, "index": 0.3}  # a job's own work, warm (worker)
@@ -79,8 +82,8 @@ def qdrant_line(layout: Qdrant) -> float:
     return ram * QDRANT_RAM_GB_MONTH + disk * QDRANT_DISK_GB_MONTH
 
 
-def aws_lines(untraced_interactions: bool) -> dict[str, float]:
-    """The AWS lines of a month (they did not move much: the saving is in Qdrant)."""
+def aws_lines(when: str) -> dict[str, float]:
+    """The AWS lines of a month, "before" or "after" (they did not move much: the saving is in Qdrant)."""
     days = MONTH_DAYS
     messages, asks, turns = NEW_MESSAGES_A_DAY * days, ASKS_A_DAY * days, LIBRECHAT_TURNS_A_DAY * days
     gb_s = PRICES["lambda GB-second (x86)"]
@@ -95,15 +98,15 @@ def aws_lines(untraced_interactions: bool) -> dict[str, float]:
     lambda_cost += turns * (MODEL_WAIT_S["turn"] * PROXY_GB + MODEL_WAIT_S["extract"] * WORKER_GB) * gb_s
     invocations = sum(jobs.values()) + asks + turns  # and one interaction per /ask
     lambda_cost += invocations * PRICES["lambda request"]
-    traced = invocations - (asks if untraced_interactions else 0)
+    traced = invocations - (asks if when == "after" else 0)  # Discord's interactions untraced
     reads = messages * READ_UNITS_A_MESSAGE + TICKS_A_DAY * days * QUIET_TICK_READ_UNITS
     return {
         "Lambda": lambda_cost,
         "API Gateway": (asks + turns) * PRICES["http api request"],
-        "DynamoDB requests": messages * WRITE_UNITS_A_MESSAGE * PRICES["dynamodb write request unit"]
+        "DynamoDB requests": messages * WRITE_UNITS_A_MESSAGE[when] * PRICES["dynamodb write request unit"]
         + reads * PRICES["dynamodb read request unit"],
         "DynamoDB storage + PITR": STORED_MEMORIES
-        * ITEM_KB
+        * ITEM_KB[when]
         / 1e6
         * (PRICES["dynamodb GB-month"] + PRICES["dynamodb PITR GB-month"]),
         "SQS": sum(jobs.values()) * 3 * PRICES["sqs request"],  # send, receive, delete
@@ -115,7 +118,7 @@ def aws_lines(untraced_interactions: bool) -> dict[str, float]:
 
 def rows() -> list[tuple[str, float, float, str]]:
     """(line, before, after, what changed it)."""
-    before, after = aws_lines(False), aws_lines(True)
+    before, after = aws_lines("before"), aws_lines("after")
     ram_before, _ = BEFORE.gb(STORED_MEMORIES)
     ram_after, disk_after = AFTER.gb(STORED_MEMORIES)
     out = [
@@ -127,7 +130,11 @@ def rows() -> list[tuple[str, float, float, str]]:
             "originals on disk, int8 copies in RAM; the own vector with no graph and no copy; words on disk",
         )
     ]
-    why = {"Logs + X-Ray": "Discord's interactions untraced (X-Ray off its 3 s cold path)"}
+    why = {
+        "Logs + X-Ray": "Discord's interactions untraced (X-Ray off its 3 s cold path)",
+        "DynamoDB requests": "byKindKeys (keys and scope) for byKind (whole items): 1 write a message, not 4",
+        "DynamoDB storage + PITR": "no second copy of every record in byKind",
+    }
     out += [(line, before[line], after[line], why.get(line, "")) for line in before]
     return out
 

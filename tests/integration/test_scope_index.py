@@ -30,15 +30,16 @@ def store(service, bot: str, server: str, count: int, start: int = 0) -> None:
 
 @pytest.fixture
 def kind_index_reads(monkeypatch):
-    """How many times the bot-wide byKind index is queried."""
+    """How many times the bot-wide byKind (or byKindKeys) index is queried."""
     calls = []
-    original = MemoryRecord.by_kind.query
+    for index in (MemoryRecord.by_kind, MemoryRecord.by_kind_keys):  # whichever the table has ready
+        original = index.query
 
-    def counted(*args, **kwargs):
-        calls.append(args[0] if args else kwargs.get("hash_key"))
-        return original(*args, **kwargs)
+        def counted(*args, original=original, **kwargs):
+            calls.append(args[0] if args else kwargs.get("hash_key"))
+            return original(*args, **kwargs)
 
-    monkeypatch.setattr(MemoryRecord.by_kind, "query", counted)
+        monkeypatch.setattr(index, "query", counted)
     return calls
 
 

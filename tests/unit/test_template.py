@@ -53,7 +53,13 @@ def test_model_indexes_match_the_template():
         for table in ("MemoriesTable", "StateTable")
         for i in tables[table]["GlobalSecondaryIndexes"]
     }
-    for index in (MemoryRecord.by_user, MemoryRecord.by_kind, MemoryRecord.pending, StateItem.by_owner):
+    for index in (
+        MemoryRecord.by_user,
+        MemoryRecord.by_kind,
+        MemoryRecord.by_kind_keys,
+        MemoryRecord.pending,
+        StateItem.by_owner,
+    ):
         schema = index._get_schema()
         key_schema, projection = declared[schema["index_name"]]
         assert sorted(key_schema, key=str) == sorted(schema["key_schema"], key=str)

@@ -31,6 +31,20 @@ class ByKind(GlobalSecondaryIndex["MemoryRecord"]):
     id = NumberAttribute(range_key=True)
 
 
+class ByKindKeys(GlobalSecondaryIndex["MemoryRecord"]):
+    """Records of one kind per bot, as byKind, holding only their keys and what a listing's filter reads
+    (serverId, project): a record's later changes (its vectors written, its text edited) do not rewrite
+    it, and it copies no text (byKind, ALL, was ~8 of a stored message's ~20 write units and a second copy
+    of the table). A page's records are read by key. Read once the table has it ACTIVE (kinds.py)."""
+
+    class Meta:
+        index_name = "byKindKeys"
+        projection = IncludeProjection(["serverId", "project"])
+
+    bot_kind = UnicodeAttribute(hash_key=True, attr_name="botKind")
+    id = NumberAttribute(range_key=True)
+
+
 class Pending(GlobalSecondaryIndex["MemoryRecord"]):
     """Sparse: only records whose vectors still have to be written appear here."""
 
@@ -108,6 +122,7 @@ class MemoryRecord(Model):
 
     by_user = ByUser()
     by_kind = ByKind()
+    by_kind_keys = ByKindKeys()
     pending = Pending()
     by_line = ByLine()
     by_scope = ByScope()

@@ -24,6 +24,7 @@ from .budget import walk_kind
 from .claims import Claims, hold_key, let_go
 from .dynamo import attempt, guard
 from .ids import IdMaker
+from .kinds import KindIndex
 from .lines import LineReads, span_ids
 from .models import MemoryRecord, StateItem
 from .pending import PendingMarks
@@ -68,6 +69,7 @@ class RecordStore:
         self.carriers = Carriers()
         self.scopes = ScopeMarks(self)
         self.pending = PendingMarks(self, self._pool)
+        self.kinds = KindIndex()  # byKindKeys once the table has it, byKind before (kinds.py)
 
     _guard = staticmethod(guard)
 
@@ -102,14 +104,26 @@ class RecordStore:
             condition = MemoryRecord.id > cursor if oldest_first else MemoryRecord.id < cursor
         # each shard is read a quarter page at a time: the merged page costs about a page, not one a shard
         size = max(10, min(500, limit if shard is not None else limit // 4 + 1))
+        by_keys = self.kinds.keys_ready()
+        index = MemoryRecord.by_kind_keys if by_keys else MemoryRecord.by_kind
         queries = [
-            MemoryRecord.by_kind.query(
-                key, range_key_condition=condition, scan_index_forward=oldest_first, page_size=size
-            )
+            index.query(key, range_key_condition=condition, scan_index_forward=oldest_first, page_size=size)
             for key in keys.bot_kinds(bot, kind, shard)
         ]
         rows = self._guard(lambda: list(islice(_merged(queries, not oldest_first), limit)))
+        if by_keys:  # the index holds keys: the records themselves, by key, in the page's order
+            rows = self._guard(partial(self._whole, bot, rows))
         return [_record(row) for row in rows]
+
+    @staticmethod
+    def _whole(bot: str, rows: list[MemoryRecord]) -> list[MemoryRecord]:
+        """The whole items of index rows holding only keys, in the rows' order (one deleted since: left
+        out), 100 a batch read."""
+        ids = [int(r.id) for r in rows]
+        found: dict[int, MemoryRecord] = {}
+        for at in range(0, len(ids), 100):
+            found |= {int(r.id): r for r in MemoryRecord.batch_get(_keys(bot, ids[at : at + 100]))}
+        return [found[i] for i in ids if i in found]
 
     def line_reads(self) -> LineReads:
         """The byLine reads of one maintenance step: each line read once for all the step's pages."""
@@ -360,17 +374,21 @@ class RecordStore:
         size = max(10, min(500, limit // 4 + 1))
         if condition is not None:
             size = max(10, min(500, (read_at_most or 500 * shards) // shards))
+        by_keys = self.kinds.keys_ready()
+        index = MemoryRecord.by_kind_keys if by_keys else MemoryRecord.by_kind
         queries = [
-            MemoryRecord.by_kind.query(
+            index.query(
                 key,
                 range_key_condition=below,
-                filter_condition=condition,
+                filter_condition=condition,  # on serverId and project: in both indexes
                 scan_index_forward=False,
                 page_size=size,
             )
             for key in keys.bot_kinds(bot, kind)
         ]
         merged = _merged(queries, True, read_at_most, size)
+        if by_keys:
+            return self._guard(partial(self._newest_by_key, bot, merged, limit, kind, server, project))
         return self._guard(lambda: [_record(r) for r in islice(merged, limit)])
 
     def stamp_scopes(self, bot: str, kind: str, before: int | None, budget_s: float) -> int | None:

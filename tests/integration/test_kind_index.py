@@ -1,0 +1,71 @@
+"""A bot's whole kind is listed from byKindKeys (keys and scope: a record's later updates leave it alone)
+once the table has it, and from byKind (the whole item) on a table made before it, until DynamoDB has
+filled it (issue 46). Under moto: the template's tables, and a memories table as it was before."""
+
+from __future__ import annotations
+
+import pytest
+
+from engram.config import Settings
+from engram.engine import build_engine
+from engram.record import Paging
+from engram.service import ChatMessage
+from engram.vectors.edge import EdgeIndex
+from infra.aws_template import table_definitions
+from tests.integration.conftest import TABLES
+
+
+@pytest.fixture
+def queried(monkeypatch):
+    """The index each Query of a memories table named."""
+    from pynamodb.connection.base import Connection
+
+    names: list[str] = []
+    call = Connection._make_api_call
+
+    def counted(connection, operation, kwargs):
+        if operation == "Query" and "memories" in kwargs.get("TableName", ""):
+            names.append(kwargs.get("IndexName") or "")
+        return call(connection, operation, kwargs)
+
+    monkeypatch.setattr(Connection, "_make_api_call", counted)
+    return names
+
+
+@pytest.mark.parametrize("table", ["template", "before byKindKeys"])
+def test_a_whole_kind_is_listed_from_the_index_the_table_has(aws, embedder, tmp_path, queried, table):
+    name = TABLES["MemoriesTable"]
+    if table != "template":
+        name = "t-older-memories"
+        older = dict(table_definitions()["MemoriesTable"])
+        older["GlobalSecondaryIndexes"] = [
+            i for i in older["GlobalSecondaryIndexes"] if i["IndexName"] != "byKindKeys"
+        ]
+        aws["dynamodb"].create_table(TableName=name, **older)
+    settings = Settings(
+        memories_table=name,
+        state_table=TABLES["StateTable"],
+        jobs_queue_url=aws["queue_url"],
+        data_dir=tmp_path,
+        api_key="unit-key",
+    )
+    engine = build_engine(
+        settings, index=EdgeIndex(tmp_path / "shard"), embedder=embedder, sqs_client=aws["sqs"]
+    )
+    service = engine.service
+    said = [
+        ChatMessage(source_id=f"m{n}", text=f"message {n} about sails", server="s1" if n % 2 else "s2")
+        for n in range(30)
+    ]
+    ids = sorted(int(m.id) for m in service.add_messages("b", said).memories)
+    records = service.records
+    queried.clear()
+    page = records.page("b", "message", Paging(None, 12))
+    assert [int(r.id) for r in page] == ids[::-1][:12] and page[0].text.startswith("message")
+    oldest = records.page("b", "message", Paging(ids[3], 5, oldest_first=True))
+    assert [int(r.id) for r in oldest] == ids[4:9]
+    newest = records.newest("b", "message", 10)
+    assert [int(r.id) for r in newest] == ids[::-1][:10] and {r.server for r in newest} == {"s1", "s2"}
+    expected = "byKindKeys" if table == "template" else "byKind"
+    assert queried and set(queried) == {expected}, queried
+    engine.service.index.close()
