@@ -36,6 +36,7 @@ from .rows import (
     _record,
     _row,
     _update_if_exists,
+    whole_rows,
 )
 from .scoping import ScopeMarks
 from .threads import Carriers, ThreadTails
@@ -112,18 +113,8 @@ class RecordStore:
         ]
         rows = self._guard(lambda: list(islice(_merged(queries, not oldest_first), limit)))
         if by_keys:  # the index holds keys: the records themselves, by key, in the page's order
-            rows = self._guard(partial(self._whole, bot, rows))
+            rows = self._guard(partial(whole_rows, bot, rows))
         return [_record(row) for row in rows]
-
-    @staticmethod
-    def _whole(bot: str, rows: list[MemoryRecord]) -> list[MemoryRecord]:
-        """The whole items of index rows holding only keys, in the rows' order (one deleted since: left
-        out), 100 a batch read."""
-        ids = [int(r.id) for r in rows]
-        found: dict[int, MemoryRecord] = {}
-        for at in range(0, len(ids), 100):
-            found |= {int(r.id): r for r in MemoryRecord.batch_get(_keys(bot, ids[at : at + 100]))}
-        return [found[i] for i in ids if i in found]
 
     def line_reads(self) -> LineReads:
         """The byLine reads of one maintenance step: each line read once for all the step's pages."""

@@ -100,6 +100,14 @@ def _sparse(vector: SparseVector) -> dict[str, Any]:
     return {"indices": list(vector.indices), "values": list(vector.values)}
 
 
+def _error_of(response: httpx.Response) -> str:
+    """What a refusing Qdrant said: its `status.error`, or the body as it came."""
+    try:
+        return str(response.json().get("status", {}).get("error") or response.text)
+    except ValueError:
+        return response.text
+
+
 class QdrantServerIndex:
     """One collection: sparse `words` (IDF) and a dense named vector per embedding model."""
 
@@ -171,11 +179,7 @@ class QdrantServerIndex:
         if response.status_code >= 400:
             if response.status_code == 404:
                 self._collection_ready = False  # deleted behind our back: made again on the next call
-            try:
-                detail = response.json().get("status", {}).get("error") or response.text
-            except ValueError:
-                detail = response.text
-            raise IndexUnavailable(f"Qdrant answered {response.status_code}: {str(detail)[:300]}")
+            raise IndexUnavailable(f"Qdrant answered {response.status_code}: {_error_of(response)[:300]}")
         try:
             answer = response.json()
             return answer.get("result", answer)
