@@ -30,8 +30,16 @@ def load_template(path: Path = TEMPLATE) -> dict:
     return yaml.load(path.read_text(), Loader=_CfnLoader)
 
 
-def table_definitions(template: dict | None = None) -> dict[str, dict]:
-    """CreateTable arguments for every AWS::DynamoDB::Table, by logical id."""
+# A table made here (the local stack, moto) is made as a new installation's would be: byKindKeys only, the
+# byKind it replaced left out (an installation from before keeps it one deploy: docs/operating.md)
+NEW_INSTALLATION = {"ByKindIndex": "drop"}
+
+
+def table_definitions(
+    template: dict | None = None, parameters: dict[str, str] | None = None
+) -> dict[str, dict]:
+    """CreateTable arguments for every AWS::DynamoDB::Table, by logical id, with the template's parameter
+    defaults (or `parameters` where given) deciding its conditional indexes."""
     template = template or load_template()
     out = {}
     for logical_id, resource in template["Resources"].items():
@@ -44,12 +52,14 @@ def table_definitions(template: dict | None = None) -> dict[str, dict]:
             "BillingMode": props.get("BillingMode", "PAY_PER_REQUEST"),
         }
         if props.get("GlobalSecondaryIndexes"):
-            args["GlobalSecondaryIndexes"] = _indexes(template, props["GlobalSecondaryIndexes"])
+            args["GlobalSecondaryIndexes"] = _indexes(
+                template, props["GlobalSecondaryIndexes"], parameters or {}
+            )
         out[logical_id] = args
     return out
 
 
-def _indexes(template: dict, declared: list) -> list[dict]:
+def _indexes(template: dict, declared: list, parameters: dict[str, str]) -> list[dict]:
     """A table's indexes as the template's parameter defaults make them: an `!If [condition, index,
     AWS::NoValue]` taken by its condition (an `!Equals` of a parameter's default and a value)."""
     out = []
@@ -57,18 +67,20 @@ def _indexes(template: dict, declared: list) -> list[dict]:
         choice = index.get("If", index.get("Fn::If")) if isinstance(index, dict) else None
         if choice is not None:
             condition, then, otherwise = choice
-            index = then if _holds(template, condition) else otherwise
+            index = then if _holds(template, condition, parameters) else otherwise
         if isinstance(index, dict) and index.get("Ref") == "AWS::NoValue":
             continue
         out.append(index)
     return out
 
 
-def _holds(template: dict, name: str) -> bool:
+def _holds(template: dict, name: str, parameters: dict[str, str]) -> bool:
     rule = template["Conditions"][name]
     left, right = rule.get("Equals", rule.get("Fn::Equals"))
     values = [
-        template["Parameters"][side["Ref"]].get("Default") if isinstance(side, dict) else side
+        parameters.get(side["Ref"], template["Parameters"][side["Ref"]].get("Default"))
+        if isinstance(side, dict)
+        else side
         for side in (left, right)
     ]
     return str(values[0]) == str(values[1])
@@ -78,7 +90,7 @@ def create_tables(dynamodb_client, names: dict[str, str]) -> None:
     """Create the template's tables (logical id -> table name) unless they exist; a table made before an
     index was added to the template gets it (add_missing_indexes)."""
     existing = set(dynamodb_client.list_tables()["TableNames"])
-    for logical_id, args in table_definitions().items():
+    for logical_id, args in table_definitions(parameters=NEW_INSTALLATION).items():
         name = names[logical_id]
         if f"{name}{REBUILDING}" in existing:  # a rebuild was cut off: finish it (or start it again)
             _rebuild(dynamodb_client, name, args)

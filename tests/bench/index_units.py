@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from infra.aws_template import table_definitions
+from infra.aws_template import NEW_INSTALLATION, table_definitions
 
 Item = dict[str, dict[str, Any]]
 
@@ -75,7 +75,7 @@ class IndexWrites:
 
     def __init__(self, client, tables: dict[str, str]):
         self.client = client
-        definitions = table_definitions()
+        definitions = table_definitions(parameters=NEW_INSTALLATION)  # as the local stack makes them
         self.keys: dict[str, list[str]] = {}
         self.indexes: dict[str, list[_Index]] = {}
         for logical, name in tables.items():

@@ -168,7 +168,7 @@ def test_schedule_function_queues_what_its_rules_send(deployment):
     process = deployment.start("ScheduleFunction")
     rules = deployment.stack.resources("AWS::Events::Rule")
     inputs = sorted(json.loads(t["Input"])["job"] for r in rules.values() for t in r["Properties"]["Targets"])
-    assert inputs == ["discord-catchup", "librechat-reconcile", "sweep"]
+    assert inputs == ["discord-catchup", "librechat-reconcile", "qdrant-snapshot", "sweep"]
     deployment.discard("JobsQueue")
     deployment.discard("IndexQueue")
     deployment.discard("MaintenanceQueue")
@@ -180,8 +180,12 @@ def test_schedule_function_queues_what_its_rules_send(deployment):
         "ScheduleFunction", LIBRECHAT_MONGO_URI_PARAMETER="/engram/test/librechat-mongo-uri"
     )
     assert with_mongo.invoke({"job": "librechat-reconcile"})["result"] == {"queued": "librechat-reconcile"}
-    reconcile = [json.loads(m["Body"]) for m in deployment.receive("MaintenanceQueue")]
-    assert reconcile == [{"kind": "librechat-reconcile", "bot": "librechat", "cursor": None}]
+    maintenance = [json.loads(m["Body"]) for m in deployment.receive("MaintenanceQueue")]
+    # the snapshot only on a Qdrant server (this stack's QdrantUrl), the reconcile where MongoDB is
+    assert sorted((m["kind"], m.get("action") or m.get("bot")) for m in maintenance) == [
+        ("index-maintenance", "snapshot"),
+        ("librechat-reconcile", "librechat"),
+    ]
     # the catch-up on the jobs queue (ingest), the sweep on the index queue (engram.jobs.QUEUE_OF_CLASS)
     assert [json.loads(m["Body"])["kind"] for m in deployment.receive("JobsQueue")] == ["discord"]
     assert [json.loads(m["Body"])["kind"] for m in deployment.receive("IndexQueue")] == ["sweep"]
