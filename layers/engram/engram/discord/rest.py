@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
+from ..breaker import guarded
 from .errors import DiscordError
 from .limits import RateLimited, RateLimits
 from .objects import Channel, Member, Message, PartialGuild, Role, User
@@ -70,8 +71,12 @@ class DiscordClient:
             headers["Authorization"] = f"Bot {bot_token}"
         self.application_id = application_id
         self.limits = limits or RateLimits()
+        # a Discord that hangs is rested, its calls failing at once (engram.breaker)
         self._http = httpx.Client(
-            base_url=api_base.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport
+            base_url=api_base.rstrip("/"),
+            headers=headers,
+            timeout=timeout_s,
+            transport=guarded(transport, "Discord"),
         )
 
     def _object(self, method: str, path: str, auth: bool = True, **kwargs: Any) -> dict[str, Any]:
