@@ -11,6 +11,7 @@ Qdrant's line is its memory: what it must hold in RAM per point, from the collec
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tests.bench.costs import PRICES
@@ -152,5 +153,45 @@ def table() -> str:
     return "\n".join(lines)
 
 
+# ----- concurrency, from the same load model (Little's law) ------------------------------------------------
+PEAK_TO_AVERAGE = 3.0  # the busiest hour against the day's average (chat traffic follows the day)
+# what each holds a slot for, seconds: a turn streams the model's answer; an /ask waits for its memories (at
+# most DISCORD_ASK_MEMORY_BUDGET_MS) and its chat model; an extraction for its model; a catch-up or index
+# job for its pages; an interaction for a signature check and a queue send
+SLOTS = {
+    "LibreChat turns (StreamingProxyFunction)": (LIBRECHAT_TURNS_A_DAY, 6.0, "ProxyConcurrency", 20),
+    "/ask (interactive queue)": (ASKS_A_DAY, 1.0 + 5.0 + 1.5, "InteractiveConcurrency", 3),
+    "extractions (extract queue)": (LIBRECHAT_TURNS_A_DAY, 2.2, "ExtractConcurrency", 3),
+    "catch-up jobs (ingest queue)": (
+        NEW_MESSAGES_A_DAY + TICKS_A_DAY * QUIET_TICK_JOBS,
+        0.3,
+        "IngestConcurrency",
+        5,
+    ),
+    "Discord interactions (InteractionsFunction)": (ASKS_A_DAY * 2, 0.01, "InteractionsConcurrency", 10),
+}
+
+
+def concurrency_rows() -> list[tuple[str, float, float, int, str, int]]:
+    """(door, peak arrivals a second, seconds each holds, slots needed, parameter, its default)."""
+    out = []
+    for door, (a_day, holds_s, parameter, default) in SLOTS.items():
+        peak = a_day / 86_400 * PEAK_TO_AVERAGE
+        out.append((door, peak, holds_s, math.ceil(peak * holds_s), parameter, default))
+    return out
+
+
+def concurrency_table() -> str:
+    lines = [
+        "| at its busiest | arrivals a second | each holds | slots needed | parameter (default) |",
+        "|---|---|---|---|---|",
+    ]
+    for door, peak, holds_s, needed, parameter, default in concurrency_rows():
+        lines.append(f"| {door} | {peak:.2f} | {holds_s:g} s | {needed} | `{parameter}` ({default}) |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     print(table())
+    print()
+    print(concurrency_table())

@@ -2,15 +2,19 @@
 
 from pathlib import Path
 
-from tests.bench.cost_model import AFTER, BEFORE, STORED_MEMORIES, table
+from tests.bench.cost_model import AFTER, BEFORE, STORED_MEMORIES, concurrency_table, table
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "operating.md"
 
 
-def test_the_documented_table_is_the_models():
+def shown(name: str) -> str:
     text = DOC.read_text()
-    shown = text.split("<!-- cost-model:start -->\n", 1)[1].split("\n<!-- cost-model:end -->", 1)[0]
-    assert shown == table()
+    return text.split(f"<!-- {name}:start -->\n", 1)[1].split(f"\n<!-- {name}:end -->", 1)[0]
+
+
+def test_the_documented_tables_are_the_models():
+    assert shown("cost-model") == table()
+    assert shown("concurrency-model") == concurrency_table()
 
 
 def test_qdrant_holds_a_seventh_of_the_ram_it_did_at_100_m():
