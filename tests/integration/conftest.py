@@ -90,16 +90,22 @@ def embedder():
     return HashEmbedder()
 
 
-@pytest.fixture
-def engine(aws, raw_index, embedder, tmp_path):
-    """An engine on moto + a real index + the fake embedder; the index can be taken down."""
-    settings = Settings(
+def moto_settings(aws, tmp_path, **changes) -> Settings:
+    """The settings of an engine on the `aws` fixture's tables and jobs queue (`changes`: any others)."""
+    return Settings(
         memories_table=TABLES["MemoriesTable"],
         state_table=TABLES["StateTable"],
         jobs_queue_url=aws["queue_url"],
         data_dir=tmp_path,
         api_key="unit-key",
+        **changes,
     )
+
+
+@pytest.fixture
+def engine(aws, raw_index, embedder, tmp_path):
+    """An engine on moto + a real index + the fake embedder; the index can be taken down."""
+    settings = moto_settings(aws, tmp_path)
     eng = build_engine(settings, index=SwitchableIndex(raw_index), embedder=embedder, sqs_client=aws["sqs"])
     set_engine(eng)
     yield eng

@@ -102,6 +102,11 @@ def memory_cmd(sub, user, **kw):
     return command("memory", user, options=[{"type": 1, "name": sub}], **kw)
 
 
+def ask_cmd(user, prompt, **kw):
+    """/ask with its one string option (type 3), `prompt`."""
+    return command("ask", user, options=[{"name": "prompt", "type": 3, "value": prompt}], **kw)
+
+
 def stored_ids(stack, user):
     r = httpx.get(
         f"{stack.url}/v1/bots/{APP_ID}/memories",
@@ -173,14 +178,7 @@ def test_ask_recalls_memories_of_the_same_server_only(stack, discord):
     assert wait_until(lambda: len(stored_ids(stack, ALICE)) > 0)
     r = interact(
         stack,
-        command(
-            "ask",
-            ALICE,
-            guild=G2,
-            channel=C21,
-            options=[{"name": "prompt", "type": 3, "value": "What boats did we talk about?"}],
-            token="tok-ask",
-        ),
+        ask_cmd(ALICE, "What boats did we talk about?", guild=G2, channel=C21, token="tok-ask"),
     )
     assert r.json() == {"type": 5}
     assert wait_until(lambda: any(s.get("token") == "tok-ask" for s in discord.sent))
@@ -219,14 +217,7 @@ def test_ask_answers_without_memory_when_qdrant_hangs_and_says_so(stack, discord
     chats, started = len(discord.chat_requests), time.monotonic()
     interact(
         stack,
-        command(
-            "ask",
-            ALICE,
-            guild=G2,
-            channel=C21,
-            options=[{"name": "prompt", "type": 3, "value": "Which boats again?"}],
-            token="tok-ask-hang",
-        ),
+        ask_cmd(ALICE, "Which boats again?", guild=G2, channel=C21, token="tok-ask-hang"),
     )
     assert wait_until(lambda: any(s.get("token") == "tok-ask-hang" for s in discord.sent), timeout_s=40)
     took = time.monotonic() - started

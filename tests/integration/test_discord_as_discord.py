@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.fake_discord import ALICE, APP_ID, BOB, C11, C12, C13, C21, G1, G2, FakeDiscord, dm_channel
-from tests.integration.test_discord import command, discord_stack, interact, memory_cmd, stored_ids
+from tests.integration.test_discord import ask_cmd, command, discord_stack, interact, memory_cmd, stored_ids
 from tests.support import wait_until
 
 
@@ -40,14 +40,7 @@ def told(stack, discord, prompt, guild, channel, token, channel_payload=None) ->
     """Alice asks in a channel (the interaction carrying `channel_payload` as its `channel`); what the model
     was told besides the chat: the memories /ask chose."""
     asked = len(discord.chat_requests)
-    body = command(
-        "ask",
-        ALICE,
-        guild=guild,
-        channel=channel,
-        token=token,
-        options=[{"name": "prompt", "type": 3, "value": prompt}],
-    )
+    body = ask_cmd(ALICE, prompt, guild=guild, channel=channel, token=token)
     if channel_payload:
         body["channel"] = channel_payload
     interact(stack, body)
@@ -117,12 +110,7 @@ def test_an_answer_longer_than_a_message_comes_in_several(stack, discord):
     discord.answer = " ".join(f"part{i}" for i in range(700))  # ~5,500 characters
     interact(
         stack,
-        command(
-            "ask",
-            ALICE,
-            options=[{"name": "prompt", "type": 3, "value": "Tell me everything."}],
-            token="tok-ask",
-        ),
+        ask_cmd(ALICE, "Tell me everything.", token="tok-ask"),
     )
     assert wait_until(lambda: len(replies(discord, "tok-ask")) >= 3, timeout_s=60)
     parts = replies(discord, "tok-ask")
@@ -343,14 +331,7 @@ def test_a_new_channel_is_paged_in_bounded_jobs_and_ask_reads_one_page(stack, di
     reads = len(discord.history_reads)
     interact(
         stack,
-        command(
-            "ask",
-            ALICE,
-            guild=G2,
-            channel="1110000000000000023",
-            token="tok-ask-new",
-            options=[{"name": "prompt", "type": 3, "value": "What did I note?"}],
-        ),
+        ask_cmd(ALICE, "What did I note?", guild=G2, channel="1110000000000000023", token="tok-ask-new"),
     )
     assert wait_until(lambda: replies(discord, "tok-ask-new"), timeout_s=60)
     assert wait_until(lambda: {m["id"] for m in written} <= set(stored_ids(stack, ALICE)), timeout_s=60)
@@ -377,14 +358,7 @@ def test_a_backfill_reads_only_the_guilds_the_user_is_in(stack, discord):
     discord.members[(G2, ALICE)] = []
     interact(
         stack,
-        command(
-            "ask",
-            ALICE,
-            guild=G2,
-            channel=C21,
-            token="tok-ask-beta",
-            options=[{"name": "prompt", "type": 3, "value": "Anything about boats?"}],
-        ),
+        ask_cmd(ALICE, "Anything about boats?", guild=G2, channel=C21, token="tok-ask-beta"),
     )
     assert wait_until(lambda: replies(discord, "tok-ask-beta"), timeout_s=60)
     joined = discord.add(C21, {"id": ALICE, "username": "alice"}, "alice now sails in Beta")
@@ -493,12 +467,7 @@ def test_an_answer_that_meets_a_429_still_comes_and_a_dead_token_answers_by_dm(s
     discord.webhook_429_once.add("tok-limited")
     interact(
         stack,
-        command(
-            "ask",
-            ALICE,
-            token="tok-limited",
-            options=[{"name": "prompt", "type": 3, "value": "What do I grow?"}],
-        ),
+        ask_cmd(ALICE, "What do I grow?", token="tok-limited"),
     )
     assert wait_until(lambda: replies(discord, "tok-limited"), timeout_s=60)
     assert replies(discord, "tok-limited") == [discord.answer]
@@ -518,13 +487,7 @@ def test_ask_where_the_bot_may_not_read_makes_no_read_discord_would_refuse(stack
     Message History there, /ask reads nothing of it (each refusal counts toward Discord's invalid-request
     limit) and still answers."""
     discord.forbidden.add(C12)
-    body = command(
-        "ask",
-        ALICE,
-        channel=C12,
-        token="tok-unread",
-        options=[{"name": "prompt", "type": 3, "value": "What do I grow?"}],
-    )
+    body = ask_cmd(ALICE, "What do I grow?", channel=C12, token="tok-unread")
     body["app_permissions"] = str(1 << 11)  # Send Messages only
     reads = len(discord.history_reads)
     interact(stack, body)
@@ -543,12 +506,7 @@ def test_an_ask_answer_goes_when_someone_it_drew_on_forgets_and_words_of_others_
     )
     discord.answer = "Alice writes about gardening."
     asked = len(discord.chat_requests)
-    ask = command(
-        "ask",
-        BOB,
-        token="tok-bob-ask",
-        options=[{"name": "prompt", "type": 3, "value": "What about gardening?"}],
-    )
+    ask = ask_cmd(BOB, "What about gardening?", token="tok-bob-ask")
     interact(stack, ask)
     service = stack.engine.service
 

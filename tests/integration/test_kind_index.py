@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from engram.config import Settings
 from engram.engine import build_engine
 from engram.record import Paging
 from engram.service import ChatMessage
 from engram.vectors.edge import EdgeIndex
 from infra.aws_template import table_definitions
-from tests.integration.conftest import TABLES
+from tests.integration.conftest import TABLES, moto_settings
 
 
 @pytest.fixture
@@ -42,13 +41,7 @@ def test_a_whole_kind_is_listed_from_the_index_the_table_has(aws, embedder, tmp_
             i for i in older["GlobalSecondaryIndexes"] if i["IndexName"] != "byKindKeys"
         ]
         aws["dynamodb"].create_table(TableName=name, **older)
-    settings = Settings(
-        memories_table=name,
-        state_table=TABLES["StateTable"],
-        jobs_queue_url=aws["queue_url"],
-        data_dir=tmp_path,
-        api_key="unit-key",
-    )
+    settings = moto_settings(aws, tmp_path).model_copy(update={"memories_table": name})
     engine = build_engine(
         settings, index=EdgeIndex(tmp_path / "shard"), embedder=embedder, sqs_client=aws["sqs"]
     )

@@ -9,14 +9,13 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from engram.config import Settings
 from engram.engine import build_engine, set_engine
 from engram.jobs import IndexMaintenanceJob
 from engram.vectors import Scope
 from infra.poller import SqsPoller, load_function_handler
 from infra.restore_index import restore
 from tests.fake_qdrant import FakeQdrant
-from tests.integration.conftest import TABLES
+from tests.integration.conftest import moto_settings
 
 
 @pytest.fixture
@@ -45,15 +44,8 @@ def test_snapshots_go_to_s3_a_few_are_kept_and_a_restore_is_reconciled_with_the_
 ):
     qdrant = FakeQdrant(api_key="qdrant-key").start()
     qdrant.snapshot_store = (s3, "engram-snapshots")
-    settings = Settings(
-        memories_table=TABLES["MemoriesTable"],
-        state_table=TABLES["StateTable"],
-        jobs_queue_url=aws["queue_url"],
-        data_dir=tmp_path,
-        api_key="unit-key",
-        qdrant_url=qdrant.url,
-        qdrant_api_key="qdrant-key",
-        qdrant_snapshots_kept=2,
+    settings = moto_settings(
+        aws, tmp_path, qdrant_url=qdrant.url, qdrant_api_key="qdrant-key", qdrant_snapshots_kept=2
     )
     engine = build_engine(settings, embedder=embedder, sqs_client=aws["sqs"])
     set_engine(engine)
@@ -96,9 +88,7 @@ def test_a_restore_from_a_snapshot_that_is_not_there_says_so_before_asking_qdran
     from botocore.exceptions import ClientError
 
     qdrant = FakeQdrant().start()
-    settings = Settings(
-        jobs_queue_url=aws["queue_url"], data_dir=tmp_path, api_key="unit-key", qdrant_url=qdrant.url
-    )
+    settings = moto_settings(aws, tmp_path, qdrant_url=qdrant.url)
     try:
         with pytest.raises(ClientError, match="404"):
             restore(settings, s3, "engram-snapshots", "snapshots/engram/missing.snapshot")

@@ -11,12 +11,18 @@ from __future__ import annotations
 import threading
 import time
 
+from pynamodb.indexes import GlobalSecondaryIndex
+
 from .models import MemoryRecord
 
 RECHECK_S = 600.0
 
 
 class KindIndex:
+    def index(self) -> GlobalSecondaryIndex[MemoryRecord]:
+        """The index a whole kind is read from now."""
+        return MemoryRecord.by_kind_keys if self.keys_ready() else MemoryRecord.by_kind
+
     def __init__(self) -> None:
         self._ready = False
         self._checked = 0.0

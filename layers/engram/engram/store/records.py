@@ -36,7 +36,7 @@ from .rows import (
     _record,
     _row,
     _update_if_exists,
-    whole_rows,
+    in_order,
 )
 from .scoping import ScopeMarks
 from .threads import Carriers, ThreadTails
@@ -105,16 +105,17 @@ class RecordStore:
             condition = MemoryRecord.id > cursor if oldest_first else MemoryRecord.id < cursor
         # each shard is read a quarter page at a time: the merged page costs about a page, not one a shard
         size = max(10, min(500, limit if shard is not None else limit // 4 + 1))
-        by_keys = self.kinds.keys_ready()
-        index = MemoryRecord.by_kind_keys if by_keys else MemoryRecord.by_kind
+        index = self.kinds.index()
         queries = [
             index.query(key, range_key_condition=condition, scan_index_forward=oldest_first, page_size=size)
             for key in keys.bot_kinds(bot, kind, shard)
         ]
         rows = self._guard(lambda: list(islice(_merged(queries, not oldest_first), limit)))
-        if by_keys:  # the index holds keys: the records themselves, by key, in the page's order
-            rows = self._guard(partial(whole_rows, bot, rows))
-        return [_record(row) for row in rows]
+        if index is MemoryRecord.by_kind:
+            return [_record(row) for row in rows]
+        # the index holds keys: the records themselves, by key, in the page's order
+        ids = [int(row.id) for row in rows]
+        return in_order(self.batch_get(bot, ids), ids)
 
     def line_reads(self) -> LineReads:
         """The byLine reads of one maintenance step: each line read once for all the step's pages."""
@@ -365,8 +366,7 @@ class RecordStore:
         size = max(10, min(500, limit // 4 + 1))
         if condition is not None:
             size = max(10, min(500, (read_at_most or 500 * shards) // shards))
-        by_keys = self.kinds.keys_ready()
-        index = MemoryRecord.by_kind_keys if by_keys else MemoryRecord.by_kind
+        index = self.kinds.index()
         queries = [
             index.query(
                 key,
@@ -378,7 +378,7 @@ class RecordStore:
             for key in keys.bot_kinds(bot, kind)
         ]
         merged = _merged(queries, True, read_at_most, size)
-        if by_keys:
+        if index is not MemoryRecord.by_kind:  # keys: the records read by key
             return self._guard(partial(self._newest_by_key, bot, merged, limit, kind, server, project))
         return self._guard(lambda: [_record(r) for r in islice(merged, limit)])
 

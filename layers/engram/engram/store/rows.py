@@ -52,13 +52,8 @@ def _keys(bot: str, ids: Iterable[int]) -> list[tuple[str, int]]:
     return [(keys.record_pk(bot, int(i)), int(i)) for i in ids]
 
 
-def whole_rows(bot: str, rows: list[MemoryRecord]) -> list[MemoryRecord]:
-    """The whole items of index rows that hold only keys, in the rows' order (one deleted since: left
-    out), read 100 a batch."""
-    ids = [int(r.id) for r in rows]
-    found: dict[int, MemoryRecord] = {}
-    for at in range(0, len(ids), 100):
-        found |= {int(r.id): r for r in MemoryRecord.batch_get(_keys(bot, ids[at : at + 100]))}
+def in_order(found: dict[int, Record], ids: list[int]) -> list[Record]:
+    """The records found, in the order of `ids` (one not found, deleted since, left out)."""
     return [found[i] for i in ids if i in found]
 
 

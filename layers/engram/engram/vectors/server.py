@@ -161,16 +161,18 @@ class QdrantServerIndex:
         wait: bool = False,
         root: bool = False,
         missing: bool = False,
+        timeout_s: float | None = None,
     ) -> Any:
         """One REST call (of the collection; `root`: of the server); its `result`, or the whole answer where
-        it has none; with `missing`, None for a 404. Every failure (refused, timed out, 4xx/5xx) is
-        IndexUnavailable."""
+        it has none; with `missing`, None for a 404; `timeout_s` for a call longer than the client's. Every
+        failure (refused, timed out, 4xx/5xx) is IndexUnavailable."""
         try:
             response = self.client.request(
                 method,
                 path if root else f"/collections/{self.collection}{path}",
                 json=body,
                 params={"wait": "true"} if wait else None,
+                timeout=httpx.USE_CLIENT_DEFAULT if timeout_s is None else timeout_s,
             )
         except httpx.HTTPError as exc:
             raise IndexUnavailable(f"Qdrant failed: {type(exc).__name__}: {exc}") from exc
@@ -415,21 +417,8 @@ class QdrantServerIndex:
         """Replace the collection with the snapshot at `location` (a URL the server can fetch: a pre-signed
         S3 URL, or file:// on the server), made if missing; waits until it is done (the recovery of a big
         collection takes minutes: its own timeout, not the client's)."""
-        try:
-            response = self.client.put(
-                f"/collections/{self.collection}/snapshots/recover",
-                json={"location": location, "priority": "snapshot"},
-                params={"wait": "true"},
-                timeout=timeout_s,
-            )
-        except httpx.HTTPError as exc:
-            raise IndexUnavailable(
-                f"Qdrant failed to recover the snapshot: {type(exc).__name__}: {exc}"
-            ) from exc
-        if response.status_code >= 400:
-            raise IndexUnavailable(
-                f"Qdrant refused to recover the snapshot ({response.status_code}): {response.text[:300]}"
-            )
+        body = {"location": location, "priority": "snapshot"}
+        self._request("PUT", "/snapshots/recover", body, wait=True, timeout_s=timeout_s)
         self._collection_ready = False  # its settings are the snapshot's: settled again on the next call
 
     def close(self) -> None:
