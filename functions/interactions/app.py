@@ -7,7 +7,7 @@ import json
 from functools import lru_cache
 
 from engram.config import get_discord_settings, get_settings
-from engram.discord.interactions import consent_status, handle_interaction, seen_once
+from engram.discord.interactions import answer_headers, consent_status, handle_interaction, seen_once
 from engram.observability import instrumented_untraced, timed
 
 settings = get_discord_settings()
@@ -48,4 +48,4 @@ def handler(event, context):
     raw = base64.b64decode(raw) if event.get("isBase64Encoded") else raw.encode()
     with timed("interaction"):
         code, body = handle_interaction(raw, event.get("headers") or {}, settings, queue, status, first_time)
-    return {"statusCode": code, "headers": {"content-type": "application/json"}, "body": json.dumps(body)}
+    return {"statusCode": code, "headers": answer_headers(code), "body": json.dumps(body)}

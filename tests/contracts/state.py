@@ -4,6 +4,7 @@ the in-memory stores, tests/integration on the DynamoDB ones under moto, so the 
 
 from __future__ import annotations
 
+from engram import access_keys
 from engram.bookkeeping import ChannelSeen, Cursor, EmbeddingSettings, RosterMark, Unreadable
 from engram.ports import StatePort
 from engram.record import Record
@@ -316,6 +317,8 @@ def test_forget_user_deletes_everything_of_theirs_and_counts_it(state: StatePort
     state.limits.take_export_slot(BOT, ALICE, 1_000, 5)
     state.consents.give(BOT, BOB, 1)
     state.tombstones.mark(BOT, ALICE, 5)
+    _, alice_token = access_keys.mint(state.user_keys, BOT, ALICE, "laptop", 1)
+    bob_key, _ = access_keys.mint(state.user_keys, BOT, BOB, None, 1)
     gone = state.forget_user(BOT, ALICE)
     assert gone == {
         "consent": 1,
@@ -324,7 +327,10 @@ def test_forget_user_deletes_everything_of_theirs_and_counts_it(state: StatePort
         "tokens": 1,
         "cursors": 2,
         "chatSettings": 1,
+        "keys": 1,
     }
+    assert access_keys.check(state.user_keys, alice_token) is None  # a forgotten user's key opens nothing
+    assert state.user_keys.of_user(BOT, ALICE) == [] and state.user_keys.of_user(BOT, BOB) == [bob_key]
     assert state.consents.get(BOT, ALICE) is None and state.backfills.get(BOT, ALICE) is None
     assert state.cursors.get(BOT, ALICE, "c1") is None and state.chat_settings.of(BOT, ALICE) == {}
     assert state.backfills.token(BOT, ALICE, "r1", 0) is None
@@ -359,3 +365,18 @@ def test_expiring_memories_come_due_in_time_order_up_to_now_and_go_when_dropped(
     assert state.expiries.due("other", 9_000, 10) == []
     state.expiries.drop("b", [(1_000, 5)])
     assert state.expiries.due("b", 9_000, 10) == [(2_000, 6), (3_000, 7)]
+
+
+def test_a_user_key_is_found_by_its_token_listed_under_its_user_and_revoked_for_good(state: StatePort):
+    key, token = access_keys.mint(state.user_keys, BOT, ALICE, "  Claude Desktop ", 7)
+    assert token.startswith("egk_") and key.name == "Claude Desktop" and key.created_at == 7
+    assert access_keys.check(state.user_keys, token) == key
+    # the same id with another secret, a token cut short, someone else's shape: none of them is the key
+    assert access_keys.check(state.user_keys, token[:-1] + ("A" if token[-1] != "A" else "B")) is None
+    assert access_keys.check(state.user_keys, token.rsplit("_", 1)[0]) is None
+    assert access_keys.check(state.user_keys, "not-a-key") is None
+    assert state.user_keys.of_user(BOT, ALICE) == [key] and state.user_keys.of_user(BOT, BOB) == []
+    assert not state.user_keys.revoke(BOT, BOB, key.key_id)  # not Bob's to revoke
+    assert state.user_keys.revoke(BOT, ALICE, key.key_id)
+    assert access_keys.check(state.user_keys, token) is None and state.user_keys.of_user(BOT, ALICE) == []
+    assert not state.user_keys.revoke(BOT, ALICE, key.key_id)

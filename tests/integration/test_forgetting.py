@@ -50,6 +50,7 @@ def test_forget_user_reaches_the_contexts_of_other_people_and_every_state_kind(s
         "tokens": 1,
         "cursors": 1,
         "chatSettings": 1,
+        "keys": 0,
     }
     assert "vexmorrow" not in everything(aws)
     from engram.embedders import NoEmbedder

@@ -190,6 +190,7 @@ def test_forget_leaves_nothing_behind(api, bot, stack):
         "tokens",
         "cursors",
         "chatSettings",
+        "keys",
     }
     assert api.get(f"/v1/bots/{bot}/memories", params={"userId": "alice"}).json()["memories"] == []
     assert [

@@ -144,7 +144,18 @@ def test_every_named_exception_is_still_needed_and_says_why():
 # them (the doors may not import an adapter at all: the test above).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("wiring", ("engram.engine", "engram.proxy.runtime", "engram.discord.runtime", "engram.singleton")),
-    ("doors", ("engram.api", "engram.proxy", "engram.discord", "engram.worker", "engram.upkeep")),
+    (
+        "doors",
+        (
+            "engram.api",
+            "engram.proxy",
+            "engram.discord",
+            "engram.worker",
+            "engram.upkeep",
+            "engram.client",  # a client of the Memory API over HTTP, and the command line on it
+            "engram.cli",
+        ),
+    ),
     (
         "rules",
         (
@@ -155,6 +166,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "engram.lifecycle",
             "engram.embedding",
             "engram.follow_on",
+            "engram.access_keys",
         ),
     ),
     ("rules", ("engram.engine_parts",)),
@@ -182,6 +194,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "engram.observability",
             "engram.breaker",
             "engram.keys",
+            "engram.problems",
         ),
     ),
     ("adapters", ("engram.store", "engram.vectors.edge", "engram.vectors.server", "engram.embedders")),

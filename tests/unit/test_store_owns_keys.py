@@ -243,6 +243,8 @@ def test_every_state_key_kind_is_reached_by_forget_user_or_holds_nothing_of_a_pe
         "cursors_pk",
         "chat_settings_pk",
         "chat_setting_sk",
+        "user_keys_pk",  # a user's keys listed: forget_user reads it and deletes each key by id
+        "user_key",
         "conversation_of",
         "discord_pk",
         "forgetting",  # a forget under way: its item is deleted when the forget completes

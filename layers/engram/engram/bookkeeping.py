@@ -244,3 +244,15 @@ class Tombstone(NamedTuple):
     bot: str
     user: str
     at: int
+
+
+@dataclass(frozen=True)
+class UserKey:
+    """A key bound to one user of one bot (engram.access_keys): what it is called and when it was made.
+    The secret itself is never kept, only its digest."""
+
+    key_id: str
+    bot: str
+    user: str
+    name: str | None
+    created_at: int  # ms

@@ -24,12 +24,14 @@ from .. import __version__
 from ..engine_parts import Engine
 from ..errors import EngramError
 from ..keys import key_matches
+from ..problems import PROBLEM_JSON, in_anthropic_shape, problem
 from ..text import MEMORY_ID_PATTERN, NAME_PATTERN
 from .deps import NOT_ADMIN, error_response
-from .routers import discord, index, memories, ops, settings
+from .routers import discord, index, keys, memories, ops, settings
 
 log = logging.getLogger(__name__)
 MCP_BODY = 1024 * 1024
+ERROR_SCHEMA = "#/components/schemas/ErrorResponse"
 
 
 class LazyASGI:
@@ -94,16 +96,17 @@ def too_large(scope: Scope) -> str:
 
 
 def too_large_answer(scope: Scope) -> dict[str, Any]:
-    """The 413's body: Anthropic's error shape on the proxy's Messages route (its SDK reads `error.type`),
-    engram's everywhere else."""
+    """The 413's problem body, its `error` member in Anthropic's shape on the proxy's Messages route (its
+    SDK reads `error.type`), engram's everywhere else."""
+    body = problem(413, "too_large", too_large(scope))
     if str(scope.get("path", "")).endswith("/v1/messages"):
-        return {"type": "error", "error": {"type": "request_too_large", "message": too_large(scope)}}
-    return {"error": {"code": "too_large", "message": too_large(scope)}}
+        return in_anthropic_shape(body, "request_too_large")
+    return body
 
 
 class JsonTooLarge:
     """Starlette's body limit answers a too-long content-length with 413 in plain text from inside the
-    route; engram answers every error as {"error": {...}}, naming the limit."""
+    route; engram answers every error as problem details, naming the limit."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -128,7 +131,7 @@ class JsonTooLarge:
                         "type": "http.response.start",
                         "status": 413,
                         "headers": [
-                            (b"content-type", b"application/json"),
+                            (b"content-type", PROBLEM_JSON.encode()),
                             (b"content-length", str(len(body)).encode()),
                         ],
                     }
@@ -157,9 +160,38 @@ PATTERNS_IN_WORDS = {
 }
 
 
+def allowed_methods(request: Request) -> str:
+    """Every method some route of this path takes (Starlette's 405 names only the first route's): each
+    method asked of the app's routes as a request of its own would be."""
+    from starlette.routing import Match
+
+    def taken(method: str) -> bool:
+        scope = {**request.scope, "method": method}
+        return any(route.matches(scope)[0] == Match.FULL for route in request.app.router.routes)
+
+    return ", ".join(m for m in ("GET", "POST", "PUT", "PATCH", "DELETE") if taken(m))
+
+
+def _http_detail(request: Request, exc: StarletteHTTPException) -> str:
+    """Starlette's bare "Not Found" and "Method Not Allowed" said for this request."""
+    where = f"{request.method} {request.url.path}"
+    if exc.status_code == 404 and exc.detail == "Not Found":
+        return (
+            f"no route {where}: the Memory API's routes are under /v1/bots/... (see /docs or /openapi.json)"
+        )
+    if exc.status_code == 405:
+        return f"{request.method} is not allowed on {request.url.path}; it takes {allowed_methods(request)}"
+    return str(exc.detail)
+
+
 def _describe(exc: RequestValidationError) -> str:
     parts = []
     for err in exc.errors():
+        if err.get("type") == "json_invalid":  # FastAPI's loc is ("body", <character offset>)
+            offset = (err.get("loc") or ("body", "?"))[-1]
+            reason = (err.get("ctx") or {}).get("error", "")
+            parts.append(f"the body is not valid JSON (at character {offset}: {reason})".replace(": )", ")"))
+            continue
         where = ".".join(str(x) for x in err.get("loc", ()) if x not in ("body",)) or "body"
         pattern = (err.get("ctx") or {}).get("pattern")
         message = (
@@ -185,21 +217,52 @@ def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
             for operation in operations.values():
                 responses = operation.get("responses", {})
                 if responses.pop("422", None) is not None:
-                    responses.setdefault(
-                        "400",
-                        {
-                            "description": "Bad input",
-                            "content": {
-                                "application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}
-                            },
-                        },
-                    )
+                    responses.setdefault("400", {"description": "Bad input", "content": {}})
+                for status, answer in responses.items():
+                    if status[:1] in ("4", "5"):  # errors are problem details (engram.problems)
+                        answer["content"] = {PROBLEM_JSON: {"schema": {"$ref": ERROR_SCHEMA}}}
         for unused in ("HTTPValidationError", "ValidationError"):
             doc.get("components", {}).get("schemas", {}).pop(unused, None)
         app.openapi_schema = doc
         return doc
 
     return build
+
+
+def add_docs_pages(app: FastAPI) -> None:
+    """/docs (Swagger UI) and /redoc with their scripts, styles and icon served by engram (the assets
+    fastapi-offline ships): FastAPI's own pages load them from a CDN and Google Fonts, blank offline."""
+    import fastapi_offline
+    from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+    from fastapi.responses import HTMLResponse
+    from starlette.staticfiles import StaticFiles
+
+    assets = Path(fastapi_offline.__file__).resolve().parent / "static"
+    app.mount("/docs-assets", StaticFiles(directory=assets), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    def swagger_page(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_swagger_ui_html(
+            openapi_url=f"{root}/openapi.json",
+            title=f"{app.title} - Swagger UI",
+            swagger_js_url=f"{root}/docs-assets/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}/docs-assets/swagger-ui.css",
+            swagger_favicon_url=f"{root}/favicon.ico",
+            # no validator badge: Swagger UI would load it from validator.swagger.io
+            swagger_ui_parameters={"validatorUrl": None},
+        )
+
+    @app.get("/redoc", include_in_schema=False)
+    def redoc_page(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_redoc_html(
+            openapi_url=f"{root}/openapi.json",
+            title=f"{app.title} - ReDoc",
+            redoc_js_url=f"{root}/docs-assets/redoc.standalone.js",
+            redoc_favicon_url=f"{root}/favicon.ico",
+            with_google_fonts=False,
+        )
 
 
 def create_app(
@@ -215,8 +278,8 @@ def create_app(
         version=__version__,
         description="Long-term memory for chat bots: list, search, add, change, remove and forget memories.",
         openapi_url="/openapi.json" if docs else None,
-        docs_url="/docs" if docs else None,
-        redoc_url="/redoc" if docs else None,
+        docs_url=None,  # both pages are served below, with their assets from the package
+        redoc_url=None,
         # operationId = the route's function name: generated clients get list_memories, not
         # list_memories_v1_bots_bot_memories_get
         generate_unique_id_function=lambda route: route.name,
@@ -245,17 +308,22 @@ def create_app(
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 413:  # a body that streamed past the limit (no content-length to refuse it by)
-            return JSONResponse(too_large_answer(request.scope), status_code=413)
+            return JSONResponse(too_large_answer(request.scope), status_code=413, media_type=PROBLEM_JSON)
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "error")
-        return error_response(exc.status_code, code, str(exc.detail))
+        headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
+        if exc.status_code == 405:
+            headers["allow"] = allowed_methods(request)
+        return error_response(exc.status_code, code, _http_detail(request, exc), headers=headers)
 
     @app.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> Response:  # a bug: say so without details, log them
         log.exception("unexpected error")
         return error_response(500, "internal", "something went wrong inside engram; it has been logged")
 
-    for module in (ops, memories, settings, index, discord):
+    for module in (ops, memories, keys, settings, index, discord):
         app.include_router(module.router)
+    if docs:
+        add_docs_pages(app)
 
     # The memory page: three static files in the package (no build step, nothing from a CDN); it holds
     # no data itself and calls the Memory API with the key the person signs in with.
@@ -281,6 +349,9 @@ def create_app(
 
             return RequestBodyLimitMiddleware(MCPEndpoint(proxy_factory), max_body_size=MCP_BODY)
 
+        from ..proxy.identity import UserKeyIdentity
+
+        app.add_middleware(UserKeyIdentity, proxy_factory=proxy_factory)
         endpoint = LazyASGI(build_mcp)
         # Starlette's Route runs a non-function endpoint as an ASGI app; add_route's hint names only functions
         for path in ("/mcp", "/mcp/"):

@@ -12,6 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from ..engine_parts import Engine
 from ..errors import Unauthorized
 from ..keys import key_matches
+from ..problems import problem_response
 from ..text import NAME_PATTERN
 from .schemas import ErrorResponse
 
@@ -35,9 +36,12 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def error_response(status: int, code: str, message: str) -> JSONResponse:
-    """Every error answer: {"error": {"code", "message"}}."""
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """Every error answer: RFC 9457 problem details (engram.problems), a 401 with WWW-Authenticate."""
+    response: JSONResponse = problem_response(status, code, message, headers=headers)
+    return response
 
 
 def engine(request: Request) -> Engine:

@@ -14,16 +14,23 @@ from ..text import NAME_PATTERN as NAME
 
 
 class ErrorBody(BaseModel):
-    """What went wrong."""
+    """What went wrong, as clients before 1.3 read it (deprecated: read the problem's own members)."""
 
     code: str
     message: str
 
 
 class ErrorResponse(BaseModel):
-    """Every error answer."""
+    """Every error answer: RFC 9457 problem details, served as application/problem+json."""
 
-    error: ErrorBody
+    type: str = Field(
+        examples=["tag:engram-recall,2026:problem:not_found"], description="The problem's kind."
+    )
+    title: str = Field(examples=["Not Found"], description="The HTTP status's reason phrase.")
+    status: int = Field(examples=[404])
+    detail: str = Field(description="What went wrong and what to do about it, in words.")
+    code: str = Field(examples=["not_found"], description="engram's code (docs/memory-api.md lists them).")
+    error: ErrorBody = Field(description="Deprecated since 1.3: the same as code and detail.")
 
 
 def _memory_out() -> type[BaseModel]:
@@ -71,8 +78,8 @@ class MemoryList(BaseModel):
     )
     next: str | None = Field(
         None,
-        description="Listings filtered by metadata only: this page read as far as this memory without "
-        "filling up, and more may match past it: ask again with before=<next>.",
+        description="Listings only: more may follow this page (a full page, or one a metadata filter "
+        "stopped reading early): ask again with before=<next>; the Link header (rel=next) is that URL.",
     )
 
 
@@ -189,7 +196,7 @@ class MessageBatchResult(BaseModel):
 class ForgetResult(BaseModel):
     """What a forget deleted, per store: `facts`, `messages`, `vectors`, `contexts` (other people's
     records whose context quoted the user, cleared), `claims`, and `state` (consent, backfill, exportLimit,
-    tokens, cursors, chatSettings); `done` (false: jobs are finishing it, and every read hides the user
+    tokens, cursors, chatSettings, keys); `done` (false: jobs are finishing it, and every read hides the user
     meanwhile) and `left` (records still to delete)."""
 
     deleted: dict[str, bool | int | dict[str, int]]
@@ -270,3 +277,35 @@ class BotList(BaseModel):
     """The bots that have memories."""
 
     bots: list[str]
+
+
+class NewUserKey(BaseModel):
+    """A key for one user of one bot; `name` says where it is used (a laptop, Claude Desktop)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(None, max_length=100, examples=["Claude Desktop"])
+
+
+class UserKeyOut(BaseModel):
+    """One of a user's keys (its secret is never shown again)."""
+
+    id: str = Field(examples=["3f9c2a4b7d1e8f60"])
+    bot: str
+    userId: str
+    name: str | None = None
+    createdAt: datetime
+
+
+class UserKeyCreated(UserKeyOut):
+    """A key just minted: `key` is shown this once (engram keeps only its digest)."""
+
+    key: str = Field(
+        description="The key: Authorization: Bearer <key> on the proxy and /mcp, as this user only.",
+        examples=["egk_3f9c2a4b7d1e8f60_…"],
+    )
+
+
+class UserKeyList(BaseModel):
+    """A user's keys, oldest first."""
+
+    keys: list[UserKeyOut]

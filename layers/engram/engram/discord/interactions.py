@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from ..config.discord import DiscordSettings
 from ..jobs import AskJob, ExportJob, ForgetMeJob, ForgetMessageJob, JobQueue, RememberJob
+from ..problems import problem, problem_headers
 from ..text import NAME_PATTERN, encodable
 from .verify import verify_request
 
@@ -92,6 +93,25 @@ class Interaction(BaseModel):
 
 
 Answer = tuple[int, dict[str, Any]]
+NOT_CONFIGURED = (
+    "Discord is not configured on this stack: set DISCORD_PUBLIC_KEY to the application's public key "
+    "(Developer Portal, General Information) and restart it"
+)
+_CODES = {400: "invalid", 401: "unauthorized", 503: "unavailable"}
+
+
+def refusal(status: int, detail: str, code: str | None = None) -> Answer:
+    """An interaction refused, as problem details (the `error` member the bare string clients read before
+    1.3)."""
+    code = code or _CODES.get(status, "error")
+    return status, problem(status, code, detail, legacy=detail)
+
+
+def answer_headers(status: int) -> dict[str, str]:
+    """The answer's headers: JSON, or problem details with WWW-Authenticate for a refusal."""
+    return problem_headers(status, realm="discord") if status >= 400 else {"content-type": "application/json"}
+
+
 MANAGE_MESSAGES = 1 << 13  # topics/permissions.mdx: a moderator's; "Forget this message" on anyone's message
 
 
@@ -105,46 +125,55 @@ def handle_interaction(
 ) -> Answer:
     """(HTTP status, JSON body) for one interaction request. `first_time(interaction id)` is False for
     an interaction already handled: a replay of a signed request is refused."""
-    lower = {k.lower(): v for k, v in headers.items()}
-    if not verify_request(
-        settings.public_key,
-        lower.get("x-signature-ed25519"),
-        lower.get("x-signature-timestamp"),
-        raw,
-        settings.max_signature_age_s,
-        max_future_s=settings.max_signature_future_s,
-    ):
-        return 401, {"error": "invalid request signature"}
+    unsigned = _unsigned(raw, headers, settings)
+    if unsigned is not None:
+        return unsigned
     try:
         body = Interaction.model_validate_json(raw)
     except ValidationError as exc:
         where = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:3])
-        return 400, {"error": f"not an interaction engram understands: {where}"}
+        return refusal(400, f"not an interaction engram understands: {where}")
     if body.type == PING:
         return 200, {"type": PONG}
     if body.type != APPLICATION_COMMAND:
-        return 400, {"error": f"unsupported interaction type {body.type}"}
+        return refusal(400, f"unsupported interaction type {body.type}")
     user = _user(body)
     if user is None:
-        return 400, {"error": "no user in the interaction"}
+        return refusal(400, "no user in the interaction")
     refused = _refused(body, first_time)
     if refused is not None:
         return refused
     return _command(body, user, queue, status)
 
 
+def _unsigned(raw: bytes, headers: Mapping[str, str], settings: DiscordSettings) -> Answer | None:
+    """The refusal of a request Discord did not sign (or of any, on a stack with no Discord key)."""
+    if not settings.public_key:
+        return refusal(503, NOT_CONFIGURED, "discord_not_configured")
+    lower = {k.lower(): v for k, v in headers.items()}
+    signed = verify_request(
+        settings.public_key,
+        lower.get("x-signature-ed25519"),
+        lower.get("x-signature-timestamp"),
+        raw,
+        settings.max_signature_age_s,
+        max_future_s=settings.max_signature_future_s,
+    )
+    return None if signed else refusal(401, "invalid request signature")
+
+
 def _refused(body: Interaction, first_time: Callable[[str], bool] | None) -> Answer | None:
     """Why a signed command is not run (None: it has an id, seen here for the first time)."""
     if not body.id:
-        return 400, {"error": "no interaction id"}
+        return refusal(400, "no interaction id")
     if first_time is None:
         return None
     try:
         fresh = first_time(body.id)
     except Exception:  # cannot tell a replay from a first delivery: refuse rather than risk it
         log.exception("could not record the interaction id")
-        return 503, {"error": "cannot take commands just now; try again"}
-    return None if fresh else (401, {"error": "this interaction was already handled (a replayed request)"})
+        return refusal(503, "cannot take commands just now; try again")
+    return None if fresh else refusal(401, "this interaction was already handled (a replayed request)")
 
 
 def _user(body: Interaction) -> _User | None:
@@ -160,7 +189,7 @@ def _command(
     data = body.data or _Data(name="")
     if data.type == MESSAGE_COMMAND and data.name == FORGET_THIS_MESSAGE:
         if not data.target_id:
-            return 400, {"error": "a message command needs its target message"}
+            return refusal(400, "a message command needs its target message")
         permissions = int(body.member.permissions or 0) if body.member is not None else 0
         moderator = bool(body.guild_id) and permissions & MANAGE_MESSAGES == MANAGE_MESSAGES
         queue().send(ForgetMessageJob(target_id=data.target_id, moderator=moderator, **job))
@@ -199,7 +228,7 @@ def _ask(data: _Data, job: dict[str, Any], queue: Callable[[], JobQueue]) -> Ans
     if not isinstance(prompt, str) or not prompt.strip():
         return 200, _message("/ask needs a prompt.")
     if not encodable(prompt):
-        return 400, {"error": "the prompt contains a lone surrogate (an invalid Unicode character)"}
+        return refusal(400, "the prompt contains a lone surrogate (an invalid Unicode character)")
     if not job["guild"]:
         return 200, _message("/ask works in a server channel, where its memories live.")
     queue().send(AskJob(prompt=prompt[:6000], **job))

@@ -17,8 +17,10 @@ from starlette.types import Receive, Scope, Send
 
 from .. import __version__
 from ..errors import EngramError
+from ..problems import problem_response
 from ..text import format_memory_id
 from . import librechat
+from .identity import user_key_of
 from .memory import Turn
 from .projects import ChatFacts
 
@@ -36,12 +38,16 @@ INSTRUCTIONS = (
 
 
 def _identity(proxy: Proxy, headers: Mapping[str, str]) -> tuple[str, str | None]:
-    """(user, conversation) from LibreChat's request headers; a tool error when the user is missing or a
-    placeholder was left unresolved (every user of the install would share one memory)."""
+    """(user, conversation) from LibreChat's request headers (a user key's user is set there by
+    proxy.identity); a tool error when the user is missing or a placeholder was left unresolved (every user
+    of the install would share one memory)."""
     s = proxy.settings
     user = headers.get(s.user_header)
     if not user or not user.strip():
-        raise ToolError(f"the {s.user_header} header is required")
+        raise ToolError(
+            f"the {s.user_header} header is required with the proxy key; or connect with a user's own key "
+            "(POST /v1/bots/{bot}/users/{userId}/keys), which says who the user is"
+        )
     conversation = headers.get(s.conversation_header)
     for header, value in ((s.user_header, user), (s.conversation_header, conversation)):
         if librechat.unresolved(value):
@@ -143,6 +149,23 @@ def build_mcp_server(proxy_factory: Callable[[], Proxy]) -> MCPServer:
     return server
 
 
+WRONG_KEY = (
+    "missing or wrong bearer key: /mcp takes engram's proxy key (ENGRAM_PROXY_KEY) or a key minted for one "
+    "user (POST /v1/bots/{bot}/users/{userId}/keys), as Authorization: Bearer <key>"
+)
+UNAUTHORIZED = -32001  # JSON-RPC's server-error range: the request was not let in
+
+
+def refused(message: str) -> JSONResponse:
+    """A 401 MCP clients show as what it is: a JSON-RPC error in the body (the `mcp` client surfaces a
+    JSON-RPC error from a non-2xx answer; anything else becomes an opaque -32603), with WWW-Authenticate."""
+    return JSONResponse(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": UNAUTHORIZED, "message": message}},
+        status_code=401,
+        headers={"www-authenticate": 'Bearer realm="engram"'},
+    )
+
+
 class MCPEndpoint:
     """ASGI app for /mcp: checks the bearer key, then serves each request with a fresh stateless
     session manager, so it needs no lifespan (Mangum runs one per invocation; uvicorn once)."""
@@ -160,28 +183,19 @@ class MCPEndpoint:
         scheme, _, token = headers.get("authorization", "").partition(" ")
         proxy = self.proxy_factory()
         if not proxy.settings.mcp_enabled:
-            await JSONResponse(
-                {"error": {"code": "not_found", "message": "MCP is off (MCP_ENABLED=false)"}}, status_code=404
-            )(scope, receive, send)
+            await problem_response(404, "not_found", "MCP is off (MCP_ENABLED=false)")(scope, receive, send)
             return
-        if not (scheme.lower() == "bearer" and proxy.key_matches(token)):
-            response = JSONResponse(
-                {"error": {"code": "unauthorized", "message": "missing or wrong bearer key"}}, status_code=401
-            )
-            await response(scope, receive, send)
+        if not (scheme.lower() == "bearer" and (proxy.key_matches(token) or user_key_of(scope) is not None)):
+            await refused(WRONG_KEY)(scope, receive, send)
             return
         if scope["method"] == "GET":
             # Stateless and JSON-only: no server-to-client stream to offer. 405 is the spec's answer,
             # and clients (LibreChat's SDK) then stop asking, instead of holding a stream (and, on
             # Lambda, an invocation) open until the timeout.
-            response = JSONResponse(
-                {
-                    "error": {
-                        "code": "method_not_allowed",
-                        "message": "this MCP server offers no event stream; POST requests",
-                    }
-                },
-                status_code=405,
+            response = problem_response(
+                405,
+                "method_not_allowed",
+                "this MCP server offers no event stream; POST requests",
                 headers={"Allow": "POST, DELETE"},
             )
             await response(scope, receive, send)

@@ -18,8 +18,11 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from ..access_keys import looks_like_user_key
 from ..config.proxy import Upstream
+from ..problems import PROBLEM_JSON, auth_challenge, in_anthropic_shape, problem, problem_response
 from . import wire
+from .identity import presented_token, user_key_of
 from .telemetry import TurnTrace
 
 if TYPE_CHECKING:  # the wiring's type: the process's parts are handed in, never looked up here
@@ -55,13 +58,16 @@ After = Callable[[str], None]
 
 
 def error(status: int, code: str, message: str, api: str | None = None) -> JSONResponse:
-    """An error in the caller's wire format: Anthropic's SDK reads `error.type`, OpenAI's `error.message`."""
+    """The proxy's own error as problem details, its `error` member in the caller's wire format:
+    Anthropic's SDK reads `error.type`, OpenAI's `error.message` (both parse the body whatever its media
+    type). An upstream's own errors are relayed as they came."""
     if api == "anthropic":
-        kind = _ANTHROPIC_TYPES.get(status, "api_error")
-        return JSONResponse(
-            {"type": "error", "error": {"type": kind, "message": message}}, status_code=status
-        )
-    return JSONResponse({"error": {"code": code, "type": code, "message": message}}, status_code=status)
+        body = in_anthropic_shape(problem(status, code, message), _ANTHROPIC_TYPES.get(status, "api_error"))
+        return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=auth_challenge(status))
+    response: JSONResponse = problem_response(
+        status, code, message, {"code": code, "type": code, "message": message}
+    )
+    return response
 
 
 @dataclass(frozen=True)
@@ -74,25 +80,20 @@ class Door:
     authorized: bool
 
 
-def _presented_key(request: Request) -> str | None:
-    auth = request.headers.get("authorization", "")
-    scheme, _, token = auth.partition(" ")
-    bearer = token.strip() if scheme.lower() == "bearer" and token.strip() else None
-    return request.headers.get("x-engram-key") or bearer or request.headers.get("x-api-key")
-
-
 def open_door(proxy: Proxy, name: str, request: Request, api: str | None = None) -> Door | JSONResponse:
     """The upstream and whether the caller holds engram's proxy key, or the refusal; checked before any
     body is read."""
     upstream = proxy.settings.upstream(name)
     if upstream is None:
         return error(404, "not_found", f"no upstream named {name!r}", api)
-    authorized = proxy.key_matches(_presented_key(request))
+    # engram's proxy key, or a user's key of this bot (let in by proxy.identity, its user the identity)
+    authorized = proxy.key_matches(presented_token(request.headers)) or user_key_of(request.scope) is not None
     if not authorized and not upstream.open:
         return error(
             401,
             "unauthorized",
-            f"upstream {name!r} needs engram's proxy key (Authorization: Bearer, x-api-key or x-engram-key)",
+            f"upstream {name!r} needs engram's proxy key or a user's key (Authorization: Bearer, x-api-key "
+            "or x-engram-key)",
             api or upstream.api,
         )
     return Door(proxy, upstream, authorized)
@@ -106,14 +107,23 @@ def _not_relayed(name: str, proxy: Proxy) -> bool:
     return name in _DROP_REQUEST or name.startswith("x-librechat-") or name in identity
 
 
-def _outgoing_headers(request: Request, proxy: Proxy, upstream: Upstream) -> dict[str, str]:
-    headers = {k: v for k, v in request.headers.items() if not _not_relayed(k, proxy)}
-    # engram's own key never reaches a provider, whichever header the caller put it in
-    bearer = headers.get("authorization", "").partition(" ")[2].strip() or None
-    if bearer and proxy.key_matches(bearer):
+def _without_engram_keys(headers: dict[str, str], proxy: Proxy) -> dict[str, str]:
+    """engram's own keys (the proxy key, a user's) never reach a provider, whichever header they came in."""
+
+    def engrams(key: str | None) -> bool:
+        return bool(key) and (proxy.key_matches(key) or looks_like_user_key(key))
+
+    if engrams(headers.get("authorization", "").partition(" ")[2].strip() or None):
         headers.pop("authorization", None)
-    if proxy.key_matches(headers.get("x-api-key")):
+    if engrams(headers.get("x-api-key")):
         headers.pop("x-api-key", None)
+    return headers
+
+
+def _outgoing_headers(request: Request, proxy: Proxy, upstream: Upstream) -> dict[str, str]:
+    headers = _without_engram_keys(
+        {k: v for k, v in request.headers.items() if not _not_relayed(k, proxy)}, proxy
+    )
     if upstream.apiKey:
         # the caller showed engram's key; the provider gets the key we hold for it
         headers.pop("authorization", None)

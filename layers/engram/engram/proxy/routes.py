@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from starlette.convertors import StringConvertor, register_url_convertor
 
 from ..config.proxy import Upstream
 from .relay import Door, error, open_door, relay
@@ -18,6 +19,18 @@ if TYPE_CHECKING:  # handed the proxy's parts by the app, never looking them up
     from .runtime import Proxy
 
 PROXY_BODY = 16 * 1024 * 1024
+# The Memory API owns /v1/...: an upstream named "v1" never matches, so a mistyped API path or method is
+# the API's 404 or 405, not a relay to an upstream that does not exist.
+API_PREFIX = "v1"
+
+
+class UpstreamName(StringConvertor):
+    """A path segment naming an upstream: any segment but the Memory API's own prefix."""
+
+    regex = f"(?!{API_PREFIX}/)[^/]+"
+
+
+register_url_convertor("upstream", UpstreamName())
 ANTHROPIC_BODY = 32 * 1000 * 1000  # Anthropic's own request limit for the Messages API (32 MB)
 
 
@@ -44,16 +57,18 @@ def proxy_router(proxy_factory: Callable[[], Proxy]) -> APIRouter:
     # A chat turn with images and a long context fits; Lambda's own request limit is 6 MB.
     router = APIRouter(max_body_size=PROXY_BODY)
 
-    @router.post("/{name}/v1/chat/completions", include_in_schema=False)
+    @router.post("/{name:upstream}/v1/chat/completions", include_in_schema=False)
     async def openai_chat(name: str, request: Request) -> Response:
         return await chat_turn(proxy_factory(), name, request, "openai")
 
-    @router.post("/{name}/v1/messages", include_in_schema=False, max_body_size=ANTHROPIC_BODY)
+    @router.post("/{name:upstream}/v1/messages", include_in_schema=False, max_body_size=ANTHROPIC_BODY)
     async def anthropic_messages(name: str, request: Request) -> Response:
         return await chat_turn(proxy_factory(), name, request, "anthropic")
 
     @router.api_route(
-        "/{name}/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False
+        "/{name:upstream}/{path:path}",
+        methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+        include_in_schema=False,
     )
     async def verbatim(name: str, path: str, request: Request) -> Response:
         door = open_door(proxy_factory(), name, request)

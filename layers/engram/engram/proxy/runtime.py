@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from cachetools import TTLCache
 
+from .. import access_keys
+from ..bookkeeping import UserKey
 from ..breaker import Breaker
 from ..config import get_proxy_settings
 from ..config import get_settings as engine_settings
@@ -114,6 +116,11 @@ class Proxy:
     def key_matches(self, presented: str | None) -> bool:
         """Whether the caller presented engram's proxy key (the admin key does not open the proxy)."""
         return key_matches(presented, self.settings.proxy_key)
+
+    def user_key(self, presented: str | None) -> UserKey | None:
+        """The user key the caller presented, when it is one of this proxy's bot (one read)."""
+        key = access_keys.check(self.engine.state.user_keys, presented)
+        return key if key is not None and key.bot == self.settings.bot else None
 
 
 def build_proxy(

@@ -354,6 +354,16 @@ def seen_interaction(bot: str, interaction_id: str) -> tuple[str, str]:
 # ----- LibreChat -------------------------------------------------------------------------------------
 
 
+def user_key(key_id: str) -> tuple[str, str]:
+    """A user's key, found by the id its token starts with (engram.access_keys)."""
+    return f"userkey#{key_id}", "key"
+
+
+def user_keys_pk(bot: str, user: str) -> str:
+    """A user's keys listed (sk: each key's id): what listing them and forget_user read."""
+    return f"userkeys#{bot}#{user}"
+
+
 def chat_settings_pk(bot: str, user: str) -> str:
     """A LibreChat user's memory settings: sk `default` or `chat#<conversation>`."""
     return f"lcmem#{bot}#{user}"

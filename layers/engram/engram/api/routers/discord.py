@@ -15,7 +15,7 @@ router = APIRouter(include_in_schema=False)
 async def discord_interactions(request: Request) -> JSONResponse:
     """Verify, answer PING, defer commands to the worker (a signed body is all the key there is)."""
     from ...config import get_discord_settings
-    from ...discord.interactions import consent_status, handle_interaction, seen_once
+    from ...discord.interactions import answer_headers, consent_status, handle_interaction, seen_once
 
     factory = request.app.state.discord_settings_factory or get_discord_settings
     settings = factory()
@@ -30,4 +30,5 @@ async def discord_interactions(request: Request) -> JSONResponse:
         lambda user: consent_status(settings, engine().state, engine().service.records)(user),
         lambda interaction: seen_once(settings, engine().state.limits)(interaction),
     )
-    return JSONResponse(body, status_code=status)
+    headers = answer_headers(status)
+    return JSONResponse(body, status_code=status, media_type=headers.pop("content-type"), headers=headers)

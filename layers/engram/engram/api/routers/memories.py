@@ -11,7 +11,7 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 
-from ...domain import Terms, metadata_filter
+from ...domain import Found, Terms, check_limit, metadata_filter
 from ...errors import InvalidInput
 from ...portability import export_lines, import_lines
 from ...service import ChatMessage, MemoryService
@@ -104,9 +104,22 @@ def list_memories(  # noqa: PLR0913 - FastAPI's query parameters; to become one 
         metadata=metadata,
     )
     page: dict[str, Any] = {"memories": [m.to_json() for m in newest]}
-    if newest.read_to is not None:
-        page["next"] = format_memory_id(newest.read_to)
+    following = next_page(newest, limit)
+    if following is not None:
+        page["next"] = following
+        url = request.url.include_query_params(before=following)
+        response.headers["link"] = f'<{url.path}?{url.query}>; rel="next"'
     return page
+
+
+def next_page(newest: Found, limit: int | None) -> str | None:
+    """Where the next page starts: after a full page (more may follow), or where a page a metadata filter
+    stopped reading early got to."""
+    if newest.read_to is not None:
+        return format_memory_id(newest.read_to)
+    if newest and len(newest) >= check_limit(limit):
+        return format_memory_id(newest[-1].id)
+    return None
 
 
 @router.get("/v1/bots", response_model=BotList)

@@ -16,6 +16,7 @@ from ._core import (
     MemoryMarks,
     MemoryReembedRuns,
     MemoryTombstones,
+    MemoryUserKeys,
 )
 from ._discord import MemoryBackfillRuns, MemoryChannels, MemoryConsents, MemoryCursors, MemoryRoster
 from ._records import InMemoryRecords
@@ -40,6 +41,7 @@ class InMemoryState:
         self.marks = MemoryMarks()
         self.limits = MemoryLimits()
         self.expiries = MemoryExpiries()
+        self.user_keys = MemoryUserKeys()
 
     def forget_user(self, bot: str, user: str) -> dict[str, int]:
         """Everything of the user's that the DynamoDB store's forget deletes, counted the same way."""
@@ -53,6 +55,7 @@ class InMemoryState:
             "tokens": len(tokens),
             "cursors": len(cursors),
             "chatSettings": len(settings),
+            "keys": self.user_keys.forget(bot, user),
         }
         for token in tokens:
             del self.backfills.tokens[token]

@@ -11,6 +11,7 @@ from ...bookkeeping import (
     EmbeddingSettings,
     ExtractionHealth,
     ForgetUnderWay,
+    UserKey,
 )
 from ...record import Record
 from ..state.follow_ons import CLAIM_STALE_MS
@@ -223,3 +224,31 @@ class MemoryExpiries:
 
     def drop(self, bot: str, entries: list[tuple[int, int]]) -> None:
         self._due.get(bot, set()).difference_update(entries)
+
+
+class MemoryUserKeys:
+    def __init__(self) -> None:
+        self.held: dict[str, tuple[UserKey, str]] = {}
+
+    def add(self, key: UserKey, digest: str) -> None:
+        self.held[key.key_id] = (key, digest)
+
+    def find(self, key_id: str) -> tuple[UserKey, str] | None:
+        return self.held.get(key_id)
+
+    def of_user(self, bot: str, user: str) -> list[UserKey]:
+        mine = [k for k, _ in self.held.values() if (k.bot, k.user) == (bot, user)]
+        return sorted(mine, key=lambda k: (k.created_at, k.key_id))
+
+    def revoke(self, bot: str, user: str, key_id: str) -> bool:
+        held = self.held.get(key_id)
+        if held is None or (held[0].bot, held[0].user) != (bot, user):
+            return False
+        del self.held[key_id]
+        return True
+
+    def forget(self, bot: str, user: str) -> int:
+        mine = self.of_user(bot, user)
+        for key in mine:
+            del self.held[key.key_id]
+        return len(mine)

@@ -21,6 +21,7 @@ from .forgets import ScanClient, Tombstones
 from .marks import Limits, Marks
 from .reembed import ReembedRuns
 from .settings import ChatSettingsStore, EmbedderSettingsStore
+from .user_keys import UserKeys
 
 __all__ = [
     "BackfillRuns",
@@ -38,6 +39,7 @@ __all__ = [
     "ScanClient",
     "StateStore",
     "Tombstones",
+    "UserKeys",
     "move_channel",
 ]
 
@@ -59,6 +61,7 @@ class StateStore:
         self.marks = Marks()
         self.limits = Limits()
         self.expiries = Expiries()
+        self.user_keys = UserKeys()
 
     def spread_passes(self) -> list[SpreadPass]:
         """The kinds of state item once kept under one key per bot (store/spread.py)."""
@@ -66,7 +69,8 @@ class StateStore:
 
     def forget_user(self, bot: str, user: str) -> dict[str, int]:
         """Delete every state item about a user of a bot: Discord consent, backfill run, export limit,
-        tokens and cursors; LibreChat memory settings. Returns how many of each kind went."""
+        tokens and cursors; LibreChat memory settings; keys minted for the user. Returns how many of each
+        kind went."""
         discord = keys.discord_pk(bot)
         singles = {
             "consent": keys.consent(bot, user),
@@ -93,7 +97,8 @@ class StateStore:
                         batch.delete(item)
             return out
 
-        return guard(run)
+        revoked = self.user_keys.forget(bot, user)  # first: a key of theirs opens nothing from here on
+        return {**guard(run), "keys": revoked}
 
 
 if TYPE_CHECKING:  # mypy holds StateStore to engram.ports.StatePort (a Protocol is checked where it is used)
