@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.run-installed
 SAM_VENV := .venv-sam
 # The local DynamoDB (dynalite on LevelDB), pinned in infra/dynamodb/package-lock.json.
 NODE_DEPS := infra/dynamodb/node_modules/.installed
@@ -12,13 +13,21 @@ LIBRECHAT_DEPS := infra/librechat/node_modules/.installed
 
 .PHONY: lint check image test-container sam-local run test test-browser test-unit test-integration test-deploy lint-template bench bench-quick bench-scale bench-maintenance build deploy clean
 
-$(STAMP): requirements-dev.txt requirements-local.txt requirements-gateway.txt requirements-embedder.txt layers/engram/requirements.txt pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	# torch first and alone: the CPU wheel on disk, never a multi-GB CUDA build.
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -r requirements-dev.txt
-	$(PY) -m pip install -q --no-deps -e .
+# What the stack runs on (make run): the package, the local stack's parts and the local embedder; none of
+# the test or lint tools. The first install downloads ~1 GB (torch's CPU wheel is most of it).
+$(RUN_STAMP): requirements-local.txt requirements-gateway.txt requirements-embedder.txt layers/engram/requirements.txt pyproject.toml
+	@test -x $(PY) || { echo "make: creating $(VENV) with $$($(PYTHON) --version)"; $(PYTHON) -m venv $(VENV); }
+	@$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	@echo "make: installing what the stack runs on into $(VENV) (once; the first time ~1 GB, mostly torch)..."
+	# torch first and alone: the CPU wheel, never a multi-GB CUDA build.
+	$(PY) -m pip install --disable-pip-version-check --progress-bar on torch==2.13.0
+	$(PY) -m pip install --disable-pip-version-check --progress-bar on -r requirements-local.txt -r requirements-embedder.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
+	touch $(RUN_STAMP)
+
+# Everything else the tests, the benchmarks and the gates need (requirements-dev.txt), over the runtime.
+$(STAMP): $(RUN_STAMP) requirements-dev.txt
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
 	touch $(STAMP)
 
 $(NODE_DEPS): infra/dynamodb/package-lock.json
@@ -33,8 +42,8 @@ $(LIBRECHAT_DEPS): infra/librechat/package-lock.json $(NODE_DEPS)
 	cd infra/librechat && npm ci --no-audit --no-fund --silent
 	touch $@
 
-run: $(STAMP) $(NODE_DEPS)
-	$(PY) -m infra.local_stack
+run: $(RUN_STAMP) $(NODE_DEPS)
+	@$(PY) -m infra.local_stack
 
 # Every tier in one run, side by side (the tests mostly wait on servers, Docker and processes): the
 # container tier, the deploy and browser tiers, and unit + integration on two xdist workers (a module per
@@ -89,7 +98,7 @@ $(CHECKOV_VENV)/.installed:
 # Every finding is fixed or suppressed in template.yaml with a one-line reason (Metadata: checkov / cfn-lint).
 lint-template: $(SAM_VENV)/.installed $(CHECKOV_VENV)/.installed
 	AWS_DEFAULT_REGION=us-east-1 $(SAM_VENV)/bin/cfn-lint --include-checks I -- template.yaml
-	AWS_DEFAULT_REGION=us-east-1 $(SAM_VENV)/bin/sam validate --lint --template-file template.yaml
+	AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam validate --lint --template-file template.yaml
 	$(CHECKOV_VENV)/bin/checkov --quiet --compact --skip-download --framework cloudformation --file template.yaml
 
 bench: $(STAMP) $(NODE_DEPS)
@@ -101,12 +110,14 @@ bench-quick: $(STAMP) $(NODE_DEPS)
 # Issue 32's curve: the Discord door at 100 / 1,000 / 10,000 servers and 10 / 1,000 / 10,000 opted-in users,
 # and the embedded engine at 1 M points; one JSON object a line (tests/bench/scale.py says what each means).
 bench-scale: $(STAMP) $(NODE_DEPS)
+	mkdir -p bench-results
 	$(PY) tests/bench/scale.py | tee bench-results/scale.jsonl
 
 # Issue 32's maintenance at size: a rebuild and a re-embed of N records (1,000,000 by default; RECORDS=20000
 # for a quick one) through the worker, each job timed (tests/bench/maintenance.py says what each means).
 RECORDS ?= 1000000
 bench-maintenance: $(STAMP) $(NODE_DEPS)
+	mkdir -p bench-results
 	$(PY) tests/bench/maintenance.py --records $(RECORDS) | tee bench-results/maintenance.jsonl
 
 # env.json with this data dir's keys and freshly signed Discord events in .engram/ (README: sam local).
@@ -127,10 +138,12 @@ test-container: $(STAMP) $(SAM_VENV)/.installed $(NODE_DEPS)
 	$(PY) -m pytest -q tests/container
 
 build: $(SAM_VENV)/.installed
-	$(SAM_VENV)/bin/sam build
+	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam build
 
+# sam from its own venv (it is not on PATH: make installs it there); --guided asks for what samconfig.toml
+# leaves open and saves the answers
 deploy: build
-	$(SAM_VENV)/bin/sam deploy --guided
+	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam deploy --guided
 
 # The venvs, SAM's build, and earlier builds of engram's images (untagged: the classic builder's cache)
 # where a Docker engine answers.

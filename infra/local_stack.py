@@ -1,7 +1,7 @@
-"""The local stack: DynamoDB (dynalite on LevelDB, a Node child process), SQS (moto, journaled to SQLite),
-the embedded Qdrant, the local embedder, the Memory API on uvicorn and the job pollers. Every acknowledged
-write and every queued job survives a crash (kill -9); the vector index is rebuilt from the records when it
-is lost. `make run` starts it; Ctrl-C stops it cleanly."""
+"""The local stack: DynamoDB (dynalite on LevelDB, a Node child process), SQS (infra/local_sqs.py, journaled
+to SQLite), the embedded Qdrant, the local embedder, the Memory API on uvicorn and the job pollers. Every
+acknowledged write and every queued job survives a crash (kill -9); the vector index is rebuilt from the
+records when it is lost. `make run` starts it; Ctrl-C stops it cleanly."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python infra/local_stack.py` puts infra/ first, not the repo
@@ -26,30 +26,48 @@ if TYPE_CHECKING:
 log = logging.getLogger("engram.local")
 
 
-def migrate_pickled_state(data_dir: Path, moto_endpoint: str, dynamodb) -> int:
-    """Copy the records an older engram kept in moto's pickle (aws-state.pickle) into the local DynamoDB,
-    once; returns how many items moved. The pickle is kept, renamed, until you delete it."""
+def migrate_pickled_state(data_dir: Path, dynamodb) -> int:
+    """Copy the records engram 1.0 kept in moto's pickle (aws-state.pickle) into the local DynamoDB, once;
+    returns how many items moved. The pickle is kept, renamed, until you delete it. moto reads it: it is a
+    test tool, not in `make run`'s install, so a data dir that still has one says how to get it."""
     saved = data_dir / "aws-state.pickle"
     if not saved.exists():
         return 0
-    import boto3
-    from moto.dynamodb.models import dynamodb_backends
-
-    for account, regions in pickle.loads(saved.read_bytes()).get("dynamodb", {}).items():
-        dynamodb_backends[account] = regions
-    old = boto3.client("dynamodb", endpoint_url=moto_endpoint, region_name="us-east-1")
-    moved = 0
-    for table in old.list_tables()["TableNames"]:
-        for page in old.get_paginator("scan").paginate(TableName=table):
-            for start in range(0, len(page["Items"]), 25):
-                requests = [{"PutRequest": {"Item": item}} for item in page["Items"][start : start + 25]]
-                unprocessed = {table: requests}
-                while unprocessed:
-                    unprocessed = dynamodb.batch_write_item(RequestItems=unprocessed).get("UnprocessedItems")
-                moved += len(requests)
-        old.delete_table(TableName=table)
+    try:
+        import boto3
+        from moto.dynamodb.models import dynamodb_backends
+        from moto.server import ThreadedMotoServer
+    except ImportError:
+        raise StackError(
+            f"{saved} holds records from engram 1.0, which moto reads: run `.venv/bin/pip install "
+            "moto[server]==5.2.5` once and start again to move them into the local DynamoDB"
+        ) from None
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        for account, regions in pickle.loads(saved.read_bytes()).get("dynamodb", {}).items():
+            dynamodb_backends[account] = regions
+        host, port = server.get_host_and_port()
+        old = boto3.client("dynamodb", endpoint_url=f"http://{host}:{port}", region_name="us-east-1")
+        moved = 0
+        for table in old.list_tables()["TableNames"]:
+            for page in old.get_paginator("scan").paginate(TableName=table):
+                for start in range(0, len(page["Items"]), 25):
+                    requests = [{"PutRequest": {"Item": item}} for item in page["Items"][start : start + 25]]
+                    unprocessed = {table: requests}
+                    while unprocessed:
+                        unprocessed = dynamodb.batch_write_item(RequestItems=unprocessed).get(
+                            "UnprocessedItems"
+                        )
+                    moved += len(requests)
+    finally:
+        server.stop()
     saved.rename(saved.with_name("aws-state.pickle.migrated"))
     return moved
+
+
+class StackError(Exception):
+    """Why the stack cannot start, in a line for the person who ran it (no traceback: nothing is broken)."""
 
 
 REGION = "us-east-1"
@@ -112,6 +130,8 @@ class LocalStack:
         self.capture: GatewayCapture | None = None
         self.poll = poll
         self._stop = threading.Event()
+        self.ready = threading.Event()  # search by meaning works (the embedder's model has loaded)
+        self.model_load_s = 0.0
         # when the files must next be rewritten without deleted words (monotonic; None: nothing waits);
         # the data dir's PURGE_MARK says so durably, so a purge cut off by a crash runs at the next start
         self._purge_due: float | None = None
@@ -135,9 +155,9 @@ class LocalStack:
         """Start every part; returns when the API answers."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         owner_only(self.data_dir)
+        self.hold_data_dir()
         for name, value in (("AWS_ACCESS_KEY_ID", "local"), ("AWS_SECRET_ACCESS_KEY", "local")):
             os.environ.setdefault(name, value)
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
         queues = self._start_aws()
         self._start_engine()
         self._start_workers(queues)
@@ -145,35 +165,64 @@ class LocalStack:
         self._serve()
         return self
 
+    def hold_data_dir(self) -> None:
+        """One stack a data dir: a second one would open the same LevelDB and journal under the first. The
+        lock is the kernel's (flock), so a stack killed with -9 leaves none behind."""
+        import fcntl
+
+        if getattr(self, "_lock_handle", None):
+            return
+
+        path = self.data_dir / "stack.lock"
+        handle = path.open("a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip()
+            handle.close()
+            if holder != str(os.getpid()):  # this process's own earlier stack, left without stop(): take over
+                raise StackError(
+                    f"another engram stack (process {holder or 'unknown'}) is running on "
+                    f"{self.data_dir.resolve()}: stop it first (Ctrl-C where it runs), or give this one "
+                    "ENGRAM_DATA_DIR=<another dir>"
+                ) from None
+            handle = path.open("a+")
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._lock_handle: IO[str] | None = handle
+
     def _start_aws(self) -> dict[str, str]:
-        """DynamoDB (dynalite on disk) and SQS (moto, journaled on disk) with the template's tables and
-        queues; returns the queue URLs by logical id."""
+        """DynamoDB (dynalite on disk) and SQS (infra/local_sqs.py, journaled on disk) with the template's
+        tables and queues; returns the queue URLs by logical id."""
         import boto3
-        import httpx
-        from moto.server import ThreadedMotoServer
 
         from infra.aws_template import create_queues, create_tables, load_template
         from infra.local_dynamodb import LocalDynamoDB
+        from infra.local_sqs import LocalSqsServer
         from infra.queue_journal import JournaledSqs, QueueJournal
 
         self.local_dynamodb = LocalDynamoDB(self.data_dir / "dynamodb", port=self.dynamodb_port).start()
-        self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=self.sqs_port, verbose=False)
-        self.moto.start()
-        _, moto_port = self.moto.get_host_and_port()
-        self.moto_endpoint = f"http://127.0.0.1:{moto_port}"
-        # moto's backends are process-wide: a stack on a new data dir must not inherit what an earlier
-        # stack in this process (a test module, a bench section) left there
-        httpx.post(f"{self.moto_endpoint}/moto-api/reset").raise_for_status()
+        try:
+            self.local_sqs = LocalSqsServer(port=self.sqs_port).start()
+        except OSError as exc:
+            raise StackError(
+                f"the local SQS cannot listen on 127.0.0.1:{self.sqs_port} ({exc.strerror}): "
+                "another stack is running, or set ENGRAM_SQS_PORT"
+            ) from None
+        self.sqs_endpoint = self.local_sqs.endpoint
         self.dynamodb = boto3.client(
             "dynamodb", endpoint_url=self.local_dynamodb.endpoint, region_name=REGION
         )
         create_tables(self.dynamodb, TABLES)
-        migrated = migrate_pickled_state(self.data_dir, self.moto_endpoint, self.dynamodb)
+        migrated = migrate_pickled_state(self.data_dir, self.dynamodb)
         if migrated:
             log.info("moved %d items from aws-state.pickle into the local DynamoDB", migrated)
         self.journal = QueueJournal(self.data_dir / "queue-journal.sqlite")
         self.sqs = JournaledSqs(
-            boto3.client("sqs", endpoint_url=self.moto_endpoint, region_name=REGION), self.journal
+            boto3.client("sqs", endpoint_url=self.sqs_endpoint, region_name=REGION), self.journal
         )
         # The local worker is not a 180 s Lambda: a failed job comes back after 5 minutes, not 18.
         queues = create_queues(self.sqs, "engram", visibility_s=300)
@@ -198,7 +247,7 @@ class LocalStack:
             state_table=TABLES["StateTable"],
             aws_region=REGION,
             dynamodb_endpoint=self.local_dynamodb.endpoint,
-            sqs_endpoint=self.moto_endpoint,
+            sqs_endpoint=self.sqs_endpoint,
             jobs_queue_url=self.queues["JobsQueue"],
             interactive_queue_url=self.queues["InteractiveQueue"],
             extract_queue_url=self.queues["ExtractQueue"],
@@ -407,13 +456,22 @@ class LocalStack:
     def _warm_embedder(self) -> None:
         if self._stop.is_set():
             return
+        started = time.monotonic()
         try:
             self.engine.service.embedder.embed(["warm up"])
         except Exception as exc:  # search answers by words until the embedder does
             log.warning("embedder not ready: %s", exc)
+            return
+        self.model_load_s = time.monotonic() - started
+        self.ready.set()
 
-    def stop(self) -> None:
-        """Stop everything (every write is already on disk)."""
+    def loading(self) -> bool:
+        """Whether the embedder's model is still loading (a process must not exit normally meanwhile)."""
+        return any(t.name == "warm-embedder" and t.is_alive() for t in self._threads)
+
+    def stop(self, wait_for_model: bool = True) -> None:
+        """Stop everything (every write is already on disk). `wait_for_model` False: a model still loading is
+        left to load (the caller then ends the process with os._exit, which torch's loader survives)."""
         from engram.engine import set_engine
 
         self._stop.set()
@@ -422,11 +480,16 @@ class LocalStack:
         if getattr(self, "server", None):
             self.server.should_exit = True
         for poller in getattr(self, "pollers", []):
+            poller.halt()
+        for poller in getattr(self, "pollers", []):
             poller.stop()
         for thread in self._threads:
-            # A process that exits while torch is still loading aborts ("terminate called without an
-            # active exception", exit -6): the warm-up is waited for, however long a loaded machine takes
-            thread.join(timeout=300 if thread.name == "warm-embedder" else 10)
+            # A process that exits normally while torch is still loading aborts ("terminate called without
+            # an active exception", exit -6): the warm-up is waited for unless the caller exits with _exit
+            if thread.name == "warm-embedder":
+                thread.join(timeout=300 if wait_for_model else 0)
+            else:
+                thread.join(timeout=10)
         if getattr(self, "engine", None) and (self.data_dir / PURGE_MARK).exists():
             self._purge()  # a forget or a delete just before the stop: its bytes do not outlive the process
         if getattr(self, "engine", None):
@@ -437,12 +500,16 @@ class LocalStack:
 
         set_proxy(None)
         set_discord(None)
-        if getattr(self, "moto", None):
-            self.moto.stop()
+        if getattr(self, "local_sqs", None):
+            self.local_sqs.stop()
         if getattr(self, "journal", None):
             self.journal.close()
         if getattr(self, "local_dynamodb", None):
             self.local_dynamodb.stop()
+        held = getattr(self, "_lock_handle", None)
+        if held is not None:
+            held.close()  # the data dir is free for the next stack
+            self._lock_handle = None
 
 
 # Secrets a container may be given as files (Docker and compose secrets: NAME_FILE=/run/secrets/name)
@@ -485,44 +552,125 @@ def shown_key(key: str | None, variable: str, generated: Path) -> str:
     return f"{where} (not printed: the output is not a terminal)"
 
 
-def main() -> None:
-    """Run until Ctrl-C (or SIGTERM: a container's stop)."""
-    os.umask(0o077)  # everything this process and its children (dynalite) write: its owner's alone
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    import engram.observability  # noqa: F401  (importing it quiets httpx: no request URL in the output)
+STOP_BUDGET_S = 4.5  # Ctrl-C ends the process within this, whatever is loading or running
 
+
+def ports_free(host: str, ports: list[int]) -> None:
+    """A StackError naming the first of these fixed ports something already listens on."""
+    import socket
+
+    for port in (p for p in ports if p):
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError:
+                raise StackError(
+                    f"port {port} on {host} is taken (address already in use: another engram stack, or "
+                    "another program): stop it, or choose others with ENGRAM_PORT, ENGRAM_DYNAMODB_PORT and "
+                    "ENGRAM_SQS_PORT"
+                ) from None
+
+
+def say_when_ready(stack: LocalStack) -> None:
+    """Print "ready" once search by meaning works (the model has loaded), from a thread."""
+
+    def wait() -> None:
+        if stack.ready.wait(timeout=600):
+            print(
+                f"ready: search by meaning works (the model loaded in {stack.model_load_s:.0f} s)", flush=True
+            )
+
+    threading.Thread(target=wait, name="say-ready", daemon=True).start()
+
+
+def stop_within_budget(stack: LocalStack) -> None:
+    """Stop the stack; past STOP_BUDGET_S (or with the model still loading) end the process at once: every
+    acknowledged write and queued job is on disk already (the kill -9 suites hold it to that), and what a
+    cut-short stop leaves (a purge, a compaction) is marked on disk and done at the next start."""
+    started = time.monotonic()
+    stopping = threading.Thread(target=stack.stop, kwargs={"wait_for_model": False}, daemon=True)
+    stopping.start()
+    stopping.join(STOP_BUDGET_S)
+    took = time.monotonic() - started
+    if stopping.is_alive():
+        print(
+            f"stopped after {took:.1f} s, the rest left for the next start; every write is on disk.",
+            flush=True,
+        )
+    else:
+        print(f"stopped in {took:.1f} s; every write is on disk.", flush=True)
+    # Not a normal exit either way: torch's model loader aborts one while it runs (exit -6), and an
+    # interpreter's own shutdown (joining threads, finalising torch and the engines) took seconds more
+    os._exit(0)
+
+
+def main() -> None:
+    """Run until Ctrl-C (or SIGTERM: a container's stop); a second Ctrl-C ends the process at once."""
+    os.umask(0o077)  # everything this process and its children (dynalite) write: its owner's alone
+    from engram.observability import configure_local_logging
+
+    configure_local_logging()
     secrets_from_files()
+    host = os.environ.get("ENGRAM_HOST", "127.0.0.1")
+    ports = [
+        int(os.environ.get("ENGRAM_PORT", "8710")),
+        # Fixed ports, so `sam local` (env.json) finds them: 0 picks free ones
+        int(os.environ.get("ENGRAM_DYNAMODB_PORT") or 8711),
+        int(os.environ.get("ENGRAM_SQS_PORT") or 8712),
+    ]
     stack = LocalStack(
         data_dir=Path(os.environ.get("ENGRAM_DATA_DIR", ".engram")),
-        host=os.environ.get("ENGRAM_HOST", "127.0.0.1"),
-        port=int(os.environ.get("ENGRAM_PORT", "8710")),
+        host=host,
+        port=ports[0],
         api_key=os.environ.get("ENGRAM_API_KEY") or None,
         catchup_every_s=float(os.environ.get("ENGRAM_CATCHUP_EVERY_S") or 600),
-        # Fixed ports, so `sam local` (env.json) finds them: 0 picks free ones
-        dynamodb_port=int(os.environ.get("ENGRAM_DYNAMODB_PORT") or 8711),
-        sqs_port=int(os.environ.get("ENGRAM_SQS_PORT") or 8712),
+        dynamodb_port=ports[1],
+        sqs_port=ports[2],
         gateway=os.environ.get("DISCORD_GATEWAY", "on").lower() not in ("off", "0", "false", "no"),
     )
     done = threading.Event()
+
+    def on_signal(*_: object) -> None:
+        if done.is_set():
+            os._exit(130)  # asked twice: now
+        done.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: done.set())
+        signal.signal(sig, on_signal)
     from infra.local_dynamodb import NodeMissing
 
+    print(f"engram {engram_version()}: starting (state in {stack.data_dir.resolve()})...", flush=True)
     try:
+        stack.data_dir.mkdir(parents=True, exist_ok=True)
+        stack.hold_data_dir()  # before the ports: a stack on this dir is the likelier reason they are taken
+        ports_free("127.0.0.1", ports[1:])
+        ports_free(host, ports[:1])
         stack.start()
-    except NodeMissing as exc:
+    except (NodeMissing, StackError) as exc:
         stack.stop()
         sys.exit(f"engram cannot start: {exc}")
-    print(f"engram is listening on {stack.url}", flush=True)
+    say_when_ready(stack)
+    print(
+        f"engram is listening on {stack.url}: search by words now, by meaning once the model has loaded"
+        " (10-60 s; 'ready' says so)",
+        flush=True,
+    )
     admin = shown_key(stack.settings.api_key, "ENGRAM_API_KEY", stack.data_dir / "api-key")
     proxy = shown_key(stack.proxy.settings.proxy_key, "ENGRAM_PROXY_KEY", stack.data_dir / "proxy-key")
     print(f"admin key (Memory API, ENGRAM_API_KEY): {admin}", flush=True)
     print(f"proxy key (LibreChat endpoints and /mcp, ENGRAM_PROXY_KEY): {proxy}", flush=True)
     print(f"state: {stack.data_dir.resolve()}  (Ctrl-C to stop)", flush=True)
-    done.wait()
+    while not done.wait(0.2):  # a timed wait: the signal handler runs within 0.2 s, not when a lock is freed
+        pass
     print("stopping...", flush=True)
-    stack.stop()
-    print("stopped; every write is on disk.", flush=True)
+    stop_within_budget(stack)
+
+
+def engram_version() -> str:
+    from engram import __version__
+
+    return __version__
 
 
 if __name__ == "__main__":

@@ -138,6 +138,11 @@ class SqsPoller:
         self._thread = threading.Thread(target=loop, name="sqs-poller", daemon=True)
         self._thread.start()
 
+    def halt(self) -> None:
+        """Ask the loop to stop after its current poll (stop() waits for it): halting every poller first
+        lets their last long polls end together, not one after another."""
+        self._stop.set()
+
     def stop(self) -> None:
         """Stop polling (waits for the batch in hand)."""
         self._stop.set()

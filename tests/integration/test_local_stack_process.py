@@ -1,5 +1,6 @@
 """`make run`'s process for real: starts, answers, stops on Ctrl-C, and keeps its state across a restart."""
 
+import json
 import os
 import signal
 import subprocess
@@ -82,7 +83,7 @@ def test_state_survives_a_restart(tmp_path):
     # output to a pipe, not a terminal: the banner says where the key is, never the key (a log is no place
     # for it)
     assert key not in out and f"in {(tmp_path / 'api-key').resolve()}" in out
-    assert "stopped; every write is on disk" in out
+    assert "every write is on disk" in out
     # people's words and the keys: readable by their owner alone, folders and files
     (tmp_path / "left-by-an-older-engram").write_text("x")
     (tmp_path / "left-by-an-older-engram").chmod(0o644)
@@ -280,3 +281,44 @@ def test_a_deleted_index_comes_back_by_itself(tmp_path):
         assert index["error"] is None
     finally:
         stop(proc)
+
+
+def test_a_second_stack_on_the_same_data_dir_says_so_in_one_line(tmp_path):
+    proc, port = start(tmp_path)
+    try:
+        env = {**os.environ, "ENGRAM_DATA_DIR": str(tmp_path), "ENGRAM_PORT": "0"}
+        env.update(ENGRAM_DYNAMODB_PORT="0", ENGRAM_SQS_PORT="0")
+        second = subprocess.run(
+            [sys.executable, "-m", "infra.local_stack"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert second.returncode == 1
+        assert second.stderr.strip().count("\n") == 0 and "Traceback" not in second.stderr + second.stdout
+        assert (
+            f"another engram stack (process {proc.pid}) is running on {tmp_path.resolve()}" in second.stderr
+        )
+        assert answers_as_engram(port)  # the first one is untouched
+    finally:
+        stop(proc)
+
+
+def test_ctrl_c_stops_within_five_seconds_even_while_the_model_loads_and_says_when_it_is_ready(tmp_path):
+    proc, port = start(tmp_path)  # answers as soon as it listens: the model is still loading then
+    started = time.monotonic()
+    out = stop(proc)
+    assert time.monotonic() - started < 5, out
+    assert "every write is on disk" in out and "Traceback" not in out and "terminate called" not in out
+
+    proc, port = start(tmp_path)
+    warm(port, (tmp_path / "api-key").read_text().strip())
+    time.sleep(0.5)  # "ready" is printed by a thread once the model has answered: just after /healthz says so
+    out = stop(proc)
+    lines = out.splitlines()
+    assert any(line.startswith("ready: search by meaning works") for line in lines), out
+    logged = [line for line in lines if line.startswith("{")]
+    assert logged and all(json.loads(line)["service"] == "engram" for line in logged)  # one format: JSON
+    assert not any("it/s]" in line or "Batches" in line for line in lines)  # no progress bars

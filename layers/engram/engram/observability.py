@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from functools import lru_cache
@@ -15,7 +16,9 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 
-logger = Logger()  # POWERTOOLS_SERVICE_NAME, POWERTOOLS_LOG_LEVEL
+# POWERTOOLS_SERVICE_NAME (the template's "engram"), POWERTOOLS_LOG_LEVEL; "engram" where it is not set, not
+# Powertools' "service_undefined"
+logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "engram")
 metrics = Metrics()  # POWERTOOLS_METRICS_NAMESPACE
 
 # Logs keep no person: httpx and httpcore log every request's whole URL at INFO (member and message ids,
@@ -24,6 +27,44 @@ metrics = Metrics()  # POWERTOOLS_METRICS_NAMESPACE
 QUIET_LOGGERS = ("httpx", "httpcore")
 for _name in QUIET_LOGGERS:
     logging.getLogger(_name).setLevel(logging.WARNING)
+
+
+# Per-call chatter of libraries engram serves through: the MCP SDK logs each request and session at INFO
+CHATTY_LOGGERS = (
+    "mcp",
+    "sentence_transformers",
+    "botocore.credentials",  # "Found credentials in environment variables", each client
+    "pynamodb.settings",  # "Override settings for pynamo not available", each process
+)
+
+
+def configure_local_logging(text: bool | None = None) -> None:
+    """The local stack's logs in the format the functions log in on AWS: one JSON object a line
+    (Powertools' formatter, service "engram"), every logger (uvicorn's, dynalite's lines, the worker's)
+    through it; plain lines with ENGRAM_LOG_FORMAT=text. No progress bars (a model's download or batches
+    bar is not a log line); per-call chatter at DEBUG."""
+    from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+
+    for progress in ("HF_HUB_DISABLE_PROGRESS_BARS", "TQDM_DISABLE"):
+        os.environ.setdefault(progress, "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    if text is None:
+        text = os.environ.get("ENGRAM_LOG_FORMAT", "json").lower() == "text"
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        if text
+        else LambdaPowertoolsFormatter(service=logger.service, location="%(name)s:%(lineno)d")
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(os.environ.get("POWERTOOLS_LOG_LEVEL", "INFO").upper())
+    for name in CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    # the worker's Powertools logger writes through the same handler (not a second format of its own)
+    underlying = logging.getLogger(logger.name)
+    underlying.handlers[:] = []
+    underlying.propagate = True
 
 
 @lru_cache(maxsize=1)
