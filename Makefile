@@ -10,6 +10,9 @@ NODE_DEPS := infra/dynamodb/node_modules/.installed
 # LibreChat's config schema (librechat-data-provider), pinned in infra/librechat/package-lock.json: the
 # example librechat.yaml is checked with it
 LIBRECHAT_DEPS := infra/librechat/node_modules/.installed
+# openapi-typescript, openapi-fetch and tsc, pinned in tests/typescript/package-lock.json: a TypeScript client
+# generated from the OpenAPI document is compiled and run against the stack
+TYPESCRIPT_DEPS := tests/typescript/node_modules/.installed
 
 .PHONY: lint check image test-container sam-local run test test-browser test-unit test-integration test-deploy lint-template bench bench-quick bench-scale bench-maintenance build deploy clean
 
@@ -42,6 +45,10 @@ $(LIBRECHAT_DEPS): infra/librechat/package-lock.json $(NODE_DEPS)
 	cd infra/librechat && npm ci --no-audit --no-fund --silent
 	touch $@
 
+$(TYPESCRIPT_DEPS): tests/typescript/package-lock.json $(NODE_DEPS)
+	cd tests/typescript && npm ci --no-audit --no-fund --silent
+	touch $@
+
 run: $(RUN_STAMP) $(NODE_DEPS)
 	@$(PY) -m infra.local_stack
 
@@ -49,7 +56,7 @@ run: $(RUN_STAMP) $(NODE_DEPS)
 # container tier, the deploy and browser tiers, and unit + integration on two xdist workers (a module per
 # worker, the longest first) run as three pytest processes at once (tests/tiers.py); each prints its 25
 # slowest tests.
-test: $(STAMP) $(SAM_VENV)/.installed $(NODE_DEPS) $(LIBRECHAT_DEPS)
+test: $(STAMP) $(SAM_VENV)/.installed $(NODE_DEPS) $(LIBRECHAT_DEPS) $(TYPESCRIPT_DEPS)
 	@sh infra/install-chromium.sh
 	$(PY) tests/tiers.py
 
@@ -71,7 +78,7 @@ lint: $(STAMP)
 test-unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
 
-test-integration: $(STAMP) $(NODE_DEPS) $(LIBRECHAT_DEPS)
+test-integration: $(STAMP) $(NODE_DEPS) $(LIBRECHAT_DEPS) $(TYPESCRIPT_DEPS)
 	$(PY) -m pytest -q tests/integration
 
 test-browser: $(STAMP) $(NODE_DEPS)
@@ -148,5 +155,6 @@ deploy: build
 # The venvs, SAM's build, and earlier builds of engram's images (untagged: the classic builder's cache)
 # where a Docker engine answers.
 clean:
-	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) .aws-sam infra/dynamodb/node_modules infra/librechat/node_modules
+	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) .aws-sam infra/dynamodb/node_modules infra/librechat/node_modules \
+	  tests/typescript/node_modules
 	! docker info >/dev/null 2>&1 || docker image prune -f --filter label=engram.inputs

@@ -10,7 +10,6 @@ Global commands appear at once (Discord dropped their hour of caching long ago);
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -101,10 +100,15 @@ def main() -> None:
     app_id, token = os.environ.get("DISCORD_APPLICATION_ID"), os.environ.get("DISCORD_BOT_TOKEN")
     if not app_id or not token:
         sys.exit("set DISCORD_APPLICATION_ID and DISCORD_BOT_TOKEN")
-    done = register(
-        app_id, token, os.environ.get("DISCORD_API_BASE", "https://discord.com/api/v10"), args.guild
-    )
-    print(json.dumps([c["name"] for c in done]))
+    api_base = os.environ.get("DISCORD_API_BASE", "https://discord.com/api/v10")
+    try:
+        done = register(app_id, token, api_base, args.guild)
+    except httpx.HTTPStatusError as exc:  # one line, no traceback: what Discord said and what to check
+        hint = " (check DISCORD_BOT_TOKEN)" if exc.response.status_code == 401 else ""
+        sys.exit(f"Discord refused the commands: {exc.response.status_code} {exc.response.text[:300]}{hint}")
+    except httpx.TransportError as exc:
+        sys.exit(f"cannot reach Discord at {api_base} ({type(exc).__name__}): is this machine online?")
+    print("registered: " + ", ".join(c["name"] for c in done))
 
 
 if __name__ == "__main__":

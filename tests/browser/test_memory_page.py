@@ -79,7 +79,7 @@ def page(browser, stack):
 
 
 def sign_in(page, key=KEY):
-    page.get_by_label("Key").fill(key)
+    page.get_by_label("Key", exact=True).fill(key)
     page.get_by_role("button", name="Sign in").click()
 
 
@@ -291,3 +291,24 @@ def test_a_memory_shows_its_metadata_and_when_it_expires(page, stack):
     meta = page.locator("#memories li .meta").first
     expect(meta).to_contain_text("metadata: source=crm, pinned=true")
     expect(meta).to_contain_text("expires")
+
+
+def test_a_user_s_keys_are_minted_listed_and_revoked_on_the_page(page, stack):
+    sign_in(page)
+    open_bot(page, "librechat")
+    page.get_by_label("User whose keys").fill("alice")
+    page.get_by_label("Key name").fill("Claude Desktop")
+    page.get_by_role("button", name="Mint a key").click()
+    expect(page.locator("#minted")).to_contain_text("egk_")
+    minted = page.locator("#minted").inner_text()
+    expect(page.get_by_label("Keys", exact=True)).to_contain_text("Claude Desktop")
+    mcp = {"Authorization": f"Bearer {minted}", "Accept": "application/json, text/event-stream"}
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    assert httpx.post(f"{stack.url}/mcp", json=hello, headers=mcp).status_code == 200  # the key opens /mcp
+    page.get_by_role("button", name="Revoke").click()
+    expect(page.locator("#notice")).to_contain_text("opens nothing")
+    expect(page.get_by_label("Keys", exact=True)).to_contain_text("alice has no keys")
+    assert httpx.post(f"{stack.url}/mcp", json=hello, headers=mcp).status_code == 401
+    page.get_by_label("User whose keys").fill("bad name!")
+    page.get_by_role("button", name="Keys", exact=True).click()
+    expect(page.locator("#notice")).to_contain_text("userId")  # the API's problem detail, in words

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from .secrets import MissingSecret, secure_parameter
 
@@ -32,7 +32,13 @@ class DiscordSettings(BaseModel):
     left_server_grace_hours: float = Field(
         72, ge=0, le=24 * 365, validation_alias="DISCORD_LEFT_SERVER_GRACE_HOURS"
     )
-    chat_model: str | None = Field(None, validation_alias="OLLAMA_CHAT_MODEL")
+    chat_model: str | None = Field(
+        None, validation_alias=AliasChoices("DISCORD_ASK_CHAT_MODEL", "OLLAMA_CHAT_MODEL")
+    )
+    # /ask's chat model on any OpenAI-compatible API (OpenAI, OpenRouter, vLLM, LM Studio, Ollama's /v1): its
+    # base URL (…/v1) and key; unset, /ask asks Ollama (ENGRAM_OLLAMA_URL) with OLLAMA_CHAT_MODEL
+    chat_url: str | None = Field(None, validation_alias="DISCORD_ASK_CHAT_URL")
+    chat_key: str | None = Field(None, validation_alias="DISCORD_ASK_CHAT_KEY")
     vision_model: str | None = Field(None, validation_alias="OLLAMA_VISION_MODEL")
     top_k: int = Field(5, ge=1, le=50, validation_alias="MEMORY_TOP_K")
     # How relevant a memory must be for /ask to use it (engram.relevance; as the proxy's recall)

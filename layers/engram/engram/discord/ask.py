@@ -211,13 +211,19 @@ class Ask:
 
     def _answer(self, messages: list[dict[str, str]]) -> str | None:
         """The chat model's answer, or None when it cannot be had."""
+        model = self.settings.chat_model
         try:
+            if self.core.chat is not None:  # an OpenAI-compatible API: Chat Completions
+                r = self.core.chat.post("/chat/completions", json={"model": model, "messages": messages})
+                r.raise_for_status()
+                said = ((r.json().get("choices") or [{}])[0].get("message") or {}).get("content")
+                return str(said or "(no answer)")
             r = self.core.ollama.post(
-                "/api/chat", json={"model": self.settings.chat_model, "messages": messages, "stream": False}
+                "/api/chat", json={"model": model, "messages": messages, "stream": False}
             )
             r.raise_for_status()
             return str((r.json().get("message") or {}).get("content") or "(no answer)")
-        except (httpx.HTTPError, ValueError) as exc:
+        except (httpx.HTTPError, ValueError, AttributeError) as exc:
             log.warning("the chat model failed: %s", exc)
             return None
 

@@ -106,6 +106,8 @@ class DiscordCore:
         self._own_id_guessed = 0.0  # when a guessed own id is to be asked for again (0: asked, known)
         self.visibility = Visibility(client)
         self.ollama = ollama
+        # /ask's chat model on an OpenAI-compatible API (DISCORD_ASK_CHAT_URL); None: Ollama's /api/chat
+        self.chat: httpx.Client | None = None
         self.interpreter = interpreter or Interpreter(
             SafeFetcher(allow=sorted(settings.fetch_allow_networks)), self.ollama, settings.vision_model
         )

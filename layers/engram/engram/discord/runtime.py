@@ -49,7 +49,15 @@ def build_discord(
             timeout=httpx.Timeout(120, connect=5),
             transport=guarded(None, "the chat model"),
         )
-    return DiscordMemory(DiscordCore(settings, engine.service, engine.queue, client, state, ollama))
+    core = DiscordCore(settings, engine.service, engine.queue, client, state, ollama)
+    if settings.chat_url:  # /ask on an OpenAI-compatible chat API instead of Ollama
+        core.chat = httpx.Client(
+            base_url=settings.chat_url.rstrip("/"),
+            headers={"authorization": f"Bearer {settings.chat_key}"} if settings.chat_key else {},
+            timeout=httpx.Timeout(120, connect=5),
+            transport=guarded(None, "the chat model"),
+        )
+    return DiscordMemory(core)
 
 
 _discord: ProcessSingleton[DiscordMemory] = ProcessSingleton(

@@ -9,8 +9,9 @@ async function api(method, path, body, raw) {
   const response = await fetch(path, { method, headers, body: raw ? body : body === undefined ? undefined : JSON.stringify(body) });
   if (response.status === 204) return null;
   const type = response.headers.get("content-type") || "";
-  const data = type.startsWith("application/json") ? await response.json() : await response.text();
-  if (!response.ok) throw new Error((data && data.error && data.error.message) || `HTTP ${response.status}`);
+  // application/json, and application/problem+json for every error (RFC 9457: `detail` says what went wrong)
+  const data = /^application\/([\w.-]+\+)?json/.test(type) ? await response.json() : await response.text();
+  if (!response.ok) throw new Error((data && (data.detail || (data.error && data.error.message))) || `HTTP ${response.status}`);
   return data;
 }
 
@@ -225,6 +226,39 @@ $("forget").onsubmit = async (event) => {
     const { deleted } = await api("DELETE", `/v1/bots/${encodeURIComponent(state.bot)}/users/${encodeURIComponent(user)}/memories`);
     notice(`Forgot ${user}: ${deleted.facts} facts, ${deleted.messages} messages, ${deleted.vectors} vectors deleted.`);
     await showMemories(false);
+  } catch (error) { notice(error.message, true); }
+};
+async function showKeys(user) {
+  // A user's keys for the proxy and /mcp (docs/mcp.md): ids and names, never the secrets
+  const list = $("keys");
+  list.replaceChildren();
+  const { keys } = await api("GET", `/v1/bots/${encodeURIComponent(state.bot)}/users/${encodeURIComponent(user)}/keys`);
+  for (const key of keys) {
+    const item = text("li", `${key.id} ${key.name || ""} (${when(key.createdAt)}) `);
+    const revoke = text("button", "Revoke", "danger");
+    revoke.onclick = async () => {
+      try {
+        await api("DELETE", `/v1/bots/${encodeURIComponent(state.bot)}/users/${encodeURIComponent(user)}/keys/${key.id}`);
+        notice(`Revoked ${key.id}: it opens nothing from now on.`);
+        await showKeys(user);
+      } catch (error) { notice(error.message, true); }
+    };
+    item.append(revoke);
+    list.append(item);
+  }
+  if (!keys.length) list.append(text("li", `${user} has no keys.`));
+}
+$("keys-form").onsubmit = async (event) => {
+  event.preventDefault();
+  const user = $("keys-user").value.trim();
+  try {
+    if (event.submitter && event.submitter.id === "mint-key") {
+      const minted = await api("POST", `/v1/bots/${encodeURIComponent(state.bot)}/users/${encodeURIComponent(user)}/keys`,
+        { name: $("keys-name").value.trim() || null });
+      $("minted").textContent = minted.key;
+      notice(`A key for ${user}: copy it now, it is shown this once.`);
+    }
+    await showKeys(user);
   } catch (error) { notice(error.message, true); }
 };
 $("settings").onsubmit = async (event) => {
