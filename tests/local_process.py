@@ -3,6 +3,7 @@ started again on the same data dir."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -27,6 +28,17 @@ def free_port() -> int:
 
 
 PORT_TAKEN = "address already in use"
+
+
+def logged_message(line: str) -> str:
+    """A log line's message: the stack logs JSON lines (Powertools' format), or plain ones with
+    ENGRAM_LOG_FORMAT=text."""
+    if line.startswith("{"):
+        try:
+            return str(json.loads(line).get("message", ""))
+        except ValueError:
+            return line
+    return line
 
 
 def answers_as_engram(port: int, headers: dict[str, str] | None = None) -> bool:
@@ -153,6 +165,7 @@ class Stack:
     def replayed(self) -> int:
         """How many queued jobs the last start found in the journal and queued again."""
         for line in reversed(self.read_log().splitlines()):
-            if "queued jobs from before the last stop" in line:
-                return int(line.split(" queued jobs")[0].rsplit(" ", 1)[-1])
+            said = logged_message(line)
+            if "queued jobs from before the last stop" in said:
+                return int(said.split(" queued jobs")[0].rsplit(" ", 1)[-1])
         return 0

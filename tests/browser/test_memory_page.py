@@ -312,3 +312,23 @@ def test_a_user_s_keys_are_minted_listed_and_revoked_on_the_page(page, stack):
     page.get_by_label("User whose keys").fill("bad name!")
     page.get_by_role("button", name="Keys", exact=True).click()
     expect(page.locator("#notice")).to_contain_text("userId")  # the API's problem detail, in words
+
+
+@pytest.mark.parametrize("docs", ["/docs", "/redoc"])
+def test_the_api_docs_render_offline_from_engram_alone(browser, stack, docs):
+    """Swagger UI and ReDoc render the document with every request answered by engram itself (the machine
+    has no route out, as many an operator's does not: a page that loads its script from a CDN is blank)."""
+    context = browser.new_context()
+    pg = context.new_page()
+    answered: set[str] = set()  # hosts something was loaded from
+    refused: list[str] = []  # why a request elsewhere did not go out
+    pg.on("response", lambda response: answered.add(response.url.split("/")[2]))
+    pg.on("requestfailed", lambda request: refused.append(f"{request.url} {request.failure}"))
+    pg.goto(stack.url + docs)
+    expect(pg.get_by_text("List Memories").filter(visible=True).first).to_be_visible()
+    pg.wait_for_load_state("networkidle")
+    context.close()
+    # ReDoc's bundle asks for Redocly's logo on its CDN: the page's Content-Security-Policy blocks it
+    assert answered == {stack.url.split("/")[2]}
+    # and not because this machine is offline: the page itself forbids it (Chromium says "csp")
+    assert all(r.endswith(" csp") for r in refused if stack.url not in r), refused

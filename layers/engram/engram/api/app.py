@@ -238,12 +238,19 @@ def add_docs_pages(app: FastAPI) -> None:
     from starlette.staticfiles import StaticFiles
 
     assets = Path(fastapi_offline.__file__).resolve().parent / "static"
+    # Nothing from another host, as a rule the browser keeps: ReDoc's bundle draws Redocly's logo from its
+    # CDN whatever the options (the image is simply left out: ReDoc hides it when it cannot load)
+    only_engram = {
+        "content-security-policy": "default-src 'self'; script-src 'self' 'unsafe-inline'; "
+        "style-src 'self' 'unsafe-inline'; img-src 'self' data:; worker-src 'self' blob:; "
+        "font-src 'self' data:"
+    }
     app.mount("/docs-assets", StaticFiles(directory=assets), name="docs-assets")
 
     @app.get("/docs", include_in_schema=False)
     def swagger_page(request: Request) -> HTMLResponse:
         root = request.scope.get("root_path", "")
-        return get_swagger_ui_html(
+        page = get_swagger_ui_html(
             openapi_url=f"{root}/openapi.json",
             title=f"{app.title} - Swagger UI",
             swagger_js_url=f"{root}/docs-assets/swagger-ui-bundle.js",
@@ -252,17 +259,21 @@ def add_docs_pages(app: FastAPI) -> None:
             # no validator badge: Swagger UI would load it from validator.swagger.io
             swagger_ui_parameters={"validatorUrl": None},
         )
+        page.headers.update(only_engram)
+        return page
 
     @app.get("/redoc", include_in_schema=False)
     def redoc_page(request: Request) -> HTMLResponse:
         root = request.scope.get("root_path", "")
-        return get_redoc_html(
+        page = get_redoc_html(
             openapi_url=f"{root}/openapi.json",
             title=f"{app.title} - ReDoc",
             redoc_js_url=f"{root}/docs-assets/redoc.standalone.js",
             redoc_favicon_url=f"{root}/favicon.ico",
             with_google_fonts=False,
         )
+        page.headers.update(only_engram)
+        return page
 
 
 def create_app(
