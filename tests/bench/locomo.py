@@ -82,16 +82,20 @@ def score(conversations: list[Conversation], found: dict[str, list[list[str]]]) 
     per_k = {k: [] for k in KS}
     all_hit = []
     by_cat: dict[int, list[float]] = {c: [] for c in CATEGORIES}
+    multi: list[float] = []  # questions whose evidence is two turns or more
     for conv in conversations:
         for q, top in zip(conv.questions, found[conv.sample_id], strict=False):
             for k in KS:
                 per_k[k].append(len(q.evidence & set(top[:k])) / len(q.evidence))
             all_hit.append(float(q.evidence <= set(top[:10])))
             by_cat[q.category].append(len(q.evidence & set(top[:10])) / len(q.evidence))
+            if len(q.evidence) >= 2:
+                multi.append(len(q.evidence & set(top[:10])) / len(q.evidence))
     return {
         "questions": len(all_hit),
         **{f"R@{k}": round(statistics.fmean(v), 4) for k, v in per_k.items()},
         "all@10": round(statistics.fmean(all_hit), 4),
+        "R@10 multi-evidence": round(statistics.fmean(multi), 4) if multi else None,
         "R@10 by category": {CATEGORIES[c]: round(statistics.fmean(v), 4) for c, v in by_cat.items() if v},
     }
 

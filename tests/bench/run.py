@@ -1004,6 +1004,15 @@ def table(results: dict) -> str:
                 f"{r['4 concurrent']['p95_ms']} ms ({r['4 concurrent']['queries/s']}/s); "
                 f"batched {r['batched texts/s']} texts/s"
             )
+    if results.get("write to searchable"):
+        lines.append(
+            "Write to searchable, warm local stack (from the 201; a question sharing no word: meaning)"
+        )
+        for name, v in results["write to searchable"].items():
+            lines.append(
+                f"  {name:<44} p50 {v['p50_ms']} / p95 {v['p95_ms']} ms (max {v['max_ms']}, n={v['n']}"
+                f", never {v['never (10 s)']})"
+            )
     for section in ("throughput", "footprint"):
         if results.get(section):
             lines.append(section.capitalize())
@@ -1033,15 +1042,18 @@ def leave_out_lines(name: str, lo: dict) -> list[str]:
     lines = [
         f"LoCoMo {name}, {lo.get('embedder', 'all-minilm-l6-v2')} "
         "(settings chosen on 4 conversations, R@10 on the 5th, every split; kept: up on >= 4 of 5)",
-        f"  {'step':<52}{'messages':>10}{'facts':>8}  95% interval messages / facts   splits up  kept",
+        f"  {'step':<52}{'messages':>10}{'facts':>8}  95% interval messages / facts   splits up  kept"
+        "  multi-evidence m / f",
     ]
     for st in lo["steps"]:
         m, f = st["message"], st["fact"]
         interval = "R@10 95% interval (bootstrap over conversations)"
+        multi = "R@10 multi-evidence"
         lines.append(
             f"  {st['step']:<52}{m['R@10']:>10.3f}{f['R@10']:>8.3f}  "
             f"{m[interval][0]:.3f}-{m[interval][1]:.3f} / {f[interval][0]:.3f}-{f[interval][1]:.3f}"
             f"{st.get('splits improved', 0):>11}{'  yes' if st['kept'] else '  no'}"
+            f"  {m.get(multi) or 0:.3f} / {f.get(multi) or 0:.3f}"
         )
     lines.append(f"  chosen on all five: {lo['chosen on all five']}")
     lines.append(
@@ -1117,6 +1129,9 @@ def main() -> None:
         results["throughput"]["backfilled messages until every vector"] = bench_backfill_vectors(
             stack, 500 if args.quick else 10_000
         )
+        from tests.bench.searchable import measure as bench_searchable
+
+        results["write to searchable"] = bench_searchable(stack.url, KEY, rounds=1 if args.quick else 3)
     finally:
         stack.stop()
         upstream.stop()

@@ -1,6 +1,7 @@
 """The Memory API over real HTTP on the real local stack, with the real MiniLM embedder."""
 
 import json
+import time
 import uuid
 
 import httpx
@@ -9,6 +10,7 @@ import pytest
 from engram.store.keys import bot_of
 from engram.vectors import Scope
 from tests.integration.conftest import KEY
+from tests.support import wait_until
 
 
 @pytest.fixture
@@ -279,3 +281,19 @@ def test_pages_of_newest_first_and_the_bots(api):
     assert api.get("/v1/bots/pages/memories", params={"before": "yesterday"}).status_code == 400
     assert "pages" in api.get("/v1/bots").json()["bots"]
     assert httpx.get(str(api.base_url.join("/v1/bots"))).status_code == 401
+
+
+def test_new_facts_are_found_by_meaning_a_second_after_their_201(api, bot):
+    """Six facts one after another, as a turn's extraction writes them; a second after the last 201 each is
+    found by a question that shares no word with it (so meaning found it), its search saying so."""
+    from tests.bench.searchable import PAIRS
+
+    assert wait_until(lambda: api.get("/healthz").json()["embedderWarm"], timeout_s=120)  # a warm stack
+    for i, (fact, _) in enumerate(PAIRS[:6]):
+        assert add(api, bot, fact, userId=f"reader-{i}").status_code == 201
+    time.sleep(1)
+    for i, (fact, question) in enumerate(PAIRS[:6]):
+        answer = api.get(
+            f"/v1/bots/{bot}/memories", params={"query": question, "userId": f"reader-{i}"}
+        ).json()
+        assert answer["meaning"] is True and [m["text"] for m in answer["memories"]] == [fact], question
