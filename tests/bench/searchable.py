@@ -73,12 +73,12 @@ def measure(url: str, key: str, rounds: int = 2) -> dict:
             single_meaning.append(_found_after(api, bot, user, question, written, words=False))
         for start in range(0, len(PAIRS), 6):
             group = PAIRS[start : start + 6]
-            written = []
+            added: list[tuple[str, float]] = []  # (user, when its 201 came)
             for i, (fact, _) in enumerate(group):
                 user = f"six-{r}-{start + i}"
                 api.post(f"/v1/bots/{bot}/memories", json={"text": fact, "userId": user}).raise_for_status()
-                written.append((user, time.monotonic()))
-            for (user, at), (_, question) in zip(written, group, strict=True):
+                added.append((user, time.monotonic()))
+            for (user, at), (_, question) in zip(added, group, strict=True):
                 six_meaning.append(_found_after(api, bot, user, question, at, words=False))
     return {
         "single add, found by words": _figures(single_words),
