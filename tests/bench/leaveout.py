@@ -139,13 +139,15 @@ def records_of(conv: Conversation, kind: str, settings, first_id: int) -> list:
     from engram.store import Record
 
     bot = f"locomo-{conv.sample_id}"
-    out, previous_turn, previous_fact = [], None, {}
+    out, previous_turn, previous_fact = [], (None, None), {}
     for i, t in enumerate(conv.turns):
         user = speaker_id(t.speaker)
+        context_author = None
         if kind == "message":
             created = int(t.created_at.timestamp() * 1000) + i  # a session's turns in order
-            context = previous_turn
-            previous_turn = t.text[:MAX_CONTEXT_CHARS]
+            # the message before it in the thread, and whose it is (as the service stores a thread's)
+            context, context_author = previous_turn
+            previous_turn = (t.text[:MAX_CONTEXT_CHARS], user)
         else:
             created = FACTS_START_MS + i * 1000
             # MemoryService._fact_context: the author's previous fact in the scope, if recent enough
@@ -166,6 +168,7 @@ def records_of(conv: Conversation, kind: str, settings, first_id: int) -> list:
                 source_id=t.dia_id,
                 thread=conv.sample_id if kind == "message" else None,
                 context=context,
+                context_author=context_author,
             )
         )
     return out
@@ -242,6 +245,7 @@ TODAY = dict(
     window_turns=0,
     words_window=0.0,
     meaning_window=0.0,
+    name_weight=0.0,
 )
 
 # Each change is a family of candidate values, the first "off", on a grid fixed here before it is run.
@@ -272,7 +276,23 @@ STEPS: list[tuple[str, dict[str, list]]] = [
     # the window's meaning: the mean of the neighbours' stored vectors mixed into each point's (screened
     # before a fourth search leg is built)
     ("window meaning mixed in", {"meaning_window": [0.0, 0.25, 0.5]}),
+    # issue 48: the authors a question names (by a name, a nickname the thread calls them, another
+    # spelling) have their memories moved up among the best 30
+    ("people by their names", {"name_weight": [0.0, 0.25, 0.5, 1.0]}),
 ]
+
+# Each leg and setting of the shipped retrieval, and what turns it off: `make bench` scores the shipped
+# settings without each one on all five conversations (what each contributes, issue 48)
+LEGS: dict[str, dict[str, Any]] = {
+    "the words leg": {"words_weight": 0.0, "feedback_docs": 0},
+    "the meaning leg": {"dense_weight": 0.0, "feedback_docs": 0},
+    "window words": {"words_window": 0.0},
+    "window meaning": {"meaning_window": 0.0},
+    "the previous-turn context": {"words_context": 0.0, "dense_context": 0.0},
+    "meaning feedback": {"feedback_docs": 0},
+    "people by their names": {"name_weight": 0.0},
+    "a fact's context (its author's previous fact)": {"fact_context_minutes": 0.0},
+}
 KEEP_SPLITS = 4
 BOOTSTRAP = 2000
 KINDS = ("message", "fact")
@@ -338,6 +358,33 @@ def leave_out(conversations, found: dict[str, dict[tuple, dict]], configs: list[
         row["R@10 95% interval (bootstrap over conversations)"] = bootstrap(splits)
         out[kind] = row
     out["chosen per split"] = chosen
+    return out
+
+
+def contributions(conversations, found, shipped: dict, without: dict[str, dict]) -> dict:
+    """Per leg: R@10 (messages, facts) of the shipped settings less what that leg adds, and in how many of the
+    conversations the leg helps (the mean of messages and facts is higher with it)."""
+
+    def per_conversation(cfg):
+        return [
+            statistics.fmean(
+                statistics.fmean(recall_at(c, found[kind][key(cfg)][c.sample_id])) for kind in KINDS
+            )
+            for c in conversations
+        ]
+
+    def overall(cfg):
+        return {kind: score(conversations, found[kind][key(cfg)])["R@10"] for kind in KINDS}
+
+    with_all, base = overall(shipped), per_conversation(shipped)
+    out = {}
+    for leg, cfg in without.items():
+        less = overall(cfg)
+        out[leg] = {
+            "adds (messages, facts)": [round(with_all[k] - less[k], 4) for k in KINDS],
+            "helps in (conversations)": sum(a > b for a, b in zip(base, per_conversation(cfg), strict=True)),
+            "hurts in (conversations)": sum(a < b for a, b in zip(base, per_conversation(cfg), strict=True)),
+        }
     return out
 
 
@@ -457,7 +504,9 @@ def run(conversations=None, embedder=None, steps=STEPS, log=print) -> dict:
             "meaning": {**best, **off, "words_weight": 0.0},
             "words": {**best, **off, "dense_weight": 0.0},
         }
-        evaluate_all([shipped, *alone.values()])
+        without = {leg: normal({**shipped, **off_}) for leg, off_ in LEGS.items()}
+        without = {leg: cfg for leg, cfg in without.items() if key(cfg) != key(shipped)}  # legs that are on
+        evaluate_all([shipped, *alone.values(), *without.values()])
         facts = builds[("fact", *(shipped[k] for k in INDEX_SIDE))]
         # the build may have answered another query-side setting last
         facts.retrieval = facts.reads.retrieval = Retrieval()
@@ -471,6 +520,9 @@ def run(conversations=None, embedder=None, steps=STEPS, log=print) -> dict:
                 side: {kind: score(conversations, found[kind][key(cfg)])["R@10"] for kind in KINDS}
                 for side, cfg in alone.items()
             },
+            "each leg's contribution (shipped settings, all five)": contributions(
+                conversations, found, shipped, without
+            ),
             "embedder": cached.model,
             "shipped on all five (dev figure, not a leave-out one)": {
                 kind: score(conversations, found[kind][key(shipped)])["R@10"] for kind in KINDS

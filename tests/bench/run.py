@@ -1064,6 +1064,16 @@ def leave_out_lines(name: str, lo: dict) -> list[str]:
         lines.append(
             f"  each side alone (all five): {lo['each side alone, settings kept (R@10 on all five)']}"
         )
+    legs = lo.get("each leg's contribution (shipped settings, all five)") or {}
+    if legs:
+        lines.append("  each leg's contribution: shipped R@10 less shipped without it (all five)")
+        lines.append(f"    {'leg':<48}{'messages':>10}{'facts':>8}   helps / hurts in (conversations)")
+        for leg, row in legs.items():
+            m, f = row["adds (messages, facts)"]
+            lines.append(
+                f"    {leg:<48}{m:>+10.3f}{f:>+8.3f}   "
+                f"{row['helps in (conversations)']} / {row['hurts in (conversations)']}"
+            )
     lines.append(
         "  MEMORY_RECALL_MODE on the facts (6 memories, 4,000 chars): share of the evidence the model is told"
     )

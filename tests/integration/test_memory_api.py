@@ -297,3 +297,42 @@ def test_new_facts_are_found_by_meaning_a_second_after_their_201(api, bot):
             f"/v1/bots/{bot}/memories", params={"query": question, "userId": f"reader-{i}"}
         ).json()
         assert answer["meaning"] is True and [m["text"] for m in answer["memories"]] == [fact], question
+
+
+def test_a_question_naming_someone_by_what_the_thread_calls_them_finds_their_messages_first(api, bot):
+    """Discord-like messages: ids that are not names, each author's names in its content, no name in any
+    text but the greeting that calls Melanie "Mel". A question about Mel's class finds Melanie's message
+    first, above Caroline's, which has more of the question's words; naming no one leaves the order to the
+    words."""
+    people = {
+        "81234567": {"author": "melanie_p", "displayName": "Melanie"},
+        "99887766": {"author": "caro.b", "displayName": "Caroline", "nick": "Caro"},
+    }
+    said = [
+        ("81234567", "I signed up for a class on Thursdays"),
+        ("99887766", "Hey Mel! Fun, my pottery class on Thursdays is the best part of my week"),
+        ("81234567", "Nice, what do you make there?"),
+    ]
+    batch = {
+        "messages": [
+            {
+                "id": f"names-{i}",
+                "text": text,
+                "userId": user,
+                "threadId": "general",
+                "createdAt": f"2026-03-0{i + 1}T10:00:00Z",
+                "content": people[user],
+            }
+            for i, (user, text) in enumerate(said)
+        ]
+    }
+    assert api.post(f"/v1/bots/{bot}/messages", json=batch).status_code in (200, 201)
+
+    def first(question: str) -> str:
+        found = api.get(f"/v1/bots/{bot}/memories", params={"query": question, "kind": "message"}).json()
+        return found["memories"][0]["text"]
+
+    assert first("When is the pottery class on Thursdays?") == said[1][1]  # the words' choice
+    assert first("When is Mel's pottery class on Thursdays?") == said[0][1]  # hers, by what she is called
+    assert first("When is Melanie's pottery class on Thursdays?") == said[0][1]  # by her display name
+    assert first("When is Caro's pottery class on Thursdays?") == said[1][1]  # by a server nickname

@@ -10,6 +10,25 @@ from engram.errors import InvalidInput, NotFound, Unavailable
 from engram.vectors import Scope
 
 
+def with_contexts(service):
+    """The same stores and index, with contexts counting as they did before issue 48 (off by default now:
+    beside windows they were worth ~0 on the leave-out): a fact's context its author's fact of the last 30
+    minutes, a context's words at 0.3 and its meaning at 0.5."""
+    from dataclasses import replace
+
+    from engram.retrieval import DEFAULT
+    from engram.service import MemoryService
+
+    return MemoryService(
+        records=service.records,
+        state=service.state,
+        index=service.index,
+        embedder=service.indexer.embedder,
+        queue=service.queue,
+        retrieval=replace(DEFAULT, words_context=0.3, dense_context=0.5, fact_context_minutes=30.0),
+    )
+
+
 def test_add_then_list_newest_first(service):
     a, created_a = service.add_fact("bot1", "The owner drinks green tea.")
     b, created_b = service.add_fact("bot1", "The owner has a dog named Rex.")
@@ -125,7 +144,14 @@ def test_scope_filters_hold_on_hybrid_queries(service):
     assert [m.id for m in service.list("bot1", user="bob")] == [b.id]
 
 
+def test_facts_stand_alone_by_default(service):
+    first, _ = service.add_fact("bot1", "I went to a support group yesterday.", user="caroline")
+    second, _ = service.add_fact("bot1", "It was really powerful.", user="caroline")
+    assert [service.records.get("bot1", m.id).context for m in (first, second)] == [None, None]
+
+
 def test_a_fact_carries_its_author_s_previous_fact_as_context_when_recent(service):
+    service = with_contexts(service)
     first, _ = service.add_fact("bot1", "Caroline: I went to a support group yesterday.", user="caroline")
     second, _ = service.add_fact("bot1", "Caroline: It was really powerful.", user="caroline")
     other, _ = service.add_fact("bot1", "Melanie: That sounds great.", user="melanie")
@@ -216,6 +242,7 @@ def test_bad_messages_are_refused(kwargs):
 def test_thread_context_comes_from_the_previous_message_even_across_batches(service):
     from engram.service import ChatMessage
 
+    service = with_contexts(service)
     first = [
         ChatMessage(source_id="a2", text="Yes, a sunrise over the lake.", thread="c1", created_at=2000),
         ChatMessage(source_id="a1", text="Did you paint anything lately?", thread="c1", created_at=1000),

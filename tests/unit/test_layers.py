@@ -183,6 +183,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "engram.domain",
             "engram.jobs",
             "engram.retrieval",
+            "engram.names",
             "engram.relevance",
             "engram.words",
             "engram.vectors",

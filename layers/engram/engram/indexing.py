@@ -102,12 +102,12 @@ class Indexer:
         return True
 
     def dense_vectors(self, records: list[Record], wait: bool = True) -> dict[int, list[float]]:
-        """Each record's dense vector: its own text's embedding, mixed with its conversation context's
-        (a chat reply means little without what it answers). One batched embed call; None texts skipped."""
+        """Each record's dense vector: its own text's embedding, mixed with its conversation context's when
+        that counts (`dense_context`). One batched embed call; None texts skipped."""
         own = {int(r.id): self.vector_text(r) for r in records}
-        context = {
-            int(r.id): r.context[: self.message_vector_chars] for r in records if r.context and own[int(r.id)]
-        }
+        # a context counts in meaning only at a weight: at 0 its text is not embedded at all
+        mixed = [r for r in records if r.context and own[int(r.id)]] if self.retrieval.dense_context else []
+        context = {int(r.id): str(r.context)[: self.message_vector_chars] for r in mixed}
         texts = list(dict.fromkeys([t for t in own.values() if t] + list(context.values())))
         vectors = self.embed(texts, wait)
         name = self.dense_name

@@ -22,6 +22,7 @@ from .domain import (
 )
 from .errors import IndexUnavailable, InvalidInput, NotFound
 from .indexing import Indexer
+from .names import favour_named
 from .observability import timed
 from .parts import MemoryParts
 from .record import Listing, drew_on
@@ -202,19 +203,22 @@ class MemoryReads:
         )
         return self.recall(scope, query, check_limit(limit), check_min_score(min_score))
 
-    def recall(self, scope: Scope, query: str, k: int, min_score: float = 0.0) -> Found:
+    def recall(
+        self, scope: Scope, query: str, k: int, min_score: float = 0.0, asker: str | None = None
+    ) -> Found:
         """The top-k memories of a scope for a query: one embed, one vector query; each scored by how
         relevant it is (engram.relevance), and those under `min_score` left out. A search never waits for a
-        model to load: until it is warm, words alone answer (`Found.meaning` says which)."""
+        model to load: until it is warm, words alone answer (`Found.meaning` says which). `asker`: who asks,
+        whose memories a question about itself ("what did I say") favours (engram.names)."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query is empty")
         check_text("query", query)
-        found = self._recall(scope, query, k)
+        found = self._recall(scope, query, k, asker)
         kept = Found(m for m in found if (m.score or 0.0) >= min_score)
         kept.meaning = found.meaning
         return kept
 
-    def _recall(self, scope: Scope, query: str, k: int) -> Found:
+    def _recall(self, scope: Scope, query: str, k: int, asker: str | None) -> Found:
         scope = replace(scope, alive_at=now_ms())  # what expired is not among the top k
         words = self.words.query(query)
         dense = None
@@ -227,7 +231,11 @@ class MemoryReads:
             with timed("vector-query"):
                 settings = self.retrieval
                 moving = bool(settings.feedback_docs and settings.feedback_dense and dense)
-                first = Query(words, dense, max(k, settings.feedback_min_hits), fusion, with_vector=moving)
+                # names are read from the hits: a named author's memories below the k-th can move up
+                depth = max(k, settings.name_depth) if settings.name_weight else k
+                first = Query(
+                    words, dense, max(depth, settings.feedback_min_hits), fusion, with_vector=moving
+                )
                 hits = self.index.search(scope, first)
                 # a hit's relevance is its cosine with the query asked, not with the one feedback moves
                 cosines = {h.id: h.cosine for h in hits}
@@ -237,12 +245,13 @@ class MemoryReads:
                     more_words = feedback_query(words, hits, settings) if words.indices else None
                     more_dense = feedback_vector(dense, hits, settings)
                     if more_words is not None or more_dense is not None:
-                        again = Query(more_words or words, more_dense or dense, k, fusion)
+                        again = Query(more_words or words, more_dense or dense, depth, fusion)
                         hits = [
                             replace(h, cosine=cosines.get(h.id, h.cosine) if more_dense else h.cosine)
                             for h in self.index.search(scope, again)
                         ]
-            hits = hits[:k]  # the index ranks equal scores by id: the same question, the same answer
+            hits = favour_named(hits, query, settings.name_weight, asker)[:k]
+            # (the index ranks equal scores by id: the same question, the same answer)
         except IndexUnavailable as exc:
             self.indexer.failed(exc.message)
             log.warning("index unavailable, searching records by words: %s", exc.message)

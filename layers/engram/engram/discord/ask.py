@@ -242,6 +242,7 @@ class Ask:
             job.prompt,
             k * 5,
             self.settings.min_score,
+            asker=job.user,
         )
         channels: set[str] = set()
         parents: dict[str, str] = {}

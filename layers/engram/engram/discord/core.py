@@ -362,7 +362,8 @@ class DiscordCore:
 
     def content_of(self, guild: str, channel: str, message: Message) -> dict[str, Any]:
         # No roles: a message read over REST carries no member object (resources/message.mdx: `member` only
-        # on Gateway events), so there is nothing true to store. A reply keeps which message it answers and
+        # on Gateway events), so there is nothing true to store; a Gateway message's member gives the
+        # author's server nickname. A reply keeps which message it answers and
         # whose it was — ids only, never that message's text, which is someone else's words.
         author = message.author
         content: dict[str, Any] = {
@@ -381,6 +382,8 @@ class DiscordCore:
             content["parentId"] = parent
         if self.channels.is_private(channel):
             content["privateThread"] = True
+        if message.member and message.member.nick:  # their server nickname: a name questions may use
+            content["nick"] = message.member.nick
         if message.replied_id:
             content["replyTo"] = {"messageId": message.replied_id, "authorId": message.replied_author}
         return content

@@ -74,6 +74,9 @@ class Message(BaseModel):
     interaction_metadata: InteractionMetadata | None = None
     interaction: InteractionMetadata | None = None
     mentions: list[User] = Field(default_factory=list)
+    # topics/gateway-events.mdx, Message Create's extra fields: the author as a (partial) member of the
+    # server — their nickname there; a message read over REST has none
+    member: Member | None = None
     flags: int = 0
     # a forward's copy of the message it forwards; a poll; stickers (no words of their own)
     message_snapshots: list[dict[str, Any]] = Field(default_factory=list)
@@ -221,11 +224,12 @@ class Role(BaseModel):
 
 
 class Member(BaseModel):
-    """resources/guild.mdx, Guild Member Object: the roles a member holds."""
+    """resources/guild.mdx, Guild Member Object: the roles a member holds, and their server nickname."""
 
     model_config = _KEEP
     roles: list[str] = Field(default_factory=list)
     user: User | None = None
+    nick: str | None = None
 
 
 class PartialGuild(BaseModel):

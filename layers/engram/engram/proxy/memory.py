@@ -204,13 +204,16 @@ class ChatMemory:
         k = self.settings.recall_limit
 
         def load() -> list[Memory]:
-            found = self.service.recall(scope, query, k * 2 if boost else k, self.settings.recall_min_score)
+            found = self.service.recall(
+                scope, query, k * 2 if boost else k, self.settings.recall_min_score, asker=turn.user
+            )
             if boost:
                 top = max((m.score or 0) for m in found) if found else 0
                 found.sort(key=lambda m: -((m.score or 0) + (top if m.project == boost else 0)))
             return found[:k]
 
-        return self._cached((scope, boost, query), {turn.user}, load)
+        # the asker is in the key: in a shared project "what did I ..." favours each asker's own
+        return self._cached((scope, boost, query, turn.user), {turn.user}, load)
 
     def newest(self, turn: Turn) -> list[Memory]:
         """The newest memories this turn may recall (cached like a recall, dropped after a write)."""

@@ -1,0 +1,190 @@
+"""People by the names they go by: which authors a question names, and favouring their memories.
+
+A question about a person is answered by what that person said (on the LoCoMo dev five, 96 % of the
+evidence of a question naming one speaker is that speaker's turns), but a chat message rarely carries its
+author's name in its words, and people are named by more than one name: a Discord username, a display name,
+a server nickname, what the others in the thread call them ("Hey Mel!"), a spelling of their own.
+
+Nothing here is stored on its own: a memory's author names come from what its record already holds (its
+user id when that is a name, the source's author names in its content), and a nickname from the turns that
+address someone by it (the addressee is the author of the turn it answers: its context's author). So the
+names are read from the hits of a search, and they go with the memories: a forget that deletes a person's
+memories deletes every name engram knows them by, and no other store holds one.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from rapidfuzz.distance import OSA
+
+from .vectors import Hit
+from .words import STOPWORDS
+
+# The author names a source puts in a message's content: Discord's username, display name and server
+# nickname (engram.discord.core.content_of), and the `name` / `authorName` an API caller may give.
+CONTENT_NAMES = ("author", "displayName", "nick", "name", "authorName")
+
+_LETTERS = re.compile(r"[^\W\d_]+")
+# A pasted or exported chat line's speaker label ("Caroline: ..."): the words after it are the turn's own
+_LABEL = re.compile(r"^\s*[^\W\d_][\w .'-]{0,40}:\s+")
+# The ways a turn addresses someone by name: after a greeting or thanks at its start ("Hey Mel!", "Thanks,
+# Jo."), or at its end after a comma ("See you soon, Mel!"). Only a capitalised word counts as a name.
+_GREETING = (
+    r"(?i:hey+|hi+|hello|hiya|yo|howdy|morning|good morning|evening|good evening|good night|night|"
+    r"thanks|thank you|thx|ty|congrats|congratulations|wow|aw+|oh|ah|sorry|bye|welcome|dear|"
+    r"happy birthday|cheers|love you|miss you)"
+)
+_NAME = r"(?P<name>[^\W\d_a-z][^\W\d_]+)"
+_AT_START = re.compile(rf"^{_GREETING}[,!.]*\s+{_NAME}\b")
+_AT_END = re.compile(rf",\s*{_NAME}\s*[!.?:)]*\s*$")
+# Capitalised words a greeting is followed by that are not anyone's name
+_NOT_NAMES = frozenset(
+    (
+        "all",
+        "everyone",
+        "everybody",
+        "guys",
+        "folks",
+        "friend",
+        "friends",
+        "buddy",
+        "dude",
+        "man",
+        "mate",
+        "pal",
+        "bro",
+        "sis",
+        "girl",
+        "girls",
+        "boys",
+        "babe",
+        "baby",
+        "honey",
+        "sweetie",
+        "love",
+        "dear",
+        "there",
+        "again",
+        "so",
+        "just",
+        "much",
+        "too",
+        "mom",
+        "mum",
+        "dad",
+        "sir",
+        "madam",
+        "team",
+    )
+)
+
+
+def name_tokens(text: str) -> list[str]:
+    """A name's (or a text's) words as names are compared: letters only, case and accents folded
+    ("Zoë_99" -> ["zoe"])."""
+    plain = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    return [w for w in _LETTERS.findall(plain.casefold()) if len(w) >= 2]
+
+
+def author_names(payload: Mapping[str, Any]) -> set[str]:
+    """The names a hit's author goes by, from its payload: the user id when it is a name (a Discord
+    snowflake or a database id has digits and is not), and the author names its content carries."""
+    names: set[str] = set()
+    user = payload.get("user")
+    if isinstance(user, str) and not any(c.isdigit() for c in user):
+        names.update(name_tokens(user))
+    content = payload.get("content")
+    if isinstance(content, Mapping):
+        for field in CONTENT_NAMES:
+            value = content.get(field)
+            if isinstance(value, str):
+                names.update(name_tokens(value))
+    return names - STOPWORDS
+
+
+def addressed_as(text: str) -> str | None:
+    """The name a turn addresses someone by ("Hey Mel!" -> "mel"), or None."""
+    body = _LABEL.sub("", text, count=1)
+    found = _AT_START.search(body) or _AT_END.search(body)
+    if not found:
+        return None
+    name = found.group("name").casefold()
+    plain = name_tokens(name)
+    return plain[0] if plain and name not in STOPWORDS and name not in _NOT_NAMES else None
+
+
+def directory(hits: Iterable[Hit]) -> dict[str, set[str]]:
+    """Each author's names, as far as these hits tell: their own names, and the names turns answering them
+    call them by (a turn's addressee is the author of the turn it follows, when that is someone else)."""
+    names: dict[str, set[str]] = {}
+    for hit in hits:
+        user = hit.payload.get("user")
+        if isinstance(user, str):
+            names.setdefault(user, set()).update(author_names(hit.payload))
+        addressee = hit.payload.get("contextUser")
+        if isinstance(addressee, str) and addressee != user:
+            called = addressed_as(str(hit.payload.get("text", "")))
+            if called:
+                names.setdefault(addressee, set()).add(called)
+    return names
+
+
+def _similar(asked: str, name: str) -> bool:
+    """Another spelling of a name (one edit, two for long names, the first letter kept), or its short form
+    ("Mel" for Melanie)."""
+    edits = 1 if max(len(asked), len(name)) < 8 else 2
+    if len(asked) >= 4 and len(name) >= 4 and asked[0] == name[0] and OSA.distance(asked, name) <= edits:
+        return True
+    return len(asked) >= 3 and len(name) > len(asked) and name.startswith(asked)
+
+
+def named_authors(query: str, names: Mapping[str, set[str]]) -> set[str]:
+    """The authors a question names: a word of it that is one of their names, or (no author having that
+    very name, and the word written as a name is, capitalised) another spelling or a short form of one:
+    "join" is not John, "Jon" may be."""
+    capitalised = {w.casefold() for w in re.findall(r"\b[^\W\d_a-z][^\W\d_]*", query)}
+    asked = [w for w in dict.fromkeys(name_tokens(query)) if w not in STOPWORDS]
+    out: set[str] = set()
+    for word in asked:
+        out |= _whose(word, names, word in capitalised)
+    return out
+
+
+def _whose(word: str, names: Mapping[str, set[str]], capitalised: bool) -> set[str]:
+    """The authors one word of a question names."""
+    exact = {user for user, theirs in names.items() if word in theirs}
+    if exact or not capitalised:
+        return exact
+    return {user for user, theirs in names.items() if any(_similar(word, name) for name in theirs)}
+
+
+# A question about the asker themselves ("what did I say about ...", "my sister's name")
+_FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself|i'm|i've|i'd|i'll)\b", re.IGNORECASE)
+
+
+def favour_named(hits: Sequence[Hit], query: str, weight: float, asker: str | None = None) -> list[Hit]:
+    """The hits with those of the authors the question names moved up — and the asker's, when it is
+    known and the question speaks of itself ("I", "my") — each by `weight` times the best hit's score (0:
+    nothing moves). A question naming every author among them, or none, changes nothing."""
+    named = _favoured(hits, query, asker) if weight and len(hits) > 1 else set()
+    if not named:
+        return list(hits)
+    lift = weight * max(h.score for h in hits)
+    moved = [replace(h, score=h.score + lift) if h.payload.get("user") in named else h for h in hits]
+    order = {h.id: n for n, h in enumerate(hits)}
+    return sorted(moved, key=lambda h: (-h.score, order[h.id]))
+
+
+def _favoured(hits: Sequence[Hit], query: str, asker: str | None) -> set[str]:
+    """Whose hits a question favours: the authors it names, and the asker when it speaks of itself; none
+    when that is everyone among the hits (nothing would move)."""
+    named = named_authors(query, directory(hits))
+    if asker and _FIRST_PERSON.search(query):
+        named.add(asker)
+    authors = {h.payload.get("user") for h in hits}
+    return set() if authors <= named else named

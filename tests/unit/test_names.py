@@ -1,0 +1,96 @@
+"""People by the names they go by (engram.names): which authors a question names — by a name of theirs, a
+nickname the others call them, another spelling — and how far their memories move up."""
+
+from __future__ import annotations
+
+import pytest
+
+from engram.names import addressed_as, author_names, directory, favour_named, named_authors
+from engram.vectors import Hit
+
+
+def hit(i: int, score: float, user: str, text: str = "", **payload) -> Hit:
+    return Hit(i, score, {"user": user, "text": text, **payload})
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("Hey Mel! How was the concert?", "mel"),
+        ("Caroline: Hi Mel, long time", "mel"),  # a chat line's speaker label is not the addressee
+        ("Thanks, Jo.", "jo"),
+        ("See you on Friday, Zoë!", "zoe"),
+        ("Good morning Sam :)", "sam"),
+        ("Hey there!", None),
+        ("Hi everyone, who is in?", None),
+        ("Wow, that is great", None),
+        ("hey mel", None),  # a name is written as one: a lower-case word could be anything
+        ("I went hiking, Tuesday was lovely", None),
+    ],
+)
+def test_a_turn_addresses_someone_by_the_name_after_a_greeting_or_its_last_comma(text, name):
+    assert addressed_as(text) == name
+
+
+def test_an_authors_names_are_their_user_id_when_it_is_a_name_and_the_names_their_source_gave():
+    discord = {
+        "user": "81234567890123456",
+        "content": {"author": "cool_bob99", "displayName": "Bob", "nick": "Bobby"},
+    }
+    assert author_names(discord) == {"cool", "bob", "bobby"}  # a snowflake is not a name
+    assert author_names({"user": "Caroline"}) == {"caroline"}
+    assert author_names({"user": "65f1c0ffee0ddba11ad5e1e7"}) == set()  # LibreChat's database id
+    assert author_names({"user": "ana", "content": {"author": 12}}) == {"ana"}  # not text: no name
+
+
+def test_the_names_a_thread_calls_someone_are_learned_from_the_turns_that_answer_them():
+    hits = [
+        hit(1, 1.0, "Melanie", "I painted a sunrise last week"),
+        hit(2, 0.9, "Caroline", "Hey Mel! That sounds lovely", contextUser="Melanie"),
+        hit(3, 0.8, "Caroline", "Thanks, Caroline!", contextUser="Caroline"),  # no one calls themselves
+    ]
+    assert directory(hits) == {"Melanie": {"melanie", "mel"}, "Caroline": {"caroline"}}
+
+
+NAMES = {"Melanie": {"melanie", "mel"}, "Caroline": {"caroline"}, "John": {"john"}, "Jon": {"jon"}}
+
+
+@pytest.mark.parametrize(
+    ("question", "named"),
+    [
+        ("What did Melanie paint?", {"Melanie"}),
+        ("what did melanie paint", {"Melanie"}),  # a name is a name in lower case too
+        ("What did Mel paint?", {"Melanie"}),  # what the thread calls her
+        ("When did Carolin move?", {"Caroline"}),  # another spelling
+        ("When did Caro move?", {"Caroline"}),  # a short form, written as a name
+        ("What car did Melanie buy?", {"Melanie"}),  # "car" is not Caroline: not written as a name
+        ("Where did Jon go?", {"Jon"}),  # a name someone has exactly is theirs alone
+        ("When did Melanie join the club?", {"Melanie"}),  # "join" is not John
+        ("Did Caroline and Melanie meet?", {"Caroline", "Melanie"}),
+        ("What is the weather like?", set()),
+    ],
+)
+def test_a_question_names_the_authors_whose_names_it_has(question, named):
+    assert named_authors(question, NAMES) == named
+
+
+def test_a_named_authors_memories_move_up_by_the_weight_of_the_best_score():
+    hits = [
+        hit(1, 1.0, "Caroline", "I went to a pottery class"),
+        hit(2, 0.9, "Caroline", "The class was fun"),
+        hit(3, 0.5, "Melanie", "I went to a painting class"),
+    ]
+    assert [h.id for h in favour_named(hits, "What class did Melanie go to?", 0.0)] == [1, 2, 3]
+    assert [h.id for h in favour_named(hits, "What class did Melanie go to?", 0.25)] == [1, 2, 3]
+    moved = favour_named(hits, "What class did Melanie go to?", 0.6)  # 0.5 + 0.6 > 1.0
+    assert [h.id for h in moved] == [3, 1, 2] and moved[0].score == pytest.approx(1.1)
+    # naming no one, or everyone there, moves nothing
+    assert [h.id for h in favour_named(hits, "What class was it?", 1.0)] == [1, 2, 3]
+    assert [h.id for h in favour_named(hits, "Did Caroline and Melanie take a class?", 1.0)] == [1, 2, 3]
+
+
+def test_a_question_about_the_asker_favours_the_askers_memories():
+    hits = [hit(1, 1.0, "u2", "My sister lives in Lyon"), hit(2, 0.5, "u1", "My sister is called Ines")]
+    assert [h.id for h in favour_named(hits, "Where does my sister live?", 1.0, asker="u1")] == [2, 1]
+    assert [h.id for h in favour_named(hits, "Where does the sister live?", 1.0, asker="u1")] == [1, 2]
+    assert [h.id for h in favour_named(hits, "Where does my sister live?", 1.0)] == [1, 2]  # no asker known
