@@ -233,20 +233,34 @@ def recall_floor(conversations, service, in_process) -> dict:
     return out
 
 
-def bench_leave_out(path: Path, quick: bool, embedder) -> dict:
+def bench_leave_out(path: Path, quick: bool, embedder, labels: bool = True) -> dict:
     """Leave-conversations-out figures (tests/bench/leaveout.py); quick: two conversations, 30 questions
-    each, today's settings and the window steps."""
+    each, today's settings and the window steps. Without `labels`, each turn's text as Discord stores a
+    message (no "Speaker: " label: its author is known by its user id alone), and only names judged, on
+    top of the shipped settings."""
+    from dataclasses import asdict
+
+    from engram.retrieval import Retrieval
     from tests.bench import leaveout
 
     conversations = load(path)
-    steps = leaveout.STEPS
+    steps, today = leaveout.STEPS, None
+    if not labels:
+        conversations = leaveout.without_labels(conversations)
+        shipped = {k: v for k, v in asdict(Retrieval()).items() if k in leaveout.TODAY}
+        steps, today = [("shipped settings, names off (fixed)", {}), leaveout.STEPS[-1]], shipped
+        today["name_weight"] = 0.0
     if quick:
         conversations = conversations[:2]
         for c in conversations:
             c.questions = c.questions[:30]
-        steps = steps[:1] + [s for s in steps if s[0].startswith("window")]  # the plumbing of each kind
+        steps = steps[:1] + [s for s in steps[1:] if s[0].startswith(("window", "people"))]
     return leaveout.run(
-        conversations, embedder=embedder, steps=steps, log=lambda line: print(line, file=sys.stderr)
+        conversations,
+        embedder=embedder,
+        steps=steps,
+        log=lambda line: print(line, file=sys.stderr),
+        today=today,
     )
 
 
@@ -937,7 +951,11 @@ def table(results: dict) -> str:
             f"  ingest {loc['ingest messages/s (HTTP, batches of 100)']} messages/s, "
             f"{loc['facts/s (HTTP, one per request)']} facts/s"
         )
-    for name in ("leave-out", "leave-out (multilingual-e5-small)"):
+    for name in (
+        "leave-out",
+        "leave-out (turns without speaker labels)",
+        "leave-out (multilingual-e5-small)",
+    ):
         if results.get(name):
             lines.extend(leave_out_lines(name, results[name]))
     if results.get("local models"):
@@ -1064,6 +1082,13 @@ def leave_out_lines(name: str, lo: dict) -> list[str]:
         lines.append(
             f"  each side alone (all five): {lo['each side alone, settings kept (R@10 on all five)']}"
         )
+    for row in lo.get("judged again on top of the shipped settings") or []:
+        m, f, before = row["message"], row["fact"], row["without"]
+        lines.append(
+            f"  judged again: {row['step']:<38} without {before['message']['R@10']:.3f} / "
+            f"{before['fact']['R@10']:.3f}, chosen per split {m['R@10']:.3f} / {f['R@10']:.3f}, "
+            f"{row['splits improved']} of 5 up: {'kept' if row['kept'] else 'not kept'}"
+        )
     legs = lo.get("each leg's contribution (shipped settings, all five)") or {}
     if legs:
         lines.append("  each leg's contribution: shipped R@10 less shipped without it (all five)")
@@ -1125,6 +1150,9 @@ def main() -> None:
         if args.locomo.exists():
             results["locomo"] = bench_locomo(stack, args.locomo, args.quick)
             results["leave-out"] = bench_leave_out(args.locomo, args.quick, embedder)
+            results["leave-out (turns without speaker labels)"] = bench_leave_out(
+                args.locomo, args.quick, embedder, labels=False
+            )
             if not args.quick:  # the same protocol with the other local model (issue 31)
                 from engram.embedders.e5 import E5Embedder
 

@@ -94,3 +94,12 @@ def test_a_question_about_the_asker_favours_the_askers_memories():
     assert [h.id for h in favour_named(hits, "Where does my sister live?", 1.0, asker="u1")] == [2, 1]
     assert [h.id for h in favour_named(hits, "Where does the sister live?", 1.0, asker="u1")] == [1, 2]
     assert [h.id for h in favour_named(hits, "Where does my sister live?", 1.0)] == [1, 2]  # no asker known
+
+
+def test_a_speaker_label_two_of_an_authors_texts_start_with_is_a_name_of_theirs():
+    hits = [
+        hit(1, 1.0, "speaker_a", "Caroline: I went to a support group"),
+        hit(2, 0.9, "speaker_a", "Caroline: It was powerful"),
+        hit(3, 0.8, "speaker_b", "Note: bring the cake"),  # once: not a name
+    ]
+    assert directory(hits) == {"speaker_a": {"speaker", "caroline"}, "speaker_b": {"speaker"}}

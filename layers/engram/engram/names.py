@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -31,7 +32,7 @@ CONTENT_NAMES = ("author", "displayName", "nick", "name", "authorName")
 
 _LETTERS = re.compile(r"[^\W\d_]+")
 # A pasted or exported chat line's speaker label ("Caroline: ..."): the words after it are the turn's own
-_LABEL = re.compile(r"^\s*[^\W\d_][\w .'-]{0,40}:\s+")
+_LABEL = re.compile(r"^\s*(?P<label>[^\W\d_][\w .'-]{0,40}):\s+")
 # The ways a turn addresses someone by name: after a greeting or thanks at its start ("Hey Mel!", "Thanks,
 # Jo."), or at its end after a comma ("See you soon, Mel!"). Only a capitalised word counts as a name.
 _GREETING = (
@@ -119,18 +120,27 @@ def addressed_as(text: str) -> str | None:
 
 
 def directory(hits: Iterable[Hit]) -> dict[str, set[str]]:
-    """Each author's names, as far as these hits tell: their own names, and the names turns answering them
-    call them by (a turn's addressee is the author of the turn it follows, when that is someone else)."""
+    """Each author's names, as far as these hits tell: their own names, the speaker label their texts
+    start with when two of them have it ("Caroline: ..." in a pasted or exported chat), and the names turns
+    answering them call them by (a turn's addressee is the author of the turn it follows, when that is
+    someone else)."""
     names: dict[str, set[str]] = {}
+    labels: Counter[tuple[str, str]] = Counter()
     for hit in hits:
-        user = hit.payload.get("user")
+        user, text = hit.payload.get("user"), str(hit.payload.get("text", ""))
         if isinstance(user, str):
             names.setdefault(user, set()).update(author_names(hit.payload))
+            labelled = _LABEL.match(text)
+            if labelled:
+                labels[(user, labelled.group("label"))] += 1
         addressee = hit.payload.get("contextUser")
         if isinstance(addressee, str) and addressee != user:
-            called = addressed_as(str(hit.payload.get("text", "")))
+            called = addressed_as(text)
             if called:
                 names.setdefault(addressee, set()).add(called)
+    for (user, label), seen in labels.items():
+        if seen >= 2:  # one "Note: ..." is not a name; a label an author's texts keep starting with is
+            names[user].update(set(name_tokens(label)) - STOPWORDS)
     return names
 
 
