@@ -134,3 +134,29 @@ def test_a_guild_delete_removes_a_left_servers_memories_at_once(stack, discord):
     discord.gateway.dispatch("GUILD_DELETE", {"id": G2})
     assert wait_until(lambda: in_beta() == [], timeout_s=10, every_s=0.2)
     assert C21 and stored_ids(stack, ALICE)  # Alpha's stay
+
+
+def test_a_gateway_message_keeps_its_authors_server_nickname_as_a_name_of_theirs(stack, discord):
+    """MESSAGE_CREATE carries the author as a partial member of the server (topics/gateway-events.mdx,
+    Message Create: `member`): their nickname there is stored beside their username and display name, the
+    names a question may call them by (engram.names)."""
+    message = discord.add(
+        C11,
+        ALICE_USER,
+        "the nickname canary is quince",
+        timestamp=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+    )
+    member = {"nick": "Ali", "roles": [], "joined_at": "2026-01-01T00:00:00+00:00"}
+    discord.gateway.dispatch("MESSAGE_CREATE", {**shapes.message(message), "guild_id": G1, "member": member})
+    assert wait_until(lambda: message["id"] in stored_ids(stack, ALICE), timeout_s=5, every_s=0.1)
+    found = httpx.get(
+        f"{stack.url}/v1/bots/{APP_ID}/memories",
+        params={"kind": "message", "query": "what is Ali's canary"},
+        headers={"Authorization": f"Bearer {KEY}"},
+    ).json()["memories"]
+    stored = next(m for m in found if m["sourceMessageId"] == message["id"])
+    assert {k: stored["content"][k] for k in ("author", "displayName", "nick")} == {
+        "author": "alice",
+        "displayName": "Alice",
+        "nick": "Ali",
+    }

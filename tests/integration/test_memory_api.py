@@ -336,3 +336,11 @@ def test_a_question_naming_someone_by_what_the_thread_calls_them_finds_their_mes
     assert first("When is Mel's pottery class on Thursdays?") == said[0][1]  # hers, by what she is called
     assert first("When is Melanie's pottery class on Thursdays?") == said[0][1]  # by her display name
     assert first("When is Caro's pottery class on Thursdays?") == said[1][1]  # by a server nickname
+
+    # forgotten, Melanie's names go with her: her messages held them, and the greeting that called her
+    # "Mel" no longer says whom it answered (Caroline's words stay, as her own)
+    assert api.delete(f"/v1/bots/{bot}/users/81234567/memories").json()["deleted"]["contexts"] == 1
+    lines = [json.loads(line) for line in api.get(f"/v1/bots/{bot}/export").text.splitlines()]
+    kept = json.dumps([line for line in lines if line["kind"] != "forgotten"])  # (the forget's own line)
+    assert "81234567" not in kept and "melanie" not in kept.casefold()
+    assert first("When is Mel's pottery class on Thursdays?") == said[1][1]

@@ -155,7 +155,10 @@ class MessageIn(BaseModel):
         default=None, description=f"Between {EARLIEST_YEAR} and {LATEST_YEAR} (UTC)."
     )
     content: dict[str, Any] | None = Field(
-        default=None, description="Any JSON object of at most 32,768 bytes serialized (else 400)."
+        default=None,
+        description="Any JSON object of at most 32,768 bytes serialized (else 400). Its `author`, "
+        "`displayName`, `nick`, `name` and `authorName` (text) are names its author goes by: a search "
+        "naming one favours their memories.",
     )
     savedBy: Literal["bot", "owner", "user"] = "user"
     threadId: str | None = Field(
