@@ -3,12 +3,17 @@ and an engine on moto in-process with both index implementations (the service's 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import boto3
 import httpx
 import pytest
 from moto import mock_aws
 
 from engram.config import Settings
+from engram.config.proxy import ProxySettings
 from engram.engine import build_engine, set_engine
 from engram.proxy.runtime import set_proxy
 from engram.vectors.edge import EdgeIndex
@@ -18,6 +23,17 @@ from infra.local_stack import LocalStack
 from tests.support import HashEmbedder, SwitchableIndex
 
 KEY = "integration-key"
+
+
+def proxy_stack(
+    root: Path, embedder: Any, upstreams: list[dict[str, Any]], proxy_key: str, **options: Any
+) -> LocalStack:
+    """A started local stack whose proxy relays to these upstreams (as UPSTREAMS lists them) for callers
+    with `proxy_key`; `options` are the stack's own (sweep_every_s, mongo_database, ...)."""
+    settings = ProxySettings(UPSTREAMS=json.dumps(upstreams), ENGRAM_PROXY_KEY=proxy_key)
+    return LocalStack(
+        root, port=0, api_key=KEY, embedder=embedder, proxy_settings=settings, **options
+    ).start()
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,7 @@ import anyio
 import httpx
 import pytest
 
-from engram.config.proxy import ProxySettings
-from infra.local_stack import LocalStack
-from tests.integration.conftest import KEY
+from tests.integration.conftest import KEY, proxy_stack
 
 PROXY_KEY = "conventional-proxy-key"
 UPSTREAM_KEY = "upstream-key"
@@ -25,20 +23,8 @@ PROBLEM = "application/problem+json"
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory, local_embedder, upstream):
-    settings = ProxySettings(
-        UPSTREAMS=json.dumps(
-            [{"name": "oa", "baseUrl": upstream.url, "api": "openai", "apiKey": UPSTREAM_KEY}]
-        ),
-        ENGRAM_PROXY_KEY=PROXY_KEY,
-    )
-    s = LocalStack(
-        tmp_path_factory.mktemp("engram"),
-        port=0,
-        api_key=KEY,
-        embedder=local_embedder,
-        proxy_settings=settings,
-        sweep_every_s=5,
-    ).start()
+    upstreams = [{"name": "oa", "baseUrl": upstream.url, "api": "openai", "apiKey": UPSTREAM_KEY}]
+    s = proxy_stack(tmp_path_factory.mktemp("engram"), local_embedder, upstreams, PROXY_KEY, sweep_every_s=5)
     yield s
     s.stop()
 

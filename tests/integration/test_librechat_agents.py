@@ -15,9 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engram.config.proxy import ProxySettings
-from infra.local_stack import LocalStack
-from tests.integration.conftest import KEY
+from tests.integration.conftest import KEY, proxy_stack
 from tests.support import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,17 +26,8 @@ PROXY_KEY = "agents-proxy-key"
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory, local_embedder, upstream):
-    settings = ProxySettings(
-        UPSTREAMS=json.dumps([{"name": "oa", "baseUrl": upstream.url, "api": "openai", "apiKey": "sk-held"}]),
-        ENGRAM_PROXY_KEY=PROXY_KEY,
-    )
-    s = LocalStack(
-        tmp_path_factory.mktemp("engram"),
-        port=0,
-        api_key=KEY,
-        embedder=local_embedder,
-        proxy_settings=settings,
-    ).start()
+    upstreams = [{"name": "oa", "baseUrl": upstream.url, "api": "openai", "apiKey": "sk-held"}]
+    s = proxy_stack(tmp_path_factory.mktemp("engram"), local_embedder, upstreams, PROXY_KEY)
     yield s
     s.stop()
 

@@ -15,11 +15,9 @@ import pytest
 from bson import ObjectId
 
 from engram.config import Settings
-from engram.config.proxy import ProxySettings
 from engram.proxy.source import NO_PARENT
-from infra.local_stack import LocalStack
 from tests.fake_upstream import REPLY
-from tests.integration.conftest import KEY
+from tests.integration.conftest import KEY, proxy_stack
 from tests.librechat_shapes import (
     ATTACHMENT_ONLY_TEXT,
     MEMORY_AGENT_INSTRUCTIONS,
@@ -73,33 +71,27 @@ def written(user: str, conversation: str) -> None:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory, local_embedder, upstream, mongo):
-    settings = ProxySettings(
-        UPSTREAMS=json.dumps(
-            [
-                {"name": "oa", "baseUrl": upstream.url, "api": "openai", "apiKey": UPSTREAM_KEY},
-                {"name": "an", "baseUrl": upstream.url, "api": "anthropic", "apiKey": UPSTREAM_KEY},
-                {"name": "byo", "baseUrl": upstream.url + "/v1", "api": "openai"},
-                {"name": "pub", "baseUrl": upstream.url + "/v1", "api": "openai", "open": True},
-                {
-                    "name": "cached",
-                    "baseUrl": upstream.url,
-                    "api": "openai",
-                    "apiKey": UPSTREAM_KEY,
-                    "memoryPlacement": "user",
-                },
-            ]
-        ),
-        ENGRAM_PROXY_KEY=PROXY_KEY,
-    )
-    s = LocalStack(
+    upstreams = [
+        {"name": "oa", "baseUrl": upstream.url, "api": "openai", "apiKey": UPSTREAM_KEY},
+        {"name": "an", "baseUrl": upstream.url, "api": "anthropic", "apiKey": UPSTREAM_KEY},
+        {"name": "byo", "baseUrl": upstream.url + "/v1", "api": "openai"},
+        {"name": "pub", "baseUrl": upstream.url + "/v1", "api": "openai", "open": True},
+        {
+            "name": "cached",
+            "baseUrl": upstream.url,
+            "api": "openai",
+            "apiKey": UPSTREAM_KEY,
+            "memoryPlacement": "user",
+        },
+    ]
+    s = proxy_stack(
         tmp_path_factory.mktemp("engram"),
-        port=0,
-        api_key=KEY,
-        embedder=local_embedder,
-        proxy_settings=settings,
+        local_embedder,
+        upstreams,
+        PROXY_KEY,
         mongo_database=mongo,
         sweep_every_s=5,
-    ).start()
+    )
     yield s
     s.stop()
 
