@@ -39,8 +39,8 @@ CANARIES = {
     # an import of her lines into a bot, one stored before her forget and 1,200 racing it
     "memory api import race": "kestrelbine",
     # not forgotten: one memory deleted, one changed; their old text must leave the next fact's context too
-    "memory api deleted fact": "qwibbleton",
-    "memory api changed fact": "zentravia",
+    "memory api deleted message": "qwibbleton",
+    "memory api changed message": "zentravia",
 }
 BOTS = (APP_ID, "librechat", "notes")
 
@@ -199,17 +199,26 @@ def forgotten(tmp_path_factory, fakes):
         == 200
     )
     assert api.post("/v1/bots/notes/import", content=imported(0)).json()["messages"]["created"] == 1
-    # Carol is not forgotten: she deletes one fact and changes another, each quoted by her next fact
-    deleted = api.post(
-        "/v1/bots/notes/memories",
-        json={"text": f"My boat is the {CANARIES['memory api deleted fact']}.", "userId": "carol"},
-    ).json()
-    api.post("/v1/bots/notes/memories", json={"text": "It has two masts.", "userId": "carol"})
-    changed = api.post(
-        "/v1/bots/notes/memories",
-        json={"text": f"My tent is a {CANARIES['memory api changed fact']}.", "userId": "carol"},
-    ).json()
-    api.post("/v1/bots/notes/memories", json={"text": "It sleeps four.", "userId": "carol"})
+    # Carol is not forgotten: she deletes one message and changes another, each quoted by her next one in
+    # the thread (its context; a fact keeps none since 1.4)
+    said = [
+        f"My boat is the {CANARIES['memory api deleted message']}.",
+        "It has two masts.",
+        f"My tent is a {CANARIES['memory api changed message']}.",
+        "It sleeps four.",
+    ]
+    batch = [
+        {
+            "id": f"carol-{i}",
+            "text": text,
+            "userId": "carol",
+            "threadId": "camp",
+            "createdAt": f"2026-05-0{i + 1}T09:00:00Z",
+        }
+        for i, text in enumerate(said)
+    ]
+    ids = api.post("/v1/bots/notes/messages", json={"messages": batch}).json()["ids"]
+    deleted, changed = {"id": ids[0]}, {"id": ids[2]}
     before = everything_over_http(stack)
     assert set(found(before)) == set(CANARIES), "every canary must be stored somewhere before the forget"
 
@@ -271,8 +280,11 @@ def test_search_list_and_export_find_none_of_the_forgotten_words(forgotten):
 def test_a_deleted_or_changed_memory_leaves_the_context_of_the_next(forgotten):
     stack = forgotten[0]
     carol = [
-        json.loads(line)
-        for line in stack.api.get("/v1/bots/notes/export", params={"userId": "carol"}).text.splitlines()
+        line
+        for line in map(
+            json.loads, stack.api.get("/v1/bots/notes/export", params={"userId": "carol"}).text.splitlines()
+        )
+        if line.get("threadId") == "camp"
     ]
     assert [(line["text"], line.get("context")) for line in carol] == [
         ("It has two masts.", None),
