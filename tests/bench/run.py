@@ -1087,11 +1087,14 @@ def leave_out_lines(name: str, lo: dict) -> list[str]:
         lines.append(
             f"  judged again: {row['step']:<38} without {before['message']['R@10']:.3f} / "
             f"{before['fact']['R@10']:.3f}, chosen per split {m['R@10']:.3f} / {f['R@10']:.3f}, "
-            f"{row['splits improved']} of 5 up: {'kept' if row['kept'] else 'not kept'}"
+            f"{row['splits improved']} of {len(m['R@10 per held-out conversation'])} up: "
+            f"{'kept' if row['kept'] else 'not kept'}"
         )
     legs = lo.get("each leg's contribution (shipped settings, all five)") or {}
     if legs:
-        lines.append("  each leg's contribution: shipped R@10 less shipped without it (all five)")
+        lines.append(
+            "  each leg's contribution: shipped R@10 less shipped without it (every conversation of the run)"
+        )
         lines.append(f"    {'leg':<48}{'messages':>10}{'facts':>8}   helps / hurts in (conversations)")
         for leg, row in legs.items():
             m, f = row["adds (messages, facts)"]
