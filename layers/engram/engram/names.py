@@ -6,7 +6,8 @@ author's name in its words, and people are named by more than one name: a Discor
 a server nickname, what the others in the thread call them ("Hey Mel!"), a spelling of their own.
 
 Nothing here is stored on its own: a memory's author names come from what its record already holds (its
-user id when that is a name, the source's author names in its content), and a nickname from the turns that
+user id when that is a name, the source's author names in its content, a speaker label its texts start
+with), and a nickname from the turns that
 address someone by it (the addressee is the author of the turn it answers: its context's author). So the
 names are read from the hits of a search, and they go with the memories: a forget that deletes a person's
 memories deletes every name engram knows them by, and no other store holds one.
