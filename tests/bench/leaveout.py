@@ -319,8 +319,15 @@ LEGS: dict[str, dict[str, Any]] = {
     "a fact's context (its author's previous fact)": {"fact_context_minutes": 0.0},
 }
 KEEP_SPLITS = 4
+
 BOOTSTRAP = 2000
 KINDS = ("message", "fact")
+
+
+def kept_by_rule(held_out: float, without: float, better: int, splits: list[Any]) -> bool:
+    """The keep rule: the held-out mean rises, and on at least KEEP_SPLITS splits (every split, when a
+    quick run has fewer)."""
+    return held_out > without and better >= min(KEEP_SPLITS, len(splits))
 
 
 def normal(cfg: dict, today: dict = TODAY) -> dict:
@@ -513,7 +520,7 @@ def run(conversations=None, embedder=None, steps=STEPS, log=print, today: dict |
             configs = grid(families, today)
             evaluate_all(configs)
             row, held_out, splits, better = judged(conversations, found, configs, today, previous_splits)
-            keep = previous is None or (held_out > previous and better >= min(KEEP_SPLITS, len(splits)))
+            keep = previous is None or kept_by_rule(held_out, previous, better, splits)
             if keep:
                 kept, previous, previous_splits = families, held_out, splits
             steps_out.append(
@@ -549,8 +556,8 @@ def run(conversations=None, embedder=None, steps=STEPS, log=print, today: dict |
             evaluate_all(configs)
             before, _, before_splits, _ = judged(conversations, found, [off], off, [])
             row, held_out, splits, better = judged(conversations, found, configs, off, before_splits)
-            keep = held_out > statistics.fmean(before[kind]["R@10"] for kind in KINDS) and better >= min(
-                KEEP_SPLITS, len(splits)
+            keep = kept_by_rule(
+                held_out, statistics.fmean(before[kind]["R@10"] for kind in KINDS), better, splits
             )
             again.append({"step": label, "kept": keep, "splits improved": better, "without": before, **row})
             log(f"  judged again: {label:40s} {'kept' if keep else 'not kept'} ({better} splits up)")

@@ -146,7 +146,9 @@ def test_a_gateway_message_keeps_its_authors_server_nickname_as_a_name_of_theirs
         "the nickname canary is quince",
         timestamp=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
     )
-    member = {"nick": "Ali", "roles": [], "joined_at": "2026-01-01T00:00:00+00:00"}
+    # the Guild Member Object as the fake's REST serves it, with a nickname and without `user` (Message
+    # Create's member is partial: the author is the message's own `author`)
+    member = {k: v for k, v in shapes.member(ALICE, []).items() if k != "user"} | {"nick": "Ali"}
     discord.gateway.dispatch("MESSAGE_CREATE", {**shapes.message(message), "guild_id": G1, "member": member})
     assert wait_until(lambda: message["id"] in stored_ids(stack, ALICE), timeout_s=5, every_s=0.1)
     found = httpx.get(

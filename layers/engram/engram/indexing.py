@@ -107,7 +107,7 @@ class Indexer:
         own = {int(r.id): self.vector_text(r) for r in records}
         # a context counts in meaning only at a weight: at 0 its text is not embedded at all
         mixed = [r for r in records if r.context and own[int(r.id)]] if self.retrieval.dense_context else []
-        context = {int(r.id): str(r.context)[: self.message_vector_chars] for r in mixed}
+        context = {int(r.id): (r.context or "")[: self.message_vector_chars] for r in mixed}
         texts = list(dict.fromkeys([t for t in own.values() if t] + list(context.values())))
         vectors = self.embed(texts, wait)
         name = self.dense_name

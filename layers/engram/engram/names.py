@@ -22,8 +22,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from rapidfuzz.distance import OSA
-
 from .vectors import Hit
 from .words import STOPWORDS
 
@@ -148,6 +146,10 @@ def directory(hits: Iterable[Hit]) -> dict[str, set[str]]:
 def _similar(asked: str, name: str) -> bool:
     """Another spelling of a name (one edit, two for long names, the first letter kept), or its short form
     ("Mel" for Melanie)."""
+    # imported here: rapidfuzz's package import loads its whole API (~80 ms), a cold start every function
+    # importing the reads would pay, for a distance needed only when a name is not matched exactly
+    from rapidfuzz.distance import OSA
+
     edits = 1 if max(len(asked), len(name)) < 8 else 2
     if len(asked) >= 4 and len(name) >= 4 and asked[0] == name[0] and OSA.distance(asked, name) <= edits:
         return True
@@ -187,8 +189,9 @@ def favour_named(hits: Sequence[Hit], query: str, weight: float, asker: str | No
         return list(hits)
     lift = weight * max(h.score for h in hits)
     moved = [replace(h, score=h.score + lift) if h.payload.get("user") in named else h for h in hits]
-    order = {h.id: n for n, h in enumerate(hits)}
-    return sorted(moved, key=lambda h: (-h.score, order[h.id]))
+    # a stable sort on the score alone: hits of equal score keep the order the search gave them, whose
+    # ties were already settled (by the other leg's score, then id: vectors.base.ranked)
+    return sorted(moved, key=lambda h: -h.score)
 
 
 def _favoured(hits: Sequence[Hit], query: str, asker: str | None) -> set[str]:
