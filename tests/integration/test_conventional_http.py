@@ -181,7 +181,8 @@ def test_a_key_minted_for_one_user_opens_mcp_as_that_user_and_no_one_else(stack,
     assert "roof" in claimed and "orchard" not in claimed
 
     async def save() -> str:
-        async with mcp_session(stack.url, key) as session:
+        # a name sent beside a user key is not believed either: its holder could call themselves anyone
+        async with mcp_session(stack.url, key, **{"x-librechat-user-name": "Lee"}) as session:
             return (
                 (await session.call_tool("save_memory", {"text": "The user's hive is called Hum."}))
                 .content[0]
@@ -190,7 +191,8 @@ def test_a_key_minted_for_one_user_opens_mcp_as_that_user_and_no_one_else(stack,
 
     assert anyio.run(save).startswith("Saved as mem:")
     mine = api.get("/v1/bots/librechat/memories", params={"userId": kim}).json()["memories"]
-    assert any("Hum" in m["text"] for m in mine)
+    hive = next(m for m in mine if "Hum" in m["text"])
+    assert hive.get("content") is None
 
     # the key opens neither the Memory API nor another bot's door
     assert (

@@ -31,6 +31,8 @@ CANARIES = {
     "discord reply context": "glimtharn",
     "discord /ask prompt": "plonkquist",
     "librechat turn": "brazzelwick",
+    # her LibreChat display name, which the facts extracted from her turn keep as their author's
+    "librechat user name": "quillanore",
     "memory api fact": "umbertrix",
     "memory api fact context": "sollivane",
     "memory api message": "drabbenfoy",
@@ -45,7 +47,11 @@ CANARIES = {
 BOTS = (APP_ID, "librechat", "notes")
 
 
-def turn(stack: Stack, user: str, text: str, conversation: str = "conv-1") -> httpx.Response:
+def turn(
+    stack: Stack, user: str, text: str, conversation: str = "conv-1", name: str | None = None
+) -> httpx.Response:
+    """A LibreChat turn; `name`: the user's name LibreChat fills in ({{LIBRECHAT_USER_NAME}}), which the
+    facts extracted from it keep (sent before the forget only: what comes after it is new)."""
     return httpx.post(
         f"{stack.url}/oa/v1/chat/completions",
         timeout=30,
@@ -53,6 +59,7 @@ def turn(stack: Stack, user: str, text: str, conversation: str = "conv-1") -> ht
             "Authorization": f"Bearer {PROXY_KEY}",
             "x-librechat-user-id": user,
             "x-librechat-conversation-id": conversation,
+            **({"x-librechat-user-name": name} if name else {}),
         },
         json={"model": "m", "messages": [{"role": "user", "content": text}]},
     )
@@ -163,7 +170,9 @@ def forgotten(tmp_path_factory, fakes):
     assert wait_until(lambda: any(s.get("token") == "tok-ask-bob" for s in discord.sent), timeout_s=60)
     discord.answer = "Here is what I remember."
     # LibreChat: a turn whose extraction stores a fact, a chat setting, a warm recall cache
-    assert turn(stack, "alice", f"My favourite dessert is {CANARIES['librechat turn']}.").status_code == 200
+    her_name = f"Alice {CANARIES['librechat user name'].title()}"
+    said = f"My favourite dessert is {CANARIES['librechat turn']}."
+    assert turn(stack, "alice", said, name=her_name).status_code == 200
     facts = lambda: api.get("/v1/bots/librechat/memories", params={"userId": "alice"}).json()["memories"]  # noqa: E731
     assert wait_until(lambda: any(CANARIES["librechat turn"] in m["text"] for m in facts()), timeout_s=60)
     assert turn(stack, "alice", "What do I like for dessert?").status_code == 200  # recall, cached

@@ -103,7 +103,15 @@ def test_the_compose_file_gives_librechat_every_variable_it_needs_to_start():
     for endpoint in config["endpoints"]["custom"]:  # facts follow LibreChat's edits by the parent id
         parent = endpoint["headers"]["x-librechat-parent-message-id"]
         assert parent == "{{LIBRECHAT_BODY_PARENTMESSAGEID}}"
+        # and keep the user's names (packages/api/src/utils/env.ts: ALLOWED_USER_FIELDS name, username)
+        assert endpoint["headers"]["x-librechat-user-name"] == "{{LIBRECHAT_USER_NAME}}"
+        assert endpoint["headers"]["x-librechat-username"] == "{{LIBRECHAT_USER_USERNAME}}"
     assert config["version"] == schema_version()  # the config version LibreChat's schema is at
     mcp = config["mcpServers"]["engram"]
     assert mcp["serverInstructions"] is True and "{{" not in str(mcp["headers"])
-    assert set(mcp["requestHeaders"]) == {"x-librechat-user-id", "x-librechat-conversation-id"}
+    assert set(mcp["requestHeaders"]) == {
+        "x-librechat-user-id",
+        "x-librechat-conversation-id",
+        "x-librechat-user-name",
+        "x-librechat-username",
+    }

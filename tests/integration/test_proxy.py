@@ -274,6 +274,46 @@ def test_memory_commands_never_reach_the_upstream(stack, upstream):
     assert len(upstream.chats()) == before
 
 
+def test_a_fact_keeps_its_authors_librechat_names_and_a_question_naming_them_finds_it_first(stack, api):
+    """LibreChat fills {{LIBRECHAT_USER_NAME}} and {{LIBRECHAT_USER_USERNAME}} into the headers its
+    librechat.yaml names (packages/api/src/utils/env.ts, resolveHeaders): a fact keeps them as its author's
+    names, so a search across the bot's users that names one finds theirs first (engram.names)."""
+    tag = uuid.uuid4().hex[:6]
+    alice, bob, nobody = f"alice-{tag}", f"bob-{tag}", f"nobody-{tag}"
+    names = {
+        alice: {
+            # as Node's http writes a header's string: one byte a letter (latin-1)
+            "x-librechat-user-name": "Amélie Moreau".encode("latin-1"),
+            "x-librechat-username": "amel",
+        },
+        bob: {"x-librechat-user-name": "Bob Stone", "x-librechat-username": "bstone"},
+        # an install that left the placeholders as written, or sent an empty name: no name is kept
+        nobody: {"x-librechat-user-name": "{{LIBRECHAT_USER_NAME}}", "x-librechat-username": ""},
+    }
+    for user in (nobody, alice, bob):  # bob's is newest: on a tie of words and meaning it comes first
+        said = httpx.post(  # the OpenAI SDK sends a header's text as ASCII only; LibreChat's Node does not
+            f"{stack.url}/oa/v1/chat/completions",
+            headers={"Authorization": f"Bearer {PROXY_KEY}", **headers(user=user), **names[user]},
+            json={
+                "model": "m",
+                "messages": [{"role": "user", "content": f"/memory save The user grows quinces {tag}."}],
+            },
+            timeout=30,
+        )
+        assert said.json()["choices"][0]["message"]["content"].startswith("Saved as mem:"), said.text
+
+    def search(query: str) -> list[dict]:
+        found = api.get("/v1/bots/librechat/memories", params={"kind": "fact", "query": query, "limit": 3})
+        return [m for m in found.json()["memories"] if tag in m["text"]]
+
+    hits = search(f"What does Amelie grow, quinces {tag}?")
+    assert [m["userId"] for m in hits][:1] == [alice]
+    assert hits[0]["content"] == {"displayName": "Amélie Moreau", "author": "amel"}
+    assert [m["userId"] for m in search(f"Which quinces {tag} does amel grow?")][:1] == [alice]
+    assert [m["userId"] for m in search(f"What does Bob grow, quinces {tag}?")][:1] == [bob]
+    assert next(m for m in search(f"quinces {tag}") if m["userId"] == nobody).get("content") is None
+
+
 def test_saved_memory_is_recalled_for_its_user_only(stack, upstream):
     conv = "conv-" + uuid.uuid4().hex[:6]
     c = oa(stack, conversation=conv)
@@ -490,7 +530,13 @@ def test_side_calls_and_other_paths_are_forwarded_verbatim(stack, upstream):
 
 def test_extraction_after_a_turn_stores_durable_facts(stack, upstream):
     conv = "conv-" + uuid.uuid4().hex[:6]
-    c = an(stack, user="carol", conversation=conv)
+    named = {"x-librechat-user-name": "Carol Ng", "x-librechat-username": "carol.ng"}
+    c = anthropic.Anthropic(
+        base_url=f"{stack.url}/an",
+        api_key=PROXY_KEY,
+        default_headers={**headers(user="carol", conversation=conv), **named},
+        max_retries=0,
+    )
     upstream.extraction_style = "malformed"  # single quotes and a trailing comma: repaired
     with c.messages.stream(
         model="fake-model",
@@ -511,6 +557,8 @@ def test_extraction_after_a_turn_stores_durable_facts(stack, upstream):
         f"{stack.url}/v1/bots/librechat/memories", params={"userId": "carol"}, headers=api
     ).json()["memories"]
     assert stored[0]["savedBy"] == "bot" and stored[0]["text"] == "The user's favourite tea is genmaicha."
+    # the extraction job carried the user's LibreChat names to the fact (engram.names reads them)
+    assert stored[0]["content"] == {"displayName": "Carol Ng", "author": "carol.ng"}
     c.messages.create(
         model="fake-model",
         max_tokens=50,

@@ -410,3 +410,18 @@ def test_an_extraction_answer_reads_updates_and_deletes_beside_its_memories():
     only = parse_extraction('{"memories": ["The user drinks tea."]}')  # as models answered before
     assert only.memories == ["The user drinks tea."] and only.updates == [] and only.deletes == []
     assert parse_extraction('["a fact"]').memories == ["a fact"] and parse_extraction("no json") is None
+
+
+def test_a_users_librechat_names_are_kept_as_sent_and_a_placeholder_or_junk_is_not():
+    """{{LIBRECHAT_USER_NAME}} and {{LIBRECHAT_USER_USERNAME}} as LibreChat's resolveHeaders fills them in
+    (packages/api/src/utils/env.ts): a null field becomes "", a field the user lacks stays as written."""
+    names = librechat.author_content
+    assert names("Ada  Lovelace", "ada") == {"displayName": "Ada Lovelace", "author": "ada"}
+    # Node writes a header's string one byte a letter; Starlette reads it back as latin-1
+    assert names("Amélie".encode("latin-1").decode("latin-1"), None) == {"displayName": "Amélie"}
+    # a client that sent the UTF-8 bytes: read as UTF-8, not as "AmÃ©lie"
+    assert names("Amélie".encode().decode("latin-1"), None) == {"displayName": "Amélie"}
+    assert names("{{LIBRECHAT_USER_NAME}}", "") is None
+    assert names("   ", None) is None
+    assert names("x" * 101, "ok") == {"author": "ok"}
+    assert names("bell\x07", None) is None

@@ -51,6 +51,8 @@ class ExtractJob(BaseModel):
     # LibreChat's settings for the chat could not be read at the turn (a new chat not written yet, MongoDB
     # down): memory was off for it, and its facts wait until the chat is read and allows them.
     unconfirmed: bool = False
+    # the user's LibreChat names (a display name, a username), kept with the facts (content)
+    author: dict[str, str] | None = Field(None, max_length=2)
     attempt: int = Field(0, ge=0)  # how many times the worker looked for the chat already
 
 

@@ -122,11 +122,13 @@ class MemoryWrites:
         source_id: str | None = None,
         terms: Terms = NO_TERMS,
         versions: list[dict[str, Any]] | None = None,
+        content: dict[str, Any] | None = None,
     ) -> tuple[Memory, bool]:
         """Add a fact; (memory, True) when new, (the memory already there, False) for the same text.
         `origin`: when the fact was asked for (a job's queue time); Forgotten if its user was forgotten
         since. `source_id`: where it was said (a LibreChat chat and message), for the source to correct.
-        `terms`: its metadata and expiry (the memory already there keeps its own)."""
+        `terms`: its metadata and expiry (the memory already there keeps its own). `content`: what the
+        source says of its author (their names: engram.names), kept beside the text."""
         bot = required_name("bot", bot)
         user, server, project = (
             check_name("userId", user),
@@ -167,6 +169,7 @@ class MemoryWrites:
             metadata=terms.metadata,
             expires_at=terms.expires_at,
             versions=versions,
+            content=content,
         )
         try:
             self.records.create(record)

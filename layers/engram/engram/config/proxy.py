@@ -64,6 +64,10 @@ class ProxySettings(BaseModel):
     conversation_header: str = Field(
         "x-librechat-conversation-id", validation_alias="LIBRECHAT_CONVERSATION_HEADER"
     )
+    # {{LIBRECHAT_USER_NAME}} and {{LIBRECHAT_USER_USERNAME}}: the names a user's facts keep as their
+    # author's (engram.names), so that naming a member of a shared project favours what they said
+    user_name_header: str = Field("x-librechat-user-name", validation_alias="LIBRECHAT_USER_NAME_HEADER")
+    username_header: str = Field("x-librechat-username", validation_alias="LIBRECHAT_USERNAME_HEADER")
     # {{LIBRECHAT_BODY_PARENTMESSAGEID}}: how a fact finds the message LibreChat stored it under
     parent_message_header: str = Field(
         "x-librechat-parent-message-id", validation_alias="LIBRECHAT_PARENT_MESSAGE_HEADER"

@@ -340,6 +340,7 @@ class Extractor:
                     saved_by="bot",
                     origin=job.queued_at,
                     source_id=str(where),
+                    content=job.author,
                 )
             except Forgotten:
                 log.info("extraction dropped: its user was forgotten while it ran")

@@ -49,13 +49,17 @@ class UserKeyIdentity:
                 proxy = self.proxy_factory()
                 key = await run_in_threadpool(proxy.user_key, token)
                 if key is not None:
-                    scope = with_identity(scope, proxy.settings.user_header, key)
+                    s = proxy.settings
+                    scope = with_identity(scope, s.user_header, key, (s.user_name_header, s.username_header))
         await self.app(scope, receive, send)
 
 
-def with_identity(scope: Scope, user_header: str, key: UserKey) -> Scope:
-    """The scope with the key's user as the identity header, and the key itself."""
+def with_identity(scope: Scope, user_header: str, key: UserKey, name_headers: tuple[str, ...]) -> Scope:
+    """The scope with the key's user as the identity header, and the key itself. The names a client sends
+    beside a user key are dropped: LibreChat fills them in under the proxy key, but a key's holder could
+    call themselves anyone, and a question naming that person would favour what the holder said."""
     name = user_header.lower().encode("latin-1")
-    headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != name]
+    dropped = {name, *(h.lower().encode("latin-1") for h in name_headers)}
+    headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() not in dropped]
     headers.append((name, key.user.encode("utf-8")))
     return {**scope, "headers": headers, SCOPE_KEY: key}

@@ -21,11 +21,15 @@ Sources (LibreChat's own code; copied shapes, no code):
   `Attached document(s):\\n```md` then, per file, `# "name"\\n` + text + `\\n`, files parted by
   `\\n\\n---\\n\\n`, closed by `\\n````) and packages/api/src/agents/client.ts @ 15cfe7e
   (`prependFileContext`: that block, a newline, then the user's text; `ATTACHMENT_ONLY_TEXT` when a file
-  came without words).
+  came without words);
+- the user's names in a header: LibreChat packages/api/src/utils/env.ts @ 2fdfe69 (`resolveHeaders` ->
+  `processUserPlaceholders`: `{{LIBRECHAT_USER_NAME}}` and `{{LIBRECHAT_USER_USERNAME}}` among
+  `ALLOWED_USER_FIELDS`; a null field becomes "", a field the user object lacks stays as written).
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable
 from typing import Any
@@ -76,6 +80,36 @@ IsCommand = Callable[[str, str], bool]
 def unresolved(value: str | None) -> bool:
     """A header LibreChat should have filled in but sent as written ({{LIBRECHAT_USER_ID}}, ${VAR})."""
     return value is not None and bool(PLACEHOLDER.search(value))
+
+
+# A name longer than this is not a person's name (LibreChat caps neither)
+MAX_NAME_CHARS = 100
+
+
+def author_content(name: str | None, username: str | None) -> dict[str, str] | None:
+    """What a fact keeps of its author's LibreChat names, as a Discord message keeps its author's
+    (`displayName`, `author`: engram.names reads both): a name sent empty, with its placeholder unresolved
+    (an install that does not set the header), or too long is left out; None when neither is left."""
+    kept = {field: _header_text(value) for field, value in (("displayName", name), ("author", username))}
+    out = {
+        field: value
+        for field, value in kept.items()
+        if value
+        and not unresolved(value)
+        and len(value) <= MAX_NAME_CHARS
+        and all(c.isprintable() for c in value)
+    }
+    return out or None
+
+
+def _header_text(value: str | None) -> str:
+    """A header's text: Starlette decodes a header as latin-1, as Node sends a name LibreChat fills in
+    ("José" as one byte a letter); a client that sent UTF-8 bytes gets them read as UTF-8."""
+    if not value:
+        return ""
+    with contextlib.suppress(UnicodeEncodeError, UnicodeDecodeError):  # else latin-1 it was
+        value = value.encode("latin-1").decode("utf-8")
+    return " ".join(value.split())
 
 
 def own_text(text: str) -> str:

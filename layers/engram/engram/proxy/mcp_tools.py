@@ -60,7 +60,8 @@ def _identity(proxy: Proxy, headers: Mapping[str, str]) -> tuple[str, str | None
 
 async def turn_of(proxy: Proxy, ctx: Context) -> Turn:
     """The turn a tool call belongs to: its user, chat and the chat's project."""
-    user, conversation = _identity(proxy, ctx.headers or {})
+    headers, s = ctx.headers or {}, proxy.settings
+    user, conversation = _identity(proxy, headers)
     chat = await run_in_threadpool(proxy.projects.chat, user, conversation) if conversation else ChatFacts()
     return Turn(
         user=user,
@@ -68,6 +69,7 @@ async def turn_of(proxy: Proxy, ctx: Context) -> Turn:
         project=chat.project,
         authorized=True,
         project_name=chat.project_name,
+        author=librechat.author_content(headers.get(s.user_name_header), headers.get(s.username_header)),
     )
 
 

@@ -37,6 +37,9 @@ class Turn:
     project: str | None = None  # LibreChat's chat project id
     authorized: bool = False
     project_name: str | None = None
+    # the user's LibreChat names ({{LIBRECHAT_USER_NAME}}, {{LIBRECHAT_USER_USERNAME}}), kept with their
+    # facts: a question naming them in a shared project favours what they said (engram.names)
+    author: dict[str, str] | None = field(default=None, compare=False)
     # when engram received the turn (ms): what a forget is compared with, however long the answer streams
     received_at: int = field(default_factory=now_ms, compare=False)
 
@@ -255,6 +258,7 @@ class ChatMemory:
             project=turn.project,
             saved_by="user",
             terms=Terms(expires_at=expires),
+            content=turn.author,
         )
         self.forget_caches()
         return memory, created

@@ -103,7 +103,16 @@ def _not_relayed(name: str, proxy: Proxy) -> bool:
     """Hop-by-hop, engram's own, and LibreChat's identity headers (who the user is, which chat: engram's
     to read, no provider's business)."""
     name, s = name.lower(), proxy.settings
-    identity = (s.user_header.lower(), s.conversation_header.lower(), s.parent_message_header.lower())
+    identity = tuple(
+        h.lower()
+        for h in (
+            s.user_header,
+            s.conversation_header,
+            s.parent_message_header,
+            s.user_name_header,
+            s.username_header,
+        )
+    )
     return name in _DROP_REQUEST or name.startswith("x-librechat-") or name in identity
 
 

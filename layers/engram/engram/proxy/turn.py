@@ -44,6 +44,9 @@ class Said:
     commands of earlier turns taken out, and the turn's own words (no prepended file, no tool result)."""
 
     user: str | None
+    author: (
+        dict[str, str] | None
+    )  # the user's LibreChat names, as their facts keep them (librechat.author_content)
     conversation: str | None
     parent: str | None  # the message this turn answers ({{LIBRECHAT_BODY_PARENTMESSAGEID}}), if sent
     model: str
@@ -116,6 +119,9 @@ def read_turn(s: ProxySettings, request: Request, body: dict[str, Any]) -> Said:
     last, tool_round = scrub(said), librechat.in_tool_round(stripped)
     return Said(
         user=request.headers.get(s.user_header) or None,
+        author=librechat.author_content(
+            request.headers.get(s.user_name_header), request.headers.get(s.username_header)
+        ),
         conversation=request.headers.get(s.conversation_header) or None,
         parent=_parent(request.headers.get(s.parent_message_header)),
         model=scrub(str(body.get("model") or "")),
@@ -176,7 +182,9 @@ async def chat_turn(proxy: Proxy, name: str, request: Request, api: wire.Api) ->
         return await relay(door, request, CHAT_PATHS[api], raw)
     command = said.command
     if command and not said.conversation:  # answered, never sent to the model, even without the headers
-        turn = Turn(user=said.user, conversation=None, project=None, authorized=door.authorized)
+        turn = Turn(
+            user=said.user, conversation=None, project=None, authorized=door.authorized, author=said.author
+        )
         return await answer_command(door, api, said, turn)
     # /memory commands never call a model, so they are never traced
     trace = (
@@ -224,6 +232,7 @@ async def resolve_turn(door: Door, said: Said, trace: TurnTrace) -> tuple[Turn, 
         project=chat.project,
         authorized=door.authorized,
         project_name=chat.project_name,
+        author=said.author,
     )
     if said.inherited is not None and door.authorized:
         await run_in_threadpool(proxy.memory.inherit, turn, said.inherited)
@@ -430,6 +439,7 @@ def queue_extraction(
             turn_key=exchange.history,
             parent_message=parent,
             unconfirmed=unconfirmed,
+            author=turn.author,
         )
         proxy.engine.queue.send(job)
     except Exception:
