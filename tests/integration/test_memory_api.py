@@ -299,6 +299,21 @@ def test_new_facts_are_found_by_meaning_a_second_after_their_201(api, bot):
         assert answer["meaning"] is True and [m["text"] for m in answer["memories"]] == [fact], question
 
 
+def test_a_question_about_the_asker_favours_their_memories_when_the_search_says_who_asks(api, bot):
+    """`askedBy`: "my sister" is the asker's sister. Each asker finds their own fact first, whichever of
+    the two the words and meaning alone would rank first; a malformed asker is refused."""
+    for user, text in (("alice", "My sister is called Rosa."), ("bob", "My sister is called Ines.")):
+        assert api.post(f"/v1/bots/{bot}/memories", json={"text": text, "userId": user}).status_code == 201
+
+    def first(asker: str) -> str:
+        params = {"query": "What is my sister called?", "askedBy": asker}
+        return api.get(f"/v1/bots/{bot}/memories", params=params).json()["memories"][0]["userId"]
+
+    assert (first("alice"), first("bob")) == ("alice", "bob")
+    refused = api.get(f"/v1/bots/{bot}/memories", params={"query": "my sister", "askedBy": "a b"})
+    assert refused.status_code == 400 and "askedBy" in refused.text
+
+
 def test_a_question_naming_someone_by_what_the_thread_calls_them_finds_their_messages_first(api, bot):
     """Discord-like messages: ids that are not names, each author's names in its content, no name in any
     text but the greeting that calls Melanie "Mel". A question about Mel's class finds Melanie's message

@@ -125,8 +125,9 @@ class Calls:
         kind: Kind = "fact",
         limit: int | None = None,
         min_score: float | None = None,
+        asked_by: str | None = None,
     ) -> Call:
-        params = {"query": query, "kind": kind, "limit": limit, "minScore": min_score}
+        params = {"query": query, "kind": kind, "limit": limit, "minScore": min_score, "askedBy": asked_by}
         return Call("GET", f"/v1/bots/{bot}/memories", {**params, **_scope(user, server, project)})
 
     @staticmethod
@@ -203,7 +204,7 @@ class Engram:
 
     def search(self, bot: str, query: str, **options: Any) -> Page:
         """Memories best first by words and meaning (options: user, server, project, kind, limit,
-        min_score)."""
+        min_score, asked_by)."""
         return Page.model_validate(self._send(Calls.search(bot, query, **options)).json())
 
     def list(self, bot: str, **options: Any) -> Page:

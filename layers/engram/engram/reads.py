@@ -189,10 +189,12 @@ class MemoryReads:
         user: str | None = None,
         metadata: dict[str, str] | None = None,
         min_score: float | None = None,
+        asker: str | None = None,
     ) -> Found:
         """Best first, by words and (with vectors on) by meaning; words alone when the embedder is down
         or still loading. `metadata`: only memories with every one of these values; `min_score`: only
-        memories at least this relevant (engram.relevance)."""
+        memories at least this relevant (engram.relevance); `asker`: the user asking, whose memories a
+        question about themselves ("my", "I") favours (engram.names)."""
         scope = Scope(
             bot=required_name("bot", bot),
             kind=self._kind(kind),
@@ -201,7 +203,8 @@ class MemoryReads:
             user=check_name("userId", user),
             metadata=tuple(sorted((metadata or {}).items())),
         )
-        return self.recall(scope, query, check_limit(limit), check_min_score(min_score))
+        asker = check_name("askedBy", asker)
+        return self.recall(scope, query, check_limit(limit), check_min_score(min_score), asker=asker)
 
     def recall(
         self, scope: Scope, query: str, k: int, min_score: float = 0.0, asker: str | None = None

@@ -266,7 +266,9 @@ class ChatMemory:
     def search(self, turn: Turn, query: str, limit: int = 10, min_score: float = 0.0) -> list[Memory]:
         """Search what this turn may recall (no cache); `min_score`: only memories at least this relevant."""
         scope, _ = self.scope(turn)
-        return self.service.recall(scope, query, limit, check_min_score(min_score, "min_score"))
+        return self.service.recall(
+            scope, query, limit, check_min_score(min_score, "min_score"), asker=turn.user
+        )
 
     def own(self, turn: Turn, raw_id: str) -> Memory:
         """A memory of this user's, or NotFound (other users' memories do not exist for them)."""

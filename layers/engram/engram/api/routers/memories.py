@@ -64,6 +64,14 @@ def list_memories(  # noqa: PLR0913 - FastAPI's query parameters; to become one 
     userId: Name = None,
     serverId: Name = None,
     project: Name = None,
+    askedBy: Annotated[
+        str | None,
+        Query(
+            pattern=NAME_PATTERN,
+            description='With `query`: the user asking; a question about themselves ("I", "my") '
+            "favours their memories, as the proxy and `/ask` do for the user who asks.",
+        ),
+    ] = None,
     before: Annotated[
         str | None,
         Query(
@@ -90,6 +98,7 @@ def list_memories(  # noqa: PLR0913 - FastAPI's query parameters; to become one 
             project=project,
             metadata=metadata,
             min_score=minScore,
+            asker=askedBy,
         )
         response.headers["x-engram-search"] = "words+meaning" if found.meaning else "words"
         return {"memories": [m.to_json() for m in found], "meaning": found.meaning}
