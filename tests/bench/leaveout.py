@@ -45,6 +45,7 @@ INDEX_SIDE = (
     "window_turns",
     "words_window",
     "meaning_window",
+    "author_label",
 )
 FACTS_START_MS = 1_767_225_600_000  # 2026-01-01: facts are saved one a second, as a client posting them
 
@@ -256,6 +257,7 @@ TODAY = dict(
     words_window=0.0,
     meaning_window=0.0,
     name_weight=0.0,
+    author_label=False,
 )
 
 # Each change is a family of candidate values, the first "off", on a grid fixed here before it is run.
@@ -292,6 +294,9 @@ STEPS: list[tuple[str, dict[str, list]]] = [
 # leave-out on turns without speaker labels), not as a step of the grid above: four values over its 192
 # configurations would take the run past an hour.
 NAMES = ("people by their names", {"name_weight": [0.0, 0.25, 0.5, 1.0]})
+# A memory's author name before its indexed text ("Mel: …") where its source names the author and the text
+# has no label of theirs: judged on turns without labels (on labelled turns it changes nothing)
+AUTHOR_LABEL = ("author name in the indexed text", {"author_label": [False, True]})
 
 # Settings the shipped retrieval has on or had on, judged again on top of the rest of it (issue 48): the
 # setting off (its first values), then its values chosen per split; kept as before (held-out up, on at
@@ -304,6 +309,7 @@ AGAIN: list[tuple[str, dict[str, list]]] = [
     ),
     ("meaning feedback", {"feedback_docs": [0, 3], "feedback_dense": [0.0, 0.3]}),
     NAMES,
+    AUTHOR_LABEL,
 ]
 
 # Each leg and setting of the shipped retrieval, and what turns it off: `make bench` scores the shipped
@@ -316,6 +322,7 @@ LEGS: dict[str, dict[str, Any]] = {
     "the previous-turn context": {"words_context": 0.0, "dense_context": 0.0},
     "meaning feedback": {"feedback_docs": 0},
     "people by their names": {"name_weight": 0.0},
+    "the author's name in the indexed text": {"author_label": False},
     "a fact's context (its author's previous fact)": {"fact_context_minutes": 0.0},
 }
 KEEP_SPLITS = 4

@@ -236,8 +236,8 @@ def recall_floor(conversations, service, in_process) -> dict:
 def bench_leave_out(path: Path, quick: bool, embedder, labels: bool = True) -> dict:
     """Leave-conversations-out figures (tests/bench/leaveout.py); quick: two conversations, 30 questions
     each, today's settings and the window steps. Without `labels`, each turn's text as Discord stores a
-    message (no "Speaker: " label: its author is known by its user id alone), and only names judged, on
-    top of the shipped settings."""
+    message (no "Speaker: " label: its author is known by its user id alone), and only the author label and
+    names judged, on top of the shipped settings."""
     from dataclasses import asdict
 
     from engram.retrieval import Retrieval
@@ -248,13 +248,17 @@ def bench_leave_out(path: Path, quick: bool, embedder, labels: bool = True) -> d
     if not labels:
         conversations = leaveout.without_labels(conversations)
         shipped = {k: v for k, v in asdict(Retrieval()).items() if k in leaveout.TODAY}
-        steps, today = [("shipped settings, names off (fixed)", {}), leaveout.NAMES], shipped
-        today["name_weight"] = 0.0
+        steps = [
+            ("shipped settings, names off, no author label (fixed)", {}),
+            leaveout.AUTHOR_LABEL,
+            leaveout.NAMES,
+        ]
+        today = {**shipped, "name_weight": 0.0, "author_label": False}
     if quick:
         conversations = conversations[:2]
         for c in conversations:
             c.questions = c.questions[:30]
-        steps = steps[:1] + [s for s in steps[1:] if s[0].startswith(("window", "people"))]
+        steps = steps[:1] + [s for s in steps[1:] if s[0].startswith(("window", "people", "author"))]
     return leaveout.run(
         conversations,
         embedder=embedder,

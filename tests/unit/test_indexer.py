@@ -95,3 +95,49 @@ def test_an_audit_reads_every_point_whole(service):
     assert set(points) == {memory.id, other.id}
     assert points[memory.id].payload["text"] == "Audited words." and points[memory.id].words.indices
     assert service.dense_name in points[memory.id].dense
+
+
+def test_a_message_is_found_by_its_authors_name_though_its_words_never_say_it(service, tmp_path):
+    """On Discord a name lives only with its author: the index reads a message as "Melanie: …"
+    (Retrieval.author_label), so a question naming her finds her message by its words; read without its
+    author, the message of the other, which shares a word with the question, comes first. (Names that move
+    hits, engram.names.favour_named, are off here: this is the index alone.)"""
+    from dataclasses import replace
+
+    from engram.retrieval import DEFAULT
+    from engram.service import MemoryService
+    from engram.store.in_memory import InMemoryRecords, InMemoryState
+    from engram.vectors.edge import EdgeIndex
+
+    said = [
+        ("81234567", {"author": "melanie_p", "displayName": "Melanie"}, "I finished a new bowl tonight"),
+        (
+            "99887766",
+            {"author": "caro.b", "displayName": "Caroline"},
+            "Did you make anything? I tried a vase",
+        ),
+        ("55443322", {"author": "jo", "displayName": "Jo"}, "Next week I want to make bread"),
+    ]
+
+    def first(author_label: bool) -> str:
+        reader = MemoryService(
+            records=InMemoryRecords(),
+            state=InMemoryState(),
+            index=EdgeIndex(tmp_path / f"labels-{author_label}"),
+            embedder=service.indexer.embedder,
+            queue=service.queue,
+            retrieval=replace(DEFAULT, name_weight=0.0, author_label=author_label),
+        )
+        messages = [
+            # threads of their own: a window would hold the other's words (and name)
+            ChatMessage(source_id=f"m{n}", text=text, user=user, content=content, thread=f"t{n}")
+            for n, (user, content, text) in enumerate(said)
+        ]
+        added = reader.add_messages("b", messages)
+        melanie = reader.records.get("b", added.memories[0].id)
+        label = "Melanie: " if author_label else ""
+        assert reader.indexer.vector_text(melanie) == f"{label}I finished a new bowl tonight"
+        return reader.search("b", "What did Melanie make?", kind="message")[0].user
+
+    assert first(author_label=True) == "81234567"
+    assert first(author_label=False) != "81234567"

@@ -3,8 +3,11 @@ nickname the others call them, another spelling — and how far their memories m
 
 from __future__ import annotations
 
+import types
+
 import pytest
 
+from engram import names
 from engram.names import addressed_as, author_names, directory, favour_named, named_authors
 from engram.vectors import Hit
 
@@ -103,3 +106,25 @@ def test_a_speaker_label_two_of_an_authors_texts_start_with_is_a_name_of_theirs(
         hit(3, 0.8, "speaker_b", "Note: bring the cake"),  # once: not a name
     ]
     assert directory(hits) == {"speaker_a": {"speaker", "caroline"}, "speaker_b": {"speaker"}}
+
+
+def test_a_memory_is_spoken_by_its_most_personal_name_and_labelled_with_it_once():
+    discord = {"author": "melanie_p", "displayName": "Melanie", "nick": "Mel"}
+    assert names.spoken_name("81234567", discord) == "Mel"  # a server nickname before a display name
+    assert names.spoken_name("81234567", {"author": "melanie_p"}) == "melanie_p"
+    assert names.spoken_name("Caroline", None) == "Caroline"  # a user id that is a name
+    assert names.spoken_name("81234567", {"displayName": "  "}) is None  # an id with digits is not
+    assert names.labelled("I signed up for a class", "81234567", discord) == "Mel: I signed up for a class"
+    # a pasted chat line keeps its own label; a memory without a name stays as it is
+    assert names.labelled("Caroline: hi there", "Caroline", None) == "Caroline: hi there"
+    assert names.labelled("hi there", "81234567", None) == "hi there"
+    # a text that opens with a word and a colon is not labelled by its author for that
+    assert (
+        names.labelled("Update: the kiln is fixed", "81234567", discord) == "Mel: Update: the kiln is fixed"
+    )
+
+
+def test_the_index_reads_a_records_text_labelled_only_when_the_setting_says_so():
+    record = types.SimpleNamespace(text="pottery on Thursdays", user="81234567", content={"nick": "Mel"})
+    assert names.indexed_text(record, author_label=False) == "pottery on Thursdays"
+    assert names.indexed_text(record, author_label=True) == "Mel: pottery on Thursdays"

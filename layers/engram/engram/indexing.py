@@ -13,6 +13,7 @@ from .errors import EmbedderUnavailable, IndexUnavailable, Unavailable
 from .jobs import IndexJob
 from .line_spans import LineReader
 from .line_windows import LineWindows, _Held, mix_meaning
+from .names import indexed_text
 from .observability import record_value, timed
 from .parts import MemoryParts
 from .shapes import payload
@@ -59,9 +60,10 @@ class Indexer:
 
     def vector_text(self, r: Record) -> str | None:
         """The text a record's dense vector is made of (None: no dense vector)."""
+        text = indexed_text(r, self.retrieval.author_label)
         if r.kind == "message":
-            return r.text[: self.message_vector_chars] if self.message_vector_chars > 0 and r.text else None
-        return r.text
+            return text[: self.message_vector_chars] if self.message_vector_chars > 0 and r.text else None
+        return text
 
     def embed(self, texts: list[str], wait: bool = True, query: bool = False) -> list[list[float]] | None:
         """Dense vectors, or None when the embedder is off or down (the reason is kept), or still

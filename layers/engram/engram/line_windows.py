@@ -13,6 +13,7 @@ from typing import Any
 from .embedders import own_vector_name
 from .errors import IndexUnavailable
 from .line_spans import LineReader, line_around
+from .names import indexed_text
 from .parts import MemoryParts
 from .retrieval import Retrieval, date_words
 from .store import Record
@@ -133,7 +134,8 @@ class LineWindows:
     def _window(self, line: list[Record], at: int) -> str | None:
         if not self._retrieval().words_window:
             return None
-        return " ".join(r.text for r in self._around(line, at))
+        labels = self._retrieval().author_label
+        return " ".join(indexed_text(r, labels) for r in self._around(line, at))
 
     def _meaning(self, line: list[Record], at: int, owns: dict[int, list[float]]) -> list[float] | None:
         """The searched meaning of `line[at]`: its own vector moved towards the mean of its window's own
@@ -313,7 +315,7 @@ class LineWindows:
 
     def words_of(self, r: Record, window: str | None) -> SparseVector:
         return self._words.document(
-            r.text,
+            indexed_text(r, self._retrieval().author_label),
             context=r.context,
             date=date_words(int(r.created_at)) if self._retrieval().date_terms else None,
             window=window,

@@ -107,6 +107,43 @@ def author_names(payload: Mapping[str, Any]) -> set[str]:
     return names - STOPWORDS
 
 
+# The content names a memory is spoken by, the most personal first: a server nickname, a display name, a
+# name the caller gave, a username
+_SPOKEN = ("nick", "displayName", "name", "authorName", "author")
+
+
+def spoken_name(user: str | None, content: Any) -> str | None:
+    """The name a memory's author is shown by: the first of its content's names, else its user id when that
+    is a name (an id with digits is not); None when neither is."""
+    if isinstance(content, Mapping):
+        for field in _SPOKEN:
+            value = content.get(field)
+            if isinstance(value, str) and value.strip():
+                return " ".join(value.split())[:100]
+    if isinstance(user, str) and user.strip() and not any(c.isdigit() for c in user):
+        return user[:100]
+    return None
+
+
+def labelled(text: str, user: str | None, content: Any) -> str:
+    """A memory's text as it is indexed with its author's name: "Name: text", unless it has no name or the
+    text already starts with one of its author's names as a label (a pasted chat line, "Caroline: …"); a
+    text opening "Update: …" is not labelled by its author and gets their name."""
+    name = spoken_name(user, content)
+    if not name or not text:
+        return text
+    label = _LABEL.match(text)
+    if label and set(name_tokens(label.group("label"))) & author_names({"user": user, "content": content}):
+        return text
+    return f"{name}: {text}"
+
+
+def indexed_text(record: Any, author_label: bool) -> str:
+    """A record's text as the index reads it (its words, its meaning, its neighbours' windows): labelled
+    with its author's name when `author_label` (Retrieval.author_label)."""
+    return labelled(record.text, record.user, record.content) if author_label else record.text
+
+
 def addressed_as(text: str) -> str | None:
     """The name a turn addresses someone by ("Hey Mel!" -> "mel"), or None."""
     body = _LABEL.sub("", text, count=1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import astuple, replace
+from typing import Any
 
 from .bookkeeping import ForgetUnderWay
 from .clock import now_ms
@@ -22,7 +23,7 @@ from .domain import (
 )
 from .errors import IndexUnavailable, InvalidInput, NotFound
 from .indexing import Indexer
-from .names import favour_named
+from .names import favour_named, labelled
 from .observability import timed
 from .parts import MemoryParts
 from .record import Listing, drew_on
@@ -296,11 +297,15 @@ class MemoryReads:
             )
         return self.calibrations.get(name)
 
-    def similar(self, scope: Scope, text: str) -> tuple[Memory, float] | None:
-        """The memory closest in meaning to a text and its cosine similarity (None without vectors)."""
+    def similar(self, scope: Scope, text: str, content: Any = None) -> tuple[Memory, float] | None:
+        """The memory closest in meaning to a text and its cosine similarity (None without vectors). The
+        text is embedded as a memory of the scope's user with this `content` would be (labelled with their
+        name: Retrieval.author_label), so the same words score as the same memory."""
         name = self.dense_name
         if name is None or not self.indexer.dense_exists(name):
             return None
+        if self.retrieval.author_label:
+            text = labelled(text, scope.user, content)
         vectors = self.indexer.embed([text])
         if not vectors:
             return None

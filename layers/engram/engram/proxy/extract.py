@@ -351,7 +351,7 @@ class Extractor:
 
     def _known(self, job: ExtractJob, fact: str) -> bool:
         scope = Scope(bot=job.bot, kind="fact", user=job.user)
-        similar = self.service.similar(scope, fact)
+        similar = self.service.similar(scope, fact, job.author)
         return similar is not None and similar[1] >= self.settings.dedupe_threshold
 
     def _ask(self, job: ExtractJob, known: list[Memory]) -> Extracted:
