@@ -87,6 +87,28 @@ def test_search_answers_by_the_records_words_while_the_index_is_down(service, en
     assert _ids(found)[:1] == [tea.id] and not found.meaning
 
 
+def test_with_the_index_down_a_question_naming_someone_still_finds_their_words_first(service, engine):
+    """The words fallback reads a record as the index does (its author's name before its text) and favours
+    the authors a question names, and "my" the asker: the same person is found with Qdrant down."""
+    from engram.service import ChatMessage
+
+    said = [
+        ChatMessage(
+            source_id="1", text="my kiln is fixed", user="81234567", content={"displayName": "Melanie"}
+        ),
+        ChatMessage(source_id="2", text="the kiln is fixed, my pots are next", user="99887766"),
+    ]
+    mel, other = (m.id for m in service.add_messages("b", said).memories)
+    engine.service.index.down = True
+    assert _ids(service.search("b", "Is Melanie's kiln fixed?", kind="message"))[:1] == [mel]
+    assert _ids(service.recall(Scope(bot="b", kind="message"), "is my kiln fixed", 2, asker="99887766"))[
+        :1
+    ] == [other]
+    assert _ids(service.recall(Scope(bot="b", kind="message"), "is my kiln fixed", 2, asker="81234567"))[
+        :1
+    ] == [mel]
+
+
 def test_the_closest_memory_in_meaning_is_told_with_its_similarity(service, embedder):
     tea, _ = service.add_fact("b", "Drinks tea.")
     service.add_fact("b", "Walks the dog.")

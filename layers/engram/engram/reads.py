@@ -23,15 +23,16 @@ from .domain import (
 )
 from .errors import IndexUnavailable, InvalidInput, NotFound
 from .indexing import Indexer
-from .names import favour_named, labelled
+from .names import favour_named, indexed_text, labelled
 from .observability import timed
 from .parts import MemoryParts
 from .record import Listing, drew_on
 from .relevance import QUERIES, STATEMENTS, Calibration, calibrate, combined, words_share
 from .retrieval import feedback_query, feedback_vector
+from .shapes import payload
 from .store import KINDS, Record, source_key
 from .text import check_text, format_memory_id
-from .vectors import Hit, Query, Scope
+from .vectors import Hit, Query, Scope, ranked
 from .words import terms
 
 log = logging.getLogger(__name__)
@@ -259,7 +260,7 @@ class MemoryReads:
         except IndexUnavailable as exc:
             self.indexer.failed(exc.message)
             log.warning("index unavailable, searching records by words: %s", exc.message)
-            return self._words_fallback(scope, query, k)
+            return self._words_fallback(scope, query, k, asker)
         hidden = self.hider(scope.bot)
         found = self._scored([h for h in hits if not hidden.hit(h)], query, dense)
         found.meaning = dense is not None
@@ -314,7 +315,7 @@ class MemoryReads:
         hits = [h for h in hits if not hidden.hit(h)]
         return (Memory.from_hit(hits[0]), hits[0].score) if hits else None
 
-    def _words_fallback(self, scope: Scope, query: str, k: int) -> Found:
+    def _words_fallback(self, scope: Scope, query: str, k: int, asker: str | None = None) -> Found:
         q = self.words.query(query)
         listing = Listing(scope.server, scope.project, scope.user, read_at_most=FALLBACK_READ)
         rows = self.records.newest(
@@ -322,11 +323,18 @@ class MemoryReads:
         )
         hidden, wanted = self.hider(scope.bot), dict(scope.metadata)
         shown = [r for r in rows if not hidden.record(r) and matches_metadata(r.metadata, wanted)]
-        scored = [(self.words.score(q, self.words.document(r.text)), r) for r in shown]
-        scored = [(s, r) for s, r in scored if s > 0]
-        scored.sort(key=lambda pair: (-pair[0], -int(pair[1].id)))
+        labels, by_id = self.retrieval.author_label, {int(r.id): r for r in shown}
+        # scored as the index reads them (their author's name too), and named authors favoured, as a
+        # search of the index would: the same question finds the same person with Qdrant down
+        scored = [
+            Hit(int(r.id), score, payload(r))
+            for r in shown
+            if (score := self.words.score(q, self.words.document(indexed_text(r, labels)))) > 0
+        ]
+        scored = favour_named(ranked(scored), query, self.retrieval.name_weight, asker)
         asked, out = set(terms(query)), Found()
-        for _, r in scored[:k]:
+        for hit in scored[:k]:
+            r = by_id[hit.id]
             memory = Memory.from_record(r)
             memory.score = words_share(asked, r.text)  # relevance by words alone
             out.append(memory)
