@@ -124,6 +124,13 @@ def test_a_memory_is_spoken_by_its_most_personal_name_and_labelled_with_it_once(
     )
 
 
+def test_every_name_a_source_gives_counts_in_the_words_beside_the_text():
+    discord = {"author": "melanie_p", "displayName": "Melanie", "nick": "Mel", "text": "not a name"}
+    assert names.author_words("81234567", discord) == "melanie_p Melanie Mel"
+    assert names.author_words("Caroline", None) == "Caroline"
+    assert names.author_words("81234567", {"attachments": []}) is None
+
+
 def test_the_index_reads_a_records_text_labelled_only_when_the_setting_says_so():
     record = types.SimpleNamespace(text="pottery on Thursdays", user="81234567", content={"nick": "Mel"})
     assert names.indexed_text(record, author_label=False) == "pottery on Thursdays"

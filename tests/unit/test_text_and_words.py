@@ -55,3 +55,17 @@ def test_document_weights_saturate_and_normalise_length():
     q = v.query("tea tea tea")
     assert q.values == [1.0] and q.indices == [tea]
     assert v.score(q, short) > v.score(q, long) > 0
+
+
+def test_a_word_is_the_same_term_with_or_without_its_accents_and_a_query_still_finds_older_points():
+    """Names are typed either way ("Amelie" for Amélie): Latin accents fold in every term; a mark that is
+    part of another script's word stays. A query asks an accented word both ways, so a point written before
+    folding (its term as written) is still found."""
+    assert terms("Amélie's café, naïve") == terms("Amelie's cafe, naive")
+    assert terms("नमस्ते") != terms("नमसत")  # a Devanagari vowel sign is not an accent
+    words = WordVectorizer()
+    old_point = {term_index(t) for t in terms("Amélie", folded=False)}
+    new_point = set(words.document("Amélie").indices)
+    asked = set(words.query("Amélie").indices)
+    assert old_point <= asked and new_point <= asked
+    assert set(words.query("Amelie").indices) == new_point

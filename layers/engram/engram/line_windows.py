@@ -13,7 +13,7 @@ from typing import Any
 from .embedders import own_vector_name
 from .errors import IndexUnavailable
 from .line_spans import LineReader, line_around
-from .names import indexed_text
+from .names import author_words, indexed_text
 from .parts import MemoryParts
 from .retrieval import Retrieval, date_words
 from .store import Record
@@ -314,8 +314,10 @@ class LineWindows:
         return out
 
     def words_of(self, r: Record, window: str | None) -> SparseVector:
+        named = self._retrieval().author_label
         return self._words.document(
-            indexed_text(r, self._retrieval().author_label),
+            r.text,
+            author=author_words(r.user, r.content) if named else None,
             context=r.context,
             date=date_words(int(r.created_at)) if self._retrieval().date_terms else None,
             window=window,

@@ -138,6 +138,16 @@ def labelled(text: str, user: str | None, content: Any) -> str:
     return f"{name}: {text}"
 
 
+def author_words(user: str | None, content: Any) -> str | None:
+    """Every name a memory's source gives its author, as words to index beside its text (a username and a
+    display name and a nickname: a question may use any of them); None when it gives none."""
+    said = [user] if isinstance(user, str) and not any(c.isdigit() for c in user) else []
+    if isinstance(content, Mapping):
+        said += [v for f in CONTENT_NAMES if isinstance(v := content.get(f), str)]
+    words = " ".join(" ".join(said).split())[:300]
+    return words or None
+
+
 def indexed_text(record: Any, author_label: bool) -> str:
     """A record's text as the index reads it (its words, its meaning, its neighbours' windows): labelled
     with its author's name when `author_label` (Retrieval.author_label)."""

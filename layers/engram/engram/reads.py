@@ -23,7 +23,7 @@ from .domain import (
 )
 from .errors import IndexUnavailable, InvalidInput, NotFound
 from .indexing import Indexer
-from .names import favour_named, indexed_text, labelled
+from .names import author_words, favour_named, labelled
 from .observability import timed
 from .parts import MemoryParts
 from .record import Listing, drew_on
@@ -329,7 +329,7 @@ class MemoryReads:
         scored = [
             Hit(int(r.id), score, payload(r))
             for r in shown
-            if (score := self.words.score(q, self.words.document(indexed_text(r, labels)))) > 0
+            if (score := self.words.score(q, self.words.document(r.text, author=names_of(r, labels)))) > 0
         ]
         scored = favour_named(ranked(scored), query, self.retrieval.name_weight, asker)
         asked, out = set(terms(query)), Found()
@@ -345,3 +345,8 @@ class MemoryReads:
         if kind not in KINDS:
             raise InvalidInput(f"kind must be one of {', '.join(KINDS)}")
         return kind
+
+
+def names_of(record: Record, author_label: bool) -> str | None:
+    """The author names a record's words carry beside its text (Retrieval.author_label)."""
+    return author_words(record.user, record.content) if author_label else None

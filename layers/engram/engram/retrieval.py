@@ -34,11 +34,11 @@ class Retrieval:
     # nothing, and keeping it cost every add a read and a write (a fact's window holds its author's
     # facts around it).
     fact_context_minutes: float = 0.0
-    # A memory's text is indexed (its words and its meaning) after its author's name, "Name: text", when its
-    # source gives a name (engram.names.spoken_name) and the text does not start with a label already: on
-    # Discord a name lives only with its author, never in the words.
-    # Leave-out (turns without labels, as Discord stores them): 0.747 / 0.666 -> 0.763 / 0.742, up on 4 of
-    # 5 splits; on labelled turns nothing changes (they have their label).
+    # A memory's author's names count in its words (every name its source gives, beside its text, not
+    # making it longer) and its meaning is embedded as "Name: text" (engram.names.spoken_name), unless the
+    # text starts with one of their names already: on Discord a name lives only with its author, never in
+    # the words. Leave-out (turns without labels, as Discord stores them): 0.747 / 0.666 -> 0.765 / 0.749,
+    # up on 4 of 5 splits; on labelled turns the meaning is unchanged.
     author_label: bool = True
     # Weight of a memory's month and year as word terms (0: dates are not words).
     date_terms: float = 0.0

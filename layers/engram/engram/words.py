@@ -7,6 +7,7 @@ length-normalised term frequencies and a query carries 1.0 per distinct term.
 from __future__ import annotations
 
 import re
+import unicodedata
 import zlib
 from collections import Counter
 from dataclasses import dataclass
@@ -184,9 +185,32 @@ def _stemmer() -> Stemmer.Stemmer:
     return Stemmer.Stemmer("english")
 
 
-def terms(text: str) -> list[str]:
-    """Lower-cased, stop-word-free, stemmed terms of a text, in order."""
-    words = [w for w in _TOKEN.findall(text.casefold()) if w not in STOPWORDS and len(w) < 40]
+@lru_cache(maxsize=4096)
+def _folded_letter(ch: str) -> str:
+    """A Latin letter without its accents ("é" -> "e"); any other character as it is (a Devanagari vowel
+    sign or a Hebrew point is part of its word, not an accent)."""
+    parts = unicodedata.normalize("NFKD", ch)
+    base, marks = parts[:1], parts[1:]
+    if base.isascii() and base.isalpha() and marks and all(unicodedata.combining(m) for m in marks):
+        return base
+    return ch
+
+
+def fold_accents(text: str) -> str:
+    """The text with Latin letters' accents taken off: "Amélie" and "Amelie", "café" and "cafe" are one
+    word to the index, as people type them either way."""
+    return text if text.isascii() else "".join(_folded_letter(ch) for ch in text)
+
+
+def terms(text: str, folded: bool = True) -> list[str]:
+    """Lower-cased, stop-word-free, stemmed terms of a text, in order; accents folded (`folded`: False,
+    as points written before 1.5 hold them)."""
+    text = text.casefold()
+    words = [
+        w
+        for w in _TOKEN.findall(fold_accents(text) if folded else text)
+        if w not in STOPWORDS and len(w) < 40
+    ]
     stemmed: list[str] = _stemmer().stemWords(words)
     return stemmed
 
@@ -216,14 +240,25 @@ class WordVectorizer:
         norm = self.k1 * (1 - self.b + self.b * length / self.average_length)
         return {i: c * (self.k1 + 1) / (c + norm) for i, c in counts.items()}
 
-    def document(
-        self, text: str, context: str | None = None, date: str | None = None, window: str | None = None
+    def document(  # noqa: PLR0913 - a document and each text that counts beside it, by name
+        self,
+        text: str,
+        context: str | None = None,
+        date: str | None = None,
+        window: str | None = None,
+        author: str | None = None,
     ) -> SparseVector:
         """A document's term weights: BM25's saturated, length-normalised term frequency, plus a
         fraction of its conversation context's (the message it follows), of its date's words and of its
-        window's (the turns around it, as one text)."""
+        window's (the turns around it, as one text), and its author's names in full (beside the text, not
+        in it: a name makes no text longer, so a named author's memories lose nothing to the unnamed)."""
         weights = self._weights(text)
-        extras = ((context, self.context_weight), (date, self.date_weight), (window, self.window_weight))
+        extras = (
+            (context, self.context_weight),
+            (date, self.date_weight),
+            (window, self.window_weight),
+            (author, 1.0),
+        )
         for extra, weight in extras:
             if extra and weight:
                 for i, w in self._weights(extra).items():
@@ -232,8 +267,12 @@ class WordVectorizer:
         return SparseVector(indices, [weights[i] for i in indices])
 
     def query(self, text: str) -> SparseVector:
-        """A query's terms, each once with weight 1 (IDF comes from the index)."""
-        indices = sorted({term_index(t) for t in terms(text)})
+        """A query's terms, each once with weight 1 (IDF comes from the index). A word with accents is asked
+        both ways: folded, as points hold it now, and as written, as points from before 1.5 hold it."""
+        asked = set(terms(text))
+        if not text.isascii():
+            asked |= set(terms(text, folded=False))
+        indices = sorted({term_index(t) for t in asked})
         return SparseVector(indices, [1.0] * len(indices))
 
     def score(self, query: SparseVector, document: SparseVector) -> float:
