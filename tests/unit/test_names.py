@@ -129,6 +129,14 @@ def test_every_name_a_source_gives_counts_in_the_words_beside_the_text():
     assert names.author_words("81234567", discord) == "melanie_p Melanie Mel"
     assert names.author_words("Caroline", None) == "Caroline"
     assert names.author_words("81234567", {"attachments": []}) is None
+    # a text that carries its author's label names them already: no second copy in its words, as in its
+    # meaning (one rule decides both); another label does not count
+    assert names.author_words("Caroline", None, "Caroline: I went to a support group") is None
+    assert names.author_words("81234567", discord, "mel: see you Thursday") is None
+    assert names.author_words("81234567", discord, "Update: kiln fixed") == "melanie_p Melanie Mel"
+    # a name is a name up to names.MAX_NAME_CHARS, as LibreChat's are kept
+    long = "x" * (names.MAX_NAME_CHARS + 50)
+    assert names.author_words(long, None) == long[: names.MAX_NAME_CHARS]
 
 
 def test_the_index_reads_a_records_text_labelled_only_when_the_setting_says_so():

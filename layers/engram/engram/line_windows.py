@@ -317,7 +317,7 @@ class LineWindows:
         named = self._retrieval().author_label
         return self._words.document(
             r.text,
-            author=author_words(r.user, r.content) if named else None,
+            author=author_words(r.user, r.content, r.text) if named else None,
             context=r.context,
             date=date_words(int(r.created_at)) if self._retrieval().date_terms else None,
             window=window,

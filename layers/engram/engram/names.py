@@ -91,20 +91,40 @@ def name_tokens(text: str) -> list[str]:
     return [w for w in _LETTERS.findall(plain.casefold()) if len(w) >= 2]
 
 
-def author_names(payload: Mapping[str, Any]) -> set[str]:
-    """The names a hit's author goes by, from its payload: the user id when it is a name (a Discord
-    snowflake or a database id has digits and is not), and the author names its content carries."""
-    names: set[str] = set()
-    user = payload.get("user")
-    if isinstance(user, str) and not any(c.isdigit() for c in user):
-        names.update(name_tokens(user))
-    content = payload.get("content")
+# A name longer than this is not a person's name (LibreChat caps none; Discord's are 32 characters)
+MAX_NAME_CHARS = 100
+
+
+def user_name(user: Any) -> str | None:
+    """A user id that is a name ("Caroline"); None for an id with digits (a Discord snowflake, LibreChat's
+    database id), which names nobody."""
+    if isinstance(user, str) and user.strip() and not any(c.isdigit() for c in user):
+        return " ".join(user.split())[:MAX_NAME_CHARS]
+    return None
+
+
+def said_names(user: Any, content: Any, fields: Sequence[str] = CONTENT_NAMES) -> list[str]:
+    """The names a memory's source gives its author, as written, in the order of `fields` then its user
+    id (when that is a name): every reader of a memory's author names starts here."""
+    said: list[str] = []
     if isinstance(content, Mapping):
-        for field in CONTENT_NAMES:
+        for field in fields:
             value = content.get(field)
-            if isinstance(value, str):
-                names.update(name_tokens(value))
-    return names - STOPWORDS
+            if isinstance(value, str) and value.strip():
+                said.append(" ".join(value.split())[:MAX_NAME_CHARS])
+    if (own := user_name(user)) is not None:
+        said.append(own)
+    return said
+
+
+def names_of_author(user: Any, content: Any) -> set[str]:
+    """The names a memory's author goes by, as names are compared (folded tokens)."""
+    return {token for name in said_names(user, content) for token in name_tokens(name)} - STOPWORDS
+
+
+def author_names(payload: Mapping[str, Any]) -> set[str]:
+    """The names a hit's author goes by, from its payload (its user id and content)."""
+    return names_of_author(payload.get("user"), payload.get("content"))
 
 
 # The content names a memory is spoken by, the most personal first: a server nickname, a display name, a
@@ -114,43 +134,40 @@ _SPOKEN = ("nick", "displayName", "name", "authorName", "author")
 
 def spoken_name(user: str | None, content: Any) -> str | None:
     """The name a memory's author is shown by: the first of its content's names, else its user id when that
-    is a name (an id with digits is not); None when neither is."""
-    if isinstance(content, Mapping):
-        for field in _SPOKEN:
-            value = content.get(field)
-            if isinstance(value, str) and value.strip():
-                return " ".join(value.split())[:100]
-    if isinstance(user, str) and user.strip() and not any(c.isdigit() for c in user):
-        return user[:100]
-    return None
+    is a name; None when neither is."""
+    said = said_names(user, content, _SPOKEN)
+    return said[0] if said else None
+
+
+def carries_label(text: str, user: str | None, content: Any) -> bool:
+    """Whether a text already starts with one of its author's names as a label (a pasted or exported chat
+    line, "Caroline: …"): then its words and meaning name the author already, and the index adds neither
+    the label nor the names again. A text opening "Update: …" does not."""
+    label = _LABEL.match(text)
+    return label is not None and bool(set(name_tokens(label.group("label"))) & names_of_author(user, content))
 
 
 def labelled(text: str, user: str | None, content: Any) -> str:
-    """A memory's text as it is indexed with its author's name: "Name: text", unless it has no name or the
-    text already starts with one of its author's names as a label (a pasted chat line, "Caroline: …"); a
-    text opening "Update: …" is not labelled by its author and gets their name."""
+    """A memory's text as its meaning is embedded: "Name: text", unless its author has no name or the
+    text carries their label already."""
     name = spoken_name(user, content)
-    if not name or not text:
-        return text
-    label = _LABEL.match(text)
-    if label and set(name_tokens(label.group("label"))) & author_names({"user": user, "content": content}):
+    if not name or not text or carries_label(text, user, content):
         return text
     return f"{name}: {text}"
 
 
-def author_words(user: str | None, content: Any) -> str | None:
+def author_words(user: str | None, content: Any, text: str = "") -> str | None:
     """Every name a memory's source gives its author, as words to index beside its text (a username and a
-    display name and a nickname: a question may use any of them); None when it gives none."""
-    said = [user] if isinstance(user, str) and not any(c.isdigit() for c in user) else []
-    if isinstance(content, Mapping):
-        said += [v for f in CONTENT_NAMES if isinstance(v := content.get(f), str)]
-    words = " ".join(" ".join(said).split())[:300]
-    return words or None
+    display name and a nickname: a question may use any of them); None when it gives none, or when the
+    text carries their label already (a second copy would only make the memory longer)."""
+    if text and carries_label(text, user, content):
+        return None
+    return " ".join(said_names(user, content)) or None
 
 
 def indexed_text(record: Any, author_label: bool) -> str:
-    """A record's text as the index reads it (its words, its meaning, its neighbours' windows): labelled
-    with its author's name when `author_label` (Retrieval.author_label)."""
+    """A record's text as the index reads it (its meaning, its neighbours' windows): labelled with its
+    author's name when `author_label` (Retrieval.author_label)."""
     return labelled(record.text, record.user, record.content) if author_label else record.text
 
 

@@ -36,9 +36,9 @@ class Retrieval:
     fact_context_minutes: float = 0.0
     # A memory's author's names count in its words (every name its source gives, beside its text, not
     # making it longer) and its meaning is embedded as "Name: text" (engram.names.spoken_name), unless the
-    # text starts with one of their names already: on Discord a name lives only with its author, never in
-    # the words. Leave-out (turns without labels, as Discord stores them): 0.747 / 0.666 -> 0.765 / 0.749,
-    # up on 4 of 5 splits; on labelled turns the meaning is unchanged.
+    # text starts with one of their names already (then neither: engram.names.carries_label): on Discord
+    # a name lives only with its author, never in the words. Leave-out (turns without labels, as Discord
+    # stores them): 0.747 / 0.666 -> 0.765 / 0.749, up on 4 of 5 splits; labelled turns unchanged.
     author_label: bool = True
     # Weight of a memory's month and year as word terms (0: dates are not words).
     date_terms: float = 0.0

@@ -34,6 +34,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ..names import MAX_NAME_CHARS
 from .wire import Api, content_text
 
 # The prompts LibreChat's own side calls open their newest user message with (their first words: a custom
@@ -80,10 +81,6 @@ IsCommand = Callable[[str, str], bool]
 def unresolved(value: str | None) -> bool:
     """A header LibreChat should have filled in but sent as written ({{LIBRECHAT_USER_ID}}, ${VAR})."""
     return value is not None and bool(PLACEHOLDER.search(value))
-
-
-# A name longer than this is not a person's name (LibreChat caps neither)
-MAX_NAME_CHARS = 100
 
 
 def author_content(name: str | None, username: str | None) -> dict[str, str] | None:
