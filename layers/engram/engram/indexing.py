@@ -19,6 +19,7 @@ from .parts import MemoryParts
 from .shapes import payload
 from .store import Record, now_ms
 from .vectors import IndexPoint
+from .words import SparseVector
 
 log = logging.getLogger(__name__)
 # Re-embedding embeds the next chunk while the previous one's vectors are stored (DynamoDB and Qdrant
@@ -139,6 +140,11 @@ class Indexer:
     def mixing(self) -> bool:
         """Whether a point's searched meaning is mixed with its window's (its own is kept beside it)."""
         return self._lined.mixing
+
+    def words_of(self, record: Record) -> SparseVector:
+        """A record's words as its point holds them, without its window's (the words fallback scores a
+        record so, with the index down: one place decides a record's words)."""
+        return self._lined.words_of(record, None)
 
     def rewindow(self, records: list[Record], removed: bool = False, with_self: bool = False) -> int:
         """The records around these ones (changed, or `removed`; and these, `with_self`) get their windows

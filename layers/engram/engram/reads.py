@@ -23,7 +23,7 @@ from .domain import (
 )
 from .errors import IndexUnavailable, InvalidInput, NotFound
 from .indexing import Indexer
-from .names import author_words, favour_named, labelled
+from .names import favour_named, labelled
 from .observability import timed
 from .parts import MemoryParts
 from .record import Listing, drew_on
@@ -323,13 +323,13 @@ class MemoryReads:
         )
         hidden, wanted = self.hider(scope.bot), dict(scope.metadata)
         shown = [r for r in rows if not hidden.record(r) and matches_metadata(r.metadata, wanted)]
-        labels, by_id = self.retrieval.author_label, {int(r.id): r for r in shown}
-        # scored as the index reads them (their author's name too), and named authors favoured, as a
-        # search of the index would: the same question finds the same person with Qdrant down
+        by_id = {int(r.id): r for r in shown}
+        # scored by the words the index holds for them (their author's names too), and named authors
+        # favoured, as a search of the index would: the same question finds the same person with Qdrant down
         scored = [
             Hit(int(r.id), score, payload(r))
             for r in shown
-            if (score := self.words.score(q, self.words.document(r.text, author=names_of(r, labels)))) > 0
+            if (score := self.words.score(q, self.indexer.words_of(r))) > 0
         ]
         scored = favour_named(ranked(scored), query, self.retrieval.name_weight, asker)
         asked, out = set(terms(query)), Found()
@@ -345,8 +345,3 @@ class MemoryReads:
         if kind not in KINDS:
             raise InvalidInput(f"kind must be one of {', '.join(KINDS)}")
         return kind
-
-
-def names_of(record: Record, author_label: bool) -> str | None:
-    """The author names a record's words carry beside its text (Retrieval.author_label)."""
-    return author_words(record.user, record.content) if author_label else None
