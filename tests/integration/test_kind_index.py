@@ -4,6 +4,8 @@ filled it (issue 46). Under moto: the template's tables, and a memories table as
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from engram.engine import build_engine
@@ -61,4 +63,40 @@ def test_a_whole_kind_is_listed_from_the_index_the_table_has(aws, embedder, tmp_
     assert [int(r.id) for r in newest] == ids[::-1][:10] and {r.server for r in newest} == {"s1", "s2"}
     expected = "byKindKeys" if table == "template" else "byKind"
     assert queried and set(queried) == {expected}, queried
+    engine.service.index.close()
+
+
+def test_a_listing_asks_every_shard_for_its_first_page_at_once(aws, embedder, tmp_path, monkeypatch):
+    """A bot's kind sits under keys.READ_SHARDS keys; a listing needs the first page of each before its
+    first row. Asked one after another, each round trip of DynamoDB's adds to the listing's time."""
+    from pynamodb.connection.base import Connection
+
+    from engram.store import keys
+
+    settings = moto_settings(aws, tmp_path)
+    engine = build_engine(
+        settings, index=EdgeIndex(tmp_path / "shard"), embedder=embedder, sqs_client=aws["sqs"]
+    )
+    service = engine.service
+    said = [ChatMessage(source_id=f"m{n}", text=f"message {n}") for n in range(40)]
+    ids = sorted(int(m.id) for m in service.add_messages("b", said).memories)
+    asked: list[tuple[float, float]] = []
+    call = Connection._make_api_call
+
+    def slow(connection, operation, kwargs):
+        if operation != "Query" or "memories" not in kwargs.get("TableName", ""):
+            return call(connection, operation, kwargs)
+        began = time.monotonic()
+        time.sleep(0.2)  # a round trip, made long
+        out = call(connection, operation, kwargs)
+        asked.append((began, time.monotonic()))
+        return out
+
+    monkeypatch.setattr(Connection, "_make_api_call", slow)
+    newest = service.records.newest("b", "message", 10)
+    assert [int(r.id) for r in newest] == ids[::-1][:10]
+    firsts = sorted(asked)[: keys.READ_SHARDS]
+    assert len(firsts) == keys.READ_SHARDS
+    # together: every first page was asked before any of them was answered
+    assert max(b for b, _ in firsts) < min(e for _, e in firsts), firsts
     engine.service.index.close()
