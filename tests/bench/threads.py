@@ -22,7 +22,7 @@ texts = [f"What did person {i} say about the garden, the trip in May and the new
 range(queries)]
 def one(out, chunk):
     for t in chunk:
-        t0 = time.perf_counter(); e.embed([t]); out.append(time.perf_counter() - t0)
+        t0 = time.perf_counter(); e.embed_queries([t]); out.append(time.perf_counter() - t0)
 def pct(v, q):
     v = sorted(v); return round(v[min(len(v) - 1, int(q * len(v)))] * 1000, 2)
 res = {}
