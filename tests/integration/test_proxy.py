@@ -627,6 +627,14 @@ def test_mcp_tools(stack):
     assert httpx.post(f"{stack.url}/mcp", json={}).status_code == 401
 
 
+def _hanging(inner):
+    def hanging(*args, **kwargs):
+        time.sleep(4)
+        return inner(*args, **kwargs)
+
+    return hanging
+
+
 @pytest.mark.parametrize("hangs", ["qdrant", "embedder"])
 def test_a_turn_goes_on_without_memory_when_qdrant_or_the_embedder_hangs(stack, upstream, monkeypatch, hangs):
     """A dependency that hangs (rather than refuses) costs a turn its memory budget (1 s), not its timeout;
@@ -638,14 +646,11 @@ def test_a_turn_goes_on_without_memory_when_qdrant_or_the_embedder_hangs(stack, 
     asked = {"query": "oolong", "userId": user}
     assert wait_until(lambda: api.get("/v1/bots/librechat/memories", params=asked).json()["meaning"])
     held = service.reads.index if hangs == "qdrant" else service.indexer.embedder
-    name = "search" if hangs == "qdrant" else "embed"
-    inner = getattr(held, name)
-
-    def hanging(*args, **kwargs):
-        time.sleep(4)
-        return inner(*args, **kwargs)
-
-    monkeypatch.setattr(held, name, hanging)
+    # an embedder that hangs hangs for searches (embed_queries, where it has one) and writes alike
+    names = [n for n in (["search"] if hangs == "qdrant" else ["embed", "embed_queries"]) if hasattr(held, n)]
+    inner = {name: getattr(held, name) for name in names}
+    for name in names:
+        monkeypatch.setattr(held, name, _hanging(inner[name]))
     monkeypatch.setattr(stack.proxy.memory_breaker, "pause_s", 2.0)
     c = oa(stack, user=user)
 
@@ -662,7 +667,8 @@ def test_a_turn_goes_on_without_memory_when_qdrant_or_the_embedder_hangs(stack, 
         assert "Remembered from earlier" not in json.dumps(upstream.chats()[-1]["json"])
         said, took = turn("And which coffee?")
         assert said == "skipped; reason=paused" and took < 1.0, (said, took)
-        monkeypatch.setattr(held, name, inner)  # back: after the pause, a trial finds it on time
+        for name in names:  # back: after the pause, a trial finds it on time
+            monkeypatch.setattr(held, name, inner[name])
         time.sleep(2.1)
         said, _ = turn("Which tea again?")
         assert said is None and not stack.proxy.memory_breaker.open
