@@ -294,7 +294,7 @@ def test_reembedding_mixes_each_new_vector_with_its_window_s(engine, fake, aws):
 
 
 @pytest.mark.parametrize(
-    "page, step_s", [(2, 0), (4, 60)], ids=["a step a page, windows pages apart", "one step, read ahead"]
+    "page, step_s", [(2, 0), (12, 60)], ids=["a step a page, windows pages apart", "one step, read ahead"]
 )
 def test_a_reembed_over_many_pages_mixes_every_point_as_a_live_write_would(
     engine, fake, aws, monkeypatch, page, step_s
@@ -302,8 +302,9 @@ def test_a_reembed_over_many_pages_mixes_every_point_as_a_live_write_would(
     """Two interleaved threads of nine turns, paged `page` records at a time under one key of the kind: the
     first pass writes own vectors only, the second mixes each point from its whole window, pages apart —
     what a write with every vector at hand gives (the window's turns either side, in the line's order).
-    In one step, the second pass reads a page ahead: with four records a page, every window lies within
-    the pages either side, and no record is read again for its neighbours' windows."""
+    In one step, the second pass reads a page ahead: with twelve records a page, every window lies within
+    the pages either side (a line is read as far as a window may reach, MOST_WINDOW_RECORDS = 6 turns, 12
+    records of the two threads), and no record is read again for its neighbours' windows."""
     import engram.embedding
     import engram.store.keys
 
@@ -342,7 +343,8 @@ def test_a_reembed_over_many_pages_mixes_every_point_as_a_live_write_would(
             lines[thread].append(service.add_messages("b1", [message]).memories[0].id)
     engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m1"})
     drain(aws)
-    name, weight, turns = "dense-fakeai-m1", service.retrieval.meaning_window, service.indexer.window_turns
+    # each turn is another author's: a window is `window_turns` records each side
+    name, weight, turns = "dense-fakeai-m1", service.retrieval.meaning_window, service.retrieval.window_turns
     assert weight and turns
     for ids in lines.values():
         vectors = service.index.dense_of([name, own_vector_name(name)], ids)

@@ -103,9 +103,35 @@ def test_turns_made_in_the_same_millisecond_are_windowed_in_the_order_of_their_i
     """A page of messages given one time (an import, a fake's history): the index orders ties by nothing,
     so a window read from it in pieces took arbitrary neighbours, and a forget then missed their points
     (the residue suite found a forgotten person's words in such a point)."""
-    ids = _thread(words_only, *[("bob", f"a turn about {w}") for w in WORDS], step=0)
+    turns = [("bob" if n % 2 else "alice", f"a turn about {w}") for n, w in enumerate(WORDS)]
+    ids = _thread(words_only, *turns, step=0)
     for n, word in enumerate(WORDS):
         assert _found(words_only, word) == set(ids[max(0, n - 2) : n + 3]), word
+
+
+def test_several_messages_in_a_row_by_one_person_are_one_turn_of_a_window(words_only):
+    """People send a thought in pieces: a window counts turns by author, so the reply two turns away
+    still reaches the question it answers, however many pieces each was sent in (up to
+    MOST_WINDOW_RECORDS each side); the rewrite around a new piece reaches every window it is in."""
+    from engram.line_windows import MOST_WINDOW_RECORDS
+
+    ids = _thread(
+        words_only,
+        ("alice", "so about the trip"),
+        ("alice", "which ferry do we take"),
+        ("alice", "the early one?"),
+        ("bob", "hmm"),
+        ("bob", "the 7:40 from Oban"),
+        ("alice", "ok"),
+        ("carol", "I will drive us to the port"),
+    )
+    # "Oban" (bob's second piece) reaches all three of alice's pieces before it: one turn back
+    assert _found(words_only, "Oban") == set(ids)
+    # alice's first piece reaches bob's turn and her "ok", two turns on; carol's is a third turn
+    assert _found(words_only, "trip") == set(ids[:6])
+    assert _found(words_only, "port") == set(ids[3:])  # carol's window: alice's ok, bob's turn
+    many = _thread(words_only, *[("dave", f"piece {w}") for w in WORDS], thread="t2")
+    assert _found(words_only, WORDS[0]) == set(many[: MOST_WINDOW_RECORDS + 1])
 
 
 def test_forgetting_someone_takes_their_words_out_of_the_windows_around_their_messages(words_only):

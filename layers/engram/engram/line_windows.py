@@ -19,6 +19,10 @@ from .retrieval import Retrieval, date_words
 from .store import Record
 from .words import SparseVector
 
+# How many records each side a window may hold where a thread's turns count by author: a line is read
+# twice as far, so this bounds what a write reads however many messages in a row its people send
+MOST_WINDOW_RECORDS = 6
+
 
 def mix_meaning(own: list[float], context: list[float], weight: float) -> list[float]:
     """own + weight * context, back to unit length."""
@@ -57,6 +61,20 @@ def _order(r: Record) -> tuple[int, int]:
     return int(r.created_at), int(r.id)
 
 
+def _turns(side: Sequence[Record], author: str | None, turns: int) -> list[Record]:
+    """The messages of a thread's side, nearest first, over `turns` changes of author (the messages of the
+    record's own author next to it are its own turn)."""
+    out: list[Record] = []
+    for r in side:
+        if r.user is None or r.user != author:
+            turns -= 1
+            author = r.user
+        if turns < 0:
+            break
+        out.append(r)
+    return out
+
+
 class LineWindows:
     """The windows of records, read along their lines; the meaning and words of the points around them."""
 
@@ -75,9 +93,14 @@ class LineWindows:
 
     @property
     def window_turns(self) -> int:
-        """How many turns each side a window holds (0: windows are off)."""
-        on = self._retrieval().words_window or self.mixing
-        return self._retrieval().window_turns if on else 0
+        """How many records each side a window may hold (0: windows are off): `window_turns`, or where a
+        thread's turns count by author (Retrieval.window_by_author) up to MOST_WINDOW_RECORDS."""
+        settings = self._retrieval()
+        if not (settings.words_window or self.mixing):
+            return 0
+        if settings.window_by_author and settings.window_turns:
+            return max(settings.window_turns, MOST_WINDOW_RECORDS)
+        return settings.window_turns
 
     @property
     def mixing(self) -> bool:
@@ -128,8 +151,18 @@ class LineWindows:
         return any(r.user in gone and gone[r.user] >= r.arrived for r in everyone)
 
     def _around(self, line: list[Record], at: int) -> list[Record]:
-        turns = self.window_turns
-        return line[max(0, at - turns) : at] + line[at + 1 : at + 1 + turns]
+        least, reach = self._retrieval().window_turns, self.window_turns
+        before, after = line[max(0, at - reach) : at][::-1], line[at + 1 : at + 1 + reach]
+        if reach == least or line[at].kind != "message":
+            return before[:least][::-1] + after[:least]
+        # a thread's window counts turns by author: one's several messages in a row are one turn
+        author = line[at].user
+        return _turns(before, author, least)[::-1] + _turns(after, author, least)
+
+    def _holds(self, line: list[Record], n: int, at: int) -> bool:
+        """Whether line[n]'s window (or itself) holds line[at]: a record read farther than a window of
+        fixed turns reaches may not be in it."""
+        return n == at or any(int(x.id) == int(line[at].id) for x in self._around(line, n))
 
     def _window(self, line: list[Record], at: int) -> str | None:
         if not self._retrieval().words_window:
@@ -268,10 +301,12 @@ class LineWindows:
             positions = {int(x.id): n for n, x in enumerate(line)}
             orders = [_order(x) for x in line]
             for r in written:  # a removed record is gone from its line: its place is where it would sort
-                at = positions.get(int(r.id), bisect.bisect_left(orders, _order(r)))
+                present = positions.get(int(r.id))
+                at = present if present is not None else bisect.bisect_left(orders, _order(r))
                 for n in range(max(0, at - turns), min(len(line), at + turns + 1)):
-                    if int(line[n].id) not in skip:
-                        around[int(line[n].id)] = (line, n)
+                    if int(line[n].id) in skip or (present is not None and not self._holds(line, n, at)):
+                        continue
+                    around[int(line[n].id)] = (line, n)
         return around
 
     def _remixed(

@@ -46,6 +46,9 @@ class Retrieval:
     # facts around it in the same scope), whose words count at `words_window` (0: no window).
     window_turns: int = 2
     words_window: float = 0.5
+    # In a thread, turns count by author: one person's several messages in a row are one turn of the
+    # window (up to line_windows.MOST_WINDOW_RECORDS records each side). A fact's window is its author's.
+    window_by_author: bool = True
     # ... and whose meaning moves a memory's vector towards theirs: the normalised mean of the window's
     # stored vectors counts at `meaning_window` (0: a memory's meaning is its own). Each point keeps its
     # own vector beside the mixed one, so a window's mean is made of its neighbours' own meanings.
