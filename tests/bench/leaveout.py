@@ -23,7 +23,7 @@ import shutil
 import statistics
 import sys
 import tempfile
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +137,22 @@ def without_labels(conversations: list[Conversation]) -> list[Conversation]:
         for t in conv.turns:
             label = f"{t.speaker}: "
             t.text = t.text[len(label) :] if t.text.startswith(label) else t.text
+    return conversations
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def in_pieces(conversations: list[Conversation]) -> list[Conversation]:
+    """The conversations as a chat where a thought is sent in pieces: each turn's sentences a message of
+    its own, without labels (as Discord stores them). A piece keeps its turn's id, so a question's evidence
+    turn counts as found when any of its pieces is."""
+    for conv in without_labels(conversations):
+        conv.turns = [
+            replace(t, text=piece)
+            for t in conv.turns
+            for piece in ([p for p in _SENTENCE_END.split(t.text) if p.strip()] or [t.text])
+        ]
     return conversations
 
 
@@ -299,6 +315,9 @@ NAMES = ("people by their names", {"name_weight": [0.0, 0.25, 0.5, 1.0]})
 # A memory's author name before its indexed text ("Mel: …") where its source names the author and the text
 # has no label of theirs: judged on turns without labels (on labelled turns it changes nothing)
 AUTHOR_LABEL = ("author name in the indexed text", {"author_label": [False, True]})
+# A thread's window counting turns by author (one person's messages in a row are one turn): judged on turns
+# sent in pieces (in_pieces); LoCoMo's turns alternate strictly, so there it changes almost nothing
+BY_AUTHOR = ("a thread's turns counted by author", {"window_by_author": [False, True]})
 
 # Settings the shipped retrieval has on or had on, judged again on top of the rest of it (issue 48): the
 # setting off (its first values), then its values chosen per split; kept as before (held-out up, on at

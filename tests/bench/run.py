@@ -233,11 +233,12 @@ def recall_floor(conversations, service, in_process) -> dict:
     return out
 
 
-def bench_leave_out(path: Path, quick: bool, embedder, labels: bool = True) -> dict:
+def bench_leave_out(path: Path, quick: bool, embedder, labels: bool = True, pieces: bool = False) -> dict:
     """Leave-conversations-out figures (tests/bench/leaveout.py); quick: two conversations, 30 questions
     each, today's settings and the window steps. Without `labels`, each turn's text as Discord stores a
     message (no "Speaker: " label: its author is known by its user id alone), and only the author label and
-    names judged, on top of the shipped settings."""
+    names judged, on top of the shipped settings. With `pieces`, each turn sent as its sentences, and a
+    thread's turns counted by author judged on top of the shipped settings."""
     from dataclasses import asdict
 
     from engram.retrieval import Retrieval
@@ -245,7 +246,12 @@ def bench_leave_out(path: Path, quick: bool, embedder, labels: bool = True) -> d
 
     conversations = load(path)
     steps, today = leaveout.STEPS, None
-    if not labels:
+    if pieces:
+        conversations = leaveout.in_pieces(conversations)
+        shipped = {k: v for k, v in asdict(Retrieval()).items() if k in leaveout.TODAY}
+        steps = [("shipped settings, turns not by author (fixed)", {}), leaveout.BY_AUTHOR]
+        today = {**shipped, "window_by_author": False}
+    elif not labels:
         conversations = leaveout.without_labels(conversations)
         shipped = {k: v for k, v in asdict(Retrieval()).items() if k in leaveout.TODAY}
         steps = [
@@ -958,6 +964,7 @@ def table(results: dict) -> str:
     for name in (
         "leave-out",
         "leave-out (turns without speaker labels)",
+        "leave-out (turns sent in pieces)",
         "leave-out (multilingual-e5-small)",
     ):
         if results.get(name):
@@ -1160,6 +1167,10 @@ def main() -> None:
             results["leave-out (turns without speaker labels)"] = bench_leave_out(
                 args.locomo, args.quick, embedder, labels=False
             )
+            if not args.quick:  # a thought sent in several messages (issue 48)
+                results["leave-out (turns sent in pieces)"] = bench_leave_out(
+                    args.locomo, False, embedder, pieces=True
+                )
             if not args.quick:  # the same protocol with the other local model (issue 31)
                 from engram.embedders.e5 import E5Embedder
 
