@@ -133,7 +133,7 @@ class Indexer:
 
     @property
     def window_turns(self) -> int:
-        """How many turns each side a window holds (0: windows are off)."""
+        """How many records each side a window may hold (0: windows are off; LineWindows.window_turns)."""
         return self._lined.window_turns
 
     @property
