@@ -100,3 +100,23 @@ def test_a_listing_asks_every_shard_for_its_first_page_at_once(aws, embedder, tm
     # together: every first page was asked before any of them was answered
     assert max(b for b, _ in firsts) < min(e for _, e in firsts), firsts
     engine.service.index.close()
+
+
+def test_readers_waiting_on_the_first_table_check_read_the_index_it_found(monkeypatch):
+    """Listings at a stack's start all ask at once whether byKindKeys is there: those that waited for the
+    first DescribeTable went on to byKind — which a table made with byKindKeys alone does not have (503s
+    under the 32-client load)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engram.store.kinds import KindIndex
+    from engram.store.models import MemoryRecord
+
+    def described():
+        time.sleep(0.2)  # the first check is still out when the others ask
+        return {"GlobalSecondaryIndexes": [{"IndexName": "byKindKeys", "IndexStatus": "ACTIVE"}]}
+
+    monkeypatch.setattr(MemoryRecord, "describe_table", described)
+    kinds = KindIndex()
+    with ThreadPoolExecutor(8) as pool:
+        chosen = list(pool.map(lambda _: kinds.index(), range(8)))
+    assert all(index is MemoryRecord.by_kind_keys for index in chosen)

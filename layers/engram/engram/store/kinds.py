@@ -33,6 +33,8 @@ class KindIndex:
         if self._ready:
             return True
         with self._lock:
+            if self._ready:  # found ready by the reader this one waited for
+                return True
             now = time.monotonic()
             if self._checked and now - self._checked < RECHECK_S:
                 return False
