@@ -276,6 +276,7 @@ TODAY = dict(
     meaning_window=0.0,
     name_weight=0.0,
     author_label=False,
+    date_weight=0.0,
 )
 
 # Each change is a family of candidate values, the first "off", on a grid fixed here before it is run.
@@ -318,6 +319,10 @@ AUTHOR_LABEL = ("author name in the indexed text", {"author_label": [False, True
 # A thread's window counting turns by author (one person's messages in a row are one turn): judged on turns
 # sent in pieces (in_pieces); LoCoMo's turns alternate strictly, so there it changes almost nothing
 BY_AUTHOR = ("a thread's turns counted by author", {"window_by_author": [False, True]})
+# A question naming a day ("on 9 November, 2022") asks that day's memories too and moves them up
+# (engram.when). Facts here are stored at ingestion time, as the HTTP benchmark stores them: days move
+# only messages
+DATES = ("days a question names", {"date_weight": [0.0, 0.25, 0.5, 1.0]})
 
 # Settings the shipped retrieval has on or had on, judged again on top of the rest of it (issue 48): the
 # setting off (its first values), then its values chosen per split; kept as before (held-out up, on at
@@ -331,6 +336,7 @@ AGAIN: list[tuple[str, dict[str, list]]] = [
     ("meaning feedback", {"feedback_docs": [0, 3], "feedback_dense": [0.0, 0.3]}),
     NAMES,
     AUTHOR_LABEL,
+    DATES,
 ]
 
 # Each leg and setting of the shipped retrieval, and what turns it off: `make bench` scores the shipped
@@ -343,6 +349,7 @@ LEGS: dict[str, dict[str, Any]] = {
     "the previous-turn context": {"words_context": 0.0, "dense_context": 0.0},
     "meaning feedback": {"feedback_docs": 0},
     "people by their names": {"name_weight": 0.0},
+    "days a question names": {"date_weight": 0.0},
     "the author's name in the indexed text": {"author_label": False},
     "a fact's context (its author's previous fact)": {"fact_context_minutes": 0.0},
 }

@@ -303,6 +303,46 @@ def test_a_forget_landing_while_a_reply_is_written_leaves_no_quoted_words_in_its
     assert hits[0].vector == pytest.approx(expected, abs=1e-5)
 
 
+def test_a_question_naming_a_day_finds_that_days_memories_first(service):
+    """A memory's day is its createdAt, which no leg can match: a question naming the day asks that day's
+    memories too, and they move up by half the best hit's score (among the first three here), even from
+    below the depth the search reaches without it."""
+    from datetime import UTC, datetime
+
+    from engram.clock import now_ms
+    from engram.service import ChatMessage
+
+    day_ms = 86_400_000
+    nov_9 = int(datetime(2022, 11, 9, 19, 30, tzinfo=UTC).timestamp() * 1000)
+    others = [
+        ChatMessage(
+            f"o{i}",
+            "Nate cooked pasta, Nate cooked rice",
+            user="nate",
+            thread="t",
+            created_at=nov_9 - (i + 3) * day_ms,
+        )
+        for i in range(40)
+    ]
+    that_day = ChatMessage(
+        "d", "Some cooking this week: coconut ice cream", user="nate", thread="t", created_at=nov_9
+    )
+    recent = ChatMessage(
+        "y", "Some cooking again: coconut sorbet", user="nate", thread="u", created_at=now_ms() - day_ms
+    )
+    service.add_messages("days", [*others, that_day, recent])
+    by_id = {m.source_id: m.id for m in service.list("days", kind="message", limit=50)}
+
+    def top(question):
+        return [m.id for m in service.search("days", question, kind="message", limit=3)]
+
+    assert by_id["d"] not in top("What did Nate cook?")
+    assert by_id["d"] in top("What did Nate cook on 9 November, 2022?")
+    assert by_id["d"] in top("What did Nate cook on November 9th, 2022?")
+    assert by_id["y"] not in top("What did Nate cook?")
+    assert by_id["y"] in top("What did Nate cook yesterday?")
+
+
 def test_ties_come_back_in_the_same_order_every_time(service):
     """Equal scores are ordered by id, newest first, so the same query always gives the same list."""
     for i in range(12):

@@ -33,9 +33,13 @@ from .shapes import payload
 from .store import KINDS, Record, source_key
 from .text import check_text, format_memory_id
 from .vectors import Hit, Query, Scope, ranked
-from .words import terms
+from .when import favour_dated, named_days
+from .words import SparseVector, terms
 
 log = logging.getLogger(__name__)
+
+# a question's meaning: the model's vector name and the question's vector (None: words alone)
+QueryMeaning = tuple[str, list[float]] | None
 # How many pages a listing reads on when a forget under way hid rows of the first
 LIST_ROUNDS = 5
 # ... and how many records a listing filtered by metadata reads at most for one page (it says where it
@@ -231,31 +235,10 @@ class MemoryReads:
             vectors = self.indexer.embed([query], wait=False, query=True)
             if vectors:
                 dense = (self.dense_name, vectors[0])
-        fusion = self.retrieval.fusion(len(words.indices))
         try:
             with timed("vector-query"):
-                settings = self.retrieval
-                moving = bool(settings.feedback_docs and settings.feedback_dense and dense)
-                # names are read from the hits: a named author's memories below the k-th can move up
-                depth = max(k, settings.name_depth) if settings.name_weight else k
-                first = Query(
-                    words, dense, max(depth, settings.feedback_min_hits), fusion, with_vector=moving
-                )
-                hits = self.index.search(scope, first)
-                # a hit's relevance is its cosine with the query asked, not with the one feedback moves
-                cosines = {h.id: h.cosine for h in hits}
-                # Feedback needs a crowd: in a handful of memories the top three are most of the scope
-                if settings.feedback_docs and len(hits) >= settings.feedback_min_hits:
-                    # Pseudo-relevance feedback: what the best hits agree on, asked again (no new embed)
-                    more_words = feedback_query(words, hits, settings) if words.indices else None
-                    more_dense = feedback_vector(dense, hits, settings)
-                    if more_words is not None or more_dense is not None:
-                        again = Query(more_words or words, more_dense or dense, depth, fusion)
-                        hits = [
-                            replace(h, cosine=cosines.get(h.id, h.cosine) if more_dense else h.cosine)
-                            for h in self.index.search(scope, again)
-                        ]
-            hits = favour_named(hits, query, settings.name_weight, asker)[:k]
+                hits = self._ranked(scope, query, words, dense, k)
+            hits = favour_named(hits, query, self.retrieval.name_weight, asker)[:k]
             # (the index ranks equal scores by id: the same question, the same answer)
         except IndexUnavailable as exc:
             self.indexer.failed(exc.message)
@@ -265,6 +248,37 @@ class MemoryReads:
         found = self._scored([h for h in hits if not hidden.hit(h)], query, dense)
         found.meaning = dense is not None
         return found
+
+    def _ranked(
+        self, scope: Scope, query: str, words: SparseVector, dense: QueryMeaning, k: int
+    ) -> Sequence[Hit]:
+        """The index's hits for a question, deep enough for names to move (engram.names): asked once, again
+        with what its best hits agree on (feedback), and of the days it names (engram.when)."""
+        settings = self.retrieval
+        fusion = settings.fusion(len(words.indices))
+        moving = bool(settings.feedback_docs and settings.feedback_dense and dense)
+        # names are read from the hits: a named author's memories below the k-th can move up
+        depth = max(k, settings.name_depth) if settings.name_weight else k
+        first = Query(words, dense, max(depth, settings.feedback_min_hits), fusion, with_vector=moving)
+        hits = self.index.search(scope, first)
+        # a hit's relevance is its cosine with the query asked, not with the one feedback moves
+        cosines = {h.id: h.cosine for h in hits}
+        # Feedback needs a crowd: in a handful of memories the top three are most of the scope
+        if settings.feedback_docs and len(hits) >= settings.feedback_min_hits:
+            # Pseudo-relevance feedback: what the best hits agree on, asked again (no new embed)
+            more_words = feedback_query(words, hits, settings) if words.indices else None
+            more_dense = feedback_vector(dense, hits, settings)
+            if more_words is not None or more_dense is not None:
+                again = Query(more_words or words, more_dense or dense, depth, fusion)
+                hits = [
+                    replace(h, cosine=cosines.get(h.id, h.cosine) if more_dense else h.cosine)
+                    for h in self.index.search(scope, again)
+                ]
+        spans = named_days(query, scope.alive_at or now_ms()) if settings.date_weight else ()
+        if spans:  # those days' memories, which the search may not reach: one query more
+            dated = self.index.search(replace(scope, created=spans), Query(words, dense, depth, fusion))
+            hits = favour_dated(hits, dated, spans, settings.date_weight, fusion.k)
+        return hits
 
     def _scored(self, hits: Sequence[Hit], query: str, dense: tuple[str, Sequence[float]] | None) -> Found:
         """The hits as memories, each scored by how relevant it is: its cosine with the query on the model's

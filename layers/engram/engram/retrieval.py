@@ -81,6 +81,10 @@ class Retrieval:
     # with their speaker), on all five without labels (as Discord stores them: messages +0.05, facts +0.09).
     name_weight: float = 0.5
     name_depth: int = 30
+    # Days a question names (engram.when: "on 9 November, 2022", "yesterday"): the same question is asked
+    # of those days' memories too, and each of them moves up by `date_weight` times the best hit's score
+    # (0: days move nothing). A memory's day is its createdAt, which neither leg can match.
+    date_weight: float = 0.5
 
     def fusion(self, query_terms: int) -> Fusion:
         """The fusion for a query with this many distinct content terms."""

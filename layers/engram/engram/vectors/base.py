@@ -26,10 +26,12 @@ class Scope:
     server: str | None = None
     project: str | None = None
     user: str | None = None
-    # a search's narrowing beyond who may see: metadata values every hit has ((key, text) pairs), and
-    # the time (ms) by which a hit's expiry must not have come
+    # a search's narrowing beyond who may see: metadata values every hit has ((key, text) pairs), the
+    # time (ms) by which a hit's expiry must not have come, and spans of createdAt (ms, [from, to)) one of
+    # which a hit was written in (the days a question names: engram.when)
     metadata: tuple[tuple[str, str], ...] = ()
     alive_at: int | None = None
+    created: tuple[tuple[int, int], ...] = ()
 
     def conditions(self) -> dict[str, str]:
         """The payload fields that must match, without the open ones."""

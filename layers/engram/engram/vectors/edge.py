@@ -32,6 +32,15 @@ def _filter(scope: Scope) -> qe.Filter:
     must: list[Any] = [qe.FieldCondition(k, match=qe.MatchValue(v)) for k, v in scope.conditions().items()]
     for key, options in scope.metadata_options():
         must.append(qe.Filter(should=[_matching(key, option) for option in options]))
+    if scope.created:
+        must.append(
+            qe.Filter(
+                should=[
+                    qe.FieldCondition("createdAt", range=qe.RangeFloat(gte=float(a), lt=float(b)))
+                    for a, b in scope.created
+                ]
+            )
+        )
     if scope.alive_at is None:
         return qe.Filter(must=must)
     expired = qe.FieldCondition("expiresAt", range=qe.RangeFloat(lte=float(scope.alive_at)))

@@ -59,6 +59,10 @@ def _filter(scope: Scope) -> dict[str, Any]:
     must: list[dict[str, Any]] = [{"key": k, "match": {"value": v}} for k, v in scope.conditions().items()]
     for key, options in scope.metadata_options():
         must.append({"should": [_matching(key, option) for option in options]})
+    if scope.created:
+        must.append(
+            {"should": [{"key": "createdAt", "range": {"gte": a, "lt": b}} for a, b in scope.created]}
+        )
     if scope.alive_at is None:
         return {"must": must}
     return {"must": must, "must_not": [{"key": "expiresAt", "range": {"lte": scope.alive_at}}]}

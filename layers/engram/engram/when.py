@@ -1,0 +1,122 @@
+"""Days a question names ("what did Nate cook on 9 November, 2022?", "what did I say yesterday?"): a
+memory's day lives in its createdAt, never in its words, so neither the words nor the meaning leg can match
+it. A question naming a day searches that day's memories too, and they come first (engram.reads).
+
+Only days written unambiguously are read: "9 November 2022", "9th of November, 2022", "November 9, 2022",
+"2022-11-09", and "today" / "yesterday" from the moment of the search. A date written with numbers alone
+("11/09/2022") reads as two different days in two countries and is left alone, as are a month or a year
+alone (too wide to put first) and weekdays (which week?).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, date, datetime, timedelta
+
+from .vectors import Hit
+
+DAY_MS = 86_400_000
+# A day is read in UTC while its memories were written in their people's own time zones: a day's span
+# reaches a day either side, so "on 9 November" still finds what was said that evening in New York
+# (stored as the 10th in UTC) or that morning in Tokyo (the 8th)
+MARGIN_MS = DAY_MS
+
+_MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
+_MONTH = "|".join([*_MONTHS, *(m[:3] for m in _MONTHS), "sept"])
+_DAY = r"(?P<{}>[0-3]?\d)(?:st|nd|rd|th)?"
+_YEAR = r"(?P<{}>(?:19|20)\d\d)"
+_WRITTEN = re.compile(
+    r"\b(?:"
+    + _DAY.format("d1")
+    + r"(?:\s+of)?\s+(?P<m1>"
+    + _MONTH
+    + r")\.?,?\s+"
+    + _YEAR.format("y1")
+    + r"|(?P<m2>"
+    + _MONTH
+    + r")\.?\s+"
+    + _DAY.format("d2")
+    + r",?\s+"
+    + _YEAR.format("y2")
+    + r"|"
+    + _YEAR.format("y3")
+    + r"-(?P<m3>[01]\d)-(?P<d3>[0-3]\d)"
+    + r")\b",
+    re.IGNORECASE,
+)
+_RELATIVE = re.compile(r"\b(today|yesterday)\b", re.IGNORECASE)
+
+
+def _month(word: str) -> int:
+    word = word.lower()
+    return next(n for n, name in enumerate(_MONTHS, start=1) if name.startswith(word[:3]))
+
+
+def _day(year: str, month: int, day: str) -> date | None:
+    try:
+        return date(int(year), month, int(day))
+    except ValueError:  # "31 February"
+        return None
+
+
+def named_days(question: str, now_ms: int) -> tuple[tuple[int, int], ...]:
+    """The days a question names, each as the span of createdAt (ms, from inclusive, to exclusive) its
+    memories may have, a day's margin either side; () when it names none."""
+    days: set[date] = set()
+    for m in _WRITTEN.finditer(question):
+        if m["y1"]:
+            found = _day(m["y1"], _month(m["m1"]), m["d1"])
+        elif m["y2"]:
+            found = _day(m["y2"], _month(m["m2"]), m["d2"])
+        else:
+            found = _day(m["y3"], int(m["m3"]), m["d3"])
+        if found is not None:
+            days.add(found)
+    today = datetime.fromtimestamp(now_ms / 1000, tz=UTC).date()
+    for m in _RELATIVE.finditer(question):
+        days.add(today if m[1].lower() == "today" else today - timedelta(days=1))
+    spans = []
+    for day in sorted(days):
+        start = int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1000)
+        spans.append((start - MARGIN_MS, start + DAY_MS + MARGIN_MS))
+    return tuple(spans)
+
+
+def on_days(created_at: object, spans: Sequence[tuple[int, int]]) -> bool:
+    """Whether a createdAt (ms) falls in one of these spans."""
+    return isinstance(created_at, int | float) and any(a <= created_at < b for a, b in spans)
+
+
+def favour_dated(
+    hits: Sequence[Hit], dated: Sequence[Hit], spans: Sequence[tuple[int, int]], weight: float, k: int
+) -> list[Hit]:
+    """The hits of a search with the named days' own (`dated`: the same question asked of those days
+    alone) merged in, and every hit of those days moved up by `weight` times the best hit's score (0:
+    nothing moves). Scores become reciprocal ranks (1 / (k + rank), the fusion's scale): a day's hit the
+    search did not reach ranks after every hit it did, in the order its day's search gave, before it moves.
+    """
+    if not weight or not spans or not dated:
+        return list(hits)
+    reached = {h.id for h in hits}
+    ranked = [*hits, *(h for h in dated if h.id not in reached)]
+    lift = weight / k
+    moved = [
+        replace(h, score=1.0 / (k + n) + (lift if on_days(h.payload.get("createdAt"), spans) else 0.0))
+        for n, h in enumerate(ranked)
+    ]
+    return sorted(moved, key=lambda h: -h.score)

@@ -1,0 +1,78 @@
+"""Days a question names (engram.when): which are read, and how that day's memories move up."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from engram.vectors import Hit
+from engram.when import DAY_MS, MARGIN_MS, favour_dated, named_days
+
+
+def ms(day: str) -> int:
+    return int(datetime.fromisoformat(day).replace(tzinfo=UTC).timestamp() * 1000)
+
+
+NOW = ms("2026-12-06T15:00:00")
+
+
+def span(day: str) -> tuple[int, int]:
+    return ms(day) - MARGIN_MS, ms(day) + DAY_MS + MARGIN_MS
+
+
+@pytest.mark.parametrize(
+    ("question", "days"),
+    [
+        ("What did Nate make on 9 November, 2022?", ["2022-11-09"]),
+        ("What did Nate make on 9 November 2022?", ["2022-11-09"]),
+        ("What did Nate make on 9th of November, 2022?", ["2022-11-09"]),
+        ("What did Joanna recommend on February 7, 2022?", ["2022-02-07"]),
+        ("what did joanna recommend on feb 7th 2022", ["2022-02-07"]),
+        ("What changed on Sept. 3, 2023?", ["2023-09-03"]),
+        ("Anything from 2023-06-03?", ["2023-06-03"]),
+        ("Between 3 June, 2023 and 1 July 2023, what did Maria do?", ["2023-06-03", "2023-07-01"]),
+        ("What did I say yesterday?", ["2026-12-05"]),
+        ("What did we decide today?", ["2026-12-06"]),
+        # a date in numbers alone is two different days in two countries; a month or a year is too wide
+        ("What happened on 11/09/2022?", []),
+        ("What did Melanie paint in May 2023?", []),
+        ("What did Melanie paint in 2022?", []),
+        ("What did Melanie paint on Tuesday?", []),
+        ("What happened on 31 February 2023?", []),  # no such day
+        ("Did she run 25 May times?", []),
+    ],
+)
+def test_a_question_names_the_days_it_writes_unambiguously(question, days):
+    assert named_days(question, NOW) == tuple(span(d) for d in days)
+
+
+def test_a_days_span_reaches_a_day_either_side_for_the_time_zones_it_was_said_in():
+    (start, end) = named_days("on 9 November, 2022", NOW)[0]
+    evening_in_new_york = ms("2022-11-10T03:00:00")  # 22:00 on the 9th in UTC-5
+    morning_in_tokyo = ms("2022-11-08T23:30:00")  # 08:30 on the 9th in UTC+9
+    assert start <= evening_in_new_york < end and start <= morning_in_tokyo < end
+    assert not start <= ms("2022-11-11T00:00:00") < end
+
+
+def hit(i: int, score: float, day: str) -> Hit:
+    return Hit(i, score, {"createdAt": ms(day)})
+
+
+def test_the_named_days_memories_move_up_and_one_the_search_did_not_reach_joins_them():
+    spans = named_days("What did Nate cook on 9 November, 2022?", NOW)
+    hits = [hit(1, 1.5, "2022-10-01"), hit(2, 1.2, "2022-10-02"), hit(3, 1.0, "2022-11-09T12:00:00")]
+    dated = [hit(3, 1.5, "2022-11-09T12:00:00"), hit(4, 1.0, "2022-11-09T18:00:00")]
+    moved = favour_dated(hits, dated, spans, weight=1.0, k=2)
+    assert [h.id for h in moved] == [3, 4, 1, 2]  # 1/4 + 1/2, 1/5 + 1/2, then 1/2 and 1/3
+    # the same hits with nothing to move: the search's order, as reciprocal ranks
+    assert [h.id for h in favour_dated(hits, dated, spans, weight=0.0, k=2)] == [1, 2, 3]
+    assert [h.id for h in favour_dated(hits, [], spans, weight=0.5, k=2)] == [1, 2, 3]
+
+
+def test_the_search_s_best_hit_stays_above_a_named_days_lesser_ones_at_a_small_weight():
+    spans = named_days("on 9 November, 2022", NOW)
+    hits = [hit(1, 1.5, "2022-10-01"), *(hit(n, 1.0 / n, "2022-11-09") for n in range(2, 12))]
+    moved = favour_dated(hits, [], spans, weight=0.1, k=2)
+    assert moved[0].id == 1  # 1/2 against 1/(2+n) + 0.05 for n >= 1
+    assert [h.id for h in moved[1:]] == list(range(2, 12))
