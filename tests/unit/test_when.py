@@ -34,6 +34,12 @@ def span(day: str) -> tuple[int, int]:
         ("Between 3 June, 2023 and 1 July 2023, what did Maria do?", ["2023-06-03", "2023-07-01"]),
         ("What did I say yesterday?", ["2026-12-05"]),
         ("What did we decide today?", ["2026-12-06"]),
+        ("What did we watch last night?", ["2026-12-05"]),
+        ("What did I say the day before yesterday?", ["2026-12-04"]),  # not yesterday as well
+        ("What did I tell you three days ago?", ["2026-12-03"]),
+        ("What did I tell you 10 days ago?", ["2026-11-26"]),
+        ("What did I tell you 90 days ago?", []),  # too far back to be a day one remembers
+        ("What did I say a day ago?", ["2026-12-05"]),
         # a date in numbers alone is two different days in two countries; a month or a year is too wide
         ("What happened on 11/09/2022?", []),
         ("What did Melanie paint in May 2023?", []),

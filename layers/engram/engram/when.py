@@ -1,11 +1,12 @@
 """Days a question names ("what did Nate cook on 9 November, 2022?", "what did I say yesterday?"): a
 memory's day lives in its createdAt, never in its words, so neither the words nor the meaning leg can match
-it. A question naming a day searches that day's memories too, and they come first (engram.reads).
+it. A question naming a day searches that day's memories too, and they move up (engram.reads).
 
 Only days written unambiguously are read: "9 November 2022", "9th of November, 2022", "November 9, 2022",
-"2022-11-09", and "today" / "yesterday" from the moment of the search. A date written with numbers alone
+"2022-11-09", and from the moment of the search "today", "tonight", "this morning", "yesterday", "last
+night", "the day before yesterday", "three days ago" (up to 31). A date written with numbers alone
 ("11/09/2022") reads as two different days in two countries and is left alone, as are a month or a year
-alone (too wide to put first) and weekdays (which week?).
+alone (too wide to move up) and weekdays (which week?).
 """
 
 from __future__ import annotations
@@ -59,7 +60,26 @@ _WRITTEN = re.compile(
     + r")\b",
     re.IGNORECASE,
 )
-_RELATIVE = re.compile(r"\b(today|yesterday)\b", re.IGNORECASE)
+_COUNTS = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
+_RELATIVE = re.compile(
+    r"\b(?:(?P<before>the day before yesterday)|(?P<today>today|tonight|this morning)"
+    r"|(?P<yesterday>yesterday|last night)"
+    r"|(?P<count>\d{1,2}|a|one|two|three|four|five|six|seven) days? ago)\b",
+    re.IGNORECASE,
+)
+
+
+def _days_back(m: re.Match[str]) -> int | None:
+    """How many days before the search a relative day is (None: too far to be a day one remembers)."""
+    if m["before"]:
+        return 2
+    if m["today"]:
+        return 0
+    if m["yesterday"]:
+        return 1
+    count = m["count"].lower()
+    back = int(count) if count.isdigit() else _COUNTS[count]
+    return back if back <= 31 else None
 
 
 def _month(word: str) -> int:
@@ -89,7 +109,9 @@ def named_days(question: str, now_ms: int) -> tuple[tuple[int, int], ...]:
             days.add(found)
     today = datetime.fromtimestamp(now_ms / 1000, tz=UTC).date()
     for m in _RELATIVE.finditer(question):
-        days.add(today if m[1].lower() == "today" else today - timedelta(days=1))
+        back = _days_back(m)
+        if back is not None:
+            days.add(today - timedelta(days=back))
     spans = []
     for day in sorted(days):
         start = int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1000)
