@@ -92,8 +92,9 @@ def build_mcp_server(proxy_factory: Callable[[], Proxy]) -> MCPServer:
 
     @server.tool()
     async def search_memory(query: str, ctx: Context, limit: int = 10, min_score: float = 0.0) -> str:
-        """Search this user's memories by words and meaning (scoped like automatic recall); `min_score`
-        (0 to 1): only memories at least this relevant (0.5: as close as a question and its answer)."""
+        """Search this user's memories by words and meaning (scoped like automatic recall); a query naming a
+        day ("on 9 November 2022", "yesterday") favours what was saved that day; `min_score` (0 to 1): only
+        memories at least this relevant (0.5: as close as a question and its answer)."""
         proxy, turn = await proxy_and_turn(ctx)
         found = await call(proxy.memory.search, turn, query, max(1, min(limit, 50)), min_score)
         return "\n".join(f"{format_memory_id(m.id)}: {m.text}" for m in found) or "Nothing found."
