@@ -38,26 +38,12 @@ _MONTHS = [
     "november",
     "december",
 ]
-_MONTH = "|".join([*_MONTHS, *(m[:3] for m in _MONTHS), "sept"])
-_DAY = r"(?P<{}>[0-3]?\d)(?:st|nd|rd|th)?"
-_YEAR = r"(?P<{}>(?:19|20)\d\d)"
+_MONTH = "|".join([*_MONTHS, *(m[:3] for m in _MONTHS), "sept"])  # "9 Nov 2022", "Sept. 3, 2023"
+_DAY, _NTH, _YEAR = r"[0-3]?\d", r"(?:st|nd|rd|th)?", r"(?:19|20)\d\d"
 _WRITTEN = re.compile(
-    r"\b(?:"
-    + _DAY.format("d1")
-    + r"(?:\s+of)?\s+(?P<m1>"
-    + _MONTH
-    + r")\.?,?\s+"
-    + _YEAR.format("y1")
-    + r"|(?P<m2>"
-    + _MONTH
-    + r")\.?\s+"
-    + _DAY.format("d2")
-    + r",?\s+"
-    + _YEAR.format("y2")
-    + r"|"
-    + _YEAR.format("y3")
-    + r"-(?P<m3>[01]\d)-(?P<d3>[0-3]\d)"
-    + r")\b",
+    rf"\b(?:(?P<d1>{_DAY}){_NTH}(?:\s+of)?\s+(?P<m1>{_MONTH})\.?,?\s+(?P<y1>{_YEAR})"  # 9th of November, 2022
+    rf"|(?P<m2>{_MONTH})\.?\s+(?P<d2>{_DAY}){_NTH},?\s+(?P<y2>{_YEAR})"  # November 9, 2022
+    rf"|(?P<y3>{_YEAR})-(?P<m3>[01]\d)-(?P<d3>[0-3]\d))\b",  # 2022-11-09
     re.IGNORECASE,
 )
 _COUNTS = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
