@@ -235,7 +235,7 @@ def answers(conversations, kind: str, service, settings) -> dict[str, list[list[
     from engram.vectors import Scope
 
     # the query side is the reads' own (the index side was fixed when the build was made)
-    service.retrieval = service.reads.retrieval = settings
+    service.retrieval = settings
     out = {}
     for conv in conversations:
         scope = Scope(bot=f"locomo-{conv.sample_id}", kind=kind)
@@ -537,7 +537,8 @@ def run(conversations=None, embedder=None, steps=STEPS, log=print, today: dict |
 
     def evaluate_all(configs):
         for cfg in configs:
-            settings = Retrieval(**{k: v for k, v in cfg.items() if k in names})
+            # exactly these settings, whatever the model's own (Retrieval.for_model)
+            settings = Retrieval(**{k: v for k, v in cfg.items() if k in names}, per_model=False)
             for kind in KINDS:
                 if key(cfg) in found[kind]:
                     continue
@@ -573,7 +574,8 @@ def run(conversations=None, embedder=None, steps=STEPS, log=print, today: dict |
                 score(conversations, found[kind][key(cfg)])["R@10"] for kind in KINDS
             ),
         )
-        shipped = normal({**TODAY, **{k: getattr(Retrieval(), k, TODAY[k]) for k in TODAY}})
+        own = Retrieval().for_model(cached.model)  # the embedder's own, where it has some
+        shipped = normal({**TODAY, **{k: getattr(own, k, TODAY[k]) for k in TODAY}})
         # each side alone on the settings kept (nothing is chosen here: all five are scored): how much
         # the embedder finds by meaning, and the words by themselves
         off = dict(feedback_docs=0, feedback_weight=0.0, feedback_dense=0.0)
@@ -598,7 +600,7 @@ def run(conversations=None, embedder=None, steps=STEPS, log=print, today: dict |
             log(f"  judged again: {label:40s} {'kept' if keep else 'not kept'} ({better} splits up)")
         facts = builds[("fact", *(shipped[k] for k in INDEX_SIDE))]
         # the build may have answered another query-side setting last
-        facts.retrieval = facts.reads.retrieval = Retrieval()
+        facts.retrieval = Retrieval()  # as the embedder uses them (Retrieval.for_model)
         modes = recall_modes(conversations, facts)
         return {
             "recall modes (facts, shipped settings)": modes,

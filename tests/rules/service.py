@@ -150,6 +150,34 @@ def test_facts_stand_alone_by_default(service):
     assert [service.records.get("bot1", m.id).context for m in (first, second)] == [None, None]
 
 
+def test_a_model_with_settings_of_its_own_is_tuned_by_them_and_the_others_are_not(service):
+    """E5's own leave-out chose a context's meaning (engram.retrieval.MODEL_SETTINGS): while E5 embeds, a fact
+    keeps its author's fact of the last 30 minutes as its context and its vector holds that context's
+    meaning; under a model without settings of its own, facts stand alone again."""
+    from dataclasses import replace
+
+    from engram.embedders.e5 import E5_MODEL
+    from tests.support import HashEmbedder
+
+    shipped, chars = service.indexer.embedder, service.indexer.message_vector_chars
+    assert (service.retrieval.dense_context, service.retrieval.fact_context_minutes) == (0.0, 0.0)
+    service.indexer.use(HashEmbedder(model=E5_MODEL), chars)
+    assert (service.retrieval.dense_context, service.retrieval.fact_context_minutes) == (0.5, 30.0)
+    first, _ = service.add_fact("bot1", "I went to a support group yesterday.", user="caroline")
+    second, _ = service.add_fact("bot1", "It was really powerful.", user="caroline")
+    record = service.records.get("bot1", second.id)
+    assert record.context == first.text
+    alone = replace(record, context=None, context_author=None, context_source=None)
+    mixed, own = (service.indexer.dense_vectors([r])[second.id] for r in (record, alone))
+    assert mixed != own  # the context's meaning is in the fact's
+    service.indexer.use(shipped, chars)
+    assert service.retrieval.dense_context == 0.0
+    third, _ = service.add_fact("bot1", "I paint on Sundays.", user="caroline")
+    assert service.records.get("bot1", third.id).context is None
+    again = service.records.get("bot1", second.id)
+    assert service.indexer.dense_vectors([again]) == service.indexer.dense_vectors([alone])
+
+
 def test_a_fact_carries_its_author_s_previous_fact_as_context_when_recent(service):
     service = with_contexts(service)
     first, _ = service.add_fact("bot1", "Caroline: I went to a support group yesterday.", user="caroline")

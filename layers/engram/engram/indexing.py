@@ -16,6 +16,7 @@ from .line_windows import LineWindows, _Held, mix_meaning
 from .names import indexed_text
 from .observability import record_value, timed
 from .parts import MemoryParts
+from .retrieval import Retrieval
 from .shapes import payload
 from .store import Record, now_ms
 from .vectors import IndexPoint
@@ -42,8 +43,10 @@ class Indexer:
 
     def __init__(self, parts: MemoryParts, embedder: Embedder | NoEmbedder, message_vector_chars: int = 8000):
         self.records, self.state, self.index = parts.records, parts.state, parts.index
-        self.queue, self.words, self.retrieval = parts.queue, parts.words, parts.retrieval
+        self.queue, self.words = parts.queue, parts.words
         self.embedder = embedder
+        self._settings = parts.retrieval  # as given; `retrieval` is them as the current model uses them
+        self._tuned = self._settings.for_model(getattr(embedder, "model", None))
         self.message_vector_chars = message_vector_chars
         self.last_error: str | None = None
         self.dense_ready: set[str] = set()
@@ -51,6 +54,16 @@ class Indexer:
         self._ahead = ThreadPoolExecutor(max_workers=2, thread_name_prefix="embed-ahead")
         # A write's windows are read from DynamoDB while its text is embedded: the reads cost it no time
         self._windows = ThreadPoolExecutor(max_workers=2, thread_name_prefix="windows")
+
+    @property
+    def retrieval(self) -> Retrieval:
+        """How retrieval is tuned for the current model (Retrieval.for_model: its own settings, if any)."""
+        return self._tuned
+
+    @retrieval.setter
+    def retrieval(self, settings: Retrieval) -> None:
+        self._settings = settings
+        self._tuned = settings.for_model(getattr(self.embedder, "model", None))
 
     @property
     def dense_name(self) -> str | None:
@@ -83,7 +96,8 @@ class Indexer:
 
     def use(self, embedder: Embedder | NoEmbedder, message_vector_chars: int) -> None:
         """Make vectors with this embedder from now on, and of this many characters of a chat message."""
-        self.embedder, self.message_vector_chars = embedder, message_vector_chars
+        tuned = self._settings.for_model(getattr(embedder, "model", None))
+        self.embedder, self.message_vector_chars, self._tuned = embedder, message_vector_chars, tuned
 
     def failed(self, reason: str) -> None:
         """Remember why vectors could not be made or written just now (shown by the embedding status)."""

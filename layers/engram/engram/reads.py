@@ -28,7 +28,7 @@ from .observability import timed
 from .parts import MemoryParts
 from .record import Listing, drew_on
 from .relevance import QUERIES, STATEMENTS, Calibration, calibrate, combined, words_share
-from .retrieval import feedback_query, feedback_vector
+from .retrieval import Retrieval, feedback_query, feedback_vector
 from .shapes import payload
 from .store import KINDS, Record, source_key
 from .text import check_text, format_memory_id
@@ -89,9 +89,14 @@ class MemoryReads:
 
     def __init__(self, parts: MemoryParts, indexer: Indexer) -> None:
         self.records, self.state, self.index = parts.records, parts.state, parts.index
-        self.queue, self.words, self.retrieval = parts.queue, parts.words, parts.retrieval
+        self.queue, self.words = parts.queue, parts.words
         self.indexer = indexer
         self.calibrations: dict[str, Calibration] = {}  # per named vector: its model's cosine levels
+
+    @property
+    def retrieval(self) -> Retrieval:
+        """How retrieval is tuned for the current model (the indexer's: it holds the model)."""
+        return self.indexer.retrieval
 
     # ----- forgets under way: hidden from every read until they finish ----------------------------------
 

@@ -49,7 +49,7 @@ class MemoryService:
         )
         parts = MemoryParts(records, state, index, queue, words, retrieval)
         self.records, self.state, self.index = records, state, index
-        self.queue, self.words, self.retrieval = queue, words, retrieval
+        self.queue, self.words = queue, words
         # Called with (bot, user) after a forget: caches that could still serve the user drop them
         self._forget_hooks: list[ForgetHook] = []
         self.indexer = Indexer(parts, embedder, message_vector_chars)
@@ -104,6 +104,16 @@ class MemoryService:
         return self.forgetting.forget(bot, user, at=at, budget_s=budget_s)
 
     # The embedder and its state belong to the indexer; these read through for the front doors.
+    @property
+    def retrieval(self) -> Retrieval:
+        """How retrieval is tuned for the current model (Retrieval.for_model)."""
+        return self.indexer.retrieval
+
+    @retrieval.setter
+    def retrieval(self, settings: Retrieval) -> None:
+        """Tune retrieval by these from now on (the words keep the vectorizer they were made with)."""
+        self.indexer.retrieval = settings
+
     @property
     def embedder(self) -> Embedder | NoEmbedder:
         """The current embedder."""

@@ -86,7 +86,7 @@ class MemoryWrites:
 
     def __init__(self, parts: MemoryParts, indexer: Indexer) -> None:
         self.records, self.state, self.index = parts.records, parts.state, parts.index
-        self.queue, self.words, self.retrieval = parts.queue, parts.words, parts.retrieval
+        self.queue, self.words = parts.queue, parts.words
         self.indexer = indexer
         # called with the bot after a memory is removed or its words changed (the local stack rewrites
         # its files without the old words)
@@ -177,7 +177,7 @@ class MemoryWrites:
             return self._wait_for(bot, dup.memory_id), False
         self.records.carriers.note([record])
         self.state.expiries.note([record])
-        if self.retrieval.fact_context_minutes and terms.expires_at is None:  # (as _advance_threads)
+        if self.indexer.retrieval.fact_context_minutes and terms.expires_at is None:  # (as _advance_threads)
             self.records.tails.advance(bot, tail, created, text[:MAX_CONTEXT_CHARS], user, memory_id)
         try:  # a forget landed while we wrote: it wins
             self._refuse_forgotten(bot, user, origin, "while this was stored")
@@ -386,9 +386,9 @@ class MemoryWrites:
         return contexts
 
     def _fact_context(self, bot: str, tail: str, created: int) -> tuple[str | None, str | None, int | None]:
-        """A fact's context: the fact its author saved just before in the same scope, if recent (with
-        whose it is and which record)."""
-        window_ms = self.retrieval.fact_context_minutes * 60_000
+        """A fact's context: the fact its author saved just before in the same scope, if recent by the current
+        model's settings (Retrieval.for_model), with whose it is and which record."""
+        window_ms = self.indexer.retrieval.fact_context_minutes * 60_000
         if not window_ms:
             return None, None, None
         previous = self.records.tails.of(bot, [tail]).get(tail)
