@@ -150,3 +150,46 @@ def test_a_search_past_the_limit_is_refused_and_within_it_is_cut_there(service):
     assert len(service.search("b", "apple", limit=3)) == 3
     with pytest.raises(InvalidInput):
         service.search("b", "apple", limit=501)
+
+
+class _OneDirection:
+    """The fake embedder's vectors with one direction shared by all of them, as E5's are (every cosine ~0.8):
+    plain cosines say nothing of relevance."""
+
+    provider, model = "fake", "one-direction"
+
+    def __init__(self):
+        from tests.support import HashEmbedder
+
+        self.inner = HashEmbedder()
+
+    def embed(self, texts):
+        return [[*(0.4 * x for x in v), 0.92] for v in self.inner.embed(texts)]
+
+
+def test_a_model_with_one_direction_in_every_vector_still_keeps_unrelated_memories_under_a_floor(
+    service, tmp_path
+):
+    """Its cosines are measured from the reference texts' means (engram.relevance.CENTRE_BELOW): a question
+    about the memory scores over the floor, one about nothing it holds recalls nothing (taken plainly, every
+    cosine is ~0.85 and both would pass)."""
+    from engram.service import MemoryService
+    from engram.store.in_memory import InMemoryRecords, InMemoryState
+    from engram.vectors.edge import EdgeIndex
+
+    embedder = _OneDirection()
+    one = MemoryService(
+        records=InMemoryRecords(),
+        state=InMemoryState(),
+        index=EdgeIndex(tmp_path / "one-direction"),
+        embedder=embedder,
+        queue=service.queue,
+    )
+    one.add_fact("b", "My sister grows orchids in her greenhouse.", user="u")
+    one.add_fact("b", "The train to the office takes forty minutes.", user="u")
+    plain = embedder.embed(["write a haiku about autumn", "My sister grows orchids in her greenhouse."])
+    assert sum(a * b for a, b in zip(*plain, strict=True)) > 0.8  # taken plainly, unrelated texts look close
+    related = one.search("b", "orchids greenhouse sister", min_score=0.4)
+    assert [m.text for m in related] == ["My sister grows orchids in her greenhouse."] and related.meaning
+    assert one.search("b", "write a haiku about autumn", min_score=0.4) == []
+    one.index.close()

@@ -5,7 +5,16 @@ import math
 
 import pytest
 
-from engram.relevance import QUERIES, STATEMENTS, Calibration, calibrate, combined, cosine, words_share
+from engram.relevance import (
+    CENTRE_BELOW,
+    QUERIES,
+    STATEMENTS,
+    Calibration,
+    calibrate,
+    combined,
+    cosine,
+    words_share,
+)
 from engram.words import terms
 
 MINILM = Calibration(unrelated=0.17, related=0.39)  # about what MiniLM's reference pairs measure
@@ -47,6 +56,28 @@ def test_calibrate_measures_the_levels_on_the_reference_pairs():
     levels = calibrate(queries, statements)
     assert levels.unrelated == pytest.approx(0.0)
     assert levels.related == pytest.approx(sorted(lean)[n // 2 - 1] / 2 + sorted(lean)[n // 2] / 2)
+
+
+def test_levels_too_close_on_plain_cosines_are_measured_from_the_reference_means():
+    n = len(QUERIES)
+
+    def basis(i):
+        return [1.0 if k == i else 0.0 for k in range(2 * n + 1)]
+
+    def shared(v):  # every vector mostly one direction (the last), as E5's are
+        return [0.2 * x for x in v[:-1]] + [0.95]
+
+    queries = [shared(basis(i)) for i in range(n)]
+    statements = [
+        shared([0.6 * a + 0.8 * b for a, b in zip(basis(i), basis(n + i), strict=True)]) for i in range(n)
+    ]
+    plain = [cosine(q, s) for q in queries for s in statements]
+    assert max(plain) - min(plain) < CENTRE_BELOW  # plainly, the pairs cannot be told apart
+    levels = calibrate(queries, statements)
+    assert levels.centred and levels.related - levels.unrelated >= CENTRE_BELOW
+    assert levels.meaning(levels.cosine_of(queries[0], statements[0])) == pytest.approx(0.5, abs=0.05)
+    assert levels.meaning(levels.cosine_of(queries[0], statements[1])) == 0.0
+    assert not MINILM.centred and MINILM.cosine_of([1.0, 0.0], [1.0, 1.0]) == pytest.approx(math.sqrt(0.5))
 
 
 def test_cosine_of_a_zero_vector_is_zero():

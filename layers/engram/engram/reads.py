@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import astuple, replace
+from dataclasses import replace
 from typing import Any
 
 from .bookkeeping import ForgetUnderWay
@@ -240,9 +240,11 @@ class MemoryReads:
             vectors = self.indexer.embed([query], wait=False, query=True)
             if vectors:
                 dense = (self.dense_name, vectors[0])
+        # a model whose cosines are centred (engram.relevance) is scored from the hits' vectors
+        levels = self._calibration() if dense is not None else None
         try:
             with timed("vector-query"):
-                hits = self._ranked(scope, query, words, dense, k)
+                hits = self._ranked(scope, query, words, dense, k, bool(levels and levels.centred))
             hits = favour_named(hits, query, self.retrieval.name_weight, asker)[:k]
             # (the index ranks equal scores by id: the same question, the same answer)
         except IndexUnavailable as exc:
@@ -255,16 +257,25 @@ class MemoryReads:
         return found
 
     def _ranked(
-        self, scope: Scope, query: str, words: SparseVector, dense: QueryMeaning, k: int
+        self,
+        scope: Scope,
+        query: str,
+        words: SparseVector,
+        dense: QueryMeaning,
+        k: int,
+        vectors: bool = False,
     ) -> Sequence[Hit]:
         """The index's hits for a question, deep enough for names to move (engram.names): asked once, again
-        with what its best hits agree on (feedback), and of the days it names (engram.when)."""
+        with what its best hits agree on (feedback), and of the days it names (engram.when); with their
+        vectors when `vectors`."""
         settings = self.retrieval
         fusion = settings.fusion(len(words.indices))
         moving = bool(settings.feedback_docs and settings.feedback_dense and dense)
         # names are read from the hits: a named author's memories below the k-th can move up
         depth = max(k, settings.name_depth) if settings.name_weight else k
-        first = Query(words, dense, max(depth, settings.feedback_min_hits), fusion, with_vector=moving)
+        first = Query(
+            words, dense, max(depth, settings.feedback_min_hits), fusion, with_vector=moving or vectors
+        )
         hits = self.index.search(scope, first)
         # a hit's relevance is its cosine with the query asked, not with the one feedback moves
         cosines = {h.id: h.cosine for h in hits}
@@ -274,14 +285,15 @@ class MemoryReads:
             more_words = feedback_query(words, hits, settings) if words.indices else None
             more_dense = feedback_vector(dense, hits, settings)
             if more_words is not None or more_dense is not None:
-                again = Query(more_words or words, more_dense or dense, depth, fusion)
+                again = Query(more_words or words, more_dense or dense, depth, fusion, with_vector=vectors)
                 hits = [
                     replace(h, cosine=cosines.get(h.id, h.cosine) if more_dense else h.cosine)
                     for h in self.index.search(scope, again)
                 ]
         spans = named_days(query, scope.alive_at or now_ms()) if settings.date_weight else ()
         if spans:  # those days' memories, which the search may not reach: one query more
-            dated = self.index.search(replace(scope, created=spans), Query(words, dense, depth, fusion))
+            asked = Query(words, dense, depth, fusion, with_vector=vectors)
+            dated = self.index.search(replace(scope, created=spans), asked)
             hits = favour_dated(hits, dated, spans, settings.date_weight, fusion.k)
         return hits
 
@@ -293,7 +305,7 @@ class MemoryReads:
         found = Found()
         for hit in hits:
             memory = Memory.from_hit(hit)
-            by_meaning = levels.meaning(hit.cosine) if levels else 0.0
+            by_meaning = levels.meaning(_cosine(levels, hit, dense)) if levels else 0.0
             memory.score = combined(by_meaning, words_share(asked, memory.text))
             found.append(memory)
         return found
@@ -311,9 +323,11 @@ class MemoryReads:
                 return None
             self.calibrations[name] = calibrate(queries, statements)
             log.info(
-                "relevance levels of %s: unrelated %.3f, related %.3f",
+                "relevance levels of %s: unrelated %.3f, related %.3f%s",
                 name,
-                *astuple(self.calibrations[name]),
+                self.calibrations[name].unrelated,
+                self.calibrations[name].related,
+                " (centred cosines)" if self.calibrations[name].centred else "",
             )
         return self.calibrations.get(name)
 
@@ -364,3 +378,14 @@ class MemoryReads:
         if kind not in KINDS:
             raise InvalidInput(f"kind must be one of {', '.join(KINDS)}")
         return kind
+
+
+def _cosine(levels: Calibration, hit: Hit, dense: tuple[str, Sequence[float]] | None) -> float | None:
+    """The cosine a hit's relevance is judged by: the meaning leg's own, or, for a model whose levels are of
+    centred cosines, one taken of the query's and the hit's vectors (None: not among the meaning leg's
+    candidates, or no vector came back)."""
+    if hit.cosine is None or not levels.centred:
+        return hit.cosine
+    if dense is None or not hit.vector:
+        return None
+    return levels.cosine_of(dense[1], hit.vector)

@@ -52,17 +52,37 @@ REFERENCE_PAIRS: tuple[tuple[str, str], ...] = (
 )
 
 
-# The least gap between a model's related and unrelated levels that makes a scale of them (E5's is 0.017)
+# The least gap between a model's related and unrelated levels that makes a scale of them
 SEPARATION = 0.01
+# A model whose levels lie closer than this on plain cosines has one direction in all its vectors: E5's
+# are 0.017 apart (every cosine ~0.8), and on LoCoMo's facts the best hit of an unrelated request sat at
+# the cosine of real evidence, so a floor kept nothing out. Its cosines are then measured from the mean
+# of the reference questions and of the reference statements (centred), where E5's levels are 0.17 apart.
+CENTRE_BELOW = 0.05
 
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
     """One model's cosine levels: `unrelated` (what 9 in 10 unrelated pairs stay under) and `related` (what
-    a question and its answer reach, the median)."""
+    a question and its answer reach, the median) — of centred cosines when the means are given."""
 
     unrelated: float
     related: float
+    # the reference questions' and statements' mean vectors, for a model whose plain levels are too close
+    # (CENTRE_BELOW): a cosine is then taken of the vectors less these (None: plain cosines)
+    query_mean: tuple[float, ...] | None = None
+    memory_mean: tuple[float, ...] | None = None
+
+    @property
+    def centred(self) -> bool:
+        """Whether cosines are taken of centred vectors (`cosine_of` needs both vectors then)."""
+        return self.query_mean is not None and self.memory_mean is not None
+
+    def cosine_of(self, query: Sequence[float], memory: Sequence[float]) -> float:
+        """The cosine these levels are of: of the two vectors less their means when centred."""
+        if self.query_mean is None or self.memory_mean is None:
+            return cosine(query, memory)
+        return cosine(_less(query, self.query_mean), _less(memory, self.memory_mean))
 
     def meaning(self, cosine: float | None) -> float:
         """A cosine on the model's own scale, in [0, 1]: 0 at or below what unrelated texts reach, 0.5 where a
@@ -89,7 +109,17 @@ STATEMENTS = tuple(s for _, s in REFERENCE_PAIRS)
 
 def calibrate(queries: list[list[float]], statements: list[list[float]]) -> Calibration:
     """A model's levels from its vectors of the reference pairs: the questions embedded as search embeds a
-    query, the statements as memories are (E5 tells the two apart)."""
+    query, the statements as memories are (E5 tells the two apart); of centred cosines where plain ones lie
+    too close together (CENTRE_BELOW)."""
+    plain = _levels(queries, statements)
+    if plain.related - plain.unrelated >= CENTRE_BELOW:
+        return plain
+    query_mean, memory_mean = _mean(queries), _mean(statements)
+    centred = _levels([_less(q, query_mean) for q in queries], [_less(s, memory_mean) for s in statements])
+    return Calibration(centred.unrelated, centred.related, query_mean, memory_mean)
+
+
+def _levels(queries: Sequence[Sequence[float]], statements: Sequence[Sequence[float]]) -> Calibration:
     related = [cosine(q, s) for q, s in zip(queries, statements, strict=True)]
     unrelated = sorted(
         cosine(q, s) for i, q in enumerate(queries) for j, s in enumerate(statements) if i != j
@@ -97,6 +127,14 @@ def calibrate(queries: list[list[float]], statements: list[list[float]]) -> Cali
     return Calibration(
         unrelated=unrelated[int(0.9 * (len(unrelated) - 1))], related=statistics.median(related)
     )
+
+
+def _mean(vectors: Sequence[Sequence[float]]) -> tuple[float, ...]:
+    return tuple(statistics.fmean(column) for column in zip(*vectors, strict=True))
+
+
+def _less(vector: Sequence[float], mean: Sequence[float]) -> list[float]:
+    return [x - m for x, m in zip(vector, mean, strict=True)]
 
 
 def words_share(query_terms: set[str], text: str) -> float:
