@@ -193,3 +193,28 @@ def test_a_model_with_one_direction_in_every_vector_still_keeps_unrelated_memori
     assert [m.text for m in related] == ["My sister grows orchids in her greenhouse."] and related.meaning
     assert one.search("b", "write a haiku about autumn", min_score=0.4) == []
     one.index.close()
+
+
+def test_a_model_with_one_direction_in_every_vector_tells_a_new_fact_from_one_kept(service, tmp_path):
+    """What extraction's dedupe asks (MEMORY_DEDUPE_THRESHOLD, 0.82): the same fact again is close, another
+    fact is not — taken plainly, every pair is ~0.85 and every new fact would be dropped as known."""
+    from engram.service import MemoryService
+    from engram.store.in_memory import InMemoryRecords, InMemoryState
+    from engram.vectors import Scope
+    from engram.vectors.edge import EdgeIndex
+
+    one = MemoryService(
+        records=InMemoryRecords(),
+        state=InMemoryState(),
+        index=EdgeIndex(tmp_path / "one-direction"),
+        embedder=_OneDirection(),
+        queue=service.queue,
+    )
+    one.add_fact("b", "The user's employer is Initech.", user="u")
+    one.add_fact("b", "The user has a dog named Rex.", user="u")
+    scope = Scope(bot="b", kind="fact", user="u")
+    kept, again = one.similar(scope, "The user's employer is Initech.")
+    assert kept.text == "The user's employer is Initech." and again > 0.82
+    _, other = one.similar(scope, "The user plays the cello on Sundays.")
+    assert other < 0.82
+    one.index.close()

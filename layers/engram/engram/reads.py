@@ -343,10 +343,11 @@ class MemoryReads:
         vectors = self.indexer.embed([text])
         if not vectors:
             return None
-        hidden = self.hider(scope.bot)
-        hits = self.index.search(scope, Query(None, (name, vectors[0]), 4, self.retrieval.fusion(0)))
-        hits = [h for h in hits if not hidden.hit(h)]
-        return (Memory.from_hit(hits[0]), hits[0].score) if hits else None
+        hidden, levels = self.hider(scope.bot), self._calibration()
+        centred = levels is not None and levels.centred
+        asked = Query(None, (name, vectors[0]), 4, self.retrieval.fusion(0), with_vector=centred)
+        hits = [h for h in self.index.search(scope, asked) if not hidden.hit(h)]
+        return _closest(hits, vectors[0], levels if centred else None)
 
     def _words_fallback(self, scope: Scope, query: str, k: int, asker: str | None = None) -> Found:
         q = self.words.query(query)
@@ -389,3 +390,17 @@ def _cosine(levels: Calibration, hit: Hit, dense: tuple[str, Sequence[float]] | 
     if dense is None or not hit.vector:
         return None
     return levels.cosine_of(dense[1], hit.vector)
+
+
+def _closest(
+    hits: Sequence[Hit], vector: Sequence[float], levels: Calibration | None
+) -> tuple[Memory, float] | None:
+    """The hit closest to a memory's vector and how close: the index's first and its cosine, or, for a
+    model whose vectors share one direction (`levels` centred), the closest less the memories' mean."""
+    if levels is None:
+        return (Memory.from_hit(hits[0]), hits[0].score) if hits else None
+    scored = [(levels.between_memories(vector, h.vector), h) for h in hits if h.vector]
+    if not scored:
+        return None
+    closeness, best = max(scored, key=lambda pair: pair[0])
+    return Memory.from_hit(best), closeness

@@ -84,6 +84,13 @@ class Calibration:
             return cosine(query, memory)
         return cosine(_less(query, self.query_mean), _less(memory, self.memory_mean))
 
+    def between_memories(self, a: Sequence[float], b: Sequence[float]) -> float:
+        """The cosine of two memories' vectors (a new fact against one kept): less the memories' mean when
+        centred (E5 puts unrelated facts ~0.9 apart plainly, where a dedupe threshold takes them for one)."""
+        if self.memory_mean is None:
+            return cosine(a, b)
+        return cosine(_less(a, self.memory_mean), _less(b, self.memory_mean))
+
     def meaning(self, cosine: float | None) -> float:
         """A cosine on the model's own scale, in [0, 1]: 0 at or below what unrelated texts reach, 0.5 where a
         question and an answer sharing no word sit, 1 twice as far above unrelated (None, a memory the
