@@ -252,7 +252,7 @@ class MemoryReads:
             log.warning("index unavailable, searching records by words: %s", exc.message)
             return self._words_fallback(scope, query, k, asker)
         hidden = self.hider(scope.bot)
-        found = self._scored([h for h in hits if not hidden.hit(h)], query, dense)
+        found = self._scored([h for h in hits if not hidden.hit(h)], query, dense, levels)
         found.meaning = dense is not None
         return found
 
@@ -297,11 +297,12 @@ class MemoryReads:
             hits = favour_dated(hits, dated, spans, settings.date_weight, fusion.k)
         return hits
 
-    def _scored(self, hits: Sequence[Hit], query: str, dense: tuple[str, Sequence[float]] | None) -> Found:
+    def _scored(
+        self, hits: Sequence[Hit], query: str, dense: QueryMeaning, levels: Calibration | None
+    ) -> Found:
         """The hits as memories, each scored by how relevant it is: its cosine with the query on the model's
-        scale and the share of the query's words it has (engram.relevance)."""
+        scale (`levels`; None: words alone) and the share of the query's words it has (engram.relevance)."""
         asked = set(terms(query))
-        levels = self._calibration() if dense is not None else None
         found = Found()
         for hit in hits:
             memory = Memory.from_hit(hit)
@@ -381,7 +382,7 @@ class MemoryReads:
         return kind
 
 
-def _cosine(levels: Calibration, hit: Hit, dense: tuple[str, Sequence[float]] | None) -> float | None:
+def _cosine(levels: Calibration, hit: Hit, dense: QueryMeaning) -> float | None:
     """The cosine a hit's relevance is judged by: the meaning leg's own, or, for a model whose levels are of
     centred cosines, one taken of the query's and the hit's vectors (None: not among the meaning leg's
     candidates, or no vector came back)."""

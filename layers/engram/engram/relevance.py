@@ -80,16 +80,12 @@ class Calibration:
 
     def cosine_of(self, query: Sequence[float], memory: Sequence[float]) -> float:
         """The cosine these levels are of: of the two vectors less their means when centred."""
-        if self.query_mean is None or self.memory_mean is None:
-            return cosine(query, memory)
-        return cosine(_less(query, self.query_mean), _less(memory, self.memory_mean))
+        return _centred_cosine(query, self.query_mean, memory, self.memory_mean)
 
     def between_memories(self, a: Sequence[float], b: Sequence[float]) -> float:
         """The cosine of two memories' vectors (a new fact against one kept): less the memories' mean when
         centred (E5 puts unrelated facts ~0.9 apart plainly, where a dedupe threshold takes them for one)."""
-        if self.memory_mean is None:
-            return cosine(a, b)
-        return cosine(_less(a, self.memory_mean), _less(b, self.memory_mean))
+        return _centred_cosine(a, self.memory_mean, b, self.memory_mean)
 
     def meaning(self, cosine: float | None) -> float:
         """A cosine on the model's own scale, in [0, 1]: 0 at or below what unrelated texts reach, 0.5 where a
@@ -138,6 +134,15 @@ def _levels(queries: Sequence[Sequence[float]], statements: Sequence[Sequence[fl
 
 def _mean(vectors: Sequence[Sequence[float]]) -> tuple[float, ...]:
     return tuple(statistics.fmean(column) for column in zip(*vectors, strict=True))
+
+
+def _centred_cosine(
+    a: Sequence[float], a_mean: Sequence[float] | None, b: Sequence[float], b_mean: Sequence[float] | None
+) -> float:
+    """The cosine of two vectors, each less its mean (plain without both means)."""
+    if a_mean is None or b_mean is None:
+        return cosine(a, b)
+    return cosine(_less(a, a_mean), _less(b, b_mean))
 
 
 def _less(vector: Sequence[float], mean: Sequence[float]) -> list[float]:
