@@ -44,7 +44,19 @@ def span(day: str) -> tuple[int, int]:
         ("What happened on 11/09/2022?", []),
         ("What did Melanie paint in May 2023?", []),
         ("What did Melanie paint in 2022?", []),
-        ("What did Melanie paint on Tuesday?", []),
+        # a weekday is the latest before today (NOW is a Sunday), the weekend its Saturday and Sunday
+        ("What did Melanie paint on Tuesday?", ["2026-12-01"]),
+        ("what did we decide last friday", ["2026-12-04"]),
+        ("What did I say on Saturday?", ["2026-12-05"]),
+        ("What did I say on Sunday?", ["2026-11-29"]),  # today is Sunday: "on Sunday" is a week back
+        ("What did we watch over the weekend?", ["2026-12-05", "2026-12-06"]),
+        ("What does Melanie paint on Tuesdays?", []),  # a habit, not a day
+        ("What should I bring next Friday?", []),  # no memory is written ahead of its day
+        # a written date is when it was said; what is counted from it is not another day's
+        ("What did Joanna just finish last Friday on 23 January, 2022?", ["2022-01-23"]),
+        ("What was Tim's huge writing issue last week, as mentioned on November 6, 2023?", ["2023-11-06"]),
+        ("What did Joanna contribute to on the Sunday before October 25, 2022?", ["2022-10-25"]),
+        ("What did I say yesterday about 9 November, 2022?", ["2022-11-09"]),
         ("What happened on 31 February 2023?", []),  # no such day
         ("Did she run 25 May times?", []),
     ],

@@ -4,9 +4,15 @@ it. A question naming a day searches that day's memories too, and they move up (
 
 Only days written unambiguously are read: "9 November 2022", "9th of November, 2022", "November 9, 2022",
 "2022-11-09", and from the moment of the search "today", "tonight", "this morning", "yesterday", "last
-night", "the day before yesterday", "three days ago" (up to 31). A date written with numbers alone
-("11/09/2022") reads as two different days in two countries and is left alone, as are a month or a year
-alone (too wide to move up) and weekdays (which week?).
+night", "the day before yesterday", "three days ago" (up to 31), a weekday ("on Tuesday", "last Friday":
+the latest before today) and "the weekend" (the latest Saturday before today and its Sunday). A date
+written with numbers alone ("11/09/2022") reads as two different days in two countries and is left alone,
+as are a month or a year alone (too wide to move up), a habit ("on Tuesdays") and what is still to come
+("next Friday": no memory is written ahead of its day).
+
+Where a question writes a date, the days it counts from a moment are counted from that date's moment, not
+the search's: "what did Joanna finish last Friday, as she said on 23 January, 2022?" asks of what was said
+on the 23rd — a memory is dated when it was said, and "last Friday" is when what it tells happened.
 """
 
 from __future__ import annotations
@@ -46,6 +52,10 @@ _WRITTEN = re.compile(
     rf"|(?P<y3>{_YEAR})-(?P<m3>[01]\d)-(?P<d3>[0-3]\d))\b",  # 2022-11-09
     re.IGNORECASE,
 )
+_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+_WEEKDAY = re.compile(
+    rf"\b(?P<next>next\s+|coming\s+)?(?P<day>{'|'.join(_WEEKDAYS)}|weekend)(?P<habit>s)?\b", re.IGNORECASE
+)
 _COUNTS = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
 _RELATIVE = re.compile(
     r"\b(?:(?P<before>the day before yesterday)|(?P<today>today|tonight|this morning)"
@@ -68,6 +78,18 @@ def _days_back(m: re.Match[str]) -> int | None:
     return back if back <= 31 else None
 
 
+def _weekdays_back(m: re.Match[str], today: date) -> tuple[int, ...]:
+    """How many days before the search a weekday (the latest before today: 1 to 7 days back) or the
+    weekend (its latest Saturday before today, and the Sunday after it) is; () for a habit or a day to
+    come."""
+    if m["next"] or m["habit"]:
+        return ()
+    day = m["day"].lower()
+    weekday = _WEEKDAYS.index("saturday" if day == "weekend" else day)
+    back = (today.weekday() - weekday - 1) % 7 + 1
+    return (back, back - 1) if day == "weekend" else (back,)
+
+
 def _month(word: str) -> int:
     word = word.lower()
     return next(n for n, name in enumerate(_MONTHS, start=1) if name.startswith(word[:3]))
@@ -83,6 +105,17 @@ def _day(year: str, month: int, day: str) -> date | None:
 def named_days(question: str, now_ms: int) -> tuple[tuple[int, int], ...]:
     """The days a question names, each as the span of createdAt (ms, from inclusive, to exclusive) its
     memories may have, a day's margin either side; () when it names none."""
+    # a written date is when it was said: what is counted from it is not another day's
+    days = _written_days(question) or _counted_days(question, now_ms)
+    spans = []
+    for day in sorted(days):
+        start = int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1000)
+        spans.append((start - MARGIN_MS, start + DAY_MS + MARGIN_MS))
+    return tuple(spans)
+
+
+def _written_days(question: str) -> set[date]:
+    """The dates a question writes ("9 November, 2022", "2022-11-09")."""
     days: set[date] = set()
     for m in _WRITTEN.finditer(question):
         if m["y1"]:
@@ -93,16 +126,20 @@ def named_days(question: str, now_ms: int) -> tuple[tuple[int, int], ...]:
             found = _day(m["y3"], int(m["m3"]), m["d3"])
         if found is not None:
             days.add(found)
+    return days
+
+
+def _counted_days(question: str, now_ms: int) -> set[date]:
+    """The days a question counts back from the moment of the search ("yesterday", "last Friday")."""
     today = datetime.fromtimestamp(now_ms / 1000, tz=UTC).date()
+    days: set[date] = set()
     for m in _RELATIVE.finditer(question):
         back = _days_back(m)
         if back is not None:
             days.add(today - timedelta(days=back))
-    spans = []
-    for day in sorted(days):
-        start = int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1000)
-        spans.append((start - MARGIN_MS, start + DAY_MS + MARGIN_MS))
-    return tuple(spans)
+    for m in _WEEKDAY.finditer(question):
+        days.update(today - timedelta(days=back) for back in _weekdays_back(m, today))
+    return days
 
 
 def on_days(created_at: object, spans: Sequence[tuple[int, int]]) -> bool:
