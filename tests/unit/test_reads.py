@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from engram.clock import now_ms
 from engram.domain import Memory
 from engram.errors import IndexUnavailable, InvalidInput, NotFound
 from engram.service import ChatMessage
@@ -218,3 +219,20 @@ def test_a_model_with_one_direction_in_every_vector_tells_a_new_fact_from_one_ke
     _, other = one.similar(scope, "The user plays the cello on Sundays.")
     assert other < 0.82
     one.index.close()
+
+
+def test_a_question_naming_a_day_keeps_that_day_s_memories_over_a_floor_and_no_other_day_s(service):
+    """ "What did we decide yesterday?" shares one word with what was decided: the day is the rest of the
+    question, and a floor (the proxy's and /ask's 0.4) keeps yesterday's memories, not another day's."""
+    day = 86_400_000
+    now = now_ms()
+    said = [
+        ChatMessage(source_id="m1", text="We agreed the launch moves to March.", created_at=now - day),
+        ChatMessage(source_id="m2", text="Budget is approved at forty thousand.", created_at=now - 4 * day),
+        ChatMessage(source_id="m3", text="We agreed on blue for the logo.", created_at=now - 4 * day),
+    ]
+    ids = _ids(service.add_messages("b", said).memories)
+    found = service.search("b", "what did we decide yesterday?", kind="message", min_score=0.4)
+    assert _ids(found) == [ids[0]]
+    # with no day named, the same floor keeps none of them: one word of two is what the day gave
+    assert _ids(service.search("b", "what did we decide?", kind="message", min_score=0.4)) == []

@@ -100,6 +100,14 @@ def test_the_share_of_a_querys_words(query, text, share):
     assert words_share(set(terms(query)), text) == pytest.approx(share)
 
 
+def test_words_a_memory_has_beyond_its_text_count_as_found():
+    """A memory of the day a question names has the words naming it: "yesterday" is found in it."""
+    asked = set(terms("what did we decide yesterday"))
+    assert words_share(asked, "We agreed the launch moves to March") == 0.0
+    assert words_share(asked, "We agreed the launch moves to March", terms("yesterday")) == 0.5
+    assert words_share(asked, "We decided on March", terms("yesterday")) == 1.0
+
+
 def test_two_signs_are_combined_as_independent_chances():
     assert combined(0.0, 0.0) == 0.0
     assert combined(0.5, 0.0) == 0.5 == combined(0.0, 0.5)

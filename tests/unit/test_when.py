@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from engram.vectors import Hit
-from engram.when import DAY_MS, MARGIN_MS, favour_dated, named_days
+from engram.when import DAY_MS, MARGIN_MS, favour_dated, named_days, read_days
 
 
 def ms(day: str) -> int:
@@ -63,6 +63,20 @@ def span(day: str) -> tuple[int, int]:
 )
 def test_a_question_names_the_days_it_writes_unambiguously(question, days):
     assert named_days(question, NOW) == tuple(span(d) for d in days)
+
+
+@pytest.mark.parametrize(
+    ("question", "words"),
+    [
+        ("What did we decide yesterday?", "yesterday"),
+        ("what did we decide last friday", "last friday"),
+        ("What did Nate make on 9 November, 2022, and yesterday?", "9 November, 2022"),  # the written date
+        ("What did Melanie paint on Tuesdays?", ""),  # a habit names no day
+        ("What did we decide?", ""),
+    ],
+)
+def test_a_question_s_words_naming_its_days_are_told_with_them(question, words):
+    assert read_days(question, NOW).words == words
 
 
 def test_a_days_span_reaches_a_day_either_side_for_the_time_zones_it_was_said_in():

@@ -33,7 +33,7 @@ from .shapes import payload
 from .store import KINDS, Record, source_key
 from .text import check_text, format_memory_id
 from .vectors import Hit, Query, Scope, ranked
-from .when import favour_dated, named_days
+from .when import NamedDays, favour_dated, on_days, read_days
 from .words import SparseVector, terms
 
 log = logging.getLogger(__name__)
@@ -242,9 +242,10 @@ class MemoryReads:
                 dense = (self.dense_name, vectors[0])
         # a model whose cosines are centred (engram.relevance) is scored from the hits' vectors
         levels = self._calibration() if dense is not None else None
+        days = self._days(query, scope)
         try:
             with timed("vector-query"):
-                hits = self._ranked(scope, query, words, dense, k, bool(levels and levels.centred))
+                hits = self._ranked(scope, words, dense, k, days.spans, bool(levels and levels.centred))
             hits = favour_named(hits, query, self.retrieval.name_weight, asker)[:k]
             # (the index ranks equal scores by id: the same question, the same answer)
         except IndexUnavailable as exc:
@@ -252,22 +253,26 @@ class MemoryReads:
             log.warning("index unavailable, searching records by words: %s", exc.message)
             return self._words_fallback(scope, query, k, asker)
         hidden = self.hider(scope.bot)
-        found = self._scored([h for h in hits if not hidden.hit(h)], query, dense, levels)
+        found = self._scored([h for h in hits if not hidden.hit(h)], query, dense, levels, days)
         found.meaning = dense is not None
         return found
+
+    def _days(self, query: str, scope: Scope) -> NamedDays:
+        """The days a question names, counted from the moment of the search (none with days weighed 0)."""
+        return read_days(query, scope.alive_at or now_ms()) if self.retrieval.date_weight else NamedDays()
 
     def _ranked(
         self,
         scope: Scope,
-        query: str,
         words: SparseVector,
         dense: QueryMeaning,
         k: int,
+        spans: tuple[tuple[int, int], ...],
         vectors: bool = False,
     ) -> Sequence[Hit]:
         """The index's hits for a question, deep enough for names to move (engram.names): asked once, again
-        with what its best hits agree on (feedback), and of the days it names (engram.when); with their
-        vectors when `vectors`."""
+        with what its best hits agree on (feedback), and of the days it names (`spans`: engram.when); with
+        their vectors when `vectors`."""
         settings = self.retrieval
         fusion = settings.fusion(len(words.indices))
         moving = bool(settings.feedback_docs and settings.feedback_dense and dense)
@@ -290,7 +295,6 @@ class MemoryReads:
                     replace(h, cosine=cosines.get(h.id, h.cosine) if more_dense else h.cosine)
                     for h in self.index.search(scope, again)
                 ]
-        spans = named_days(query, scope.alive_at or now_ms()) if settings.date_weight else ()
         if spans:  # those days' memories, which the search may not reach: one query more
             asked = Query(words, dense, depth, fusion, with_vector=vectors)
             dated = self.index.search(replace(scope, created=spans), asked)
@@ -298,16 +302,25 @@ class MemoryReads:
         return hits
 
     def _scored(
-        self, hits: Sequence[Hit], query: str, dense: QueryMeaning, levels: Calibration | None
+        self,
+        hits: Sequence[Hit],
+        query: str,
+        dense: QueryMeaning,
+        levels: Calibration | None,
+        days: NamedDays,
     ) -> Found:
         """The hits as memories, each scored by how relevant it is: its cosine with the query on the model's
-        scale (`levels`; None: words alone) and the share of the query's words it has (engram.relevance)."""
+        scale (`levels`; None: words alone) and the share of the query's words it has (engram.relevance) —
+        a memory of a day the question names has the words naming it ("yesterday"): "what did we decide
+        yesterday?" is half answered by the day alone, and a floor (minScore) keeps that day's memories."""
         asked = set(terms(query))
+        dated = terms(days.words)
         found = Found()
         for hit in hits:
             memory = Memory.from_hit(hit)
             by_meaning = levels.meaning(_cosine(levels, hit, dense)) if levels else 0.0
-            memory.score = combined(by_meaning, words_share(asked, memory.text))
+            its_day = dated if on_days(hit.payload.get("createdAt"), days.spans) else ()
+            memory.score = combined(by_meaning, words_share(asked, memory.text, its_day))
             found.append(memory)
         return found
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .words import terms
@@ -149,11 +149,12 @@ def _less(vector: Sequence[float], mean: Sequence[float]) -> list[float]:
     return [x - m for x, m in zip(vector, mean, strict=True)]
 
 
-def words_share(query_terms: set[str], text: str) -> float:
-    """The share of the query's terms a memory's text has. One word of two is half the question; one of
-    many is no sign (a common word of a sentence is shared by many unrelated texts), so a query of three
-    terms or more needs two of them found (0 for a query of stop words alone)."""
-    found = len(query_terms & set(terms(text)))
+def words_share(query_terms: set[str], text: str, also: Iterable[str] = ()) -> float:
+    """The share of the query's terms a memory's text has (and `also`: terms the memory has beyond its
+    text, as the words naming its day). One word of two is half the question; one of many is no sign (a
+    common word of a sentence is shared by many unrelated texts), so a query of three terms or more needs
+    two of them found (0 for a query of stop words alone)."""
+    found = len(query_terms & {*terms(text), *also})
     if not query_terms or (found < 2 and len(query_terms) > 2):
         return 0.0
     return found / len(query_terms)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 
 from .vectors import Hit
@@ -54,7 +54,8 @@ _WRITTEN = re.compile(
 )
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 _WEEKDAY = re.compile(
-    rf"\b(?P<next>next\s+|coming\s+)?(?P<day>{'|'.join(_WEEKDAYS)}|weekend)(?P<habit>s)?\b", re.IGNORECASE
+    rf"\b(?:last\s+|past\s+|this\s+)?(?P<next>next\s+|coming\s+)?(?P<day>{'|'.join(_WEEKDAYS)}|weekend)(?P<habit>s)?\b",
+    re.IGNORECASE,
 )
 _COUNTS = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
 _RELATIVE = re.compile(
@@ -102,21 +103,36 @@ def _day(year: str, month: int, day: str) -> date | None:
         return None
 
 
-def named_days(question: str, now_ms: int) -> tuple[tuple[int, int], ...]:
-    """The days a question names, each as the span of createdAt (ms, from inclusive, to exclusive) its
-    memories may have, a day's margin either side; () when it names none."""
+@dataclass(frozen=True, slots=True)
+class NamedDays:
+    """The days a question names: each as the span of createdAt (ms, from inclusive, to exclusive) its
+    memories may have, a day's margin either side; and the question's words that name them ("yesterday",
+    "9 November, 2022"), which a memory of those days has as surely as the words of its text."""
+
+    spans: tuple[tuple[int, int], ...] = ()
+    words: str = ""
+
+
+def read_days(question: str, now_ms: int) -> NamedDays:
+    """The days a question names (none: NamedDays())."""
     # a written date is when it was said: what is counted from it is not another day's
-    days = _written_days(question) or _counted_days(question, now_ms)
+    named = _written_days(question) or _counted_days(question, now_ms)
+    days = {day for _, found in named for day in found}
     spans = []
     for day in sorted(days):
         start = int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1000)
         spans.append((start - MARGIN_MS, start + DAY_MS + MARGIN_MS))
-    return tuple(spans)
+    return NamedDays(tuple(spans), " ".join(words for words, found in named if found))
 
 
-def _written_days(question: str) -> set[date]:
-    """The dates a question writes ("9 November, 2022", "2022-11-09")."""
-    days: set[date] = set()
+def named_days(question: str, now_ms: int) -> tuple[tuple[int, int], ...]:
+    """The spans of the days a question names; () when it names none."""
+    return read_days(question, now_ms).spans
+
+
+def _written_days(question: str) -> list[tuple[str, set[date]]]:
+    """The dates a question writes ("9 November, 2022", "2022-11-09"), each with its words."""
+    named = []
     for m in _WRITTEN.finditer(question):
         if m["y1"]:
             found = _day(m["y1"], _month(m["m1"]), m["d1"])
@@ -125,21 +141,22 @@ def _written_days(question: str) -> set[date]:
         else:
             found = _day(m["y3"], int(m["m3"]), m["d3"])
         if found is not None:
-            days.add(found)
-    return days
+            named.append((m[0], {found}))
+    return named
 
 
-def _counted_days(question: str, now_ms: int) -> set[date]:
-    """The days a question counts back from the moment of the search ("yesterday", "last Friday")."""
+def _counted_days(question: str, now_ms: int) -> list[tuple[str, set[date]]]:
+    """The days a question counts back from the moment of the search ("yesterday", "last Friday"), each
+    with its words."""
     today = datetime.fromtimestamp(now_ms / 1000, tz=UTC).date()
-    days: set[date] = set()
+    named = []
     for m in _RELATIVE.finditer(question):
         back = _days_back(m)
         if back is not None:
-            days.add(today - timedelta(days=back))
+            named.append((m[0], {today - timedelta(days=back)}))
     for m in _WEEKDAY.finditer(question):
-        days.update(today - timedelta(days=back) for back in _weekdays_back(m, today))
-    return days
+        named.append((m[0], {today - timedelta(days=back) for back in _weekdays_back(m, today)}))
+    return named
 
 
 def on_days(created_at: object, spans: Sequence[tuple[int, int]]) -> bool:
