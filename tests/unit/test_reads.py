@@ -236,3 +236,31 @@ def test_a_question_naming_a_day_keeps_that_day_s_memories_over_a_floor_and_no_o
     assert _ids(found) == [ids[0]]
     # with no day named, the same floor keeps none of them: one word of two is what the day gave
     assert _ids(service.search("b", "what did we decide?", kind="message", min_score=0.4)) == []
+
+
+def test_a_question_naming_someone_by_what_others_call_them_keeps_their_memories_over_a_floor(service):
+    """ "What is Mel planning?" — Mel is what Jordan calls Melanie. Her memory shares no other word of the
+    question, and is half its answer as any memory of hers is: a floor of 0.4 keeps it (not Jordan's)."""
+    said = [
+        ChatMessage(
+            "n1",
+            "Great, we booked a cabin by the lake for August.",
+            "222",
+            thread="c",
+            content={"displayName": "Melanie"},
+        ),
+        ChatMessage(
+            "n2",
+            "Nice, Mel! I am repainting my kitchen yellow.",
+            "111",
+            thread="c",
+            content={"displayName": "Jordan"},
+        ),
+    ]
+    cabin, kitchen = _ids(service.add_messages("b", said).memories)
+    found = service.search("b", "what is Mel planning?", kind="message", min_score=0.4)
+    assert cabin in _ids(found)
+    assert all(m.score >= 0.5 for m in found if m.id == cabin)
+    # Jordan's turn holds the word "Mel" in its text: kept for its words, as before
+    assert kitchen in _ids(found)
+    assert _ids(service.search("b", "what is Dana planning?", kind="message", min_score=0.4)) == []

@@ -106,6 +106,9 @@ def test_words_a_memory_has_beyond_its_text_count_as_found():
     assert words_share(asked, "We agreed the launch moves to March") == 0.0
     assert words_share(asked, "We agreed the launch moves to March", terms("yesterday")) == 0.5
     assert words_share(asked, "We decided on March", terms("yesterday")) == 1.0
+    # only where the query asks more than those words: "thanks, Mel!" is answered by none of Mel's memories
+    assert words_share(set(terms("thanks, Mel!")), "We booked a cabin", terms("Mel")) == 0.0
+    assert words_share(set(terms("what is Mel planning")), "We booked a cabin", terms("Mel")) == 0.5
 
 
 def test_two_signs_are_combined_as_independent_chances():

@@ -44,14 +44,17 @@ def span(day: str) -> tuple[int, int]:
         ("What happened on 11/09/2022?", []),
         ("What did Melanie paint in May 2023?", []),
         ("What did Melanie paint in 2022?", []),
-        # a weekday is the latest before today (NOW is a Sunday), the weekend its Saturday and Sunday
-        ("What did Melanie paint on Tuesday?", ["2026-12-01"]),
+        # a weekday said to be past is the latest before today (NOW is a Sunday); "last weekend" the latest
+        # Saturday and Sunday both before today
         ("what did we decide last friday", ["2026-12-04"]),
-        ("What did I say on Saturday?", ["2026-12-05"]),
-        ("What did I say on Sunday?", ["2026-11-29"]),  # today is Sunday: "on Sunday" is a week back
-        ("What did we watch over the weekend?", ["2026-12-05", "2026-12-06"]),
-        ("What does Melanie paint on Tuesdays?", []),  # a habit, not a day
-        ("What should I bring next Friday?", []),  # no memory is written ahead of its day
+        ("What did I say this past Saturday?", ["2026-12-05"]),
+        ("What did I say last Sunday?", ["2026-11-29"]),  # today is Sunday: a week back
+        ("What did we watch last weekend?", ["2026-11-28", "2026-11-29"]),
+        # a weekday not said to be past may be the coming one
+        ("What did Melanie paint on Tuesday?", []),
+        ("Any plans for Friday?", []),
+        ("What should I bring next Friday?", []),
+        ("Any plans for the weekend?", []),
         # a written date is when it was said; what is counted from it is not another day's
         ("What did Joanna just finish last Friday on 23 January, 2022?", ["2022-01-23"]),
         ("What was Tim's huge writing issue last week, as mentioned on November 6, 2023?", ["2023-11-06"]),
@@ -71,8 +74,12 @@ def test_a_question_names_the_days_it_writes_unambiguously(question, days):
         ("What did we decide yesterday?", "yesterday"),
         ("what did we decide last friday", "last friday"),
         ("What did Nate make on 9 November, 2022, and yesterday?", "9 November, 2022"),  # the written date
-        ("What did Melanie paint on Tuesdays?", ""),  # a habit names no day
+        ("What did Melanie paint on Tuesdays?", ""),
         ("What did we decide?", ""),
+        # today is as often what a request is for as what it asks about: its words are not told
+        ("How are you today?", ""),
+        ("What should I cook tonight, or what did I cook yesterday?", "yesterday"),
+        ("What did we decide on 6 December, 2026?", "6 December, 2026"),  # written: told, today or not
     ],
 )
 def test_a_question_s_words_naming_its_days_are_told_with_them(question, words):

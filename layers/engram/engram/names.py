@@ -224,12 +224,18 @@ def named_authors(query: str, names: Mapping[str, set[str]]) -> set[str]:
     """The authors a question names: a word of it that is one of their names, or (no author having that
     very name, and the word written as a name is, capitalised) another spelling or a short form of one:
     "join" is not John, "Jon" may be."""
+    return set(naming_words(query, names))
+
+
+def naming_words(query: str, names: Mapping[str, set[str]]) -> dict[str, str]:
+    """The authors a question names (as `named_authors`), each with the words of it that name them."""
     capitalised = {w.casefold() for w in re.findall(r"\b[^\W\d_a-z][^\W\d_]*", query)}
     asked = [w for w in dict.fromkeys(name_tokens(query)) if w not in STOPWORDS]
-    out: set[str] = set()
+    out: dict[str, list[str]] = {}
     for word in asked:
-        out |= _whose(word, names, word in capitalised)
-    return out
+        for user in _whose(word, names, word in capitalised):
+            out.setdefault(user, []).append(word)
+    return {user: " ".join(words) for user, words in out.items()}
 
 
 def _whose(word: str, names: Mapping[str, set[str]], capitalised: bool) -> set[str]:
@@ -248,21 +254,27 @@ def favour_named(hits: Sequence[Hit], query: str, weight: float, asker: str | No
     """The hits with those of the authors the question names moved up — and the asker's, when it is
     known and the question speaks of itself ("I", "my") — each by `weight` times the best hit's score (0:
     nothing moves). A question naming every author among them, or none, changes nothing."""
-    named = _favoured(hits, query, asker) if weight and len(hits) > 1 else set()
-    if not named:
+    return favour(hits, asked_names(hits, query, asker) if weight else {}, weight)
+
+
+def asked_names(hits: Sequence[Hit], query: str, asker: str | None = None) -> dict[str, str]:
+    """The authors among these hits a question asks about, each with the words of it that name them: those
+    it names, and the asker (no words) when it speaks of itself. What their memories have beside their
+    text, as their author's names are: a question naming "Mel" is half answered by any memory of hers."""
+    named = naming_words(query, directory(hits)) if len(hits) > 1 else {}
+    if asker and _FIRST_PERSON.search(query):
+        named.setdefault(asker, "")
+    return named
+
+
+def favour(hits: Sequence[Hit], named: Mapping[str, str], weight: float) -> list[Hit]:
+    """The hits of the `named` authors (asked_names) moved up by `weight` times the best hit's score; none
+    moves when they are every author among the hits, or no one."""
+    authors = {h.payload.get("user") for h in hits}
+    if not weight or not named or len(hits) < 2 or authors <= named.keys():
         return list(hits)
     lift = weight * max(h.score for h in hits)
     moved = [replace(h, score=h.score + lift) if h.payload.get("user") in named else h for h in hits]
     # a stable sort on the score alone: hits of equal score keep the order the search gave them, whose
     # ties were already settled (by the other leg's score, then id: vectors.base.ranked)
     return sorted(moved, key=lambda h: -h.score)
-
-
-def _favoured(hits: Sequence[Hit], query: str, asker: str | None) -> set[str]:
-    """Whose hits a question favours: the authors it names, and the asker when it speaks of itself; none
-    when that is everyone among the hits (nothing would move)."""
-    named = named_authors(query, directory(hits))
-    if asker and _FIRST_PERSON.search(query):
-        named.add(asker)
-    authors = {h.payload.get("user") for h in hits}
-    return set() if authors <= named else named

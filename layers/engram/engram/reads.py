@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .bookkeeping import ForgetUnderWay
@@ -23,7 +23,7 @@ from .domain import (
 )
 from .errors import IndexUnavailable, InvalidInput, NotFound
 from .indexing import Indexer
-from .names import favour_named, labelled
+from .names import asked_names, favour, labelled
 from .observability import timed
 from .parts import MemoryParts
 from .record import Listing, drew_on
@@ -246,14 +246,15 @@ class MemoryReads:
         try:
             with timed("vector-query"):
                 hits = self._ranked(scope, words, dense, k, days.spans, bool(levels and levels.centred))
-            hits = favour_named(hits, query, self.retrieval.name_weight, asker)[:k]
+            named = asked_names(hits, query, asker) if self.retrieval.name_weight else {}
+            hits = favour(hits, named, self.retrieval.name_weight)[:k]
             # (the index ranks equal scores by id: the same question, the same answer)
         except IndexUnavailable as exc:
             self.indexer.failed(exc.message)
             log.warning("index unavailable, searching records by words: %s", exc.message)
             return self._words_fallback(scope, query, k, asker)
         hidden = self.hider(scope.bot)
-        found = self._scored([h for h in hits if not hidden.hit(h)], query, dense, levels, days)
+        found = self._scored([h for h in hits if not hidden.hit(h)], query, dense, levels, Asked(days, named))
         found.meaning = dense is not None
         return found
 
@@ -307,20 +308,17 @@ class MemoryReads:
         query: str,
         dense: QueryMeaning,
         levels: Calibration | None,
-        days: NamedDays,
+        beside: Asked,
     ) -> Found:
         """The hits as memories, each scored by how relevant it is: its cosine with the query on the model's
-        scale (`levels`; None: words alone) and the share of the query's words it has (engram.relevance) —
-        a memory of a day the question names has the words naming it ("yesterday"): "what did we decide
-        yesterday?" is half answered by the day alone, and a floor (minScore) keeps that day's memories."""
+        scale (`levels`; None: words alone) and the share of the query's words it has (engram.relevance),
+        its text's and those it has `beside` it."""
         asked = set(terms(query))
-        dated = terms(days.words)
         found = Found()
         for hit in hits:
             memory = Memory.from_hit(hit)
             by_meaning = levels.meaning(_cosine(levels, hit, dense)) if levels else 0.0
-            its_day = dated if on_days(hit.payload.get("createdAt"), days.spans) else ()
-            memory.score = combined(by_meaning, words_share(asked, memory.text, its_day))
+            memory.score = combined(by_meaning, words_share(asked, memory.text, beside.words_of(hit)))
             found.append(memory)
         return found
 
@@ -379,12 +377,13 @@ class MemoryReads:
             for r in shown
             if (score := self.words.score(q, self.indexer.words_of(r))) > 0
         ]
-        scored = favour_named(ranked(scored), query, self.retrieval.name_weight, asker)
-        asked, out = set(terms(query)), Found()
+        named = asked_names(scored, query, asker) if self.retrieval.name_weight else {}
+        scored = favour(ranked(scored), named, self.retrieval.name_weight)
+        asked, beside, out = set(terms(query)), Asked(names=named), Found()
         for hit in scored[:k]:
             r = by_id[hit.id]
             memory = Memory.from_record(r)
-            memory.score = words_share(asked, r.text)  # relevance by words alone
+            memory.score = words_share(asked, r.text, beside.words_of(hit))  # relevance by words alone
             out.append(memory)
         return out
 
@@ -393,6 +392,24 @@ class MemoryReads:
         if kind not in KINDS:
             raise InvalidInput(f"kind must be one of {', '.join(KINDS)}")
         return kind
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a question asks beside its words' meaning, which a memory has beside its text: the days it
+    names ("yesterday": engram.when) and the authors (each with the words naming them: engram.names). "What
+    did we decide yesterday?" is half answered by any memory of yesterday, "what is Mel planning?" by any
+    of Mel's, so a floor (minScore) keeps them where their text shares no other word of the question."""
+
+    days: NamedDays = NamedDays()
+    names: Mapping[str, str] = field(default_factory=dict)
+
+    def words_of(self, hit: Hit) -> list[str]:
+        """The question's terms this hit has beside its text."""
+        words = [self.names.get(hit.payload.get("user") or "", "")]
+        if on_days(hit.payload.get("createdAt"), self.days.spans):
+            words.append(self.days.words)
+        return terms(" ".join(words))
 
 
 def _cosine(levels: Calibration, hit: Hit, dense: QueryMeaning) -> float | None:

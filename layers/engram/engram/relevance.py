@@ -150,11 +150,14 @@ def _less(vector: Sequence[float], mean: Sequence[float]) -> list[float]:
 
 
 def words_share(query_terms: set[str], text: str, also: Iterable[str] = ()) -> float:
-    """The share of the query's terms a memory's text has (and `also`: terms the memory has beyond its
-    text, as the words naming its day). One word of two is half the question; one of many is no sign (a
-    common word of a sentence is shared by many unrelated texts), so a query of three terms or more needs
-    two of them found (0 for a query of stop words alone)."""
-    found = len(query_terms & {*terms(text), *also})
+    """The share of the query's terms a memory's text has (and `also`: terms it has beside its text, as
+    the words naming its day or its author — only where the query asks more than those: "thanks, Mel!"
+    is not a question every memory of Mel's answers). One word of two is half the question; one of many is
+    no sign (a common word of a sentence is shared by many unrelated texts), so a query of three terms or
+    more needs two of them found (0 for a query of stop words alone)."""
+    beside = set(also)
+    has = set(terms(text)) | (beside if query_terms - beside else set())
+    found = len(query_terms & has)
     if not query_terms or (found < 2 and len(query_terms) > 2):
         return 0.0
     return found / len(query_terms)

@@ -4,11 +4,11 @@ it. A question naming a day searches that day's memories too, and they move up (
 
 Only days written unambiguously are read: "9 November 2022", "9th of November, 2022", "November 9, 2022",
 "2022-11-09", and from the moment of the search "today", "tonight", "this morning", "yesterday", "last
-night", "the day before yesterday", "three days ago" (up to 31), a weekday ("on Tuesday", "last Friday":
-the latest before today) and "the weekend" (the latest Saturday before today and its Sunday). A date
-written with numbers alone ("11/09/2022") reads as two different days in two countries and is left alone,
-as are a month or a year alone (too wide to move up), a habit ("on Tuesdays") and what is still to come
-("next Friday": no memory is written ahead of its day).
+night", "the day before yesterday", "three days ago" (up to 31), "last Friday" (the latest before today)
+and "last weekend" (the latest Saturday and Sunday before today). A date written with numbers alone
+("11/09/2022") reads as two different days in two countries and is left alone, as are a month or a year
+alone (too wide to move up) and a weekday not said to be past ("any plans for Friday?" is about the coming
+one; "on Tuesday" may be either).
 
 Where a question writes a date, the days it counts from a moment are counted from that date's moment, not
 the search's: "what did Joanna finish last Friday, as she said on 23 January, 2022?" asks of what was said
@@ -53,9 +53,9 @@ _WRITTEN = re.compile(
     re.IGNORECASE,
 )
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+# Only a weekday said to be past: "on Friday" is as often the coming one ("any plans for Friday?")
 _WEEKDAY = re.compile(
-    rf"\b(?:last\s+|past\s+|this\s+)?(?P<next>next\s+|coming\s+)?(?P<day>{'|'.join(_WEEKDAYS)}|weekend)(?P<habit>s)?\b",
-    re.IGNORECASE,
+    rf"\b(?:last|past|this\s+past)\s+(?P<day>{'|'.join(_WEEKDAYS)}|weekend)\b", re.IGNORECASE
 )
 _COUNTS = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
 _RELATIVE = re.compile(
@@ -80,15 +80,11 @@ def _days_back(m: re.Match[str]) -> int | None:
 
 
 def _weekdays_back(m: re.Match[str], today: date) -> tuple[int, ...]:
-    """How many days before the search a weekday (the latest before today: 1 to 7 days back) or the
-    weekend (its latest Saturday before today, and the Sunday after it) is; () for a habit or a day to
-    come."""
-    if m["next"] or m["habit"]:
-        return ()
+    """How many days before the search the last such weekday is (the latest before today: 1 to 7 days
+    back), or the last weekend's Saturday and Sunday (the latest both before today)."""
     day = m["day"].lower()
-    weekday = _WEEKDAYS.index("saturday" if day == "weekend" else day)
-    back = (today.weekday() - weekday - 1) % 7 + 1
-    return (back, back - 1) if day == "weekend" else (back,)
+    back = (today.weekday() - _WEEKDAYS.index("sunday" if day == "weekend" else day) - 1) % 7 + 1
+    return (back + 1, back) if day == "weekend" else (back,)
 
 
 def _month(word: str) -> int:
@@ -115,14 +111,19 @@ class NamedDays:
 
 def read_days(question: str, now_ms: int) -> NamedDays:
     """The days a question names (none: NamedDays())."""
+    today = datetime.fromtimestamp(now_ms / 1000, tz=UTC).date()
     # a written date is when it was said: what is counted from it is not another day's
-    named = _written_days(question) or _counted_days(question, now_ms)
+    written = _written_days(question)
+    named = written or _counted_days(question, today)
     days = {day for _, found in named for day in found}
     spans = []
     for day in sorted(days):
         start = int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1000)
         spans.append((start - MARGIN_MS, start + DAY_MS + MARGIN_MS))
-    return NamedDays(tuple(spans), " ".join(words for words, found in named if found))
+    # "today" is as often what a request is for ("how are you today?", "what should I cook tonight?") as
+    # what it asks about: its words are told only of days gone by, or written
+    words = [said for said, found in named if found and (written or max(found) < today)]
+    return NamedDays(tuple(spans), " ".join(words))
 
 
 def named_days(question: str, now_ms: int) -> tuple[tuple[int, int], ...]:
@@ -145,10 +146,9 @@ def _written_days(question: str) -> list[tuple[str, set[date]]]:
     return named
 
 
-def _counted_days(question: str, now_ms: int) -> list[tuple[str, set[date]]]:
+def _counted_days(question: str, today: date) -> list[tuple[str, set[date]]]:
     """The days a question counts back from the moment of the search ("yesterday", "last Friday"), each
     with its words."""
-    today = datetime.fromtimestamp(now_ms / 1000, tz=UTC).date()
     named = []
     for m in _RELATIVE.finditer(question):
         back = _days_back(m)
