@@ -7,6 +7,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
+from engram.clock import now_ms
 from engram.config import Settings
 from engram.config.proxy import ProxySettings
 from engram.jobs import ExtractJob
@@ -41,6 +42,22 @@ def test_an_unrelated_turn_is_told_no_memories_and_a_related_one_is(stack, monke
         assert chat.context(turn, unrelated) == ("", 0), unrelated
     block, found = chat.context(turn, "What's my favourite beverage?")
     assert found >= 1 and "green tea" in block and "Biscuit" not in block
+
+
+def test_a_turn_asking_about_a_day_is_told_that_day_s_memories_over_the_floor(stack, monkeypatch):
+    """A turn asking "what did we decide yesterday?", with the real model and the default floor (0.4):
+    yesterday's memory shares one word of the question at most, and is told; one of four days ago is not."""
+    monkeypatch.delenv("MEMORY_RECALL_MIN_SCORE", raising=False)
+    service = stack.engine.service
+    chat = ChatMemory(Settings().proxy, service, ProjectResolver(None), stack.engine.state)
+    turn = Turn("u-day", "c", None, authorized=True)
+    day = 86_400_000
+    service.add_fact(chat.bot, "The launch moves to March.", user="u-day", created_at=now_ms() - day)
+    service.add_fact(chat.bot, "The logo will be blue.", user="u-day", created_at=now_ms() - 4 * day)
+    scope = Scope(bot=chat.bot, kind="fact", user="u-day")
+    assert wait_until(lambda: service.recall(scope, "launch", 2).meaning, timeout_s=30)
+    block, found = chat.context(turn, "What did we decide yesterday?")
+    assert found == 1 and "March" in block and "blue" not in block, block
 
 
 @pytest.mark.parametrize("mode", ["relevant", "newest", "both"])

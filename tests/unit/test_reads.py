@@ -222,8 +222,8 @@ def test_a_model_with_one_direction_in_every_vector_tells_a_new_fact_from_one_ke
 
 
 def test_a_question_naming_a_day_keeps_that_day_s_memories_over_a_floor_and_no_other_day_s(service):
-    """ "What did we decide yesterday?" shares one word with what was decided: the day is the rest of the
-    question, and a floor (the proxy's and /ask's 0.4) keeps yesterday's memories, not another day's."""
+    """A question "what did we decide yesterday?" shares one word with what was decided: the day is the
+    rest of it, and a floor (the proxy's and /ask's 0.4) keeps yesterday's memories, not another day's."""
     day = 86_400_000
     now = now_ms()
     said = [
@@ -239,8 +239,8 @@ def test_a_question_naming_a_day_keeps_that_day_s_memories_over_a_floor_and_no_o
 
 
 def test_a_question_naming_someone_by_what_others_call_them_keeps_their_memories_over_a_floor(service):
-    """ "What is Mel planning?" — Mel is what Jordan calls Melanie. Her memory shares no other word of the
-    question, and is half its answer as any memory of hers is: a floor of 0.4 keeps it (not Jordan's)."""
+    """A question "what is Mel planning?" — Mel is what Jordan calls Melanie. Her memory shares no other
+    word of it, and is half its answer as any memory of hers is: a floor of 0.4 keeps it."""
     said = [
         ChatMessage(
             "n1",
