@@ -77,6 +77,15 @@ def test_a_question_names_the_authors_whose_names_it_has(question, named):
     assert named_authors(question, NAMES) == named
 
 
+def test_a_discord_mention_names_the_user_of_that_id():
+    """How a person is named in Discord: "<@id>", and "<@!id>" in a slash command's string option."""
+    names = {"80351110224678912": {"nelly"}, "41771983423143937": set()}
+    assert named_authors("what did <@80351110224678912> say?", names) == {"80351110224678912"}
+    assert named_authors("did <@!41771983423143937> agree?", names) == {"41771983423143937"}
+    assert named_authors("did <@12345> agree?", names) == set()  # no memory of theirs among the hits
+    assert named_authors("what about <#80351110224678912>?", names) == set()  # a channel, not a user
+
+
 def test_a_named_authors_memories_move_up_by_the_weight_of_the_best_score():
     hits = [
         hit(1, 1.0, "Caroline", "I went to a pottery class"),

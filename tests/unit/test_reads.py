@@ -264,3 +264,18 @@ def test_a_question_naming_someone_by_what_others_call_them_keeps_their_memories
     # Jordan's turn holds the word "Mel" in its text: kept for its words, as before
     assert kitchen in _ids(found)
     assert _ids(service.search("b", "what is Dana planning?", kind="message", min_score=0.4)) == []
+
+
+def test_a_question_mentioning_someone_on_discord_finds_their_memories_first_and_over_a_floor(service):
+    """An /ask prompt names people as Discord writes a mention, "<@id>": the memories of that user id (a
+    Discord message's author) move up, and have the mention beside their text."""
+    said = [
+        ChatMessage("1", "We booked a cabin by the lake for the trip.", "80351110224678912", thread="c"),
+        ChatMessage("2", "The trip is on: I booked the lake cabin.", "41771983423143937", thread="c"),
+    ]
+    cabin, other = _ids(service.add_messages("b", said).memories)
+    assert _ids(service.search("b", "who booked the lake cabin for the trip?", kind="message"))[0] == other
+    question = "what did <@!80351110224678912> book for the trip?"
+    assert _ids(service.search("b", question, kind="message"))[0] == cabin
+    floored = service.search("b", "what does <@80351110224678912> want?", kind="message", min_score=0.4)
+    assert _ids(floored) == [cabin]

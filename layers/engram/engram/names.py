@@ -220,6 +220,11 @@ def _similar(asked: str, name: str) -> bool:
     return len(asked) >= 3 and len(name) > len(asked) and name.startswith(asked)
 
 
+# A user mention in Discord's message formatting (reference.mdx, Message Formatting: <@id>, and <@!id> as a
+# string option of a slash command still sends it)
+_MENTIONED = re.compile(r"<@!?(\d{1,20})>")
+
+
 def named_authors(query: str, names: Mapping[str, set[str]]) -> set[str]:
     """The authors a question names: a word of it that is one of their names, or (no author having that
     very name, and the word written as a name is, capitalised) another spelling or a short form of one:
@@ -228,13 +233,18 @@ def named_authors(query: str, names: Mapping[str, set[str]]) -> set[str]:
 
 
 def naming_words(query: str, names: Mapping[str, set[str]]) -> dict[str, str]:
-    """The authors a question names (as `named_authors`), each with the words of it that name them."""
+    """The authors a question names (as `named_authors`, and by a Discord mention of their user id, as
+    "<@80351110224678912>" — how a person is named in a Discord message, an /ask prompt among them), each
+    with the words of it that name them."""
     capitalised = {w.casefold() for w in re.findall(r"\b[^\W\d_a-z][^\W\d_]*", query)}
     asked = [w for w in dict.fromkeys(name_tokens(query)) if w not in STOPWORDS]
     out: dict[str, list[str]] = {}
     for word in asked:
         for user in _whose(word, names, word in capitalised):
             out.setdefault(user, []).append(word)
+    for user in dict.fromkeys(_MENTIONED.findall(query)):
+        if user in names:
+            out.setdefault(user, []).append(user)
     return {user: " ".join(words) for user, words in out.items()}
 
 
