@@ -110,6 +110,22 @@ def test_with_the_index_down_a_question_naming_someone_still_finds_their_words_f
     ] == [mel]
 
 
+def test_with_the_index_down_a_question_naming_a_day_still_finds_that_day_s_memories(service, engine):
+    """The words fallback asks the days a question names as a search of the index does: yesterday's memory
+    first and kept over a floor, though it shares one word of the question at most."""
+    day = 86_400_000
+    said = [
+        ChatMessage(source_id="1", text="We agreed the launch moves to March.", created_at=now_ms() - day),
+        ChatMessage(source_id="2", text="We agreed on blue for the logo.", created_at=now_ms() - 4 * day),
+    ]
+    launch, logo = _ids(service.add_messages("b", said).memories)
+    engine.service.index.down = True
+    found = service.search("b", "what did we agree yesterday?", kind="message")
+    assert _ids(found)[:1] == [launch] and not found.meaning
+    floored = service.search("b", "what did we decide yesterday?", kind="message", min_score=0.4)
+    assert _ids(floored) == [launch]
+
+
 def test_the_closest_memory_in_meaning_is_told_with_its_similarity(service, embedder):
     tea, _ = service.add_fact("b", "Drinks tea.")
     service.add_fact("b", "Walks the dog.")

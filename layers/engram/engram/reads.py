@@ -370,16 +370,21 @@ class MemoryReads:
         hidden, wanted = self.hider(scope.bot), dict(scope.metadata)
         shown = [r for r in rows if not hidden.record(r) and matches_metadata(r.metadata, wanted)]
         by_id = {int(r.id): r for r in shown}
-        # scored by the words the index holds for them (their author's names too), and named authors
-        # favoured, as a search of the index would: the same question finds the same person with Qdrant down
+        # scored by the words the index holds for them (their author's names too), the days and the authors
+        # a question names favoured, as a search of the index would: the same question finds the same
+        # memories with Qdrant down
         scored = [
             Hit(int(r.id), score, payload(r))
             for r in shown
             if (score := self.words.score(q, self.indexer.words_of(r))) > 0
         ]
+        days = self._days(query, scope)
+        dated = [Hit(int(r.id), 0.0, payload(r)) for r in shown if on_days(r.created_at, days.spans)]
+        fusion_k = self.retrieval.fusion(len(q.indices)).k
+        scored = favour_dated(ranked(scored), dated, days.spans, self.retrieval.date_weight, fusion_k)
         named = asked_names(scored, query, asker) if self.retrieval.name_weight else {}
-        scored = favour(ranked(scored), named, self.retrieval.name_weight)
-        asked, beside, out = set(terms(query)), Asked(names=named), Found()
+        scored = favour(scored, named, self.retrieval.name_weight)
+        asked, beside, out = set(terms(query)), Asked(days, named), Found()
         for hit in scored[:k]:
             r = by_id[hit.id]
             memory = Memory.from_record(r)
