@@ -362,7 +362,6 @@ class MemoryReads:
         return _closest(hits, vectors[0], levels if centred else None)
 
     def _words_fallback(self, scope: Scope, query: str, k: int, asker: str | None = None) -> Found:
-        q = self.words.query(query)
         listing = Listing(scope.server, scope.project, scope.user, read_at_most=FALLBACK_READ)
         rows = self.records.newest(
             required_name("bot", scope.bot), scope.kind or "fact", FALLBACK_SCAN, listing
@@ -370,9 +369,22 @@ class MemoryReads:
         hidden, wanted = self.hider(scope.bot), dict(scope.metadata)
         shown = [r for r in rows if not hidden.record(r) and matches_metadata(r.metadata, wanted)]
         by_id = {int(r.id): r for r in shown}
-        # scored by the words the index holds for them (their author's names too), the days and the authors
-        # a question names favoured, as a search of the index would: the same question finds the same
-        # memories with Qdrant down
+        scored, beside = self._by_words(shown, scope, query, asker)
+        asked, out = set(terms(query)), Found()
+        for hit in scored[:k]:
+            r = by_id[hit.id]
+            memory = Memory.from_record(r)
+            memory.score = words_share(asked, r.text, beside.words_of(hit))  # relevance by words alone
+            out.append(memory)
+        return out
+
+    def _by_words(
+        self, shown: Sequence[Record], scope: Scope, query: str, asker: str | None
+    ) -> tuple[Sequence[Hit], Asked]:
+        """Records ranked by the words the index holds for them (their author's names too), the days and the
+        authors a question names favoured, as a search of the index would: the same question finds the
+        same memories with Qdrant down. With what the question asks beside its words."""
+        q = self.words.query(query)
         scored = [
             Hit(int(r.id), score, payload(r))
             for r in shown
@@ -383,14 +395,7 @@ class MemoryReads:
         fusion_k = self.retrieval.fusion(len(q.indices)).k
         scored = favour_dated(ranked(scored), dated, days.spans, self.retrieval.date_weight, fusion_k)
         named = asked_names(scored, query, asker) if self.retrieval.name_weight else {}
-        scored = favour(scored, named, self.retrieval.name_weight)
-        asked, beside, out = set(terms(query)), Asked(days, named), Found()
-        for hit in scored[:k]:
-            r = by_id[hit.id]
-            memory = Memory.from_record(r)
-            memory.score = words_share(asked, r.text, beside.words_of(hit))  # relevance by words alone
-            out.append(memory)
-        return out
+        return favour(scored, named, self.retrieval.name_weight), Asked(days, named)
 
     @staticmethod
     def _kind(kind: str | None) -> str:
