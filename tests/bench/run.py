@@ -1089,6 +1089,9 @@ def leave_out_lines(name: str, lo: dict) -> list[str]:
         f"  shipped: {lo['shipped defaults (engram.retrieval.DEFAULT)']}; on all five (dev): "
         f"{lo['shipped on all five (dev figure, not a leave-out one)']}"
     )
+    for name, row in lo.items():
+        if name.startswith("shipped at the recall floor"):
+            lines.append(f"  {name}: messages {row['message']:.3f}, facts {row['fact']:.3f}")
     if lo.get("each side alone, settings kept (R@10 on all five)"):
         lines.append(
             f"  each side alone (all five): {lo['each side alone, settings kept (R@10 on all five)']}"
