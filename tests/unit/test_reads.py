@@ -295,3 +295,12 @@ def test_a_question_mentioning_someone_on_discord_finds_their_memories_first_and
     assert _ids(service.search("b", question, kind="message"))[0] == cabin
     floored = service.search("b", "what does <@80351110224678912> want?", kind="message", min_score=0.4)
     assert _ids(floored) == [cabin]
+
+
+def test_a_name_every_memory_s_author_goes_by_tells_no_memory_from_another(service):
+    """In one person's memories (LibreChat's scope), a question naming that person is no more answered by
+    one memory than another: the name counts toward none, and an unrelated memory stays under the floor."""
+    service.add_fact("b", "Anna keeps bees on the roof.", user="anna")
+    service.add_fact("b", "The car needs new tyres.", user="anna")
+    found = service.search("b", "what does Anna like?", user="anna", min_score=0.4)
+    assert [m.text for m in found] == ["Anna keeps bees on the roof."]

@@ -270,18 +270,19 @@ def favour_named(hits: Sequence[Hit], query: str, weight: float, asker: str | No
 def asked_names(hits: Sequence[Hit], query: str, asker: str | None = None) -> dict[str, str]:
     """The authors among these hits a question asks about, each with the words of it that name them: those
     it names, and the asker (no words) when it speaks of itself. What their memories have beside their
-    text, as their author's names are: a question naming "Mel" is half answered by any memory of hers."""
+    text, as their author's names are: a question naming "Mel" is half answered by any memory of hers.
+    None when it names every author among the hits: then a name tells no memory from another (a scope of
+    one person's memories, a question naming both people of a chat)."""
     named = naming_words(query, directory(hits)) if len(hits) > 1 else {}
     if asker and _FIRST_PERSON.search(query):
         named.setdefault(asker, "")
-    return named
+    return {} if {h.payload.get("user") for h in hits} <= named.keys() else named
 
 
 def favour(hits: Sequence[Hit], named: Mapping[str, str], weight: float) -> list[Hit]:
     """The hits of the `named` authors (asked_names) moved up by `weight` times the best hit's score; none
     moves when they are every author among the hits, or no one."""
-    authors = {h.payload.get("user") for h in hits}
-    if not weight or not named or len(hits) < 2 or authors <= named.keys():
+    if not weight or not named or len(hits) < 2 or {h.payload.get("user") for h in hits} <= named.keys():
         return list(hits)
     lift = weight * max(h.score for h in hits)
     moved = [replace(h, score=h.score + lift) if h.payload.get("user") in named else h for h in hits]
