@@ -297,7 +297,7 @@ def test_a_question_mentioning_someone_on_discord_finds_their_memories_first_and
     assert _ids(floored) == [cabin]
 
 
-def test_a_name_every_memory_s_author_goes_by_tells_no_memory_from_another(service):
+def test_in_one_person_s_memories_their_name_tells_no_memory_from_another(service):
     """In one person's memories (LibreChat's scope), a question naming that person is no more answered by
     one memory than another: the name counts toward none, and an unrelated memory stays under the floor."""
     service.add_fact("b", "Anna keeps bees on the roof.", user="anna")

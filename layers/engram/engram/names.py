@@ -270,13 +270,11 @@ def favour_named(hits: Sequence[Hit], query: str, weight: float, asker: str | No
 def asked_names(hits: Sequence[Hit], query: str, asker: str | None = None) -> dict[str, str]:
     """The authors among these hits a question asks about, each with the words of it that name them: those
     it names, and the asker (no words) when it speaks of itself. What their memories have beside their
-    text, as their author's names are: a question naming "Mel" is half answered by any memory of hers.
-    None when it names every author among the hits: then a name tells no memory from another (a scope of
-    one person's memories, a question naming both people of a chat)."""
+    text, as their author's names are: a question naming "Mel" is half answered by any memory of hers."""
     named = naming_words(query, directory(hits)) if len(hits) > 1 else {}
     if asker and _FIRST_PERSON.search(query):
         named.setdefault(asker, "")
-    return {} if {h.payload.get("user") for h in hits} <= named.keys() else named
+    return named
 
 
 def favour(hits: Sequence[Hit], named: Mapping[str, str], weight: float) -> list[Hit]:

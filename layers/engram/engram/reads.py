@@ -254,7 +254,8 @@ class MemoryReads:
             log.warning("index unavailable, searching records by words: %s", exc.message)
             return self._words_fallback(scope, query, k, asker)
         hidden = self.hider(scope.bot)
-        found = self._scored([h for h in hits if not hidden.hit(h)], query, dense, levels, Asked(days, named))
+        beside = Asked.of(days, named, scope)
+        found = self._scored([h for h in hits if not hidden.hit(h)], query, dense, levels, beside)
         found.meaning = dense is not None
         return found
 
@@ -395,7 +396,7 @@ class MemoryReads:
         fusion_k = self.retrieval.fusion(len(q.indices)).k
         scored = favour_dated(ranked(scored), dated, days.spans, self.retrieval.date_weight, fusion_k)
         named = asked_names(scored, query, asker) if self.retrieval.name_weight else {}
-        return favour(scored, named, self.retrieval.name_weight), Asked(days, named)
+        return favour(scored, named, self.retrieval.name_weight), Asked.of(days, named, scope)
 
     @staticmethod
     def _kind(kind: str | None) -> str:
@@ -413,6 +414,12 @@ class Asked:
 
     days: NamedDays = NamedDays()
     names: Mapping[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def of(days: NamedDays, named: Mapping[str, str], scope: Scope) -> Asked:
+        """What a search of this scope asks beside its words: in one person's memories (a scope with a
+        user: LibreChat's, a search with `userId`) a name tells no memory from another: it counts for none."""
+        return Asked(days, named if scope.user is None else {})
 
     def words_of(self, hit: Hit) -> list[str]:
         """The question's terms this hit has beside its text."""
