@@ -40,6 +40,9 @@ def span(day: str) -> tuple[int, int]:
         ("What did I tell you 10 days ago?", ["2026-11-26"]),
         ("What did I tell you 90 days ago?", []),  # too far back to be a day one remembers
         ("What did I say a day ago?", ["2026-12-05"]),
+        ("What did I tell you a week ago?", ["2026-11-29"]),
+        ("What did we decide two weeks ago?", ["2026-11-22"]),
+        ("What did we decide 6 weeks ago?", []),  # past 31 days: too far back to be a day one remembers
         # a date in numbers alone is two different days in two countries; a month or a year is too wide
         ("What happened on 11/09/2022?", []),
         ("What did Melanie paint in May 2023?", []),

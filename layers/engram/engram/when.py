@@ -4,11 +4,11 @@ it. A question naming a day searches that day's memories too, and they move up (
 
 Only days written unambiguously are read: "9 November 2022", "9th of November, 2022", "November 9, 2022",
 "2022-11-09", and from the moment of the search "today", "tonight", "this morning", "yesterday", "last
-night", "the day before yesterday", "three days ago" (up to 31), "last Friday" (the latest before today)
-and "last weekend" (the latest Saturday and Sunday before today). A date written with numbers alone
-("11/09/2022") reads as two different days in two countries and is left alone, as are a month or a year
-alone (too wide to move up) and a weekday not said to be past ("any plans for Friday?" is about the coming
-one; "on Tuesday" may be either).
+night", "the day before yesterday", "three days ago" and "two weeks ago" (up to 31 days), "last Friday"
+(the latest before today) and "last weekend" (the latest Saturday and Sunday before today). A date written
+with numbers alone ("11/09/2022") reads as two different days in two countries and is left alone, as are a
+month, a year or a week alone (too wide to move up) and a weekday not said to be past ("any plans for
+Friday?" is about the coming one; "on Tuesday" may be either).
 
 Where a question writes a date, the days it counts from a moment are counted from that date's moment, not
 the search's: "what did Joanna finish last Friday, as she said on 23 January, 2022?" asks of what was said
@@ -61,7 +61,7 @@ _COUNTS = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 
 _RELATIVE = re.compile(
     r"\b(?:(?P<before>the day before yesterday)|(?P<today>today|tonight|this morning)"
     r"|(?P<yesterday>yesterday|last night)"
-    r"|(?P<count>\d{1,2}|a|one|two|three|four|five|six|seven) days? ago)\b",
+    r"|(?P<count>\d{1,2}|a|one|two|three|four|five|six|seven) (?P<unit>days?|weeks?) ago)\b",
     re.IGNORECASE,
 )
 
@@ -75,7 +75,7 @@ def _days_back(m: re.Match[str]) -> int | None:
     if m["yesterday"]:
         return 1
     count = m["count"].lower()
-    back = int(count) if count.isdigit() else _COUNTS[count]
+    back = (int(count) if count.isdigit() else _COUNTS[count]) * (7 if m["unit"].startswith("week") else 1)
     return back if back <= 31 else None
 
 
