@@ -101,7 +101,7 @@ def test_a_message_is_found_by_its_authors_name_though_its_words_never_say_it(se
     """On Discord a name lives only with its author: the index reads a message as "Melanie: …"
     (Retrieval.author_label), so a question naming her finds her message by its words; read without its
     author, the message of the other, which shares a word with the question, comes first. (Names that move
-    hits, engram.names.favour_named, are off here: this is the index alone.)"""
+    hits, engram.names.favour, are off here: this is the index alone.)"""
     from dataclasses import replace
 
     from engram.retrieval import DEFAULT

@@ -8,8 +8,16 @@ import types
 import pytest
 
 from engram import names
-from engram.names import addressed_as, author_names, directory, favour_named, named_authors
+from engram.names import addressed_as, asked_names, author_names, directory, favour, naming_words
 from engram.vectors import Hit
+
+
+def named_authors(question, known):
+    return set(naming_words(question, known))
+
+
+def favour_named(hits, question, weight, asker=None):
+    return favour(hits, asked_names(hits, question, asker) if weight else {}, weight)
 
 
 def hit(i: int, score: float, user: str, text: str = "", **payload) -> Hit:

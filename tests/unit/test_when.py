@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from engram.vectors import Hit
-from engram.when import DAY_MS, MARGIN_MS, favour_dated, named_days, read_days
+from engram.when import DAY_MS, MARGIN_MS, favour_dated, read_days
 
 
 def ms(day: str) -> int:
@@ -15,6 +15,10 @@ def ms(day: str) -> int:
 
 
 NOW = ms("2026-12-06T15:00:00")
+
+
+def named_days(question: str, now: int) -> tuple[tuple[int, int], ...]:
+    return read_days(question, now).spans
 
 
 def span(day: str) -> tuple[int, int]:

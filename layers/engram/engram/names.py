@@ -225,17 +225,11 @@ def _similar(asked: str, name: str) -> bool:
 _MENTIONED = re.compile(r"<@!?(\d{1,20})>")
 
 
-def named_authors(query: str, names: Mapping[str, set[str]]) -> set[str]:
-    """The authors a question names: a word of it that is one of their names, or (no author having that
-    very name, and the word written as a name is, capitalised) another spelling or a short form of one:
-    "join" is not John, "Jon" may be."""
-    return set(naming_words(query, names))
-
-
 def naming_words(query: str, names: Mapping[str, set[str]]) -> dict[str, str]:
-    """The authors a question names (as `named_authors`, and by a Discord mention of their user id, as
-    "<@80351110224678912>" — how a person is named in a Discord message, an /ask prompt among them), each
-    with the words of it that name them."""
+    """The authors a question names, each with the words of it that name them: a word of it that is one of
+    their names, or (no author having that very name, and the word written as a name is, capitalised)
+    another spelling or a short form of one — "join" is not John, "Jon" may be; and by a Discord mention of
+    their user id, "<@80351110224678912>" (how a person is named in a Discord message or an /ask prompt)."""
     capitalised = {w.casefold() for w in re.findall(r"\b[^\W\d_a-z][^\W\d_]*", query)}
     asked = [w for w in dict.fromkeys(name_tokens(query)) if w not in STOPWORDS]
     out: dict[str, list[str]] = {}
@@ -258,13 +252,6 @@ def _whose(word: str, names: Mapping[str, set[str]], capitalised: bool) -> set[s
 
 # A question about the asker themselves ("what did I say about ...", "my sister's name")
 _FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself|i'm|i've|i'd|i'll)\b", re.IGNORECASE)
-
-
-def favour_named(hits: Sequence[Hit], query: str, weight: float, asker: str | None = None) -> list[Hit]:
-    """The hits with those of the authors the question names moved up — and the asker's, when it is
-    known and the question speaks of itself ("I", "my") — each by `weight` times the best hit's score (0:
-    nothing moves). A question naming every author among them, or none, changes nothing."""
-    return favour(hits, asked_names(hits, query, asker) if weight else {}, weight)
 
 
 def asked_names(hits: Sequence[Hit], query: str, asker: str | None = None) -> dict[str, str]:

@@ -408,25 +408,26 @@ class MemoryReads:
 @dataclass(frozen=True)
 class Asked:
     """What a question asks beside its words' meaning, which a memory has beside its text: the days it
-    names ("yesterday": engram.when) and the authors (each with the words naming them: engram.names). "What
+    names ("yesterday": engram.when) and the authors (each with the terms naming them: engram.names). "What
     did we decide yesterday?" is half answered by any memory of yesterday, "what is Mel planning?" by any
     of Mel's, so a floor (minScore) keeps them where their text shares no other word of the question."""
 
-    days: NamedDays = NamedDays()
-    names: Mapping[str, str] = field(default_factory=dict)
+    spans: tuple[tuple[int, int], ...] = ()
+    day_terms: tuple[str, ...] = ()
+    name_terms: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @staticmethod
     def of(days: NamedDays, named: Mapping[str, str], scope: Scope) -> Asked:
-        """What a search of this scope asks beside its words: in one person's memories (a scope with a
-        user: LibreChat's, a search with `userId`) a name tells no memory from another: it counts for none."""
-        return Asked(days, named if scope.user is None else {})
+        """What a search of this scope asks beside its words, as terms (made once, not per hit): in one
+        person's memories (a scope with a user: LibreChat's, a search with `userId`) a name tells no memory
+        from another: it counts for none."""
+        names = {user: tuple(terms(words)) for user, words in named.items()} if scope.user is None else {}
+        return Asked(days.spans, tuple(terms(days.words)), names)
 
-    def words_of(self, hit: Hit) -> list[str]:
+    def words_of(self, hit: Hit) -> tuple[str, ...]:
         """The question's terms this hit has beside its text."""
-        words = [self.names.get(hit.payload.get("user") or "", "")]
-        if on_days(hit.payload.get("createdAt"), self.days.spans):
-            words.append(self.days.words)
-        return terms(" ".join(words))
+        named = self.name_terms.get(hit.payload.get("user") or "", ())
+        return (*named, *self.day_terms) if on_days(hit.payload.get("createdAt"), self.spans) else named
 
 
 def _cosine(levels: Calibration, hit: Hit, dense: QueryMeaning) -> float | None:

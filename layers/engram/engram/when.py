@@ -126,11 +126,6 @@ def read_days(question: str, now_ms: int) -> NamedDays:
     return NamedDays(tuple(spans), " ".join(words))
 
 
-def named_days(question: str, now_ms: int) -> tuple[tuple[int, int], ...]:
-    """The spans of the days a question names; () when it names none."""
-    return read_days(question, now_ms).spans
-
-
 def _written_days(question: str) -> list[tuple[str, set[date]]]:
     """The dates a question writes ("9 November, 2022", "2022-11-09"), each with its words."""
     named = []
