@@ -57,9 +57,21 @@ def span(day: str) -> tuple[int, int]:
         ("What did I say this past Saturday?", ["2026-12-05"]),
         ("What did I say last Sunday?", ["2026-11-29"]),  # today is Sunday: a week back
         ("What did we watch last weekend?", ["2026-11-28", "2026-11-29"]),
-        # a weekday not said to be past may be the coming one
-        ("What did Melanie paint on Tuesday?", []),
+        # a weekday in a question asked in the past tense is the latest before today, as "last Tuesday" is
+        ("What did Melanie paint on Tuesday?", ["2026-12-01"]),
+        ("Was the standup on Monday or Wednesday?", ["2026-11-30", "2026-12-02"]),
+        ("what didn't we finish friday", ["2026-12-04"]),
+        ("What did I say on Sunday?", ["2026-11-29"]),  # today is Sunday: a week back
+        # a weekday not said to be past may be the coming one: asked not in the past, or said to be future,
+        # or placed by its words, every one of them (plural), or another thing's (possessive)
         ("Any plans for Friday?", []),
+        ("What's happening on Tuesday?", []),
+        ("What did you say will happen on Tuesday?", []),
+        ("What did we say we'll do on Tuesday?", []),
+        ("What did we plan for Tuesday?", []),
+        ("What did we do every Tuesday?", []),
+        ("What did Melanie paint on Tuesdays?", []),
+        ("What did Mel say about Tuesday's meeting?", []),
         ("What should I bring next Friday?", []),
         ("Any plans for the weekend?", []),
         # a written date is when it was said; what is counted from it is not another day's
@@ -82,6 +94,7 @@ def test_a_question_names_the_days_it_writes_unambiguously(question, days):
         ("what did we decide last friday", "last friday"),
         ("What did Nate make on 9 November, 2022, and yesterday?", "9 November, 2022"),  # the written date
         ("What did Melanie paint on Tuesdays?", ""),
+        ("What did Melanie paint on Tuesday?", "Tuesday"),
         ("What did we decide?", ""),
         # today is as often what a request is for as what it asks about: its words are not told
         ("How are you today?", ""),

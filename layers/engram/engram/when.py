@@ -5,10 +5,12 @@ it. A question naming a day searches that day's memories too, and they move up (
 Only days written unambiguously are read: "9 November 2022", "9th of November, 2022", "November 9, 2022",
 "2022-11-09", and from the moment of the search "today", "tonight", "this morning", "yesterday", "last
 night", "the day before yesterday", "three days ago" and "two weeks ago" (up to 31 days), "last Friday"
-(the latest before today) and "last weekend" (the latest Saturday and Sunday before today). A date written
-with numbers alone ("11/09/2022") reads as two different days in two countries and is left alone, as are a
-month, a year or a week alone (too wide to move up) and a weekday not said to be past ("any plans for
-Friday?" is about the coming one; "on Tuesday" may be either).
+(the latest before today), "last weekend" (the latest Saturday and Sunday before today), and a weekday in a
+question asked in the past tense ("what did we decide on Tuesday?": the latest Tuesday before today). A
+date written with numbers alone ("11/09/2022") reads as two different days in two countries and is left
+alone, as are a month, a year or a week alone (too wide to move up) and a weekday in a question not asked in
+the past ("any plans for Friday?", "what's on Tuesday?", "what did you say will happen on Tuesday?" are
+about the coming one).
 
 Where a question writes a date, the days it counts from a moment are counted from that date's moment, not
 the search's: "what did Joanna finish last Friday, as she said on 23 January, 2022?" asks of what was said
@@ -57,6 +59,18 @@ _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
 _WEEKDAY = re.compile(
     rf"\b(?:last|past|this\s+past)\s+(?P<day>{'|'.join(_WEEKDAYS)}|weekend)\b", re.IGNORECASE
 )
+# A weekday alone ("on Tuesday", "Tuesday"), read only in a question asked in the past tense and saying
+# nothing of the future: "what did we decide on Tuesday?" is the last one, "what's on Tuesday?" the next.
+# A weekday after a word that places it otherwise ("next", "every", "for", "until") is not, nor a plural
+# ("on Tuesdays": every one) or a possessive ("Tuesday's meeting" may be the coming one's).
+_ANY_WEEKDAY = re.compile(
+    rf"(?:\b(?P<word>[a-z]+)\s+)?\b(?P<day>{'|'.join(_WEEKDAYS)})\b(?!['’]s\b)", re.IGNORECASE
+)
+_PLACED = frozenset(("last", "past", "next", "this", "coming", "following", "every", "each")) | frozenset(
+    ("for", "until", "till", "by", "before", "after", "since")
+)
+_PAST = re.compile(r"\b(?:did|was|were|had)(?:n['’]?t)?\b", re.IGNORECASE)
+_FUTURE = re.compile(r"\b(?:will|won['’]?t|shall|gonna|going to)\b|['’]ll\b", re.IGNORECASE)
 _COUNTS = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
 _RELATIVE = re.compile(
     r"\b(?:(?P<before>the day before yesterday)|(?P<today>today|tonight|this morning)"
@@ -151,6 +165,10 @@ def _counted_days(question: str, today: date) -> list[tuple[str, set[date]]]:
             named.append((m[0], {today - timedelta(days=back)}))
     for m in _WEEKDAY.finditer(question):
         named.append((m[0], {today - timedelta(days=back) for back in _weekdays_back(m, today)}))
+    if _PAST.search(question) and not _FUTURE.search(question):
+        for m in _ANY_WEEKDAY.finditer(question):
+            if (m["word"] or "").lower() not in _PLACED:
+                named.append((m["day"], {today - timedelta(days=_weekdays_back(m, today)[0])}))
     return named
 
 
