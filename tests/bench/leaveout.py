@@ -278,6 +278,7 @@ TODAY = dict(
     name_weight=0.0,
     author_label=False,
     date_weight=0.0,
+    name_in_first_person=False,
 )
 
 # Each change is a family of candidate values, the first "off", on a grid fixed here before it is run.
@@ -324,6 +325,9 @@ BY_AUTHOR = ("a thread's turns counted by author", {"window_by_author": [False, 
 # (engram.when). Facts here are stored at ingestion time, as the HTTP benchmark stores them: days move
 # only messages
 DATES = ("days a question names", {"date_weight": [0.0, 0.25, 0.5, 1.0]})
+# A question naming someone asks its meaning as their own memories put it ("what did Melanie paint?" as "what
+# did I paint?"), the words keeping the name: on with names only (the authors named are read by them)
+FIRST_PERSON = ("a named person asked in the first person", {"name_in_first_person": [False, True]})
 
 # Settings the shipped retrieval has on or had on, judged again on top of the rest of it (issue 48): the
 # setting off (its first values), then its values chosen per split; kept as before (held-out up, on at
@@ -338,6 +342,7 @@ AGAIN: list[tuple[str, dict[str, list]]] = [
     NAMES,
     AUTHOR_LABEL,
     DATES,
+    FIRST_PERSON,
 ]
 
 # Each leg and setting of the shipped retrieval, and what turns it off: `make bench` scores the shipped
@@ -351,6 +356,7 @@ LEGS: dict[str, dict[str, Any]] = {
     "meaning feedback": {"feedback_docs": 0},
     "people by their names": {"name_weight": 0.0},
     "days a question names": {"date_weight": 0.0},
+    "a named person asked in the first person": {"name_in_first_person": False},
     "the author's name in the indexed text": {"author_label": False},
     "a fact's context (its author's previous fact)": {"fact_context_minutes": 0.0},
 }

@@ -160,3 +160,33 @@ def test_the_index_reads_a_records_text_labelled_only_when_the_setting_says_so()
     record = types.SimpleNamespace(text="pottery on Thursdays", user="81234567", content={"nick": "Mel"})
     assert names.indexed_text(record, author_label=False) == "pottery on Thursdays"
     assert names.indexed_text(record, author_label=True) == "Mel: pottery on Thursdays"
+
+
+@pytest.mark.parametrize(
+    ("question", "named", "said"),
+    [
+        ("What did Melanie paint?", {"Melanie": "melanie"}, "What did I paint?"),
+        # possessive, a nickname, two people, a mention: each as their own memories say it
+        ("What is Melanie's favourite book?", {"Melanie": "melanie"}, "What is my favourite book?"),
+        ("What did Mel say about it?", {"Melanie": "mel"}, "What did I say about it?"),
+        (
+            "What did Melanie paint for Caroline\u2019s party?",
+            {"Melanie": "melanie", "Caroline": "caroline"},
+            "What did I paint for my party?",
+        ),
+        (
+            "what did <@!41771983423143937> approve?",
+            {"41771983423143937": "41771983423143937"},
+            "what did I approve?",
+        ),
+        ("Where does Zoë live?", {"Zoe": "zoe"}, "Where does I live?"),  # compared as names are: folded
+        # nothing else moves: a name no author has, a word that only contains one
+        ("Did Melanie visit Porto with Ana?", {"Melanie": "melanie"}, "Did I visit Porto with Ana?"),
+        ("What did Melanies paint?", {"Melanie": "melanie"}, None),
+        # the asker alone (no words name them), or no one: the question as it is
+        ("What did I say?", {"U1": ""}, None),
+        ("What did we decide?", {}, None),
+    ],
+)
+def test_a_named_persons_meaning_is_asked_as_their_own_memories_put_it(question, named, said):
+    assert names.in_first_person(question, named) == said

@@ -304,3 +304,24 @@ def test_in_one_person_s_memories_their_name_tells_no_memory_from_another(servic
     service.add_fact("b", "The car needs new tyres.", user="anna")
     found = service.search("b", "what does Anna like?", user="anna", min_score=0.4)
     assert [m.text for m in found] == ["Anna keeps bees on the roof."]
+
+
+def test_a_question_naming_someone_asks_its_meaning_as_their_own_memories_put_it(service, embedder):
+    """ "What did Melanie paint?" is answered by Melanie's "I painted ...", which never says her name: the
+    meaning leg is asked as "What did I paint?" (the words leg keeps the name: her memories have it beside
+    their text), one embed as for any question. A question naming no author is embedded as it is."""
+    said = [
+        ChatMessage("1", "I painted a sunrise over the lake.", "Melanie", thread="c"),
+        ChatMessage("2", "Lovely! Melanie, you should show it.", "Caroline", thread="c"),
+        ChatMessage("3", "I adopted a puppy last week.", "Caroline", thread="c"),
+    ]
+    sunrise, _, _ = _ids(service.add_messages("b", said).memories)
+    service.search("b", "warm-up", kind="message")  # the relevance levels are measured on the first search
+    asked: list[str] = []
+    embed = embedder.embed
+    embedder.embed = lambda texts: asked.extend(texts) or embed(texts)
+    assert _ids(service.search("b", "What did Melanie paint?", kind="message"))[0] == sunrise
+    assert asked == ["What did I paint?"]
+    asked.clear()
+    service.search("b", "What did Dana paint?", kind="message")
+    assert asked == ["What did Dana paint?"]

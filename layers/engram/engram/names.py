@@ -264,6 +264,29 @@ def asked_names(hits: Sequence[Hit], query: str, asker: str | None = None) -> di
     return named
 
 
+# A word of a question, possessive or not, or a Discord mention (as naming_words reads them)
+_WORD_OR_MENTION = re.compile(r"(?:<@!?(?P<id>\d{1,20})>|\b(?P<word>[^\W\d_]+))(?P<own>['\u2019]s\b)?")
+
+
+def in_first_person(query: str, named: Mapping[str, str]) -> str | None:
+    """The question as the named authors' own memories would put it: each word naming one of them
+    (asked_names: a name, a nickname, another spelling, a mention) as "I", or "my" where possessive — "what
+    did Melanie paint for Caroline's party?" -> "what did I paint for my party?". None: it names no one by a
+    word."""
+    naming = {word for words in named.values() for word in words.split()}
+    if not naming:
+        return None
+
+    def spoken(m: re.Match[str]) -> str:
+        tokens = [m["id"]] if m["id"] else name_tokens(m["word"])
+        if len(tokens) != 1 or tokens[0] not in naming:
+            return m[0]
+        return "my" if m["own"] else "I"
+
+    said = _WORD_OR_MENTION.sub(spoken, query)
+    return said if said != query else None
+
+
 def favour(hits: Sequence[Hit], named: Mapping[str, str], weight: float) -> list[Hit]:
     """The hits of the `named` authors (asked_names) moved up by `weight` times the best hit's score; none
     moves when they are every author among the hits, or no one."""

@@ -23,7 +23,7 @@ from .domain import (
 )
 from .errors import IndexUnavailable, InvalidInput, NotFound
 from .indexing import Indexer
-from .names import asked_names, favour, labelled
+from .names import asked_names, favour, in_first_person, labelled
 from .observability import timed
 from .parts import MemoryParts
 from .record import Listing, drew_on
@@ -234,16 +234,11 @@ class MemoryReads:
 
     def _recall(self, scope: Scope, query: str, k: int, asker: str | None) -> Found:
         scope = replace(scope, alive_at=now_ms())  # what expired is not among the top k
-        words = self.words.query(query)
-        dense = None
-        if self.dense_name is not None and self.indexer.dense_exists(self.dense_name):
-            vectors = self.indexer.embed([query], wait=False, query=True)
-            if vectors:
-                dense = (self.dense_name, vectors[0])
-        # a model whose cosines are centred (engram.relevance) is scored from the hits' vectors
-        levels = self._calibration() if dense is not None else None
-        days = self._days(query, scope)
+        words, days = self.words.query(query), self._days(query, scope)
         try:
+            dense = self._meaning(self._as_they_say_it(scope, query, words))
+            # a model whose cosines are centred (engram.relevance) is scored from the hits' vectors
+            levels = self._calibration() if dense is not None else None
             with timed("vector-query"):
                 hits = self._ranked(scope, words, dense, k, days.spans, bool(levels and levels.centred))
             named = asked_names(hits, query, asker) if self.retrieval.name_weight else {}
@@ -258,6 +253,26 @@ class MemoryReads:
         found = self._scored([h for h in hits if not hidden.hit(h)], query, dense, levels, beside)
         found.meaning = dense is not None
         return found
+
+    def _as_they_say_it(self, scope: Scope, query: str, words: SparseVector) -> str:
+        """The text a question's meaning is asked by: as the authors it names speak of themselves ("what did
+        Melanie paint?" as "what did I paint?": engram.names.in_first_person, Retrieval.name_in_first_person),
+        or as it is. Who it names is read from its words' hits (their authors' names are in their words), a
+        search of the words leg alone before the one embed."""
+        settings = self.retrieval
+        if not (settings.name_in_first_person and settings.name_weight and words.indices and self._vectors()):
+            return query
+        by_words = Query(words, None, settings.name_depth, settings.fusion(len(words.indices)))
+        return in_first_person(query, asked_names(self.index.search(scope, by_words), query)) or query
+
+    def _vectors(self) -> bool:
+        """Whether a search can ask by meaning: vectors on, and the index holding them."""
+        return self.dense_name is not None and self.indexer.dense_exists(self.dense_name)
+
+    def _meaning(self, text: str) -> QueryMeaning:
+        """What a question means, as the index's vectors (None: no vectors, or the model still loading)."""
+        vectors = self.indexer.embed([text], wait=False, query=True) if self._vectors() else None
+        return (self.dense_name, vectors[0]) if vectors and self.dense_name else None
 
     def _days(self, query: str, scope: Scope) -> NamedDays:
         """The days a question names, counted from the moment of the search (none with days weighed 0)."""

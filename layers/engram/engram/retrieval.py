@@ -82,6 +82,13 @@ class Retrieval:
     # with their speaker), on all five without labels (as Discord stores them: messages +0.05, facts +0.09).
     name_weight: float = 0.5
     name_depth: int = 30
+    # ... and a question naming them asks its meaning as their own memories put it: each word naming one of
+    # them as "I", "my" where possessive ("what did Melanie paint for Caroline's party?" is asked as "what
+    # did I paint for my party?"), the words leg keeping the names (engram.names.in_first_person). A
+    # person's memories speak of them in the first person and never by their name, while the name pulls the
+    # meaning towards the turns of others that call them by it. Leave-out: on all five, labelled turns
+    # 0.778 / 0.743 -> 0.789 / 0.754 (docs/performance.md). Costs a named question one more embed and search.
+    name_in_first_person: bool = True
     # Days a question names (engram.when: "on 9 November, 2022", "yesterday"): the same question is asked
     # of those days' memories too, and each of them moves up by `date_weight` times the best hit's score
     # (0: days move nothing). A memory's day is its createdAt, which neither leg can match.
