@@ -53,6 +53,16 @@ def fake(engine):
     return server
 
 
+@pytest.fixture
+def m1_mixes(monkeypatch):
+    """The fake model m1 mixes a window's meaning into each point's, as E5 does (its own settings:
+    engram.retrieval.MODEL_SETTINGS): a re-embed then writes each point's own vector beside the searched
+    one, and a second pass mixes them."""
+    from engram.retrieval import MODEL_SETTINGS
+
+    monkeypatch.setitem(MODEL_SETTINGS, "m1", {"meaning_window": 0.5})
+
+
 def taken(aws) -> list:
     """Every job on the jobs queue, taken off it (received and deleted), as typed jobs."""
     from engram.jobs import parse_job
@@ -117,13 +127,16 @@ def test_switching_models_reembeds_in_the_background_and_drops_the_old_vectors(e
     drain(aws)
     progress = engine.embedding.progress()
     assert progress["memoriesWithVectors"] == 4 and progress["error"] is None
-    # the searched vectors and, beside them, each point's own meaning (its window's is mixed into the first)
-    assert service.index.dense_names() == {"dense-fakeai-m1", "dense-fakeai-m1-own"}
+    # one vector a point, its own meaning: a window's is mixed in (an own vector kept beside) only for a
+    # model whose settings say so (E5: engram.retrieval.MODEL_SETTINGS), and the old model's are dropped
+    assert service.index.dense_names() == {"dense-fakeai-m1"}
     assert service.search("b1", "beverage", limit=1)[0].id == facts[0].id  # by the new model's meaning
     assert [m.text for m in service.list("b1")] == [f.text for f in reversed(facts)]  # records untouched
 
 
-def test_a_reembed_runs_a_chain_per_bot_and_kind_at_once_and_the_last_one_finishes_it(engine, fake, aws):
+def test_a_reembed_runs_a_chain_per_bot_and_kind_at_once_and_the_last_one_finishes_it(
+    engine, fake, aws, m1_mixes
+):
     """Issue 32, part 5: a serial chain of pages over every record took days at 100 M; the plan queues
     every bot's facts and messages as chains of their own, one per key of the kind, and the one that ends
     last drops the old model's vectors (a redelivered last page counts once)."""
@@ -179,7 +192,7 @@ def test_a_reembed_runs_a_chain_per_bot_and_kind_at_once_and_the_last_one_finish
     assert queued() == [] and not engine.embedding.progress()["mixing"]
 
 
-def test_a_reembed_step_delivered_twice_queues_its_next_step_once(engine, fake, aws, monkeypatch):
+def test_a_reembed_step_delivered_twice_queues_its_next_step_once(engine, fake, aws, m1_mixes, monkeypatch):
     """Issue 46: SQS delivers at least once. A step delivered twice (or redelivered after its follow-on was
     queued) used to queue its next step twice, and each copy went on to the chain's end, doubling with every
     duplicate. Each step now claims its follow-on first: every position is queued once, the re-embed ends."""
@@ -253,7 +266,7 @@ def test_a_reembed_page_that_failed_is_tried_again_once_however_often_it_was_del
     assert [job for job in taken(aws) if isinstance(job, ReembedJob)] == []
 
 
-def test_switching_back_reuses_vectors_that_still_exist(engine, fake, aws):
+def test_switching_back_reuses_vectors_that_still_exist(engine, fake, aws, m1_mixes):
     service = engine.service
     service.add_fact("b1", "The owner drinks green tea.")
     engine.embedding.change({"embedder": "remote", "embeddingProvider": "fakeai", "embeddingModel": "m1"})
@@ -269,7 +282,7 @@ def test_switching_back_reuses_vectors_that_still_exist(engine, fake, aws):
     assert service.index.dense_names() == {"dense-fakeai-m1", "dense-fakeai-m1-own"}
 
 
-def test_reembedding_mixes_each_new_vector_with_its_window_s(engine, fake, aws):
+def test_reembedding_mixes_each_new_vector_with_its_window_s(engine, fake, aws, m1_mixes):
     """A new model's own vectors arrive a page at a time; each page mixes them with the turns around."""
     service = engine.service
     turns = ["Shall we stop for a break?", "I want tea.", "A coffee for me."]
@@ -297,7 +310,7 @@ def test_reembedding_mixes_each_new_vector_with_its_window_s(engine, fake, aws):
     "page, step_s", [(2, 0), (12, 60)], ids=["a step a page, windows pages apart", "one step, read ahead"]
 )
 def test_a_reembed_over_many_pages_mixes_every_point_as_a_live_write_would(
-    engine, fake, aws, monkeypatch, page, step_s
+    engine, fake, aws, monkeypatch, m1_mixes, page, step_s
 ):
     """Two interleaved threads of nine turns, paged `page` records at a time under one key of the kind: the
     first pass writes own vectors only, the second mixes each point from its whole window, pages apart —

@@ -43,6 +43,25 @@ def _found(service, query: str, kind: str = "message") -> set[int]:
 
 
 @pytest.fixture
+def mixing(service):
+    """The same stores and index, with a window's meaning mixed into each point's (on by default until the
+    first-person question took its worth on the leave-out; E5 keeps it: engram.retrieval.MODEL_SETTINGS)."""
+    from dataclasses import replace
+
+    from engram.retrieval import DEFAULT
+    from engram.service import MemoryService
+
+    return MemoryService(
+        records=service.records,
+        state=service.state,
+        index=service.index,
+        embedder=service.indexer.embedder,
+        queue=service.queue,
+        retrieval=replace(DEFAULT, meaning_window=0.5),
+    )
+
+
+@pytest.fixture
 def words_only(service):
     assert service.retrieval.window_turns and service.retrieval.words_window, "windows are on by default"
     service.indexer.embedder.down = True
@@ -180,17 +199,18 @@ def test_a_fact_s_window_is_its_author_s_facts_in_the_same_scope(words_only):
     assert _found(words_only, "Mango", kind="fact") == {parrot.id}  # another scope: another line
 
 
-def test_a_message_is_found_by_the_meaning_of_the_turns_around_it(service):
+def test_a_message_is_found_by_the_meaning_of_the_turns_around_it(mixing):
     """No word of the query is in any message, and bob's own meaning shares nothing with it: only the
     meaning of carol's reply, mixed into his point, ranks him above the other thread's messages."""
-    assert service.retrieval.meaning_window, "window meaning is on by default"
+    service = mixing
     bob, carol = _thread(service, ("bob", "Shall we stop for a break?"), ("carol", "I want tea."))
     _thread(service, ("dave", "Shall we stop for lunch?"), ("erin", "Sounds good."), thread="t2")
     found = [m.id for m in service.search(BOT, "beverage", kind="message", limit=4)]
     assert found[:2] == [carol, bob]
 
 
-def test_window_meaning_follows_every_write_change_and_forget(service):
+def test_window_meaning_follows_every_write_change_and_forget(mixing):
+    service = mixing
     ids = _thread(
         service,
         ("bob", "Shall we stop for a break?"),
@@ -215,7 +235,8 @@ def test_window_meaning_follows_every_write_change_and_forget(service):
     assert _close(vectors[ids[0]][name], vectors[ids[0]][own_vector_name(name)])  # alone: its own meaning
 
 
-def test_a_changed_message_whose_new_meaning_is_not_made_yet_is_in_no_window_s_meaning(service):
+def test_a_changed_message_whose_new_meaning_is_not_made_yet_is_in_no_window_s_meaning(mixing):
+    service = mixing
     """The embedder is down when a text changes: its point keeps no vector of what it said before (nor does
     the next one, whose context it is), and the points around them are mixed without them until their new
     meaning is made."""

@@ -52,8 +52,13 @@ class Retrieval:
     window_by_author: bool = True
     # ... and whose meaning moves a memory's vector towards theirs: the normalised mean of the window's
     # stored vectors counts at `meaning_window` (0: a memory's meaning is its own). Each point keeps its
-    # own vector beside the mixed one, so a window's mean is made of its neighbours' own meanings.
-    meaning_window: float = 0.5
+    # own vector beside the mixed one, so a window's mean is made of its neighbours' own meanings. Off
+    # with MiniLM since a named person is asked in the first person: judged again on top of it (meaning
+    # feedback off), kept in none of the three protocols (up on 0, 0 and 2 of 5 splits; on all five
+    # -0.008 / -0.005 labelled, -0.001 / -0.006 without labels, +0.003 / 0.000 in pieces), while it cost
+    # every write a read of its neighbours' vectors and a rewrite of theirs, a second vector per point
+    # and a second re-embedding pass (docs/performance.md). E5 keeps it (MODEL_SETTINGS).
+    meaning_window: float = 0.0
     # Query side: how the word and the meaning results are fused — "rrf", weighted reciprocal rank fusion
     # (k = `fusion_k`), or "blend", a weighted sum of each side's scores min-max normalised over its
     # `candidates` (Bruch et al., TOIS 2023) — and each side's weight.
@@ -64,11 +69,15 @@ class Retrieval:
     candidates: int = 50
     # Pseudo-relevance feedback: the terms shared by the top `feedback_docs` hits are added to the
     # query at `feedback_weight`, their mean meaning to the query's at `feedback_dense`, and the query
-    # runs again, with no second embed (0 docs: off).
-    feedback_docs: int = 3
+    # runs again, with no second embed (0 docs: off). Off with MiniLM since a named person is asked in
+    # the first person: judged again on top of it, meaning feedback was kept in none of the three
+    # protocols (up on 2, 3 and 0 of 5 splits; on all five +0.005 / -0.002 labelled, +0.002 / +0.005
+    # without labels, -0.005 / -0.003 in pieces), for one more vector query per search
+    # (docs/performance.md). E5 keeps it (MODEL_SETTINGS).
+    feedback_docs: int = 0
     feedback_terms: int = 5
     feedback_weight: float = 0.0
-    feedback_dense: float = 0.3
+    feedback_dense: float = 0.0
     # Feedback needs a crowd: only when the first search found at least this many (in a handful of
     # memories the top three are most of the scope)
     feedback_min_hits: int = 10
@@ -127,6 +136,7 @@ class MeaningSettings(TypedDict, total=False):
     fact_context_minutes: float
     feedback_docs: int
     feedback_dense: float
+    meaning_window: float
 
 
 MEANING_SIDE = frozenset(MeaningSettings.__annotations__)
@@ -140,7 +150,15 @@ MODEL_SETTINGS: dict[str, MeaningSettings] = {
     # 0.751, sent in pieces 0.737 / 0.681 -> 0.752 / 0.693; with MiniLM the same context was up on 2 of 5.
     # Why it should hold beyond LoCoMo: a chat's turns are shorter than LoCoMo's ("yes, on Tuesday") and
     # mean what the turn before them asked, which is what the context adds to their meaning.
-    "multilingual-e5-small-q4": {"dense_context": 0.5, "fact_context_minutes": 30.0},
+    # Meaning feedback from its top 3 hits (0.3) and a window's meaning (0.5), as shipped before MiniLM's
+    # went off: with E5, feedback off was up on 2 of 5, and its window meaning was not judged again.
+    "multilingual-e5-small-q4": {
+        "dense_context": 0.5,
+        "fact_context_minutes": 30.0,
+        "feedback_docs": 3,
+        "feedback_dense": 0.3,
+        "meaning_window": 0.5,
+    },
 }
 
 
