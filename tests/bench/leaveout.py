@@ -339,6 +339,8 @@ AGAIN: list[tuple[str, dict[str, list]]] = [
         {"words_context": [0.0, 0.3], "dense_context": [0.0, 0.5], "fact_context_minutes": [0.0, 30.0]},
     ),
     ("meaning feedback", {"feedback_docs": [0, 3], "feedback_dense": [0.0, 0.3]}),
+    # off with MiniLM since 1.11 (judged again on top of the first-person question): the grid it was kept on
+    ("window meaning", {"meaning_window": [0.0, 0.25, 0.5]}),
     NAMES,
     AUTHOR_LABEL,
     DATES,

@@ -185,6 +185,9 @@ def test_the_index_reads_a_records_text_labelled_only_when_the_setting_says_so()
         ("What did Melanies paint?", {"Melanie": "melanie"}, None),
         # the asker alone (no words name them), or no one: the question as it is
         ("What did I say?", {"U1": ""}, None),
+        # the first person is the asker's already: "I" would be two people
+        ("What did I tell Mel about the trip?", {"Melanie": "mel", "U1": ""}, None),
+        ("Did Melanie like my painting?", {"Melanie": "melanie"}, None),
         ("What did we decide?", {}, None),
     ],
 )

@@ -272,9 +272,10 @@ def in_first_person(query: str, named: Mapping[str, str]) -> str | None:
     """The question as the named authors' own memories would put it: each word naming one of them
     (asked_names: a name, a nickname, another spelling, a mention) as "I", or "my" where possessive — "what
     did Melanie paint for Caroline's party?" -> "what did I paint for my party?". None: it names no one by a
-    word."""
+    word, or its first person is the asker's already ("what did I tell Mel?" is about the asker's words to
+    her, which may well say her name)."""
     naming = {word for words in named.values() for word in words.split()}
-    if not naming:
+    if not naming or _FIRST_PERSON.search(query):
         return None
 
     def spoken(m: re.Match[str]) -> str:
