@@ -8,25 +8,14 @@ import pytest
 
 from engram.errors import InvalidInput, NotFound, Unavailable
 from engram.vectors import Scope
+from tests.rules import with_retrieval
 
 
 def with_contexts(service):
     """The same stores and index, with contexts counting as they did before issue 48 (off by default now:
     beside windows they were worth ~0 on the leave-out): a fact's context its author's fact of the last 30
     minutes, a context's words at 0.3 and its meaning at 0.5."""
-    from dataclasses import replace
-
-    from engram.retrieval import DEFAULT
-    from engram.service import MemoryService
-
-    return MemoryService(
-        records=service.records,
-        state=service.state,
-        index=service.index,
-        embedder=service.indexer.embedder,
-        queue=service.queue,
-        retrieval=replace(DEFAULT, words_context=0.3, dense_context=0.5, fact_context_minutes=30.0),
-    )
+    return with_retrieval(service, words_context=0.3, dense_context=0.5, fact_context_minutes=30.0)
 
 
 def test_add_then_list_newest_first(service):

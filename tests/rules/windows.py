@@ -11,6 +11,7 @@ import pytest
 from engram.embedders import own_vector_name
 from engram.line_windows import mean_of, mix_meaning
 from engram.service import ChatMessage
+from tests.rules import with_retrieval
 
 BOT = "windows"
 
@@ -46,19 +47,7 @@ def _found(service, query: str, kind: str = "message") -> set[int]:
 def mixing(service):
     """The same stores and index, with a window's meaning mixed into each point's (on by default until the
     first-person question took its worth on the leave-out; E5 keeps it: engram.retrieval.MODEL_SETTINGS)."""
-    from dataclasses import replace
-
-    from engram.retrieval import DEFAULT
-    from engram.service import MemoryService
-
-    return MemoryService(
-        records=service.records,
-        state=service.state,
-        index=service.index,
-        embedder=service.indexer.embedder,
-        queue=service.queue,
-        retrieval=replace(DEFAULT, meaning_window=0.5),
-    )
+    return with_retrieval(service, meaning_window=0.5)
 
 
 @pytest.fixture

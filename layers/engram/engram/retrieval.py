@@ -95,8 +95,9 @@ class Retrieval:
     # them as "I", "my" where possessive ("what did Melanie paint for Caroline's party?" is asked as "what
     # did I paint for my party?"), the words leg keeping the names (engram.names.in_first_person). A
     # person's memories speak of them in the first person and never by their name, while the name pulls the
-    # meaning towards the turns of others that call them by it. Leave-out: on all five, labelled turns
-    # 0.778 / 0.743 -> 0.789 / 0.754 (docs/performance.md). Costs a named question one more embed and search.
+    # meaning towards the turns of others that call them by it. Leave-out on top of the settings before it,
+    # up on 4 of 5 in each protocol: labelled turns 0.778 / 0.743 -> 0.788 / 0.756 (docs/performance.md).
+    # Costs every search with vectors one words-only query first (who is named), never a second embed.
     name_in_first_person: bool = True
     # Days a question names (engram.when: "on 9 November, 2022", "yesterday"): the same question is asked
     # of those days' memories too, and each of them moves up by `date_weight` times the best hit's score

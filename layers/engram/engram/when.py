@@ -66,8 +66,24 @@ _WEEKDAY = re.compile(
 _ANY_WEEKDAY = re.compile(
     rf"(?:\b(?P<word>[a-z]+)\s+)?\b(?P<day>{'|'.join(_WEEKDAYS)})\b(?!['’]s\b)", re.IGNORECASE
 )
-_PLACED = frozenset(("last", "past", "next", "this", "coming", "following", "every", "each")) | frozenset(
-    ("for", "until", "till", "by", "before", "after", "since")
+_PLACED = frozenset(
+    (
+        "last",
+        "past",
+        "next",
+        "this",
+        "coming",
+        "following",
+        "every",
+        "each",
+        "for",
+        "until",
+        "till",
+        "by",
+        "before",
+        "after",
+        "since",
+    )
 )
 _PAST = re.compile(r"\b(?:did|was|were|had)(?:n['’]?t)?\b", re.IGNORECASE)
 _FUTURE = re.compile(r"\b(?:will|won['’]?t|shall|gonna|going to)\b|['’]ll\b", re.IGNORECASE)
