@@ -167,15 +167,15 @@ def records_of(conv: Conversation, kind: str, settings, first_id: int) -> list:
     from engram.store import Record
 
     bot = f"locomo-{conv.sample_id}"
-    out, previous_turn, previous_fact = [], (None, None), {}
+    out, previous_turn, previous_fact = [], (None, None, None), {}
     for i, t in enumerate(conv.turns):
         user = speaker_id(t.speaker)
-        context_author = None
+        context_author = context_source = None
         if kind == "message":
             created = int(t.created_at.timestamp() * 1000) + i  # a session's turns in order
             # the message before it in the thread, and whose it is (as the service stores a thread's)
-            context, context_author = previous_turn
-            previous_turn = (t.text[:MAX_CONTEXT_CHARS], user)
+            context, context_author, context_source = previous_turn
+            previous_turn = (t.text[:MAX_CONTEXT_CHARS], user, first_id + i)
         else:
             created = FACTS_START_MS + i * 1000
             # MemoryService._fact_context: the author's previous fact in the scope, if recent enough
@@ -197,6 +197,7 @@ def records_of(conv: Conversation, kind: str, settings, first_id: int) -> list:
                 thread=conv.sample_id if kind == "message" else None,
                 context=context,
                 context_author=context_author,
+                context_source=context_source,
             )
         )
     return out
@@ -279,6 +280,7 @@ TODAY = dict(
     author_label=False,
     date_weight=0.0,
     name_in_first_person=False,
+    answer_weight=0.0,
 )
 
 # Each change is a family of candidate values, the first "off", on a grid fixed here before it is run.
@@ -328,6 +330,9 @@ DATES = ("days a question names", {"date_weight": [0.0, 0.25, 0.5, 1.0]})
 # A question naming someone asks its meaning as their own memories put it ("what did Melanie paint?" as "what
 # did I paint?"), the words keeping the name: on with names only (the authors named are read by them)
 FIRST_PERSON = ("a named person asked in the first person", {"name_in_first_person": [False, True]})
+# A thread message answering a question among the hits moves up by a share of the question's score
+# (engram.replies): messages only (a fact has no thread)
+ANSWERS = ("a question's answer", {"answer_weight": [0.0, 0.15, 0.3, 0.45, 0.6]})
 
 # Settings the shipped retrieval has on or had on, judged again on top of the rest of it (issue 48): the
 # setting off (its first values), then its values chosen per split; kept as before (held-out up, on at
@@ -345,6 +350,7 @@ AGAIN: list[tuple[str, dict[str, list]]] = [
     AUTHOR_LABEL,
     DATES,
     FIRST_PERSON,
+    ANSWERS,
 ]
 
 # Each leg and setting of the shipped retrieval, and what turns it off: `make bench` scores the shipped
@@ -359,6 +365,7 @@ LEGS: dict[str, dict[str, Any]] = {
     "people by their names": {"name_weight": 0.0},
     "days a question names": {"date_weight": 0.0},
     "a named person asked in the first person": {"name_in_first_person": False},
+    "a question's answer": {"answer_weight": 0.0},
     "the author's name in the indexed text": {"author_label": False},
     "a fact's context (its author's previous fact)": {"fact_context_minutes": 0.0},
 }

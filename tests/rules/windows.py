@@ -46,8 +46,9 @@ def _found(service, query: str, kind: str = "message") -> set[int]:
 @pytest.fixture
 def mixing(service):
     """The same stores and index, with a window's meaning mixed into each point's (on by default until the
-    first-person question took its worth on the leave-out; E5 keeps it: engram.retrieval.MODEL_SETTINGS)."""
-    return with_retrieval(service, meaning_window=0.5)
+    first-person question took its worth on the leave-out; E5 keeps it: engram.retrieval.MODEL_SETTINGS), and
+    answers not moved (engram.replies): what ranks them is the window's meaning alone."""
+    return with_retrieval(service, meaning_window=0.5, answer_weight=0.0)
 
 
 @pytest.fixture

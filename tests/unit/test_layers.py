@@ -184,6 +184,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "engram.jobs",
             "engram.retrieval",
             "engram.names",
+            "engram.replies",
             "engram.when",
             "engram.relevance",
             "engram.words",

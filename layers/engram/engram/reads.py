@@ -28,6 +28,7 @@ from .observability import timed
 from .parts import MemoryParts
 from .record import Listing, drew_on
 from .relevance import QUERIES, STATEMENTS, Calibration, calibrate, combined, words_share
+from .replies import lift_answers, questions_answered, with_answers
 from .retrieval import Retrieval, feedback_query, feedback_vector
 from .shapes import payload
 from .store import KINDS, Record, source_key
@@ -241,16 +242,20 @@ class MemoryReads:
             levels = self._calibration() if dense is not None else None
             with timed("vector-query"):
                 hits = self._ranked(scope, words, dense, k, days.spans, bool(levels and levels.centred))
+            # what a forget under way hides names no one, answers nothing and takes no place in the top k
+            hidden = self.hider(scope.bot)
+            hits = [h for h in hits if not hidden.hit(h)]
             named = asked_names(hits, query, asker) if self.retrieval.name_weight else {}
-            hits = favour(hits, named, self.retrieval.name_weight)[:k]
+            hits = favour(hits, named, self.retrieval.name_weight)
+            answered = questions_answered(hits) if self.retrieval.answer_weight else {}
+            hits = lift_answers(hits, answered, self.retrieval.answer_weight)[:k]
             # (the index ranks equal scores by id: the same question, the same answer)
         except IndexUnavailable as exc:
             self.indexer.failed(exc.message)
             log.warning("index unavailable, searching records by words: %s", exc.message)
             return self._words_fallback(scope, query, k, asker)
-        hidden = self.hider(scope.bot)
-        beside = Asked.of(days, named, scope)
-        found = self._scored([h for h in hits if not hidden.hit(h)], query, dense, levels, beside)
+        beside = Asked.of(days, named, scope, answered)
+        found = self._scored(hits, query, dense, levels, beside)
         found.meaning = dense is not None
         return found
 
@@ -293,8 +298,8 @@ class MemoryReads:
         settings = self.retrieval
         fusion = settings.fusion(len(words.indices))
         moving = bool(settings.feedback_docs and settings.feedback_dense and dense)
-        # names are read from the hits: a named author's memories below the k-th can move up
-        depth = max(k, settings.name_depth) if settings.name_weight else k
+        # names are read from the hits: a named author's memories below the k-th can move up (and answers)
+        depth = max(k, settings.name_depth) if settings.name_weight or settings.answer_weight else k
         first = Query(
             words, dense, max(depth, settings.feedback_min_hits), fusion, with_vector=moving or vectors
         )
@@ -330,11 +335,20 @@ class MemoryReads:
         scale (`levels`; None: words alone) and the share of the query's words it has (engram.relevance),
         its text's and those it has `beside` it."""
         asked = set(terms(query))
+
+        def relevance(hit: Hit) -> float:
+            by_meaning = levels.meaning(_cosine(levels, hit, dense)) if levels else 0.0
+            text = str(hit.payload.get("text", ""))
+            return combined(by_meaning, words_share(asked, text, beside.words_of(hit)))
+
         found = Found()
         for hit in hits:
             memory = Memory.from_hit(hit)
-            by_meaning = levels.meaning(_cosine(levels, hit, dense)) if levels else 0.0
-            memory.score = combined(by_meaning, words_share(asked, memory.text, beside.words_of(hit)))
+            memory.score = relevance(hit)
+            if (question := beside.questions.get(hit.id)) is not None:
+                # an answer is as relevant as the question it answers where that is more ("Three times a
+                # week." to "how often do you work out?")
+                memory.score = max(memory.score, relevance(question))
             found.append(memory)
         return found
 
@@ -391,6 +405,9 @@ class MemoryReads:
             r = by_id[hit.id]
             memory = Memory.from_record(r)
             memory.score = words_share(asked, r.text, beside.words_of(hit))  # relevance by words alone
+            if (question := beside.questions.get(hit.id)) is not None:  # (as _scored)
+                said = str(question.payload.get("text", ""))
+                memory.score = max(memory.score, words_share(asked, said, beside.words_of(question)))
             out.append(memory)
         return out
 
@@ -406,12 +423,17 @@ class MemoryReads:
             for r in shown
             if (score := self.words.score(q, self.indexer.words_of(r))) > 0
         ]
+        if self.retrieval.answer_weight:  # answers to the questions found (the index has them by windows)
+            scored = with_answers(scored, [Hit(int(r.id), 0.0, payload(r)) for r in shown])
         days = self._days(query, scope)
         dated = [Hit(int(r.id), 0.0, payload(r)) for r in shown if on_days(r.created_at, days.spans)]
         fusion_k = self.retrieval.fusion(len(q.indices)).k
         scored = favour_dated(ranked(scored), dated, days.spans, self.retrieval.date_weight, fusion_k)
         named = asked_names(scored, query, asker) if self.retrieval.name_weight else {}
-        return favour(scored, named, self.retrieval.name_weight), Asked.of(days, named, scope)
+        scored = favour(scored, named, self.retrieval.name_weight)
+        answered = questions_answered(scored) if self.retrieval.answer_weight else {}
+        moved = lift_answers(scored, answered, self.retrieval.answer_weight)
+        return moved, Asked.of(days, named, scope, answered)
 
     @staticmethod
     def _kind(kind: str | None) -> str:
@@ -430,14 +452,18 @@ class Asked:
     spans: tuple[tuple[int, int], ...] = ()
     day_terms: tuple[str, ...] = ()
     name_terms: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # the answers among the hits, each with the question it answers (engram.replies), by the answer's id
+    questions: Mapping[int, Hit] = field(default_factory=dict)
 
     @staticmethod
-    def of(days: NamedDays, named: Mapping[str, str], scope: Scope) -> Asked:
+    def of(
+        days: NamedDays, named: Mapping[str, str], scope: Scope, answered: Mapping[int, Hit] | None = None
+    ) -> Asked:
         """What a search of this scope asks beside its words, as terms (made once, not per hit): in one
         person's memories (a scope with a user: LibreChat's, a search with `userId`) a name tells no memory
-        from another: it counts for none."""
+        from another: it counts for none. `answered`: the answers among the hits, each with its question."""
         names = {user: tuple(terms(words)) for user, words in named.items()} if scope.user is None else {}
-        return Asked(days.spans, tuple(terms(days.words)), names)
+        return Asked(days.spans, tuple(terms(days.words)), names, answered or {})
 
     def words_of(self, hit: Hit) -> tuple[str, ...]:
         """The question's terms this hit has beside its text."""

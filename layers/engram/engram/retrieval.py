@@ -103,6 +103,10 @@ class Retrieval:
     # of those days' memories too, and each of them moves up by `date_weight` times the best hit's score
     # (0: days move nothing). A memory's day is its createdAt, which neither leg can match.
     date_weight: float = 0.5
+    # A question's answer (engram.replies): a thread message among the hits whose context is a question of
+    # someone else's (the message before it ends by asking) moves up by `answer_weight` times the
+    # question's score (0: nothing moves). An answer rarely repeats what it answers ("Three times a week.").
+    answer_weight: float = 0.45
     # A model with settings of its own (MODEL_SETTINGS) has them in place of these; False: these settings
     # whatever the model (the leave-out sets every value itself)
     per_model: bool = True

@@ -43,6 +43,8 @@ FIELDS = (
     Field("context", "context", None, export_only=True),
     # in the payload so that a read can hide a point quoting someone whose forget is under way
     Field("context_author", "contextUserId", "contextUser", export_only=True),
+    # which memory its context is (the question a message answers: engram.replies)
+    Field("context_source", None, "contextSource"),
     Field("content", "content", "content", api_type=Any | None),
     # a memory's earlier texts (GET …/history shows them); an export carries them
     Field("versions", "history", None, export_only=True, kind="versions"),
