@@ -1,3 +1,3 @@
 """engram: long-term memory for chat bots."""
 
-__version__ = "1.11.0"
+__version__ = "1.12.0"
