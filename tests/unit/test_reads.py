@@ -80,6 +80,19 @@ def test_search_answers_by_words_alone_while_the_embedder_is_down(service, embed
     assert _ids(found) == [tea.id] and not found.meaning
 
 
+def test_a_search_before_any_vector_is_stored_says_meaning_is_on_when_the_model_is(service, embedder):
+    """An empty index has nothing to find by meaning, but a client waiting for `meaning` to learn that the
+    model is ready must not wait for ever (it did until 1.12: meaning was false until a vector was stored)."""
+    found = service.search("b", "green tea")
+    assert list(found) == [] and found.meaning
+    embedder.down = True
+    assert not service.search("b", "green tea").meaning
+    embedder.down = False
+    tea, _ = service.add_fact("b", "The owner drinks green tea.")
+    found = service.search("b", "a hot beverage")
+    assert found.meaning and _ids(found) == [tea.id]
+
+
 def test_search_answers_by_the_records_words_while_the_index_is_down(service, engine):
     tea, _ = service.add_fact("b", "The owner drinks green tea.")
     service.add_fact("b", "The owner's car is red.")

@@ -237,7 +237,10 @@ class MemoryReads:
         scope = replace(scope, alive_at=now_ms())  # what expired is not among the top k
         words, days = self.words.query(query), self._days(query, scope)
         try:
-            dense = self._meaning(self._as_they_say_it(scope, query, words))
+            meaning = self._meaning(self._as_they_say_it(scope, query, words))
+            # an index with no vector of the model yet (nothing written since it was chosen) is asked by
+            # words, while the answer says meaning is on: the question was embedded, nothing means it yet
+            dense = meaning if meaning is not None and self.indexer.dense_exists(meaning[0]) else None
             # a model whose cosines are centred (engram.relevance) is scored from the hits' vectors
             levels = self._calibration() if dense is not None else None
             with timed("vector-query"):
@@ -256,7 +259,7 @@ class MemoryReads:
             return self._words_fallback(scope, query, k, asker)
         beside = Asked.of(days, named, scope, answered)
         found = self._scored(hits, query, dense, levels, beside)
-        found.meaning = dense is not None
+        found.meaning = meaning is not None
         return found
 
     def _as_they_say_it(self, scope: Scope, query: str, words: SparseVector) -> str:
@@ -275,8 +278,9 @@ class MemoryReads:
         return self.dense_name is not None and self.indexer.dense_exists(self.dense_name)
 
     def _meaning(self, text: str) -> QueryMeaning:
-        """What a question means, as the index's vectors (None: no vectors, or the model still loading)."""
-        vectors = self.indexer.embed([text], wait=False, query=True) if self._vectors() else None
+        """What a question means, as the index's vectors (None: vectors off, or the model down or still
+        loading)."""
+        vectors = self.indexer.embed([text], wait=False, query=True) if self.dense_name is not None else None
         return (self.dense_name, vectors[0]) if vectors and self.dense_name else None
 
     def _days(self, query: str, scope: Scope) -> NamedDays:
