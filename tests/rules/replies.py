@@ -134,3 +134,24 @@ def test_a_question_of_someone_whose_forget_is_under_way_moves_no_answer_and_tak
     service.index.down = False
     found = _ranked(service, limit=4)
     assert found == [tim, erin, busy, answer]  # four, none hers, and the reply on its own words again
+
+
+def test_an_import_links_each_answer_to_its_question_as_the_source_did(service):
+    """An export's lines carry a context's words and author, not its record: the import finds the record (the
+    thread's message before it, the same words by the same author), so answers still follow their
+    questions in the installation they moved to."""
+    from engram.portability import export_lines, import_lines
+
+    _chats(service)
+    unrelated = ChatMessage(source_id="x-1", text="Three times a week.", user="john", context="Which bus?")
+    service.add_messages(BOT, [unrelated])
+    moved = import_lines(service, "moved", list(export_lines(service, BOT)))
+    assert moved["errors"] == []
+    records = {r.source_id: r for r in (service.records.get("moved", m.id) for m in _all(service, "moved"))}
+    assert records["home-1"].context_source == records["home-0"].id  # John's answer to Maria's question
+    assert records["gym-1"].context_source == records["gym-0"].id
+    assert records["x-1"].context_source is None  # a context no stored message holds: words, no record
+
+
+def _all(service, bot: str):
+    return service.list(bot, kind="message", limit=500)

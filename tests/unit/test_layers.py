@@ -161,6 +161,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "engram.service",
             "engram.writes",
+            "engram.contexts",
             "engram.reads",
             "engram.forgetting",
             "engram.lifecycle",

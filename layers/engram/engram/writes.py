@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
 
+from .contexts import Context, linked, thread_contexts, unnamed_replies
 from .domain import (
     INGEST_CHUNK,
     MAX_BATCH,
@@ -27,7 +28,7 @@ from .errors import Forgotten, InvalidInput, NotFound, Unavailable
 from .indexing import Indexer
 from .jobs import IndexJob
 from .parts import MemoryParts
-from .ports import CarriersPort, ClaimsPort, RecordsPort, StatePort
+from .ports import CarriersPort, RecordsPort
 from .record import (
     SOURCE_EDIT,
     Listing,
@@ -59,25 +60,6 @@ def check_batch(messages: list[ChatMessage]) -> None:
     keys = [source_key(m.source_id) for m in messages]
     if len(set(keys)) != len(keys):
         raise InvalidInput("a batch names the same source message id twice")
-
-
-def unnamed_replies(state: StatePort, claims: ClaimsPort, bot: str, messages: list[ChatMessage]) -> None:
-    """A reply to a message of someone forgotten keeps no trace of them (content.replyTo: their id and
-    their message's), unless the message it answers is stored here (written after they came back)."""
-    replies = {
-        id(m): (str(r.get("messageId") or ""), str(r.get("authorId") or ""))
-        for m in messages
-        if isinstance(m.content, dict) and isinstance(r := m.content.get("replyTo"), dict)
-    }
-    gone = state.tombstones.when(bot, {author for _, author in replies.values() if author})
-    if not gone:
-        return
-    answered = [message for message, author in replies.values() if author in gone and message]
-    stored = claims.find_uniques(bot, [source_key(m) for m in answered]) if answered else {}
-    for m in messages:
-        message, author = replies.get(id(m), ("", ""))
-        if author in gone and source_key(message) not in stored:
-            m.content = {k: v for k, v in m.content.items() if k != "replyTo"}
 
 
 class MemoryWrites:
@@ -256,11 +238,11 @@ class MemoryWrites:
         self.records.register_bot(bot)
         stamp = now_ms()
         ids = self.records.next_ids(len(fresh))
-        threads = self._thread_contexts(bot, fresh, ids, stamp, stored_tails)
+        threads = thread_contexts(self.records.tails, bot, fresh, ids, stamp, stored_tails)
         out = []
         for m, memory_id, thread_context in zip(fresh, ids, threads, strict=True):
             given = (m.context, m.context_author, m.context_source)
-            context, author, source = given if m.context is not None else thread_context
+            context, author, source = thread_context if m.context is None else linked(given, thread_context)
             out.append(
                 new_record(
                     bot,
@@ -362,30 +344,7 @@ class MemoryWrites:
         except Exception:  # the records stay pending: the sweep queues them
             log.exception("could not queue index jobs for %d records", len(ids))
 
-    def _thread_contexts(
-        self, bot: str, messages: list[ChatMessage], ids: list[int], stamp: int, stored_tails: bool = True
-    ) -> list[tuple[str | None, str | None, int | None]]:
-        """Each message's conversation context — the text of the message before it in its thread (earlier
-        in the batch by time, else the newest one stored) — with whose words it is and which record."""
-        threads = [m.thread for m in messages if m.thread] if stored_tails else []
-        tails = (
-            {t: (d.text, d.user, d.id) for t, d in self.records.tails.of(bot, threads).items()}
-            if threads
-            else {}
-        )
-        order = sorted(range(len(messages)), key=lambda i: (messages[i].created_at or stamp, i))
-        contexts: list[tuple[str | None, str | None, int | None]] = [(None, None, None)] * len(messages)
-        for i in order:
-            m = messages[i]
-            if not m.thread:
-                continue
-            text, author, source = tails.get(m.thread) or (None, None, None)
-            contexts[i] = (text[:MAX_CONTEXT_CHARS], author, source) if text else (None, None, None)
-            if m.text.strip() and m.expires_at is None:
-                tails[m.thread] = (m.text, m.user, ids[i])
-        return contexts
-
-    def _fact_context(self, bot: str, tail: str, created: int) -> tuple[str | None, str | None, int | None]:
+    def _fact_context(self, bot: str, tail: str, created: int) -> Context:
         """A fact's context: the fact its author saved just before in the same scope, if recent by the current
         model's settings (Retrieval.for_model), with whose it is and which record."""
         window_ms = self.indexer.retrieval.fact_context_minutes * 60_000
