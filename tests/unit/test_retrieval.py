@@ -23,11 +23,9 @@ def test_a_model_s_own_settings_change_only_its_meaning_never_the_words():
 def test_for_model_gives_a_model_its_own_settings_and_the_rest_as_they_are():
     tuned = DEFAULT.for_model(E5Embedder.model)
     assert (tuned.dense_context, tuned.fact_context_minutes) == (0.5, 30.0)
-    assert (tuned.feedback_docs, tuned.feedback_dense) == (3, 0.3)  # E5 keeps meaning feedback
-    assert tuned.meaning_window == 0.5  # and a window's meaning
-    own = dict(
-        dense_context=0.0, fact_context_minutes=0.0, feedback_docs=0, feedback_dense=0.0, meaning_window=0.0
-    )
+    assert (tuned.feedback_docs, tuned.feedback_dense) == (0, 0.0)  # no meaning feedback since 1.12
+    assert tuned.meaning_window == 0.5  # E5 keeps a window's meaning
+    own = dict(dense_context=0.0, fact_context_minutes=0.0, meaning_window=0.0)
     assert replace(tuned, **own) == DEFAULT
     assert DEFAULT.for_model(LOCAL_MODEL) is DEFAULT
     assert DEFAULT.for_model(None) is DEFAULT

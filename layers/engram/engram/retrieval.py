@@ -159,13 +159,13 @@ MODEL_SETTINGS: dict[str, MeaningSettings] = {
     # 0.751, sent in pieces 0.737 / 0.681 -> 0.752 / 0.693; with MiniLM the same context was up on 2 of 5.
     # Why it should hold beyond LoCoMo: a chat's turns are shorter than LoCoMo's ("yes, on Tuesday") and
     # mean what the turn before them asked, which is what the context adds to their meaning.
-    # Meaning feedback from its top 3 hits (0.3) and a window's meaning (0.5), as shipped before MiniLM's
-    # went off: with E5, feedback off was up on 2 of 5, and its window meaning was not judged again.
+    # A window's meaning (0.5), as shipped before MiniLM's went off: judged again with E5 on top of 1.12's
+    # settings (feedback off), kept where turns carry no labels, as on Discord (up on 4 of 5 splits; on all
+    # five +0.005 / +0.009), +0.002 / +0.010 in pieces (3 of 5), -0.002 / -0.006 labelled (0 of 5). Its
+    # meaning feedback is off since 1.12 (no protocol kept it: up on 0, 0 and 2 of 5 splits).
     "multilingual-e5-small-q4": {
         "dense_context": 0.5,
         "fact_context_minutes": 30.0,
-        "feedback_docs": 3,
-        "feedback_dense": 0.3,
         "meaning_window": 0.5,
     },
 }
