@@ -38,7 +38,9 @@ def questions_answered(hits: Sequence[Hit]) -> dict[int, Hit]:
     out = {}
     for hit in hits:
         context, replied = _asked_of(hit)
-        question = by_id.get(context or 0) or by_source.get(replied or "")
+        question = by_id.get(context) if context is not None else None
+        if question is None and replied is not None:
+            question = by_source.get(replied)
         # a message after one's own question goes on asking, it does not answer it
         if question is not None and question.payload.get("user") != hit.payload.get("user"):
             out[hit.id] = question
